@@ -1,0 +1,1 @@
+"""Pieces shared by SAC, DroQ and CrossQ: losses, the gradient-step helper, Polyak averaging, schedules."""

@@ -1,0 +1,46 @@
+"""Losses of soft actor-critic (Haarnoja et al. 2018, arXiv:1812.05905), as pure functions.
+
+Shapes: q values are [n_critics, B]; everything per sample is [B].
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def soft_td_target(
+    next_q: jax.Array,
+    next_log_prob: jax.Array,
+    reward: jax.Array,
+    terminated: jax.Array,
+    alpha: jax.Array,
+    gamma: float,
+) -> jax.Array:
+    """Soft Bellman target y = r + gamma (1 - terminated) (min_i Q_i(s', a') - alpha log pi(a'|s')).
+
+    Only `terminated` stops the bootstrap: a time-limit truncation is not the end of the MDP.
+    """
+    next_v = next_q.min(axis=0) - alpha * next_log_prob  # [n_critics, B] -> [B]
+    return jax.lax.stop_gradient(reward + gamma * (1.0 - terminated) * next_v)
+
+
+def critic_loss(q: jax.Array, target: jax.Array) -> jax.Array:
+    """0.5 * sum over critics of the mean squared TD error (SB3/SBX scale)."""
+    return 0.5 * ((q - target[None, :]) ** 2).mean(axis=1).sum()
+
+
+def actor_loss(log_prob: jax.Array, q: jax.Array, alpha: jax.Array) -> jax.Array:
+    """E[alpha log pi(a|s) - min_i Q_i(s, a)], a ~ pi(.|s) reparameterised (eq. 12)."""
+    return (alpha * log_prob - q.min(axis=0)).mean()
+
+
+def temperature_loss(log_alpha: jax.Array, entropy: jax.Array, target_entropy: float) -> jax.Array:
+    """log_alpha * stop_gradient(H - H_target), averaged over the batch.
+
+    The gradient step is taken on log alpha rather than alpha (eq. 18 reparameterised): alpha stays
+    positive, and a step changes alpha by a factor, which is stable across the many orders of
+    magnitude alpha moves through. When the entropy is below target the loss slopes down in log
+    alpha, so descent raises alpha.
+    """
+    return (log_alpha * jax.lax.stop_gradient(entropy - target_entropy)).mean()

@@ -1,0 +1,87 @@
+"""SAC's training state: a pytree with named fields and no hidden Python state (so it can be vmapped)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from flax.training.train_state import TrainState
+
+from rlbench.algos.common.steps import make_adam
+from rlbench.algos.sac.config import SACConfig
+from rlbench.networks.actor import SquashedGaussianActor
+from rlbench.networks.critic import CriticEnsemble
+from rlbench.types import EnvSpec, Params
+
+
+class CriticState(TrainState):
+    """The critic ensemble and its Polyak-averaged copy used in the TD target."""
+
+    target_params: Params
+
+
+class SACState(struct.PyTreeNode):
+    actor: TrainState
+    critic: CriticState
+    temperature: TrainState | None  # params {"log_alpha": scalar}; None when ent_coef is fixed
+    key: jax.Array  # typed PRNG key for sampling batches, actions and dropout masks
+    step: jax.Array  # int32 gradient steps done; drives policy_delay inside the compiled update
+
+
+class SACNetworks(NamedTuple):
+    actor: SquashedGaussianActor
+    critic: CriticEnsemble
+
+
+def make_networks(cfg: SACConfig, spec: EnvSpec) -> SACNetworks:
+    return SACNetworks(
+        actor=SquashedGaussianActor(action_dim=spec.action_dim, config=cfg.actor),
+        critic=CriticEnsemble(config=cfg.critic, n_critics=cfg.n_critics),
+    )
+
+
+def _zero_step(state: TrainState) -> TrainState:
+    # An int32 array rather than TrainState's Python 0, so both lax.cond branches agree on types.
+    return state.replace(step=jnp.zeros((), jnp.int32))
+
+
+def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array) -> SACState:
+    key, actor_key, critic_key = jax.random.split(key, 3)
+    obs = jnp.zeros((1, spec.obs_dim), jnp.float32)
+    action = jnp.zeros((1, spec.action_dim), jnp.float32)
+    actor_params = nets.actor.init(actor_key, obs)["params"]
+    critic_params = nets.critic.init(critic_key, obs, action)["params"]
+    critic_lr = cfg.learning_rate if cfg.qf_learning_rate is None else cfg.qf_learning_rate
+    actor = TrainState.create(
+        apply_fn=nets.actor.apply, params=actor_params, tx=make_adam(cfg.learning_rate, cfg.adam_b1)
+    )
+    critic = CriticState.create(
+        apply_fn=nets.critic.apply,
+        params=critic_params,
+        # A separate copy: sharing buffers with `params` would break buffer donation.
+        target_params=jax.tree.map(jnp.copy, critic_params),
+        tx=make_adam(critic_lr, cfg.adam_b1),
+    )
+    temperature = None
+    if cfg.ent_coef.learned:
+        log_alpha = {"log_alpha": jnp.log(jnp.asarray(cfg.ent_coef.initial, jnp.float32))}
+        # As SBX: the temperature's learning rate is the initial one, not scheduled.
+        temperature = _zero_step(
+            TrainState.create(apply_fn=None, params=log_alpha, tx=make_adam(cfg.learning_rate.initial))
+        )
+    return SACState(
+        actor=_zero_step(actor),
+        critic=_zero_step(critic),
+        temperature=temperature,
+        key=key,
+        step=jnp.zeros((), jnp.int32),
+    )
+
+
+def current_alpha(cfg: SACConfig, state: SACState) -> jax.Array:
+    """alpha = exp(log_alpha) when learned, else the fixed coefficient."""
+    if state.temperature is None:
+        return jnp.asarray(cfg.ent_coef.initial, jnp.float32)
+    return jnp.exp(state.temperature.params["log_alpha"])

@@ -1,0 +1,102 @@
+"""A fixed-capacity ring buffer of transitions, kept on the JAX device and sampled uniformly.
+
+All functions are pure and jittable, so one compiled training call inserts the newly collected
+transitions and samples every gradient step's batch without a host round trip.
+
+Storage is one float32 matrix with a row per transition, [obs | next_obs | action | reward |
+terminated]. One row array means one gather per batch and one in-place write per insert. (With
+a column per field, XLA:CPU copied whole same-shaped columns, 40 ms a call at 1M transitions, when
+the insert and the gather of two such columns shared a compiled call.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from rlbench.types import EnvSpec, Transition
+
+
+class BufferState(struct.PyTreeNode):
+    rows: jax.Array  # [capacity, 2 * obs_dim + action_dim + 2] float32
+    position: jax.Array  # int32, next row to write
+    size: jax.Array  # int32, rows filled so far (<= capacity)
+
+
+def row_width(spec: EnvSpec) -> int:
+    return 2 * spec.obs_dim + spec.action_dim + 2
+
+
+def bytes_per_transition(spec: EnvSpec) -> int:
+    return 4 * row_width(spec)
+
+
+def pack(transitions: Transition) -> jax.Array:
+    """[n, ...] fields -> [n, width] rows."""
+    return jnp.concatenate(
+        [
+            transitions.obs,
+            transitions.next_obs,
+            transitions.action,
+            transitions.reward[:, None],
+            transitions.terminated[:, None],
+        ],
+        axis=1,
+        dtype=jnp.float32,
+    )
+
+
+def unpack(rows: jax.Array, spec: EnvSpec) -> Transition:
+    """[n, width] rows -> Transition of [n, ...] fields."""
+    o, a = spec.obs_dim, spec.action_dim
+    return Transition(
+        obs=rows[:, :o],
+        next_obs=rows[:, o : 2 * o],
+        action=rows[:, 2 * o : 2 * o + a],
+        reward=rows[:, 2 * o + a],
+        terminated=rows[:, 2 * o + a + 1],
+    )
+
+
+@dataclass(frozen=True)
+class UniformBuffer:
+    capacity: int
+    spec: EnvSpec
+    init_fn: Callable[[], BufferState]
+    add_fn: Callable[[BufferState, Transition], BufferState]
+    sample_fn: Callable[[BufferState, jax.Array, int], Transition]
+
+
+def make_uniform_buffer(capacity: int, spec: EnvSpec) -> UniformBuffer:
+    """Ring buffer of `capacity` transitions: once full, the oldest rows are overwritten first."""
+    if capacity < 1:
+        raise ValueError(f"buffer capacity must be >= 1, got {capacity}")
+
+    def init() -> BufferState:
+        # Distinct arrays for position and size: one buffer in two leaves cannot be donated.
+        return BufferState(
+            rows=jnp.zeros((capacity, row_width(spec)), jnp.float32),
+            position=jnp.zeros((), jnp.int32),
+            size=jnp.zeros((), jnp.int32),
+        )
+
+    def add(state: BufferState, transitions: Transition) -> BufferState:
+        n = transitions.reward.shape[0]  # static under jit
+        if n > capacity:
+            raise ValueError(f"cannot add {n} transitions at once to a buffer of {capacity}")
+        targets = (state.position + jnp.arange(n)) % capacity  # wraps around the end
+        return BufferState(
+            rows=state.rows.at[targets].set(pack(transitions)),
+            position=(state.position + n) % capacity,
+            size=jnp.minimum(state.size + n, capacity),
+        )
+
+    def sample(state: BufferState, key: jax.Array, n: int) -> Transition:
+        picked = jax.random.randint(key, (n,), 0, jnp.maximum(state.size, 1))
+        return unpack(state.rows[picked], spec)
+
+    return UniformBuffer(capacity=capacity, spec=spec, init_fn=init, add_fn=add, sample_fn=sample)

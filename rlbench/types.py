@@ -1,0 +1,35 @@
+"""Type definitions shared across the package (no logic)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+
+Params = Mapping[str, Any]
+Metrics = dict[str, jax.Array]
+
+
+class Transition(NamedTuple):
+    """A batch of transitions. Actions are in [-1, 1]; `terminated` is 1.0 only for true terminal states.
+
+    Truncation (time limits) never reaches the learner: a truncated transition is stored with
+    terminated = 0 and its true final observation as `next_obs`, so the target bootstraps from it.
+    """
+
+    obs: jax.Array  # [..., obs_dim]
+    action: jax.Array  # [..., action_dim]
+    reward: jax.Array  # [...]
+    next_obs: jax.Array  # [..., obs_dim]
+    terminated: jax.Array  # [...] float 0/1
+
+
+class EnvSpec(NamedTuple):
+    """What the learner needs to know about an environment: flat observation and action sizes."""
+
+    obs_dim: int
+    action_dim: int
+
+
+PolicyFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
