@@ -1,0 +1,175 @@
+"""`python train.py`: RL Zoo's training command line on rlbench's learners.
+
+Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (raised before any file is
+written or env stepped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from rlbench import hyperparams
+from rlbench.config import NOT_SUPPORTED_KEYS, RUN_KEYS, RunConfig, normalize_entry
+from rlbench.envs.make import VEC_ENV_KINDS, check_env_id
+from rlbench.errors import ConfigError, EnvWorkerError
+from rlbench.literals import LiteralError, parse_key_values
+from rlbench.registry import ALGORITHMS, AlgoSpec, get_algo
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="train.py", description=__doc__.splitlines()[0])
+    p.add_argument("--algo", default="sac", help=f"algorithm: {', '.join(ALGORITHMS)}")
+    p.add_argument("--env", default="Pendulum-v1", help="gymnasium environment id")
+    p.add_argument("-n", "--n-timesteps", type=int, default=-1, help="env steps (overrides the file)")
+    p.add_argument("--seed", type=int, default=-1, help="random seed; < 0 draws one (printed and saved)")
+    p.add_argument("-f", "--log-folder", default="logs", help="log root folder")
+    p.add_argument("--eval-freq", type=int, default=25_000, help="evaluate every n env steps (< 0: never)")
+    p.add_argument("--eval-episodes", type=int, default=5, help="episodes per evaluation")
+    p.add_argument("--n-eval-envs", type=int, default=1, help="number of evaluation envs")
+    p.add_argument("--vec-env", default="dummy", choices=VEC_ENV_KINDS, help="in-process or subprocess envs")
+    p.add_argument("-params", "--hyperparams", nargs="+", default=[], metavar="KEY:VALUE",
+                   help="override hyperparameters, e.g. learning_rate:1e-3 policy_kwargs:dict(net_arch=[64,64])")
+    p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY:VALUE", help="env constructor kwargs")
+    p.add_argument("-conf", "--conf-file", default=None,
+                   help="hyperparameter file (.yml/.yaml, .py or module); default hyperparams/<algo>.yml")
+    p.add_argument("--log-interval", type=int, default=-1,
+                   help="episodes between training-metric logs (-1: default 4; < -1: never)")
+    p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2), help="0 quiet, 1 info")
+    p.add_argument("-P", "--progress", action="store_true", help="show a progress bar with fps and last eval")
+    return p
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """Everything a run needs, resolved and checked, before anything is written."""
+
+    algo: AlgoSpec
+    run: RunConfig
+    learner_config: Any
+    hyperparams: dict[str, Any]  # resolved, file spelling (saved as config.yml)
+
+
+def resolve(args: argparse.Namespace) -> Experiment:
+    """Validate flags, files and hyperparameters; raise ConfigError on the first problem."""
+    algo = get_algo(args.algo)
+    check_env_id(args.env)
+    source = args.conf_file or str(hyperparams.default_file(algo.name))
+    entry = normalize_entry(hyperparams.select_entry(hyperparams.read_file(source), args.env, source,
+                                                     args.verbose), source)
+    try:
+        overrides = normalize_entry(parse_key_values(args.hyperparams, "-params"), "-params")
+        env_kwargs_cli = parse_key_values(args.env_kwargs, "--env-kwargs")
+    except LiteralError as error:
+        raise ConfigError(str(error)) from None
+    merged = hyperparams.merge(algo.preset, entry, overrides)
+    for key in NOT_SUPPORTED_KEYS:
+        if merged.pop(key, None) not in (None, False, 0, [], {}):
+            raise ConfigError(f"hyperparameter {key!r} is not supported yet by rlbench (from {source} / -params)")
+    run_keys = {key: merged.pop(key) for key in RUN_KEYS if key in merged}
+    if run_keys.get("policy", "MlpPolicy") != "MlpPolicy":
+        raise ConfigError(f"policy: only 'MlpPolicy' is supported, got {run_keys['policy']!r}")
+    n_envs = _positive_int(run_keys.get("n_envs", 1), "n_envs")
+    n_timesteps = args.n_timesteps if args.n_timesteps != -1 else run_keys.get("n_timesteps")
+    if n_timesteps is None:
+        raise ConfigError(f"n_timesteps is not set in {source} for {args.env}; pass -n N")
+    n_timesteps = _positive_int(n_timesteps, "n_timesteps (-n)")
+    learner_config = algo.build_config(merged, n_envs, f"{source} / -params")
+    env_kwargs = dict(run_keys.get("env_kwargs") or {}) | env_kwargs_cli
+    for name, value in (("--eval-episodes", args.eval_episodes), ("--n-eval-envs", args.n_eval_envs)):
+        _positive_int(value, name)
+    seed = args.seed if args.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
+    run = RunConfig(
+        env_id=args.env, n_timesteps=n_timesteps, n_envs=n_envs, env_kwargs=env_kwargs, seed=seed,
+        vec_env=args.vec_env, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
+        n_eval_envs=args.n_eval_envs, log_interval=4 if args.log_interval == -1 else args.log_interval,
+        verbose=args.verbose, progress=args.progress,
+    )
+    resolved = {"n_timesteps": n_timesteps, "n_envs": n_envs, "policy": "MlpPolicy",
+                "env_kwargs": env_kwargs, **algo.config_to_hyperparams(learner_config)}
+    return Experiment(algo=algo, run=run, learner_config=learner_config, hyperparams=dict(sorted(resolved.items())))
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
+        raise ConfigError(f"{name}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def next_run_dir(log_folder: str, algo: str, env_id: str) -> Path:
+    """`<log_folder>/<algo>/<env_id>_<N>` with N one more than the highest existing (RL Zoo layout)."""
+    algo_dir = Path(log_folder) / algo
+    ids = [int(p.name.rsplit("_", 1)[1]) for p in algo_dir.glob(f"{env_id}_*")
+           if p.name.rsplit("_", 1)[1].isdigit() and p.name.rsplit("_", 1)[0] == env_id]
+    return algo_dir / f"{env_id}_{max(ids, default=0) + 1}"
+
+
+def write_run_files(run_dir: Path, exp: Experiment, args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out."""
+    params_dir = run_dir / exp.run.env_id
+    params_dir.mkdir(parents=True, exist_ok=False)
+    saved_args = dict(sorted({**vars(args), "seed": exp.run.seed}.items()))
+    (params_dir / "config.yml").write_text(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True))
+    (params_dir / "args.yml").write_text(yaml.safe_dump(_plain(saved_args), sort_keys=True))
+    (params_dir / "command.txt").write_text(" ".join(["train.py", *argv]) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    """Plain YAML types only (no Python tags): tuples become lists."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        exp = resolve(args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    from rlbench.runner import train  # JAX starts only for a valid run
+    from rlbench.loggers.base import MultiLogger
+    from rlbench.loggers.console import ConsoleLogger
+    from rlbench.loggers.csv import CSVLogger
+    from rlbench.model_io import save_model
+
+    run_dir = next_run_dir(args.log_folder, exp.algo.name, exp.run.env_id)
+    write_run_files(run_dir, exp, args, argv)
+    if args.verbose:
+        print(f"Seed: {exp.run.seed}\nLog folder: {run_dir}")
+        print(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True), end="")
+    def make_logger(metric_names: Sequence[str]) -> MultiLogger:
+        loggers: list[Any] = [CSVLogger(run_dir / "progress.csv", metric_names)]
+        if args.verbose:
+            loggers.append(ConsoleLogger())
+        return MultiLogger(loggers)
+
+    try:
+        result = train(exp.run, exp.algo, exp.learner_config, make_logger, run_dir=run_dir)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except EnvWorkerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except Exception:
+        traceback.print_exc()
+        return 1
+    manifest = {"algo": exp.algo.name, "env_id": exp.run.env_id, "seed": exp.run.seed,
+                "hyperparams": _plain(exp.hyperparams), "env_steps": result.env_steps}
+    save_model(run_dir / exp.run.env_id, result.state, manifest)
+    if args.verbose:
+        print(f"Trained {result.env_steps} env steps in {result.wall_time:.1f} s; model: {run_dir / exp.run.env_id}.msgpack")
+    return 0

@@ -1,0 +1,242 @@
+"""From RL Zoo's hyperparameter spelling to typed, frozen configs, with every value checked.
+
+This is the boundary: strings such as `lin_7.3e-4`, `auto_0.1` or `"dict(net_arch=[64, 64])"` are
+parsed here (without eval) and nothing past this module sees them. Unknown keys and bad values raise
+`ConfigError` naming the key and what would be valid, before any environment is built.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule, Schedule
+from rlbench.algos.sac.config import EntropyCoef, SACConfig
+from rlbench.errors import ConfigError
+from rlbench.literals import LiteralError, parse_value
+from rlbench.networks.mlp import ACTIVATIONS, NetworkConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """What the host loop needs besides the learner's config (RL Zoo's special keys and flags)."""
+
+    env_id: str
+    n_timesteps: int
+    n_envs: int = 1
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    vec_env: str = "dummy"  # dummy (in-process) | subproc
+    eval_freq: int = 25_000  # env steps; <= 0 disables evaluation
+    eval_episodes: int = 5
+    n_eval_envs: int = 1
+    log_interval: int = 4  # episodes between metric logs; <= 0 disables
+    verbose: int = 1
+    progress: bool = False
+
+
+# Keys of a hyperparameter entry consumed by the run, not by the learner.
+RUN_KEYS = ("n_timesteps", "policy", "n_envs", "env_kwargs")
+# RL Zoo keys rlbench does not implement yet: accepted only with a value that turns them off.
+NOT_SUPPORTED_KEYS = ("normalize", "frame_stack", "env_wrapper", "vec_env_wrapper", "callback",
+                      "use_sde", "noise_type", "noise_std", "n_steps", "replay_buffer_class")
+SAC_KEYS = ("learning_rate", "qf_learning_rate", "buffer_size", "learning_starts", "batch_size", "tau",
+            "gamma", "train_freq", "gradient_steps", "policy_delay", "ent_coef", "target_entropy",
+            "policy_kwargs")
+POLICY_KWARGS_KEYS = ("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "log_std_init")
+
+
+def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Parse string-encoded values RL Zoo files use for dicts (policy_kwargs, env_kwargs)."""
+    out = dict(entry)
+    for key in ("policy_kwargs", "env_kwargs"):
+        if isinstance(out.get(key), str):
+            try:
+                out[key] = parse_value(out[key])
+            except LiteralError as error:
+                raise ConfigError(f"{source}: {key}: {error}") from None
+    return out
+
+
+def _unknown(key: str, valid: tuple[str, ...], where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown hyperparameter {key!r} in {where}{hint} (valid: {', '.join(sorted(valid))})")
+
+
+def _number(params: Mapping[str, Any], key: str, kind: type, low: float | None = None,
+            high: float | None = None, *, low_open: bool = False, high_open: bool = False) -> Any:
+    value = params[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if kind is int:
+        if float(value) != int(value):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        value = int(value)
+    else:
+        value = float(value)
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if too_low or too_high:
+        lo = "(" if low_open else "["
+        hi = ")" if high_open else "]"
+        raise ConfigError(f"{key}: {value!r} is out of range {lo}{low}, {high if high is not None else 'inf'}{hi}")
+    return value
+
+
+def parse_schedule(key: str, value: Any) -> Schedule:
+    """A float (constant) or RL Zoo's `lin_<x>` (linear from x to 0 over training)."""
+    if isinstance(value, str) and value.startswith("lin_"):
+        try:
+            start = float(value[4:])
+        except ValueError:
+            raise ConfigError(f"{key}: cannot read {value!r}; expected lin_<float>, e.g. lin_7.3e-4") from None
+        schedule: Schedule = LinearSchedule(start)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        schedule = ConstantSchedule(float(value))
+    else:
+        raise ConfigError(f"{key}: expected a positive number or lin_<float>, got {value!r}")
+    if schedule.initial <= 0:
+        raise ConfigError(f"{key}: must be > 0, got {value!r}")
+    return schedule
+
+
+def parse_ent_coef(value: Any) -> EntropyCoef:
+    """`auto` (learned from 1.0), `auto_<x>` (learned from x) or a positive float (fixed)."""
+    if value == "auto":
+        return EntropyCoef(initial=1.0, learned=True)
+    if isinstance(value, str) and value.startswith("auto_"):
+        try:
+            initial = float(value[5:])
+        except ValueError:
+            initial = -1.0
+        if initial > 0:
+            return EntropyCoef(initial=initial, learned=True)
+    elif isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return EntropyCoef(initial=float(value), learned=False)
+    raise ConfigError(f"ent_coef: expected 'auto', 'auto_<positive float>' or a positive float, got {value!r}")
+
+
+def parse_activation(value: Any) -> str:
+    name = str(value)
+    # RL Zoo spells torch classes: nn.ReLU, th.nn.Tanh, torch.nn.SiLU.
+    short = name.rsplit(".", 1)[-1].lower()
+    aliases = {"leakyrelu": "leaky_relu"}
+    short = aliases.get(short, short)
+    if short not in ACTIVATIONS:
+        raise ConfigError(f"activation_fn: unknown {value!r}; valid: {', '.join(ACTIVATIONS)} (or nn.ReLU style)")
+    return short
+
+
+def parse_net_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A list (shared by actor and critic) or dict(pi=[...], qf=[...]) -> (actor, critic) widths."""
+    def widths(v: Any, where: str) -> tuple[int, ...]:
+        if not isinstance(v, list | tuple) or not all(
+            isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in v
+        ):
+            raise ConfigError(f"net_arch{where}: expected a list of positive integers, got {v!r}")
+        return tuple(v)
+
+    if isinstance(value, Mapping):
+        extra = set(value) - {"pi", "qf"}
+        if extra or not {"pi", "qf"} <= set(value):
+            raise ConfigError(f"net_arch: a dict needs exactly the keys pi and qf, got {sorted(value)}")
+        return widths(value["pi"], "['pi']"), widths(value["qf"], "['qf']")
+    shared = widths(value, "")
+    return shared, shared
+
+
+def resolve_gradient_steps(params: Mapping[str, Any], n_envs: int) -> int:
+    """gradient_steps = -1 means as many gradient steps as env steps collected per iteration."""
+    gradient_steps = params.get("gradient_steps", 1)
+    if gradient_steps == -1:
+        return _train_freq(params) * n_envs
+    return _number({"gradient_steps": gradient_steps}, "gradient_steps", int, 1)
+
+
+def _train_freq(params: Mapping[str, Any]) -> int:
+    value = params.get("train_freq", 1)
+    if isinstance(value, list | tuple):
+        if len(value) != 2 or value[1] != "step":
+            raise ConfigError(f"train_freq: only steps are supported (n or [n, 'step']), got {value!r}")
+        value = value[0]
+    return _number({"train_freq": value}, "train_freq", int, 1)
+
+
+def build_sac_config(params: Mapping[str, Any], n_envs: int, where: str) -> SACConfig:
+    """A checked SACConfig from learner keys of a merged hyperparameter entry."""
+    for key in params:
+        if key not in SAC_KEYS:
+            raise _unknown(key, SAC_KEYS + RUN_KEYS, where)
+    defaults = SACConfig()
+    values: dict[str, Any] = {}
+    p = dict(params)
+    if "learning_rate" in p:
+        values["learning_rate"] = parse_schedule("learning_rate", p["learning_rate"])
+    if p.get("qf_learning_rate") is not None:
+        values["qf_learning_rate"] = _number(p, "qf_learning_rate", float, 0, low_open=True)
+    for key, low in (("buffer_size", 1), ("learning_starts", 0), ("batch_size", 1), ("policy_delay", 1)):
+        if key in p:
+            values[key] = _number(p, key, int, low)
+    if "tau" in p:
+        values["tau"] = _number(p, "tau", float, 0, 1, low_open=True)
+    if "gamma" in p:
+        values["gamma"] = _number(p, "gamma", float, 0, 1, high_open=True)
+    values["train_freq"] = _train_freq(p)
+    values["gradient_steps"] = resolve_gradient_steps(p, n_envs)
+    if "ent_coef" in p:
+        values["ent_coef"] = parse_ent_coef(p["ent_coef"])
+    if p.get("target_entropy", "auto") != "auto":
+        values["target_entropy"] = _number(p, "target_entropy", float)
+    values.update(_policy_kwargs(p.get("policy_kwargs") or {}, defaults))
+    return SACConfig(**values)
+
+
+def _policy_kwargs(kwargs: Any, defaults: SACConfig) -> dict[str, Any]:
+    if not isinstance(kwargs, Mapping):
+        raise ConfigError(f"policy_kwargs: expected a dict, got {kwargs!r}")
+    for key in kwargs:
+        if key not in POLICY_KWARGS_KEYS:
+            raise _unknown(key, POLICY_KWARGS_KEYS, "policy_kwargs")
+    actor_hidden, critic_hidden = parse_net_arch(kwargs.get("net_arch", list(defaults.actor.hidden)))
+    activation = parse_activation(kwargs.get("activation_fn", defaults.actor.activation))
+    dropout = _number({"dropout_rate": kwargs.get("dropout_rate", 0.0)}, "dropout_rate", float, 0, 1, high_open=True)
+    layer_norm = kwargs.get("layer_norm", False)
+    if not isinstance(layer_norm, bool):
+        raise ConfigError(f"policy_kwargs.layer_norm: expected True or False, got {layer_norm!r}")
+    values: dict[str, Any] = {
+        "actor": NetworkConfig(hidden=actor_hidden, activation=activation),
+        # As SBX: dropout and layer norm regularise the critic only (DroQ).
+        "critic": NetworkConfig(hidden=critic_hidden, activation=activation, dropout_rate=dropout, layer_norm=layer_norm),
+    }
+    if "n_critics" in kwargs:
+        values["n_critics"] = _number(kwargs, "n_critics", int, 1)
+    if "log_std_init" in kwargs:
+        _number(kwargs, "log_std_init", float)  # accepted for RL Zoo files; only gSDE uses it (as SBX)
+    return values
+
+
+def sac_config_to_hyperparams(cfg: SACConfig) -> dict[str, Any]:
+    """The inverse of build_sac_config, in file spelling: what config.yml stores, sorted."""
+    lr = cfg.learning_rate
+    out: dict[str, Any] = {
+        "learning_rate": f"lin_{lr.start}" if isinstance(lr, LinearSchedule) else lr.value,
+        "qf_learning_rate": cfg.qf_learning_rate,
+        "ent_coef": (f"auto_{cfg.ent_coef.initial}" if cfg.ent_coef.learned else cfg.ent_coef.initial),
+        "target_entropy": "auto" if cfg.target_entropy is None else cfg.target_entropy,
+        "policy_kwargs": {
+            "net_arch": {"pi": list(cfg.actor.hidden), "qf": list(cfg.critic.hidden)},
+            "activation_fn": cfg.actor.activation,
+            "dropout_rate": cfg.critic.dropout_rate,
+            "layer_norm": cfg.critic.layer_norm,
+            "n_critics": cfg.n_critics,
+        },
+    }
+    skip = {"learning_rate", "qf_learning_rate", "ent_coef", "target_entropy", "actor", "critic",
+            "n_critics", "adam_b1"}
+    for f in fields(cfg):
+        if f.name not in skip:
+            out[f.name] = getattr(cfg, f.name)
+    return dict(sorted(out.items()))

@@ -1,0 +1,84 @@
+"""Hyperparameter files (RL Zoo format): read safely, pick the env's entry, merge overrides.
+
+Files are YAML (`yaml.safe_load`: anchors and merge keys work, Python tags are refused) or a Python
+file / module defining a `hyperparams` dict (the user's own code, run as such). Entries are keyed by
+env id, with `default` as the fallback.
+
+Merge order, lowest first: algorithm defaults < algorithm preset (DroQ) < file entry < `-params`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import runpy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlbench.errors import ConfigError
+
+HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
+
+
+def default_file(algo: str) -> Path:
+    return HYPERPARAMS_DIR / f"{algo}.yml"
+
+
+def read_file(conf: str | Path) -> dict[str, Any]:
+    """The whole table {env_id: entry} of a hyperparameter file or module."""
+    path = Path(conf)
+    if path.suffix in (".yml", ".yaml"):
+        if not path.is_file():
+            raise ConfigError(f"hyperparameter file not found: {path}")
+        try:
+            table = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            raise ConfigError(f"invalid YAML in {path}: {error}") from None
+    elif path.suffix == ".py":
+        if not path.is_file():
+            raise ConfigError(f"hyperparameter file not found: {path}")
+        table = runpy.run_path(str(path)).get("hyperparams")
+    else:
+        try:
+            table = getattr(importlib.import_module(str(conf)), "hyperparams", None)
+        except ImportError as error:
+            raise ConfigError(
+                f"cannot read hyperparameters from {conf!r}: not a .yml/.yaml/.py file and not an "
+                f"importable module ({error})"
+            ) from None
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{conf}: expected a mapping of env ids to hyperparameters")
+    return dict(table)
+
+
+def select_entry(table: Mapping[str, Any], env_id: str, source: str, verbose: int = 1) -> dict[str, Any]:
+    """The entry for `env_id`, else `default`, else a ConfigError naming the keys the file has."""
+    if env_id in table:
+        entry = table[env_id]
+    elif "default" in table:
+        if verbose:
+            print(f"Using 'default' hyperparameters of {source} for {env_id}")
+        entry = table["default"]
+    else:
+        keys = ", ".join(sorted(map(str, table))) or "(none)"
+        raise ConfigError(f"no hyperparameters for {env_id} in {source}, and no 'default' entry; keys: {keys}")
+    if entry is None:
+        return {}
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{source}: entry {env_id!r} must be a mapping, got {type(entry).__name__}")
+    return dict(entry)
+
+
+def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Later layers win. `policy_kwargs` dicts merge key by key, so `-params policy_kwargs:dict(...)`
+    or a file entry changes only the keys it names (a preset's dropout survives a new net_arch)."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key == "policy_kwargs" and isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+    return merged

@@ -1,0 +1,89 @@
+"""Safe parsing of RL Zoo's `key:value` command-line values and string-encoded file values.
+
+Never calls `eval`. A value is parsed with `ast` and accepted only if it is built from literals:
+numbers, strings, True/False/None, lists, tuples, dicts, sets, unary +/-, and `dict(k=v, ...)` calls
+nested to any depth. Bare words (`auto`, `auto_0.1`, `lin_7.3e-4`, `relu`, `nn.ReLU`) are strings,
+so RL Zoo users need not quote them. Anything else (names, attributes, other calls, operators,
+comprehensions) is refused with `LiteralError`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+# A bare word: identifier-like start, then letters, digits and . _ - + (for lin_7.3e-4, auto_0.1).
+_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.+\-]*")
+
+
+class LiteralError(ValueError):
+    """A value is not a literal (and would have needed `eval`)."""
+
+
+def parse_value(text: str) -> Any:
+    """The Python value of `text`, read as a literal, or as a bare-word string."""
+    stripped = text.strip()
+    try:
+        tree = ast.parse(stripped, mode="eval")
+    except SyntaxError:
+        tree = None
+    if tree is not None and not isinstance(tree.body, ast.Name | ast.Attribute):
+        return _literal(tree.body, text)
+    if _BARE_WORD.fullmatch(stripped):
+        return stripped
+    raise LiteralError(f"not a literal: {text!r}")
+
+
+def _literal(node: ast.AST, text: str) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        operand = _literal(node.operand, text)
+        if isinstance(operand, int | float) and not isinstance(operand, bool):
+            return -operand if isinstance(node.op, ast.USub) else operand
+    elif isinstance(node, ast.List):
+        return [_literal(e, text) for e in node.elts]
+    elif isinstance(node, ast.Tuple):
+        return tuple(_literal(e, text) for e in node.elts)
+    elif isinstance(node, ast.Set):
+        return {_literal(e, text) for e in node.elts}
+    elif isinstance(node, ast.Dict) and None not in node.keys:
+        return {_literal(k, text): _literal(v, text) for k, v in zip(node.keys, node.values, strict=True)}
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "dict"
+        and not node.args
+        and all(kw.arg is not None for kw in node.keywords)
+    ):
+        return {kw.arg: _bare_or_literal(kw.value, text) for kw in node.keywords}
+    elif isinstance(node, ast.Name | ast.Attribute):
+        return _bare_or_literal(node, text)
+    raise LiteralError(f"not a literal: {text!r} (at {ast.unparse(node)!r})")
+
+
+def _bare_or_literal(node: ast.AST, text: str) -> Any:
+    # Inside dict(...) RL Zoo files write activation_fn=nn.ReLU: a dotted name is read as its string.
+    if isinstance(node, ast.Name | ast.Attribute):
+        dotted = ast.unparse(node)
+        if _BARE_WORD.fullmatch(dotted):
+            return dotted
+    return _literal(node, text)
+
+
+def parse_key_values(tokens: list[str], option: str) -> dict[str, Any]:
+    """RL Zoo's `key:value key:value` lists: split on the first colon; duplicate keys are an error."""
+    result: dict[str, Any] = {}
+    for token in tokens:
+        key, sep, raw = token.partition(":")
+        if not sep or not key.strip():
+            raise LiteralError(f"{option}: expected key:value, got {token!r}")
+        key = key.strip()
+        if key in result:
+            raise LiteralError(f"{option}: key {key!r} given twice ({token!r})")
+        try:
+            result[key] = parse_value(raw)
+        except LiteralError as error:
+            raise LiteralError(f"{option} {key}: {error}") from None
+    return result
