@@ -23,7 +23,13 @@ import numpy as np
 
 from rlbench.buffers.uniform import bytes_per_transition, make_uniform_buffer
 from rlbench.config import RunConfig
-from rlbench.envs.make import env_spec, final_observations, make_vector_env, step_vector_env
+from rlbench.envs.make import (
+    close_vector_env,
+    env_spec,
+    final_observations,
+    make_vector_env,
+    step_vector_env,
+)
 from rlbench.errors import ConfigError
 from rlbench.evaluation import EvalResult, evaluate
 from rlbench.files import atomic_write_bytes
@@ -61,6 +67,7 @@ class Evaluations:
 @dataclass
 class TrainResult:
     state: Any
+    buffer_state: Any
     env_steps: int
     episode_returns: list[float]
     evaluations: Evaluations
@@ -146,16 +153,19 @@ def train(
     """Train `algo` with `cfg` on `run.env_id` for `run.n_timesteps` env steps."""
     env = make_vector_env(run.env_id, run.n_envs, run.vec_env, run.env_kwargs)
     eval_env = None
+    failed = True
     try:
         spec = env_spec(env)
         check_buffer_memory(cfg.buffer_size, spec, run.verbose)
         if run.eval_freq > 0:
             eval_env = make_vector_env(run.env_id, run.n_eval_envs, "dummy", run.env_kwargs)
-        return _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, on_eval)
+        result = _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, on_eval)
+        failed = False
+        return result
     finally:
-        env.close()
+        close_vector_env(env, failed)
         if eval_env is not None:
-            eval_env.close()
+            close_vector_env(eval_env, failed)
 
 
 def _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, on_eval) -> TrainResult:
@@ -235,7 +245,7 @@ def _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, on_eva
             progress.update(task, completed=env_steps, fps=env_steps / (time.perf_counter() - start))
 
     state = jax.block_until_ready(state)
-    return TrainResult(state=state, env_steps=env_steps, episode_returns=episodes.finished_returns,
+    return TrainResult(state=state, buffer_state=buffer_state, env_steps=env_steps, episode_returns=episodes.finished_returns,
                        evaluations=evaluations, wall_time=time.perf_counter() - start)
 
 

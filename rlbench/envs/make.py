@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector.async_vector_env import AsyncState
 
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.types import EnvSpec
@@ -27,15 +29,22 @@ VEC_ENV_KINDS = ("dummy", "subproc")
 
 
 def import_env_packages(env_id: str) -> None:
-    """Register third-party env families that ids refer to (PyBullet's `...BulletEnv-v0`)."""
+    """Register the env families an id refers to: PyBullet's `...BulletEnv-v0`, and gymnasium's
+    `module:EnvName-v0` form, which imports `module` (it registers its envs on import)."""
     if "Bullet" in env_id:
         import pybullet_envs_gymnasium  # noqa: F401  (registers the Bullet ids)
+    module, sep, _ = env_id.partition(":")
+    if sep:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ConfigError(f"environment {env_id!r}: cannot import module {module!r} ({error})") from None
 
 
 def check_env_id(env_id: str) -> None:
     """ConfigError with a did-you-mean suggestion when gymnasium does not know `env_id`."""
     import_env_packages(env_id)
-    if env_id in gym.registry:
+    if env_id.partition(":")[2] in gym.registry or env_id in gym.registry:
         return
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -98,6 +107,9 @@ def step_vector_env(env: VectorEnv, actions: np.ndarray) -> tuple[Any, ...]:
         if not isinstance(env, AsyncVectorEnv):
             raise
         failed = [i for i, pipe in enumerate(env.parent_pipes) if pipe is None]  # gymnasium's mark
+        if isinstance(error, EOFError | ConnectionError):  # a worker's pipe closed: wait for its exit code
+            for proc in env.processes:
+                proc.join(timeout=1.0)
         dead = [i for i, proc in enumerate(env.processes) if proc.exitcode is not None]
         workers = sorted(set(failed) | set(dead))
         detail = ", ".join(
@@ -108,6 +120,17 @@ def step_vector_env(env: VectorEnv, actions: np.ndarray) -> tuple[Any, ...]:
             f"environment {detail or 'worker'} failed: {type(error).__name__}: {error} "
             "(the worker's traceback is printed above)"
         ) from error
+
+
+def close_vector_env(env: VectorEnv, failed: bool) -> None:
+    """Close; after a failure, terminate subprocess workers instead of waiting on a broken step."""
+    if failed and isinstance(env, AsyncVectorEnv):
+        # gymnasium's close first waits for the pending step, which re-raises the worker's failure
+        # (EOFError from a dead one); nothing is pending any more once the step has failed.
+        env._state = AsyncState.DEFAULT
+        env.close(terminate=True)
+    else:
+        env.close()
 
 
 def final_observations(next_obs: np.ndarray, infos: Mapping[str, Any], done: np.ndarray) -> np.ndarray:

@@ -1,0 +1,61 @@
+"""Small deterministic environments for testing the loop's episode semantics (RELIABILITY fixtures).
+
+Registered on import; use them as `tests.envs:<id>` so subprocess workers import this module too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import gymnasium as gym
+import numpy as np
+
+
+class CountingEnv(gym.Env):
+    """Reward 1 each step. Observation: the step index, or a constant 1.0 with `constant_obs`.
+
+    `terminate_at=k` ends the episode with terminated=True at step k (no time limit implied).
+    """
+
+    def __init__(self, terminate_at: int | None = None, constant_obs: bool = False):
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+        self.action_space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+        self.terminate_at = terminate_at
+        self.constant_obs = constant_obs
+        self.t = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.array([1.0 if self.constant_obs else float(self.t)], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.terminate_at is not None and self.t >= self.terminate_at
+        return self._obs(), 1.0, terminated, False, {}
+
+
+class CrashEnv(CountingEnv):
+    """Fails at step `at_step`: raises (`mode="raise"`) or kills its own process (`mode="kill"`)."""
+
+    def __init__(self, at_step: int = 5, mode: str = "raise"):
+        super().__init__()
+        self.at_step, self.mode = at_step, mode
+
+    def step(self, action):
+        if self.t + 1 >= self.at_step:
+            if self.mode == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError(f"CrashEnv failed on purpose at step {self.at_step}")
+        return super().step(action)
+
+
+gym.register("InfiniteHorizon-v0", entry_point=CountingEnv, kwargs={"constant_obs": True}, max_episode_steps=8)
+gym.register("TerminateAt8-v0", entry_point=CountingEnv, kwargs={"constant_obs": True, "terminate_at": 8})
+gym.register("Counting-v0", entry_point=CountingEnv, max_episode_steps=7)
+gym.register("CountingBoth-v0", entry_point=CountingEnv, kwargs={"terminate_at": 5}, max_episode_steps=5)
+gym.register("Crash-v0", entry_point=CrashEnv)

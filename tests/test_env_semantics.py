@@ -1,0 +1,106 @@
+"""Truncation vs termination through the real loop (RELIABILITY D1-D6), and failing subprocess workers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+import tests.envs  # noqa: F401  (registers the test envs)
+from rlbench.algos.common.schedules import ConstantSchedule
+from rlbench.algos.sac.config import EntropyCoef
+from rlbench.algos.sac.state import make_networks
+from rlbench.buffers.uniform import unpack
+from rlbench.config import RunConfig
+from rlbench.envs.make import check_autoreset_mode, make_single_env
+from rlbench.errors import ConfigError, EnvWorkerError
+from rlbench.loggers.base import MultiLogger
+from rlbench.registry import ALGORITHMS
+from rlbench.runner import train
+from rlbench.types import EnvSpec
+from tests.conftest import tiny_sac_config
+
+NO_LOG = lambda names: MultiLogger([])  # noqa: E731
+
+
+def run(env_id, n_timesteps, cfg, n_envs=1, vec_env="dummy", seed=0):
+    config = RunConfig(env_id=env_id, n_timesteps=n_timesteps, n_envs=n_envs, vec_env=vec_env,
+                       seed=seed, eval_freq=-1, verbose=0)
+    return train(config, ALGORITHMS["sac"], cfg, NO_LOG)
+
+
+def stored(result, spec=EnvSpec(1, 1)):
+    rows = result.buffer_state.rows[: int(result.buffer_state.size)]
+    return jax.tree.map(np.asarray, unpack(rows, spec))
+
+
+def q_value(cfg, result, obs=1.0):
+    critic = make_networks(cfg, EnvSpec(1, 1)).critic
+    q = critic.apply({"params": result.state.critic.params}, jnp.array([[obs]]), jnp.zeros((1, 1)))
+    return float(q.mean())
+
+
+# A fixed, tiny temperature so Q is close to the plain discounted sum of rewards.
+Q_CONFIG = dict(gamma=0.9, ent_coef=EntropyCoef(initial=1e-6, learned=False), learning_rate=ConstantSchedule(3e-3),
+                tau=0.05, batch_size=64, buffer_size=4000, learning_starts=64)
+
+
+def test_truncation_bootstraps_to_infinite_horizon_value():
+    # Reward 1 forever, cut by an 8-step time limit, one constant observation. Bootstrapping from
+    # the final observation gives Q = 1 / (1 - 0.9) = 10; treating the 1-in-8 truncated transitions
+    # as terminal would give Q = 1 / (1 - 0.9 * 7/8) = 4.7 instead.
+    cfg = tiny_sac_config(**Q_CONFIG)
+    result = run("tests.envs:InfiniteHorizon-v0", 3000, cfg)
+    assert abs(q_value(cfg, result) - 10.0) < 0.7
+    data = stored(result)
+    assert data.terminated.sum() == 0  # truncations are never stored as terminal
+
+
+def test_termination_does_not_bootstrap():
+    # Same rewards, but a true terminal state at step 8, with the same constant observation: one
+    # sampled transition in 8 is terminal, so the fixed point is Q = 1 + 0.9 * (7/8) * Q = 4.71.
+    cfg = tiny_sac_config(**Q_CONFIG)
+    result = run("tests.envs:TerminateAt8-v0", 3000, cfg)
+    expected = 1.0 / (1.0 - 0.9 * 7 / 8)
+    assert abs(q_value(cfg, result) - expected) < 0.7
+    data = stored(result)
+    np.testing.assert_array_equal(np.flatnonzero(data.terminated) % 8, 7)
+
+
+@pytest.mark.parametrize("vec_env", ["dummy", "subproc"])
+def test_stored_next_obs_is_the_true_final_observation(vec_env):
+    # Counting-v0: obs = step index, truncated after 7 steps; SAME_STEP resets in the ending step.
+    result = run("tests.envs:Counting-v0", 40, tiny_sac_config(learning_starts=1000), n_envs=2, vec_env=vec_env)
+    data = stored(result)
+    np.testing.assert_array_equal(data.next_obs[:, 0], data.obs[:, 0] + 1)  # no row crosses episodes
+    assert (data.next_obs[:, 0] == 7).sum() > 0 and data.terminated.sum() == 0
+
+
+def test_terminated_and_truncated_together_count_as_terminated():
+    result = run("tests.envs:CountingBoth-v0", 20, tiny_sac_config(learning_starts=1000))
+    data = stored(result)
+    ends = data.next_obs[:, 0] == 5
+    assert ends.sum() == 4
+    np.testing.assert_array_equal(data.terminated, ends.astype(np.float32))
+
+
+def test_actions_are_rescaled_to_box_bounds_in_the_env():
+    env = make_single_env("tests.envs:Counting-v0", {})
+    assert env.action_space.low[0] == -1 and env.action_space.high[0] == 1
+    assert env.unwrapped.action_space.low[0] == -2  # the real bounds, reached through RescaleAction
+
+
+def test_unsupported_autoreset_mode_is_refused():
+    env = SyncVectorEnv([lambda: make_single_env("Pendulum-v1", {})], autoreset_mode=AutoresetMode.NEXT_STEP)
+    with pytest.raises(ConfigError, match="autoreset mode"):
+        check_autoreset_mode(env)
+    env.close()
+
+
+@pytest.mark.parametrize("mode,expected", [("raise", r"worker \d raised"), ("kill", r"worker \d exited with code -9")])
+def test_failing_subprocess_worker_is_named_not_hung(mode, expected):
+    cfg = tiny_sac_config(learning_starts=1000)
+    config = RunConfig(env_id="tests.envs:Crash-v0", n_timesteps=100, n_envs=2, vec_env="subproc",
+                       env_kwargs={"at_step": 4, "mode": mode}, eval_freq=-1, verbose=0)
+    with pytest.raises(EnvWorkerError, match=expected):
+        train(config, ALGORITHMS["sac"], cfg, NO_LOG)

@@ -1,0 +1,129 @@
+"""The fused update: equivalence with single steps, one trace, policy delay, fixed temperature."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlbench.algos.common.steps import fuse_steps
+from rlbench.algos.sac.config import EntropyCoef
+from rlbench.algos.sac.update import make_learner
+from rlbench.buffers.uniform import make_uniform_buffer
+from rlbench.networks.mlp import NetworkConfig
+from rlbench.types import EnvSpec, Transition
+from tests.conftest import tiny_sac_config
+
+SPEC = EnvSpec(obs_dim=3, action_dim=2)
+
+
+def random_batches(key, n_steps, batch_size):
+    k = jax.random.split(key, 4)
+    n = n_steps * batch_size
+    flat = Transition(
+        obs=jax.random.normal(k[0], (n, SPEC.obs_dim)),
+        action=jax.random.uniform(k[1], (n, SPEC.action_dim), minval=-1, maxval=1),
+        reward=jax.random.normal(k[2], (n,)),
+        next_obs=jax.random.normal(k[3], (n, SPEC.obs_dim)),
+        terminated=(jnp.arange(n) % 3 == 0).astype(jnp.float32),
+    )
+    return fuse_steps(flat, n_steps)  # [n_steps, B, ...]
+
+
+def make(cfg):
+    buffer = make_uniform_buffer(cfg.buffer_size, SPEC)
+    return make_learner(cfg, SPEC, buffer), buffer
+
+
+def leaves_close(a, b, tol=1e-6):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("policy_delay", [1, 2])
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_fused_equals_unfused(policy_delay, dropout):
+    cfg = tiny_sac_config(policy_delay=policy_delay,
+                          critic=NetworkConfig(hidden=(8, 8), dropout_rate=dropout, layer_norm=dropout > 0))
+    learner, _ = make(cfg)
+    state = learner.init_fn(jax.random.key(0))
+    batches = random_batches(jax.random.key(1), 3, cfg.batch_size)
+    keys = jax.random.split(jax.random.key(2), 3)
+    progress = jnp.float32(0.7)
+    steps = jax.jit(learner.gradient_steps_fn)
+    fused, _ = steps(state, batches, keys, progress)
+    single = state
+    for i in range(3):
+        one = jax.tree.map(lambda x, i=i: x[i : i + 1], batches)
+        single, _ = steps(single, one, keys[i : i + 1], progress)
+    assert int(fused.step) == 3
+    leaves_close(fused, single)
+
+
+def test_update_traces_once_over_changing_policy_delay_offsets():
+    cfg = tiny_sac_config(policy_delay=3, gradient_steps=2)
+    learner, buffer = make(cfg)
+    n_traces = 0
+
+    def counted(state, buffer_state, new, progress):
+        nonlocal n_traces
+        n_traces += 1
+        return learner.update_fn(state, buffer_state, new, progress)
+
+    update = jax.jit(counted, donate_argnums=(0, 1))
+    state, buffer_state = learner.init_fn(jax.random.key(0)), buffer.init_fn()
+    new = jax.tree.map(lambda x: x[0], random_batches(jax.random.key(1), 1, 4))
+    for i in range(7):  # offsets step % 3 = 0, 2, 1, 0, ... all through one compiled call
+        state, buffer_state, metrics = update(state, buffer_state, new, np.float32(1 - i / 7))
+    assert n_traces == 1
+    assert int(state.step) == 14
+
+
+def test_actor_updates_only_every_policy_delay_steps():
+    cfg = tiny_sac_config(policy_delay=3)
+    learner, _ = make(cfg)
+    state = learner.init_fn(jax.random.key(0))
+    steps = jax.jit(learner.gradient_steps_fn)
+    batches = random_batches(jax.random.key(1), 6, cfg.batch_size)
+    keys = jax.random.split(jax.random.key(2), 6)
+    actor_steps, temperature_steps = [], []
+    for i in range(6):
+        one = jax.tree.map(lambda x, i=i: x[i : i + 1], batches)
+        state, _ = steps(state, one, keys[i : i + 1], jnp.float32(1.0))
+        actor_steps.append(int(state.actor.step))
+        temperature_steps.append(int(state.temperature.step))
+    # SB3/SBX count: the actor and temperature step on gradient steps 3 and 6.
+    assert actor_steps == [0, 0, 1, 1, 1, 2]
+    assert temperature_steps == actor_steps
+    assert int(state.critic.step) == 6
+
+
+def test_fixed_entropy_coefficient_has_no_parameter_and_stays_fixed():
+    cfg = tiny_sac_config(ent_coef=EntropyCoef(initial=0.05, learned=False))
+    learner, _ = make(cfg)
+    state = learner.init_fn(jax.random.key(0))
+    assert state.temperature is None
+    state, metrics = jax.jit(learner.gradient_steps_fn)(
+        state, random_batches(jax.random.key(1), 2, 4), jax.random.split(jax.random.key(2), 2), jnp.float32(1)
+    )
+    np.testing.assert_allclose(metrics["train/alpha"], 0.05, rtol=1e-6)
+
+
+def test_learned_temperature_starts_at_initial_value():
+    cfg = tiny_sac_config(ent_coef=EntropyCoef(initial=0.1, learned=True))
+    state = make(cfg)[0].init_fn(jax.random.key(0))
+    np.testing.assert_allclose(jnp.exp(state.temperature.params["log_alpha"]), 0.1, rtol=1e-6)
+
+
+def test_linear_learning_rate_follows_progress():
+    from rlbench.algos.common.schedules import LinearSchedule
+
+    cfg = tiny_sac_config(learning_rate=LinearSchedule(1e-3))
+    learner, _ = make(cfg)
+    state = learner.init_fn(jax.random.key(0))
+    state, metrics = jax.jit(learner.gradient_steps_fn)(
+        state, random_batches(jax.random.key(1), 1, 4), jax.random.split(jax.random.key(2), 1), jnp.float32(0.25)
+    )
+    np.testing.assert_allclose(metrics["train/learning_rate"], 2.5e-4, rtol=1e-6)
+    np.testing.assert_allclose(state.actor.opt_state.hyperparams["learning_rate"], 2.5e-4, rtol=1e-6)
