@@ -28,11 +28,13 @@ def parse_value(text: str) -> Any:
         tree = ast.parse(stripped, mode="eval")
     except SyntaxError:
         tree = None
-    if tree is not None and not isinstance(tree.body, ast.Name | ast.Attribute):
-        return _literal(tree.body, text)
-    if _BARE_WORD.fullmatch(stripped):
+    if tree is not None and isinstance(tree.body, ast.Constant):  # numbers, strings, True/False/None
+        return tree.body.value
+    if _BARE_WORD.fullmatch(stripped):  # before the AST walk: lin_1e-3 would parse as `lin_1e - 3`
         return stripped
-    raise LiteralError(f"not a literal: {text!r}")
+    if tree is None:
+        raise LiteralError(f"not a literal: {text!r}")
+    return _literal(tree.body, text)
 
 
 def _literal(node: ast.AST, text: str) -> Any:

@@ -156,7 +156,7 @@ def train(
     failed = True
     try:
         spec = env_spec(env)
-        check_buffer_memory(cfg.buffer_size, spec, run.verbose)
+        check_buffer_memory(cfg.buffer_size, spec, verbose=0)  # also here for callers other than train.py
         if run.eval_freq > 0:
             eval_env = make_vector_env(run.env_id, run.n_eval_envs, "dummy", run.env_kwargs)
         result = _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, on_eval)

@@ -7,6 +7,7 @@ written or env stepped).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
@@ -19,10 +20,16 @@ import yaml
 
 from rlbench import hyperparams
 from rlbench.config import NOT_SUPPORTED_KEYS, RUN_KEYS, RunConfig, normalize_entry
-from rlbench.envs.make import VEC_ENV_KINDS, check_env_id
+from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.literals import LiteralError, parse_key_values
+from rlbench.loggers.base import MultiLogger
+from rlbench.loggers.console import ConsoleLogger
+from rlbench.loggers.csv import CSVLogger
+from rlbench.model_io import save_model
 from rlbench.registry import ALGORITHMS, AlgoSpec, get_algo
+from rlbench.runner import check_buffer_memory, train
+from rlbench.types import EnvSpec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +93,7 @@ def resolve(args: argparse.Namespace) -> Experiment:
     env_kwargs = dict(run_keys.get("env_kwargs") or {}) | env_kwargs_cli
     for name, value in (("--eval-episodes", args.eval_episodes), ("--n-eval-envs", args.n_eval_envs)):
         _positive_int(value, name)
+    check_buffer_fits(learner_config.buffer_size, args.env, env_kwargs, args.verbose)
     seed = args.seed if args.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
     run = RunConfig(
         env_id=args.env, n_timesteps=n_timesteps, n_envs=n_envs, env_kwargs=env_kwargs, seed=seed,
@@ -96,6 +104,17 @@ def resolve(args: argparse.Namespace) -> Experiment:
     resolved = {"n_timesteps": n_timesteps, "n_envs": n_envs, "policy": "MlpPolicy",
                 "env_kwargs": env_kwargs, **algo.config_to_hyperparams(learner_config)}
     return Experiment(algo=algo, run=run, learner_config=learner_config, hyperparams=dict(sorted(resolved.items())))
+
+
+def check_buffer_fits(capacity: int, env_id: str, env_kwargs: Mapping[str, Any], verbose: int) -> None:
+    """Build one env for its spaces, then refuse a replay buffer that cannot fit (before any file)."""
+    env = make_single_env(env_id, env_kwargs)
+    try:
+        obs_dim = int(np.prod(env.observation_space.shape))
+        action_dim = int(np.prod(env.action_space.shape))
+    finally:
+        env.close()
+    check_buffer_memory(capacity, EnvSpec(obs_dim, action_dim), verbose)
 
 
 def _positive_int(value: Any, name: str) -> int:
@@ -119,7 +138,7 @@ def write_run_files(run_dir: Path, exp: Experiment, args: argparse.Namespace, ar
     saved_args = dict(sorted({**vars(args), "seed": exp.run.seed}.items()))
     (params_dir / "config.yml").write_text(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True))
     (params_dir / "args.yml").write_text(yaml.safe_dump(_plain(saved_args), sort_keys=True))
-    (params_dir / "command.txt").write_text(" ".join(["train.py", *argv]) + "\n")
+    (params_dir / "command.txt").write_text(shlex.join(["python", "train.py", *argv]) + "\n")
 
 
 def _plain(value: Any) -> Any:
@@ -139,17 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    from rlbench.runner import train  # JAX starts only for a valid run
-    from rlbench.loggers.base import MultiLogger
-    from rlbench.loggers.console import ConsoleLogger
-    from rlbench.loggers.csv import CSVLogger
-    from rlbench.model_io import save_model
-
     run_dir = next_run_dir(args.log_folder, exp.algo.name, exp.run.env_id)
     write_run_files(run_dir, exp, args, argv)
     if args.verbose:
         print(f"Seed: {exp.run.seed}\nLog folder: {run_dir}")
         print(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True), end="")
+
     def make_logger(metric_names: Sequence[str]) -> MultiLogger:
         loggers: list[Any] = [CSVLogger(run_dir / "progress.csv", metric_names)]
         if args.verbose:

@@ -1,0 +1,116 @@
+"""train.py: clear errors before anything is written (RELIABILITY A1-A6, A8, A10, A12, H1), run folder layout."""
+
+import re
+import shlex
+
+import numpy as np
+import pytest
+import yaml
+
+from rlbench.cli.train import main
+from rlbench.config import build_sac_config, normalize_entry
+
+TINY = ["--verbose", "0", "-params", "policy_kwargs:dict(net_arch=[16, 16])", "batch_size:32", "learning_starts:50"]
+
+
+def run_cli(tmp_path, *argv):
+    return main(["-f", str(tmp_path / "logs"), *argv])
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--env", "Pendulm-v1"], r"not found.*did you mean.*Pendulum-v1"),
+        (["--algo", "sacc"], r"unknown algorithm 'sacc'.*did you mean 'sac'"),
+        (["-params", "learning_rat:0.001"], r"unknown hyperparameter 'learning_rat'.*did you mean 'learning_rate'"),
+        (["-params", "learning_rate:abc"], r"learning_rate"),
+        (["-params", "batch_size:-4"], r"batch_size: -4 is out of range"),
+        (["-params", "tau:1.5"], r"tau: 1.5 is out of range"),
+        (["-params", "gamma:1.2"], r"gamma: 1.2 is out of range"),
+        (["-params", "ent_coef:autox"], r"ent_coef: expected 'auto'"),
+        (["-params", "learning_rate"], r"expected key:value"),
+        (["-params", ":1"], r"expected key:value"),
+        (["-params", "gamma:0.9", "gamma:0.8"], r"'gamma' given twice"),
+        (["-params", "policy_kwargs:dict(net_arch=[64, 64], activation_fn=nn.Foo)"], r"activation_fn: unknown"),
+        (["-params", "policy:CnnPolicy"], r"only 'MlpPolicy'"),
+        (["-params", "normalize:True"], r"'normalize' is not supported yet"),
+        (["-n", "0"], r"n_timesteps.*positive integer"),
+        (["-n", "-5"], r"n_timesteps.*positive integer"),
+        (["-params", "buffer_size:100000000000"], r"replay buffer needs .* GiB .* available"),
+        (["-conf", "missing.yml"], r"hyperparameter file not found: missing.yml"),
+    ],
+)
+def test_bad_input_exits_2_before_writing(tmp_path, capsys, argv, message):
+    assert run_cli(tmp_path, "--algo", "sac", "--env", "Pendulum-v1", *argv) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "logs").exists()
+
+
+def test_code_in_params_is_refused_not_run(tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    payload = f"policy_kwargs:__import__('os').system('touch {marker}')"
+    assert run_cli(tmp_path, "-params", payload) == 2
+    assert "not a literal" in capsys.readouterr().err
+    assert not marker.exists()
+
+
+def test_yaml_python_tags_and_missing_env_entry(tmp_path, capsys):
+    tagged = tmp_path / "tagged.yml"
+    tagged.write_text("Pendulum-v1: !!python/object/apply:os.system ['true']\n")
+    assert run_cli(tmp_path, "-conf", str(tagged)) == 2
+    assert "invalid YAML" in capsys.readouterr().err
+    no_entry = tmp_path / "other.yml"
+    no_entry.write_text("CartPole-v1:\n  n_timesteps: 10\n")
+    assert run_cli(tmp_path, "-conf", str(no_entry)) == 2
+    err = capsys.readouterr().err
+    assert "no hyperparameters for Pendulum-v1" in err and "keys: CartPole-v1" in err
+
+
+def test_run_folder_layout_and_saved_config_round_trip(tmp_path, capsys):
+    argv = ["--algo", "sac", "--env", "Pendulum-v1", "-n", "300", "--eval-freq", "150", "--eval-episodes", "2",
+            *TINY, "gamma:0.95", "learning_rate:lin_1e-3"]
+    assert run_cli(tmp_path, *argv) == 0
+    run_dir = tmp_path / "logs" / "sac" / "Pendulum-v1_1"
+    for name in ("Pendulum-v1/config.yml", "Pendulum-v1/args.yml", "Pendulum-v1/command.txt",
+                 "evaluations.npz", "progress.csv", "Pendulum-v1.msgpack", "Pendulum-v1.json"):
+        assert (run_dir / name).is_file(), name
+    evaluations = np.load(run_dir / "evaluations.npz")
+    np.testing.assert_array_equal(evaluations["timesteps"], [150, 300])
+    assert evaluations["results"].shape == (2, 2) and evaluations["ep_lengths"].shape == (2, 2)
+    config = yaml.safe_load((run_dir / "Pendulum-v1/config.yml").read_text())
+    assert config["gamma"] == 0.95 and config["learning_rate"] == "lin_0.001" and config["n_timesteps"] == 300
+    # config.yml is a valid hyperparameter entry that rebuilds the same learner config.
+    learner_keys = {k: v for k, v in config.items() if k not in ("n_timesteps", "n_envs", "policy", "env_kwargs")}
+    rebuilt = build_sac_config(normalize_entry(learner_keys, "config.yml"), 1, "config.yml")
+    assert rebuilt.gamma == 0.95 and rebuilt.actor.hidden == (16, 16) and rebuilt.batch_size == 32
+    args = yaml.safe_load((run_dir / "Pendulum-v1/args.yml").read_text())
+    assert args["seed"] >= 0 and args["env"] == "Pendulum-v1"
+    command = (run_dir / "Pendulum-v1/command.txt").read_text()
+    assert shlex.split(command)[:2] == ["python", "train.py"] and shlex.split(command)[4:] == argv
+    # A second run gets the next folder id.
+    assert run_cli(tmp_path, *argv) == 0
+    assert (tmp_path / "logs" / "sac" / "Pendulum-v1_2" / "evaluations.npz").is_file()
+
+
+def test_drawn_seed_is_printed_and_saved(tmp_path, capsys):
+    assert run_cli(tmp_path, "-n", "60", "--eval-freq", "-1", "-params", "learning_starts:1000",
+                   "policy_kwargs:dict(net_arch=[8])", "--verbose", "1") == 0
+    out = capsys.readouterr().out
+    seed = int(out.split("Seed: ")[1].split()[0])
+    args = yaml.safe_load(next((tmp_path / "logs").rglob("args.yml")).read_text())
+    assert args["seed"] == seed
+
+
+def test_droq_preset_is_overridden_by_params(tmp_path):
+    assert run_cli(tmp_path, "--algo", "droq", "--env", "Pendulum-v1", "-n", "40", "--eval-freq", "-1",
+                   "-params", "learning_starts:1000", "policy_kwargs:dict(net_arch=[8])", "gradient_steps:2",
+                   "--verbose", "0") == 0
+    config = yaml.safe_load(next((tmp_path / "logs").rglob("config.yml")).read_text())
+    assert config["gradient_steps"] == 2 and config["policy_delay"] == 20  # file/-params win, preset fills
+    assert config["policy_kwargs"]["dropout_rate"] == 0.01 and config["policy_kwargs"]["layer_norm"] is True
+
+
+def test_pybullet_env_ids_work(tmp_path):
+    assert run_cli(tmp_path, "--env", "HalfCheetahBulletEnv-v0", "-n", "20", "--eval-freq", "-1",
+                   "-params", "learning_starts:10", "batch_size:8", "buffer_size:1000",
+                   "policy_kwargs:dict(net_arch=[8])", "--verbose", "0") == 0
