@@ -1,8 +1,9 @@
 """The host loop: act -> env.step -> store -> (every train_freq vector steps) one fused update -> eval -> log.
 
-This module holds no math. It is the only place that calls `jax.jit`, and it makes exactly two device
-calls per training iteration at most: one to act, one to insert the new transitions and run all of
-the iteration's gradient steps. Metrics stay on the device until a log interval asks for them.
+This module holds no math. It is the only place that calls `jax.jit`. A training iteration is one
+device call: it inserts the new transitions, runs all of the iteration's gradient steps, and returns
+the action for the next env step from the updated actor. Vector steps between training iterations
+(train_freq > 1) make one call to act. Metrics stay on the device until a log interval asks for them.
 
 Counting follows SB3: `n_timesteps` counts env steps over all envs, `train_freq` counts vector
 steps, actions are uniform random while fewer than `learning_starts` env steps were taken, and
@@ -149,8 +150,13 @@ def train(
     make_logger: Callable[[Sequence[str]], Logger],
     run_dir: Path | None = None,
     on_eval: Callable[[int, EvalResult], None] | None = None,
+    on_iteration: Callable[[int, Any], None] | None = None,
 ) -> TrainResult:
-    """Train `algo` with `cfg` on `run.env_id` for `run.n_timesteps` env steps."""
+    """Train `algo` with `cfg` on `run.env_id` for `run.n_timesteps` env steps.
+
+    `on_eval(env_steps, result)` follows each evaluation; `on_iteration(env_steps, state)` follows
+    each training iteration (benchmarks block on the state there to time steady-state throughput).
+    """
     env = make_vector_env(run.env_id, run.n_envs, run.vec_env, run.env_kwargs)
     eval_env = None
     failed = True
@@ -159,7 +165,8 @@ def train(
         check_buffer_memory(cfg.buffer_size, spec, verbose=0)  # also here for callers other than train.py
         if run.eval_freq > 0:
             eval_env = make_vector_env(run.env_id, run.n_eval_envs, "dummy", run.env_kwargs)
-        result = _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, on_eval)
+        hooks = (on_eval, on_iteration)
+        result = _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, hooks)
         failed = False
         return result
     finally:
@@ -168,34 +175,43 @@ def train(
             close_vector_env(eval_env, failed)
 
 
-def _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, on_eval) -> TrainResult:
+def _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, hooks) -> TrainResult:
     buffer = make_uniform_buffer(cfg.buffer_size, spec)
     learner = algo.make_learner(cfg, spec, buffer)
     logger = make_logger([*ROLLOUT_METRICS, *EVAL_METRICS, *learner.metric_names])
     try:
-        return _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, on_eval)
+        return _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, hooks)
     finally:
         logger.close()
 
 
-def _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, on_eval) -> TrainResult:
+def _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, hooks) -> TrainResult:
+    on_eval, on_iteration = hooks
     key, act_key = jax.random.split(jax.random.key(run.seed))
-    state = learner.init_fn(key)
+    state = jax.jit(learner.init_fn)(key)
     buffer_state = buffer.init_fn()
+
+    def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key):
+        # The next action comes out of the same call as the update: one dispatch per env step.
+        state, buffer_state, metrics = learner.update_fn(state, buffer_state, new, progress_remaining)
+        action, act_key = learner.act_fn(state, obs, act_key)
+        return state, buffer_state, metrics, action, act_key
+
     # The compiled entry points, all of them: state and buffer are donated, so updates happen in place.
     act = jax.jit(learner.act_fn)
     act_deterministic = jax.jit(learner.act_deterministic_fn)
     insert = jax.jit(buffer.add_fn, donate_argnums=0)
-    update = jax.jit(learner.update_fn, donate_argnums=(0, 1))
+    update = jax.jit(update_then_act, donate_argnums=(0, 1))
 
     rng = np.random.default_rng(run.seed)  # warm-up actions
-    n_envs, steps_per_iteration = run.n_envs, cfg.train_freq * run.n_envs
-    pending = PendingTransitions(steps_per_iteration, spec)
+    n_envs = run.n_envs
+    pending = PendingTransitions(cfg.train_freq * n_envs, spec)
     episodes = EpisodeTracker(n_envs)
     evaluations = Evaluations()
     eval_every = max(run.eval_freq // n_envs, 1)
     metrics: dict[str, jax.Array] = {}
     env_steps, vector_steps, episodes_at_last_log = 0, 0, 0
+    next_action = None  # computed by the last update, for the current obs
     start = time.perf_counter()
     obs, _ = env.reset(seed=run.seed)
     progress = _progress_bar(run)
@@ -204,9 +220,12 @@ def _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, on_eva
         while env_steps < run.n_timesteps:
             if env_steps < cfg.learning_starts:
                 action = rng.uniform(-1.0, 1.0, (n_envs, spec.action_dim)).astype(np.float32)
+            elif next_action is not None:
+                action = np.asarray(next_action)
             else:
                 action, act_key = act(state, obs, act_key)
                 action = np.asarray(action)
+            next_action = None
             next_obs, reward, terminated, truncated, infos = step_vector_env(env, action)
             done = terminated | truncated
             pending.add(obs, action, reward, final_observations(next_obs, infos, done), terminated)
@@ -219,20 +238,17 @@ def _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, on_eva
                 batch = pending.take()
                 if env_steps > cfg.learning_starts:
                     progress_remaining = np.float32(1.0 - env_steps / run.n_timesteps)
-                    state, buffer_state, metrics = update(state, buffer_state, batch, progress_remaining)
+                    state, buffer_state, metrics, next_action, act_key = update(
+                        state, buffer_state, batch, progress_remaining, obs, act_key)
                 else:
                     buffer_state = insert(buffer_state, batch)
+                if on_iteration is not None:
+                    on_iteration(env_steps, state)
 
             if eval_env is not None and vector_steps % eval_every == 0:
                 result = evaluate(lambda o: np.asarray(act_deterministic(state, o)), eval_env,
                                   run.eval_episodes, seed=run.seed + EVAL_SEED_OFFSET + len(evaluations.timesteps))
-                evaluations.append(env_steps, result)
-                if run_dir is not None:
-                    evaluations.save(run_dir / "evaluations.npz")
-                logger.log({"eval/mean_reward": result.mean, "eval/std_reward": result.std,
-                            "eval/mean_ep_length": float(result.lengths.mean())}, env_steps)
-                if run.verbose:
-                    print(f"Eval num_timesteps={env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}")
+                _record_evaluation(run, run_dir, evaluations, logger, env_steps, result)
                 progress.update(task, last_eval=f"{result.mean:.1f}")
                 if on_eval is not None:
                     on_eval(env_steps, result)
@@ -242,11 +258,23 @@ def _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, on_eva
                 episodes_at_last_log = n_episodes
                 fps = env_steps / (time.perf_counter() - start)
                 logger.log(episodes.summary() | {"time/fps": fps} | _host_metrics(metrics), env_steps)
-            progress.update(task, completed=env_steps, fps=env_steps / (time.perf_counter() - start))
+            if run.progress:
+                progress.update(task, completed=env_steps, fps=env_steps / (time.perf_counter() - start))
 
     state = jax.block_until_ready(state)
-    return TrainResult(state=state, buffer_state=buffer_state, env_steps=env_steps, episode_returns=episodes.finished_returns,
-                       evaluations=evaluations, wall_time=time.perf_counter() - start)
+    return TrainResult(state=state, buffer_state=buffer_state, env_steps=env_steps,
+                       episode_returns=episodes.finished_returns, evaluations=evaluations,
+                       wall_time=time.perf_counter() - start)
+
+
+def _record_evaluation(run, run_dir, evaluations, logger, env_steps, result) -> None:
+    evaluations.append(env_steps, result)
+    if run_dir is not None:
+        evaluations.save(run_dir / "evaluations.npz")
+    logger.log({"eval/mean_reward": result.mean, "eval/std_reward": result.std,
+                "eval/mean_ep_length": float(result.lengths.mean())}, env_steps)
+    if run.verbose:
+        print(f"Eval num_timesteps={env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}")
 
 
 def _host_metrics(metrics: dict[str, jax.Array]) -> dict[str, float]:

@@ -1,0 +1,117 @@
+"""Training-throughput benchmark, side by side with SBX (`python -m rlbench.bench`).
+
+Each row: steady-state env-steps/s and gradient-steps/s of a whole training loop (env stepping,
+acting, inserting, fused updates), timed after a warm-up that pays for compilation. Rows use the JSON
+fields of ../shared/bench/sbx_speed.py, and with `--peer PYTHON` the SBX script runs with the same
+settings right after each rlbench row, in the same invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+from rlbench.algos.sac.config import SACConfig
+from rlbench.config import RunConfig
+from rlbench.loggers.base import MultiLogger
+from rlbench.networks.mlp import NetworkConfig
+from rlbench.registry import ALGORITHMS
+from rlbench.runner import train
+
+PEER_SCRIPT = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "sbx_speed.py"
+WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
+
+
+def rlbench_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int]) -> dict:
+    """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up."""
+    droq = algo == "droq"
+    cfg = SACConfig(
+        learning_starts=WARMUP_STEPS, train_freq=1, gradient_steps=gradient_steps,
+        policy_delay=gradient_steps if droq else 1,
+        actor=NetworkConfig(hidden=(256, 256)),
+        critic=NetworkConfig(hidden=tuple(qf), dropout_rate=0.01 if droq else 0.0, layer_norm=droq),
+    )
+    warmup = WARMUP_STEPS + 100 * n_envs
+    marks: dict[str, float] = {}
+
+    def on_iteration(env_steps: int, state) -> None:
+        if env_steps >= warmup and "start" not in marks:
+            jax.block_until_ready(state)
+            marks["start"], marks["start_steps"] = time.perf_counter(), env_steps
+        if env_steps >= warmup + steps:
+            jax.block_until_ready(state)
+            marks["end"], marks["end_steps"] = time.perf_counter(), env_steps
+
+    run = RunConfig(env_id=env_id, n_timesteps=warmup + steps, n_envs=n_envs, eval_freq=-1, verbose=0, seed=0)
+    train(run, ALGORITHMS["sac"], cfg, lambda names: MultiLogger([]), on_iteration=on_iteration)
+    seconds = marks["end"] - marks["start"]
+    timed = marks["end_steps"] - marks["start_steps"]
+    return {"system": "rlbench", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps,
+            "qf": qf, "env_steps_per_s": round(timed / seconds, 1),
+            "grad_steps_per_s": round(timed / n_envs * gradient_steps / seconds, 1)}
+
+
+def peer_row(python: str, algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int]) -> dict:
+    command = [python, str(PEER_SCRIPT), "--algo", algo, "--env", env_id, "--n-envs", str(n_envs),
+               "--gradient-steps", str(gradient_steps), "--steps", str(steps), "--qf", *map(str, qf)]
+    out = subprocess.run(command, check=True, capture_output=True, text=True,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "jax": jax.__version__,
+            "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()]}
+
+
+DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed)
+    ("sac", 1, 1, 3000),
+    ("sac", 8, 8, 4000),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rlbench.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="HalfCheetah-v4")
+    p.add_argument("--peer", default=None, help="python of a venv with sbx-rl installed, to run SBX side by side")
+    p.add_argument("--case", nargs=4, action="append", metavar=("ALGO", "N_ENVS", "GRAD_STEPS", "STEPS"),
+                   help="override the cases, e.g. --case sac 1 1 3000")
+    p.add_argument("--qf", type=int, nargs="+", default=[256, 256])
+    p.add_argument("--repeats", type=int, default=1, help="alternate rlbench/peer rows this many times")
+    p.add_argument("--output", default=None, help="also write the rows as JSON lines here")
+    args = p.parse_args(argv)
+    cases = [(a, int(e), int(g), int(s)) for a, e, g, s in args.case] if args.case else DEFAULT_CASES
+    rows = [{"machine": machine()}]
+    print(json.dumps(rows[0]), flush=True)
+    for algo, n_envs, gradient_steps, steps in cases:
+        for _ in range(args.repeats):
+            row = rlbench_row(algo, args.env, n_envs, gradient_steps, steps, args.qf)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if args.peer:
+                row = peer_row(args.peer, algo, args.env, n_envs, gradient_steps, steps, args.qf)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    if args.output:
+        Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
