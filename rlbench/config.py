@@ -8,6 +8,7 @@ parsed here (without eval) and nothing past this module sees them. Unknown keys 
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -45,7 +46,9 @@ NOT_SUPPORTED_KEYS = ("normalize", "frame_stack", "env_wrapper", "vec_env_wrappe
 SAC_KEYS = ("learning_rate", "qf_learning_rate", "buffer_size", "learning_starts", "batch_size", "tau",
             "gamma", "train_freq", "gradient_steps", "policy_delay", "ent_coef", "target_entropy",
             "policy_kwargs")
-POLICY_KWARGS_KEYS = ("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "log_std_init")
+POLICY_KWARGS_KEYS = ("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "log_std_init",
+                      "optimizer_kwargs")
+BATCH_NORM_KEYS = ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps")
 
 
 def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -166,10 +169,22 @@ def _train_freq(params: Mapping[str, Any]) -> int:
 
 
 def build_sac_config(params: Mapping[str, Any], n_envs: int, where: str) -> SACConfig:
-    """A checked SACConfig from learner keys of a merged hyperparameter entry."""
+    """A checked SACConfig (SAC, DroQ) from the learner keys of a merged hyperparameter entry."""
+    return _build(params, n_envs, where, crossq=False)
+
+
+def build_crossq_config(params: Mapping[str, Any], n_envs: int, where: str) -> SACConfig:
+    """CrossQ shares SAC's config type; `tau` is refused (no target network) and BatchRenorm keys allowed."""
+    return _build(params, n_envs, where, crossq=True)
+
+
+def _build(params: Mapping[str, Any], n_envs: int, where: str, crossq: bool) -> SACConfig:
+    valid = tuple(k for k in SAC_KEYS if not (crossq and k == "tau"))
     for key in params:
-        if key not in SAC_KEYS:
-            raise _unknown(key, SAC_KEYS + RUN_KEYS, where)
+        if key == "tau" and crossq:
+            raise ConfigError(f"tau: CrossQ has no target network, so tau does not apply (from {where})")
+        if key not in valid:
+            raise _unknown(key, valid + RUN_KEYS, where)
     defaults = SACConfig()
     values: dict[str, Any] = {}
     p = dict(params)
@@ -190,27 +205,53 @@ def build_sac_config(params: Mapping[str, Any], n_envs: int, where: str) -> SACC
         values["ent_coef"] = parse_ent_coef(p["ent_coef"])
     if p.get("target_entropy", "auto") != "auto":
         values["target_entropy"] = _number(p, "target_entropy", float)
-    values.update(_policy_kwargs(p.get("policy_kwargs") or {}, defaults))
+    values.update(_policy_kwargs(p.get("policy_kwargs") or {}, defaults, crossq))
     return SACConfig(**values)
 
 
-def _policy_kwargs(kwargs: Any, defaults: SACConfig) -> dict[str, Any]:
+def _bool(kwargs: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = kwargs.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"policy_kwargs.{key}: expected True or False, got {value!r}")
+    return value
+
+
+def _policy_kwargs(kwargs: Any, defaults: SACConfig, crossq: bool) -> dict[str, Any]:
     if not isinstance(kwargs, Mapping):
         raise ConfigError(f"policy_kwargs: expected a dict, got {kwargs!r}")
+    valid = POLICY_KWARGS_KEYS + (BATCH_NORM_KEYS if crossq else ())
     for key in kwargs:
-        if key not in POLICY_KWARGS_KEYS:
-            raise _unknown(key, POLICY_KWARGS_KEYS, "policy_kwargs")
+        if key in BATCH_NORM_KEYS and not crossq:
+            raise ConfigError(f"policy_kwargs.{key}: BatchRenorm is CrossQ's; use --algo crossq")
+        if key not in valid:
+            raise _unknown(key, valid, "policy_kwargs")
     actor_hidden, critic_hidden = parse_net_arch(kwargs.get("net_arch", list(defaults.actor.hidden)))
     activation = parse_activation(kwargs.get("activation_fn", defaults.actor.activation))
     dropout = _number({"dropout_rate": kwargs.get("dropout_rate", 0.0)}, "dropout_rate", float, 0, 1, high_open=True)
-    layer_norm = kwargs.get("layer_norm", False)
-    if not isinstance(layer_norm, bool):
-        raise ConfigError(f"policy_kwargs.layer_norm: expected True or False, got {layer_norm!r}")
-    values: dict[str, Any] = {
-        "actor": NetworkConfig(hidden=actor_hidden, activation=activation),
-        # As SBX: dropout and layer norm regularise the critic only (DroQ).
-        "critic": NetworkConfig(hidden=critic_hidden, activation=activation, dropout_rate=dropout, layer_norm=layer_norm),
+    layer_norm = _bool(kwargs, "layer_norm", False)
+    norm = {
+        "batch_norm_momentum": _number({"batch_norm_momentum": kwargs.get("batch_norm_momentum", 0.99)},
+                                       "batch_norm_momentum", float, 0, 1, high_open=True),
+        "renorm_warmup_steps": _number({"renorm_warmup_steps": kwargs.get("renorm_warmup_steps", 100_000)},
+                                       "renorm_warmup_steps", int, 0),
     }
+    critic_batch_norm = _bool(kwargs, "batch_norm", False)
+    if critic_batch_norm and layer_norm:
+        warnings.warn("policy_kwargs: layer_norm together with batch_norm normalises twice; SBX advises "
+                      "layer_norm=False with CrossQ", stacklevel=2)
+    values: dict[str, Any] = {
+        "actor": NetworkConfig(hidden=actor_hidden, activation=activation,
+                               batch_norm=_bool(kwargs, "batch_norm_actor", False), **norm),
+        # As SBX: dropout and layer norm regularise the critic only (DroQ).
+        "critic": NetworkConfig(hidden=critic_hidden, activation=activation, dropout_rate=dropout,
+                                layer_norm=layer_norm, batch_norm=critic_batch_norm, **norm),
+    }
+    optimizer_kwargs = kwargs.get("optimizer_kwargs") or {}
+    if not isinstance(optimizer_kwargs, Mapping) or set(optimizer_kwargs) - {"b1"}:
+        raise ConfigError(f"policy_kwargs.optimizer_kwargs: only dict(b1=<float>) (Adam's beta 1) is supported, "
+                          f"got {optimizer_kwargs!r}")
+    if "b1" in optimizer_kwargs:
+        values["adam_b1"] = _number(optimizer_kwargs, "b1", float, 0, 1, high_open=True)
     if "n_critics" in kwargs:
         values["n_critics"] = _number(kwargs, "n_critics", int, 1)
     if "log_std_init" in kwargs:
@@ -218,7 +259,7 @@ def _policy_kwargs(kwargs: Any, defaults: SACConfig) -> dict[str, Any]:
     return values
 
 
-def sac_config_to_hyperparams(cfg: SACConfig) -> dict[str, Any]:
+def sac_config_to_hyperparams(cfg: SACConfig, crossq: bool = False) -> dict[str, Any]:
     """The inverse of build_sac_config, in file spelling: what config.yml stores, sorted."""
     lr = cfg.learning_rate
     out: dict[str, Any] = {
@@ -232,10 +273,20 @@ def sac_config_to_hyperparams(cfg: SACConfig) -> dict[str, Any]:
             "dropout_rate": cfg.critic.dropout_rate,
             "layer_norm": cfg.critic.layer_norm,
             "n_critics": cfg.n_critics,
+            "optimizer_kwargs": {"b1": cfg.adam_b1},
         },
     }
+    if cfg.critic.batch_norm or cfg.actor.batch_norm:
+        out["policy_kwargs"] |= {
+            "batch_norm": cfg.critic.batch_norm,
+            "batch_norm_actor": cfg.actor.batch_norm,
+            "batch_norm_momentum": cfg.critic.batch_norm_momentum,
+            "renorm_warmup_steps": cfg.critic.renorm_warmup_steps,
+        }
     skip = {"learning_rate", "qf_learning_rate", "ent_coef", "target_entropy", "actor", "critic",
             "n_critics", "adam_b1"}
+    if crossq:
+        skip.add("tau")
     for f in fields(cfg):
         if f.name not in skip:
             out[f.name] = getattr(cfg, f.name)

@@ -27,7 +27,7 @@ class SquashedGaussianActor(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array, *, train: bool = False) -> tuple[jax.Array, jax.Array]:
-        features = MLP(self.config, name="trunk")(obs, train=train)
+        features = MLP(self.config, name="trunk")(obs, train=train, dropout=train)
         mean = nn.Dense(self.action_dim, name="mean")(features)
         log_std = nn.Dense(self.action_dim, name="log_std")(features)
         return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)

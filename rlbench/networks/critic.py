@@ -15,24 +15,24 @@ class QNetwork(nn.Module):
     config: NetworkConfig
 
     @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False) -> jax.Array:
+    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False) -> jax.Array:
         x = jnp.concatenate([obs, action], axis=-1)
-        x = MLP(self.config, name="trunk")(x, train=train)
+        x = MLP(self.config, name="trunk")(x, train=train, dropout=dropout)
         return nn.Dense(1, name="q")(x).squeeze(-1)  # [B]
 
 
 class CriticEnsemble(nn.Module):
     """`n_critics` independent Q networks evaluated on the same inputs: output [n_critics, B].
 
-    Parameters and dropout masks are split across members, so each critic is initialised and
-    regularised independently, while the whole ensemble is one batched computation.
+    Parameters, BatchRenorm statistics and dropout masks are split across members, so each critic is
+    initialised, normalised and regularised independently, while the ensemble is one batched computation.
     """
 
     config: NetworkConfig
     n_critics: int = 2
 
     @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False) -> jax.Array:
+    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False) -> jax.Array:
         ensemble = nn.vmap(
             QNetwork,
             variable_axes={"params": 0, "batch_stats": 0},
@@ -41,5 +41,5 @@ class CriticEnsemble(nn.Module):
             out_axes=0,
             axis_size=self.n_critics,
         )
-        # `train` goes positionally: lifted vmap drops keyword arguments (with only a warning).
-        return ensemble(self.config, name="critics")(obs, action, train)
+        # Flags go positionally: lifted vmap drops keyword arguments (with only a warning).
+        return ensemble(self.config, name="critics")(obs, action, train, dropout)

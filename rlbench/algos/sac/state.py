@@ -10,6 +10,7 @@ from flax import struct
 from flax.training.train_state import TrainState
 
 from rlbench.algos.common.steps import make_adam
+from rlbench.algos.common.temperature import init_temperature
 from rlbench.algos.sac.config import SACConfig
 from rlbench.networks.actor import SquashedGaussianActor
 from rlbench.networks.critic import CriticEnsemble
@@ -42,8 +43,8 @@ def make_networks(cfg: SACConfig, spec: EnvSpec) -> SACNetworks:
     )
 
 
-def _zero_step(state: TrainState) -> TrainState:
-    # An int32 array rather than TrainState's Python 0, so both lax.cond branches agree on types.
+def zero_step(state: TrainState) -> TrainState:
+    """TrainState.step as an int32 array rather than a Python 0: lax.cond branches must agree on types."""
     return state.replace(step=jnp.zeros((), jnp.int32))
 
 
@@ -64,24 +65,11 @@ def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array)
         target_params=jax.tree.map(jnp.copy, critic_params),
         tx=make_adam(critic_lr, cfg.adam_b1),
     )
-    temperature = None
-    if cfg.ent_coef.learned:
-        log_alpha = {"log_alpha": jnp.log(jnp.asarray(cfg.ent_coef.initial, jnp.float32))}
-        # As SBX: the temperature's learning rate is the initial one, not scheduled.
-        temperature = _zero_step(
-            TrainState.create(apply_fn=None, params=log_alpha, tx=make_adam(cfg.learning_rate.initial))
-        )
     return SACState(
-        actor=_zero_step(actor),
-        critic=_zero_step(critic),
-        temperature=temperature,
+        actor=zero_step(actor),
+        critic=zero_step(critic),
+        # As SBX: the temperature's learning rate is the initial one, not scheduled.
+        temperature=init_temperature(cfg.ent_coef.initial, cfg.ent_coef.learned, cfg.learning_rate.initial),
         key=key,
         step=jnp.zeros((), jnp.int32),
     )
-
-
-def current_alpha(cfg: SACConfig, state: SACState) -> jax.Array:
-    """alpha = exp(log_alpha) when learned, else the fixed coefficient."""
-    if state.temperature is None:
-        return jnp.asarray(cfg.ent_coef.initial, jnp.float32)
-    return jnp.exp(state.temperature.params["log_alpha"])

@@ -1,0 +1,128 @@
+"""CrossQ's gradient step, fused by algos/common/fused.py (shared with SAC).
+
+Critic step: no target network. One training-mode pass of the critic ensemble over the joint batch
+[(s, a); (s', a')], a' ~ pi(.|s') from the actor in evaluation mode; the output is split into Q(s, a)
+and Q(s', a'), the soft TD target is built from the second half under stop_gradient, and the batch
+statistics of that one pass are kept. Actor step: the actor in training mode (its BatchRenorm
+statistics updated), the critic in evaluation mode. Temperature: as SAC.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rlbench.algos.common.fused import make_gradient_steps, make_update
+from rlbench.algos.common.learner import Learner
+from rlbench.algos.common.losses import actor_loss, critic_loss, soft_td_target
+from rlbench.algos.common.steps import apply_loss
+from rlbench.algos.common.temperature import current_alpha, temperature_step
+from rlbench.algos.crossq.state import CrossQNetworks, CrossQState, init_state, make_networks
+from rlbench.algos.sac.config import SACConfig
+from rlbench.algos.sac.update import target_entropy
+from rlbench.buffers.uniform import UniformBuffer
+from rlbench.networks.actor import deterministic_action, sample_action
+from rlbench.types import EnvSpec, Metrics, Transition
+
+CRITIC_METRICS = ("train/critic_loss", "train/q_mean", "train/critic_bn_steps")
+ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/alpha", "train/temperature_loss",
+                 "train/actor_bn_steps")
+
+
+def bn_steps(batch_stats) -> jax.Array:
+    """Training-mode calls counted by the first BatchRenorm layer (0 without BatchRenorm), as float32
+    like every other metric."""
+    counters = [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(batch_stats)
+                if getattr(path[-1], "key", None) == "steps"]
+    return jnp.max(counters[0]).astype(jnp.float32) if counters else jnp.zeros((), jnp.float32)
+
+
+def critic_step(cfg: SACConfig, nets: CrossQNetworks, state: CrossQState, batch: Transition, key: jax.Array):
+    next_action_key, dropout_key = jax.random.split(key)
+    alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
+    actor_vars = {"params": state.actor.params, "batch_stats": state.actor.batch_stats}
+    mean, log_std = nets.actor.apply(actor_vars, batch.next_obs, train=False)
+    next_action, next_log_prob = sample_action(mean, log_std, next_action_key)
+    batch_size = batch.reward.shape[0]
+
+    def loss_fn(params):
+        # CrossQ's key idea: ONE training-mode pass over the concatenation of (s, a) and (s', a').
+        # BatchRenorm then normalises both halves with the statistics of their mixture. Two separate
+        # passes would either normalise (s', a') with statistics of (s, a), for which the policy's
+        # next actions are out of distribution, or normalise each half with its own statistics so
+        # that Q(s, a) and Q(s', a') are on different scales; both break the bootstrap. One pass
+        # is also cheaper. The running statistics kept are those of this joint batch.
+        joint_obs = jnp.concatenate([batch.obs, batch.next_obs])  # [2B, obs_dim]
+        joint_action = jnp.concatenate([batch.action, next_action])  # [2B, action_dim]
+        joint_q, updates = nets.critic.apply(
+            {"params": params, "batch_stats": state.critic.batch_stats}, joint_obs, joint_action,
+            train=True, dropout=True, rngs={"dropout": dropout_key}, mutable=["batch_stats"],
+        )
+        q, next_q = joint_q[:, :batch_size], joint_q[:, batch_size:]  # [n_critics, B] each
+        target = soft_td_target(next_q, next_log_prob, batch.reward, batch.terminated, alpha, cfg.gamma)
+        return critic_loss(q, target), (q, updates["batch_stats"])
+
+    critic, loss, (q, batch_stats) = apply_loss(state.critic, loss_fn)
+    critic = critic.replace(batch_stats=batch_stats)
+    metrics = {"train/critic_loss": loss, "train/q_mean": q.mean(), "train/critic_bn_steps": bn_steps(batch_stats)}
+    return state.replace(critic=critic), metrics
+
+
+def actor_step(cfg: SACConfig, nets: CrossQNetworks, entropy_target: float, state: CrossQState,
+               batch: Transition, key: jax.Array) -> tuple[CrossQState, Metrics]:
+    action_key, dropout_key = jax.random.split(key)
+    alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
+    critic_vars = {"params": state.critic.params, "batch_stats": state.critic.batch_stats}
+
+    def loss_fn(actor_params):
+        (mean, log_std), updates = nets.actor.apply(
+            {"params": actor_params, "batch_stats": state.actor.batch_stats}, batch.obs,
+            train=True, mutable=["batch_stats"],
+        )
+        action, log_prob = sample_action(mean, log_std, action_key)
+        # The critic in evaluation mode: running statistics, no statistics update from the actor's
+        # actions. Dropout stays on, as in the critic step (CrossQ + DroQ configuration).
+        q = nets.critic.apply(critic_vars, batch.obs, action, train=False, dropout=True,
+                              rngs={"dropout": dropout_key})
+        return actor_loss(log_prob, q, alpha), (log_prob, updates["batch_stats"])
+
+    actor, loss, (log_prob, batch_stats) = apply_loss(state.actor, loss_fn)
+    actor = actor.replace(batch_stats=batch_stats)
+    entropy = -log_prob
+    temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target)
+    metrics = {"train/actor_loss": loss, "train/entropy": entropy.mean(), "train/alpha": alpha,
+               "train/temperature_loss": temperature_loss, "train/actor_bn_steps": bn_steps(batch_stats)}
+    return state.replace(actor=actor, temperature=temperature), metrics
+
+
+def make_learner(cfg: SACConfig, spec: EnvSpec, buffer: UniformBuffer) -> Learner[CrossQState]:
+    """Bind CrossQ's pure functions to a config, an environment spec and a buffer."""
+    nets = make_networks(cfg, spec)
+    entropy_target = target_entropy(cfg, spec)
+    gradient_steps = make_gradient_steps(
+        cfg,
+        critic_step=lambda state, batch, key: critic_step(cfg, nets, state, batch, key),
+        actor_step=lambda state, batch, key: actor_step(cfg, nets, entropy_target, state, batch, key),
+        actor_metric_names=ACTOR_METRICS,
+    )
+
+    def actor_out(state: CrossQState, obs: jax.Array):
+        variables = {"params": state.actor.params, "batch_stats": state.actor.batch_stats}
+        return nets.actor.apply(variables, obs, train=False)
+
+    def act(state: CrossQState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        key, action_key = jax.random.split(key)
+        mean, log_std = actor_out(state, obs)
+        return sample_action(mean, log_std, action_key)[0], key
+
+    def act_deterministic(state: CrossQState, obs: jax.Array) -> jax.Array:
+        return deterministic_action(actor_out(state, obs)[0])
+
+    return Learner(
+        init_fn=lambda key: init_state(cfg, spec, nets, key),
+        update_fn=make_update(cfg, buffer, gradient_steps),
+        gradient_steps_fn=gradient_steps,
+        act_fn=act,
+        act_deterministic_fn=act_deterministic,
+        metric_names=(*CRITIC_METRICS, *ACTOR_METRICS, "train/learning_rate", "train/n_updates"),
+    )

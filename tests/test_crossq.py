@@ -1,0 +1,172 @@
+"""CrossQ: BatchRenorm against a NumPy reference, the joint forward pass, no target network; DroQ dropout."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlbench.algos.crossq.update import make_learner as make_crossq
+from rlbench.algos.sac.update import make_learner as make_sac
+from rlbench.buffers.uniform import make_uniform_buffer
+from rlbench.networks.batch_renorm import BatchRenorm
+from rlbench.networks.mlp import NetworkConfig
+from rlbench.types import EnvSpec
+from tests.conftest import tiny_sac_config
+from tests.test_update import leaves_close, random_batches
+
+SPEC = EnvSpec(obs_dim=3, action_dim=2)
+EPS, R_MAX, D_MAX, MOMENTUM = 1e-3, 3.0, 5.0, 0.99
+
+
+def reference_batch_renorm(x, running_mean, running_var, steps, warmup, scale=1.0, bias=0.0):
+    """The formulas of REFERENCE.md, 'BatchRenorm, as used by CrossQ', in NumPy (float64)."""
+    m_b, v_b = x.mean(0), x.var(0)
+    std_b, std_r = np.sqrt(v_b + EPS), np.sqrt(running_var + EPS)
+    r = np.clip(std_b / std_r, 1 / R_MAX, R_MAX)
+    d = np.clip((m_b - running_mean) / std_r, -D_MAX, D_MAX)
+    if steps >= warmup:
+        mean, var = m_b - d * np.sqrt(v_b) / r, v_b / r**2
+    else:
+        mean, var = m_b, v_b
+    y = (x - mean) / np.sqrt(var + EPS) * scale + bias
+    new_mean = MOMENTUM * running_mean + (1 - MOMENTUM) * m_b
+    new_var = MOMENTUM * running_var + (1 - MOMENTUM) * v_b
+    return y, new_mean, new_var
+
+
+def renorm_variables(layer, x, running_mean, running_var, steps):
+    variables = layer.init(jax.random.key(0), x, False)
+    stats = {"mean": jnp.asarray(running_mean, jnp.float32), "var": jnp.asarray(running_var, jnp.float32),
+             "steps": jnp.asarray(steps, jnp.int32)}
+    return {"params": variables["params"], "batch_stats": stats}
+
+
+@pytest.mark.parametrize("steps,warmup", [(3, 10), (10, 10), (50, 10)])
+def test_batch_renorm_matches_reference(steps, warmup):
+    rng = np.random.default_rng(0)
+    x = rng.normal(2.0, 3.0, (64, 4)).astype(np.float32)
+    # Running statistics far from the batch's, so r and d are clipped in some features after warm-up.
+    running_mean = np.array([0.0, 2.0, 30.0, -40.0], np.float32)
+    running_var = np.array([1.0, 9.0, 0.01, 400.0], np.float32)
+    layer = BatchRenorm(warmup_steps=warmup)
+    y, updates = layer.apply(renorm_variables(layer, x, running_mean, running_var, steps), x, True,
+                             mutable=["batch_stats"])
+    y_ref, mean_ref, var_ref = reference_batch_renorm(x.astype(np.float64), running_mean, running_var, steps, warmup)
+    np.testing.assert_allclose(y, y_ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(updates["batch_stats"]["mean"], mean_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(updates["batch_stats"]["var"], var_ref, rtol=1e-5, atol=1e-6)
+    assert int(updates["batch_stats"]["steps"]) == steps + 1
+
+
+def test_batch_renorm_clipping_is_active_after_warmup():
+    # Same batch, warmed up or not: the outputs must differ when r or d are away from 1 and 0.
+    x = np.random.default_rng(1).normal(5.0, 1.0, (32, 2)).astype(np.float32)
+    layer = BatchRenorm(warmup_steps=5)
+    out = [layer.apply(renorm_variables(layer, x, [0.0, 0.0], [1.0, 1.0], s), x, True, mutable=["batch_stats"])[0]
+           for s in (4, 5)]
+    assert not np.allclose(out[0], out[1])
+    np.testing.assert_allclose(np.asarray(out[0]).mean(0), 0.0, atol=1e-4)  # warm-up: plain batch norm
+
+
+def test_batch_renorm_evaluation_uses_running_statistics_and_updates_nothing():
+    x = np.random.default_rng(2).normal(size=(16, 3)).astype(np.float32)
+    layer = BatchRenorm()
+    variables = renorm_variables(layer, x, [1.0, -1.0, 0.5], [4.0, 0.25, 1.0], 7)
+    y = layer.apply(variables, x, False)
+    expected = (x - np.array([1.0, -1.0, 0.5])) / np.sqrt(np.array([4.0, 0.25, 1.0]) + EPS)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
+def crossq_config(**overrides):
+    bn = dict(batch_norm=True, renorm_warmup_steps=2)
+    values = dict(policy_delay=2, actor=NetworkConfig(hidden=(8, 8), **bn), critic=NetworkConfig(hidden=(8, 8), **bn))
+    values.update(overrides)
+    return tiny_sac_config(**values)
+
+
+def crossq_learner(cfg):
+    return make_crossq(cfg, SPEC, make_uniform_buffer(cfg.buffer_size, SPEC))
+
+
+def test_joint_pass_keeps_statistics_of_the_concatenated_batch_and_no_target():
+    learner = crossq_learner(crossq_config())
+    state = learner.init_fn(jax.random.key(0))
+    assert not hasattr(state.critic, "target_params")
+    batches = random_batches(jax.random.key(1), 1, 4)
+    batches = batches._replace(next_obs=batches.next_obs + 10.0)  # next states far from states
+    new_state, _ = jax.jit(learner.gradient_steps_fn)(state, batches, jax.random.split(jax.random.key(2), 1),
+                                                      jnp.float32(1))
+    # The first BatchRenorm sees concat([obs, action]); its first obs_dim features depend on obs only.
+    input_mean = new_state.critic.batch_stats["critics"]["trunk"]["BatchRenorm_0"]["mean"][:, : SPEC.obs_dim]
+    joint = np.concatenate([batches.obs[0], batches.next_obs[0]])
+    expected = 0.01 * joint.mean(0)  # from the initial running mean 0, momentum 0.99
+    for member in np.asarray(input_mean):  # each critic of the ensemble
+        np.testing.assert_allclose(member, expected, rtol=1e-5)
+        assert not np.allclose(member, 0.01 * np.asarray(batches.obs[0]).mean(0))
+        assert not np.allclose(member, 0.01 * np.asarray(batches.next_obs[0]).mean(0))
+
+
+def test_batch_renorm_counters_critic_per_step_actor_per_actor_update():
+    learner = crossq_learner(crossq_config(policy_delay=3))
+    state = learner.init_fn(jax.random.key(0))
+    state, metrics = jax.jit(learner.gradient_steps_fn)(
+        state, random_batches(jax.random.key(1), 6, 4), jax.random.split(jax.random.key(2), 6), jnp.float32(1))
+    critic_steps = state.critic.batch_stats["critics"]["trunk"]["BatchRenorm_0"]["steps"]
+    actor_steps = state.actor.batch_stats["trunk"]["BatchRenorm_0"]["steps"]
+    np.testing.assert_array_equal(critic_steps, [6, 6])  # one joint training pass per gradient step
+    assert int(actor_steps) == 2  # actor updates on gradient steps 3 and 6
+    assert float(metrics["train/critic_bn_steps"]) == 3.5  # averaged over the 6 steps: mean(1..6)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.05])
+def test_crossq_fused_equals_unfused_with_batch_stats(dropout):
+    cfg = crossq_config(critic=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=2,
+                                             dropout_rate=dropout))
+    learner = crossq_learner(cfg)
+    state = learner.init_fn(jax.random.key(0))
+    batches = random_batches(jax.random.key(1), 4, cfg.batch_size)
+    keys = jax.random.split(jax.random.key(2), 4)
+    steps = jax.jit(learner.gradient_steps_fn)
+    fused, _ = steps(state, batches, keys, jnp.float32(1))
+    single = state
+    for i in range(4):
+        single, _ = steps(single, jax.tree.map(lambda x, i=i: x[i : i + 1], batches), keys[i : i + 1], jnp.float32(1))
+    leaves_close(fused, single, tol=1e-5)
+
+
+def test_crossq_update_traces_once():
+    cfg = crossq_config(policy_delay=3, gradient_steps=2)
+    buffer = make_uniform_buffer(cfg.buffer_size, SPEC)
+    learner = make_crossq(cfg, SPEC, buffer)
+    n_traces = 0
+
+    def counted(*args):
+        nonlocal n_traces
+        n_traces += 1
+        return learner.update_fn(*args)
+
+    update = jax.jit(counted, donate_argnums=(0, 1))
+    state, buffer_state = learner.init_fn(jax.random.key(0)), buffer.init_fn()
+    new = jax.tree.map(lambda x: x[0], random_batches(jax.random.key(1), 1, 4))
+    for i in range(5):
+        state, buffer_state, _ = update(state, buffer_state, new, np.float32(1 - i / 5))
+    assert n_traces == 1 and int(state.step) == 10
+
+
+def test_droq_dropout_changes_training_outputs_and_evaluation_repeats():
+    cfg = tiny_sac_config(critic=NetworkConfig(hidden=(16, 16), dropout_rate=0.2, layer_norm=True))
+    learner = make_sac(cfg, SPEC, make_uniform_buffer(cfg.buffer_size, SPEC))
+    state = learner.init_fn(jax.random.key(0))
+    from rlbench.algos.sac.state import make_networks
+
+    critic = make_networks(cfg, SPEC).critic
+    obs, action = jnp.ones((5, 3)), jnp.zeros((5, 2))
+    variables = {"params": state.critic.params}
+    train_a = critic.apply(variables, obs, action, dropout=True, rngs={"dropout": jax.random.key(1)})
+    train_b = critic.apply(variables, obs, action, dropout=True, rngs={"dropout": jax.random.key(2)})
+    assert not np.allclose(train_a, train_b)
+    np.testing.assert_array_equal(critic.apply(variables, obs, action), critic.apply(variables, obs, action))
+    act = jax.jit(learner.act_deterministic_fn)
+    np.testing.assert_array_equal(act(state, obs), act(state, obs))
+    layer_names = set(state.critic.params["critics"]["trunk"])
+    assert {"LayerNorm_0", "LayerNorm_1"} <= layer_names
