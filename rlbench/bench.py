@@ -19,10 +19,9 @@ from pathlib import Path
 
 import jax
 
-from rlbench.algos.sac.config import SACConfig
 from rlbench.config import RunConfig
+from rlbench.hyperparams import merge
 from rlbench.loggers.base import MultiLogger
-from rlbench.networks.mlp import NetworkConfig
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import train
 
@@ -30,15 +29,20 @@ PEER_SCRIPT = Path(__file__).resolve().parent.parent.parent / "shared" / "bench"
 WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
 
 
+def bench_config(algo: str, gradient_steps: int, qf: list[int]):
+    """The peer script's settings: each algorithm's defaults (DroQ and CrossQ presets included) with
+    learning_starts 1000, train_freq 1, actor [256, 256] and the given critic widths."""
+    spec = ALGORITHMS[algo]
+    overrides = {"learning_starts": WARMUP_STEPS, "train_freq": 1, "gradient_steps": gradient_steps,
+                 "policy_kwargs": {"net_arch": {"pi": [256, 256], "qf": list(qf)}}}
+    if algo == "droq":
+        overrides["policy_delay"] = gradient_steps
+    return spec.build_config(merge(spec.preset, overrides), 1, "benchmark")
+
+
 def rlbench_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int]) -> dict:
     """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up."""
-    droq = algo == "droq"
-    cfg = SACConfig(
-        learning_starts=WARMUP_STEPS, train_freq=1, gradient_steps=gradient_steps,
-        policy_delay=gradient_steps if droq else 1,
-        actor=NetworkConfig(hidden=(256, 256)),
-        critic=NetworkConfig(hidden=tuple(qf), dropout_rate=0.01 if droq else 0.0, layer_norm=droq),
-    )
+    cfg = bench_config(algo, gradient_steps, qf)
     warmup = WARMUP_STEPS + 100 * n_envs
     marks: dict[str, float] = {}
 
@@ -51,7 +55,7 @@ def rlbench_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, steps:
             marks["end"], marks["end_steps"] = time.perf_counter(), env_steps
 
     run = RunConfig(env_id=env_id, n_timesteps=warmup + steps, n_envs=n_envs, eval_freq=-1, verbose=0, seed=0)
-    train(run, ALGORITHMS["sac"], cfg, lambda names: MultiLogger([]), on_iteration=on_iteration)
+    train(run, ALGORITHMS[algo], cfg, lambda names: MultiLogger([]), on_iteration=on_iteration)
     seconds = marks["end"] - marks["start"]
     timed = marks["end_steps"] - marks["start_steps"]
     return {"system": "rlbench", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps,
@@ -80,9 +84,11 @@ def machine() -> dict:
             "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()]}
 
 
-DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed)
-    ("sac", 1, 1, 3000),
-    ("sac", 8, 8, 4000),
+DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed, critic widths)
+    ("sac", 1, 1, 3000, [256, 256]),
+    ("sac", 8, 8, 4000, [256, 256]),
+    ("droq", 1, 20, 300, [256, 256]),
+    ("crossq", 1, 1, 1000, [1024, 1024]),
 ]
 
 
@@ -91,21 +97,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env", default="HalfCheetah-v4")
     p.add_argument("--peer", default=None, help="python of a venv with sbx-rl installed, to run SBX side by side")
     p.add_argument("--case", nargs=4, action="append", metavar=("ALGO", "N_ENVS", "GRAD_STEPS", "STEPS"),
-                   help="override the cases, e.g. --case sac 1 1 3000")
-    p.add_argument("--qf", type=int, nargs="+", default=[256, 256])
+                   help="override the cases, e.g. --case sac 1 1 3000 (critic widths from --qf)")
+    p.add_argument("--qf", type=int, nargs="+", default=None, help="critic widths for --case rows")
     p.add_argument("--repeats", type=int, default=1, help="alternate rlbench/peer rows this many times")
     p.add_argument("--output", default=None, help="also write the rows as JSON lines here")
     args = p.parse_args(argv)
-    cases = [(a, int(e), int(g), int(s)) for a, e, g, s in args.case] if args.case else DEFAULT_CASES
+    if args.case:
+        cases = [(a, int(e), int(g), int(s), args.qf or [1024, 1024] if a == "crossq" else args.qf or [256, 256])
+                 for a, e, g, s in args.case]
+    else:
+        cases = DEFAULT_CASES
     rows = [{"machine": machine()}]
     print(json.dumps(rows[0]), flush=True)
-    for algo, n_envs, gradient_steps, steps in cases:
+    for algo, n_envs, gradient_steps, steps, qf in cases:
         for _ in range(args.repeats):
-            row = rlbench_row(algo, args.env, n_envs, gradient_steps, steps, args.qf)
+            row = rlbench_row(algo, args.env, n_envs, gradient_steps, steps, qf)
             rows.append(row)
             print(json.dumps(row), flush=True)
             if args.peer:
-                row = peer_row(args.peer, algo, args.env, n_envs, gradient_steps, steps, args.qf)
+                row = peer_row(args.peer, algo, args.env, n_envs, gradient_steps, steps, qf)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     if args.output:

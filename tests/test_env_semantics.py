@@ -15,6 +15,7 @@ from rlbench.config import RunConfig
 from rlbench.envs.make import check_autoreset_mode, make_single_env
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.loggers.base import MultiLogger
+from rlbench.networks.mlp import NetworkConfig
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import train
 from rlbench.types import EnvSpec
@@ -23,10 +24,10 @@ from tests.conftest import tiny_sac_config
 NO_LOG = lambda names: MultiLogger([])  # noqa: E731
 
 
-def run(env_id, n_timesteps, cfg, n_envs=1, vec_env="dummy", seed=0):
+def run(env_id, n_timesteps, cfg, n_envs=1, vec_env="dummy", seed=0, algo="sac"):
     config = RunConfig(env_id=env_id, n_timesteps=n_timesteps, n_envs=n_envs, vec_env=vec_env,
                        seed=seed, eval_freq=-1, verbose=0)
-    return train(config, ALGORITHMS["sac"], cfg, NO_LOG)
+    return train(config, ALGORITHMS[algo], cfg, NO_LOG)
 
 
 def stored(result, spec=EnvSpec(1, 1)):
@@ -35,22 +36,33 @@ def stored(result, spec=EnvSpec(1, 1)):
 
 
 def q_value(cfg, result, obs=1.0):
+    """Mean over critics of Q(obs, 0), BatchRenorm (CrossQ) in evaluation mode."""
     critic = make_networks(cfg, EnvSpec(1, 1)).critic
-    q = critic.apply({"params": result.state.critic.params}, jnp.array([[obs]]), jnp.zeros((1, 1)))
+    variables = {"params": result.state.critic.params}
+    if hasattr(result.state.critic, "batch_stats"):
+        variables["batch_stats"] = result.state.critic.batch_stats
+    q = critic.apply(variables, jnp.array([[obs]]), jnp.zeros((1, 1)))
     return float(q.mean())
 
 
 # A fixed, tiny temperature so Q is close to the plain discounted sum of rewards.
 Q_CONFIG = dict(gamma=0.9, ent_coef=EntropyCoef(initial=1e-6, learned=False), learning_rate=ConstantSchedule(3e-3),
                 tau=0.05, batch_size=64, buffer_size=4000, learning_starts=64)
+Q_CONFIGS = {
+    "sac": {},
+    "droq": dict(critic=NetworkConfig(hidden=(8, 8), dropout_rate=0.01, layer_norm=True), gradient_steps=2),
+    "crossq": dict(critic=NetworkConfig(hidden=(32, 32), batch_norm=True, renorm_warmup_steps=1000),
+                   actor=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=1000)),
+}
 
 
-def test_truncation_bootstraps_to_infinite_horizon_value():
+@pytest.mark.parametrize("algo", ["sac", "droq", "crossq"])
+def test_truncation_bootstraps_to_infinite_horizon_value(algo):
     # Reward 1 forever, cut by an 8-step time limit, one constant observation. Bootstrapping from
     # the final observation gives Q = 1 / (1 - 0.9) = 10; treating the 1-in-8 truncated transitions
     # as terminal would give Q = 1 / (1 - 0.9 * 7/8) = 4.7 instead.
-    cfg = tiny_sac_config(**Q_CONFIG)
-    result = run("tests.envs:InfiniteHorizon-v0", 3000, cfg)
+    cfg = tiny_sac_config(**Q_CONFIG | Q_CONFIGS[algo])
+    result = run("tests.envs:InfiniteHorizon-v0", 3000, cfg, algo=algo)
     assert abs(q_value(cfg, result) - 10.0) < 0.7
     data = stored(result)
     assert data.terminated.sum() == 0  # truncations are never stored as terminal

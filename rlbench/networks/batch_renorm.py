@@ -41,8 +41,9 @@ class BatchRenorm(nn.Module):
 
         if train:
             batch_axes = tuple(range(x.ndim - 1))
+            # One pass for both moments (E[x^2] - E[x]^2, as Flax's fast variance), clamped at 0.
             batch_mean = x.mean(axis=batch_axes)
-            batch_var = x.var(axis=batch_axes)
+            batch_var = jnp.maximum((x * x).mean(axis=batch_axes) - batch_mean**2, 0.0)
             std_batch = jnp.sqrt(batch_var + self.epsilon)
             std_running = jnp.sqrt(running_var.value + self.epsilon)
             r = jax.lax.stop_gradient(jnp.clip(std_batch / std_running, 1.0 / self.r_max, self.r_max))
@@ -59,4 +60,6 @@ class BatchRenorm(nn.Module):
                 steps.value = steps.value + 1
         else:
             mean, var = running_mean.value, running_var.value
-        return (x - mean) * jax.lax.rsqrt(var + self.epsilon) * scale + bias
+        # One per-feature affine map: x * multiplier + offset.
+        multiplier = jax.lax.rsqrt(var + self.epsilon) * scale
+        return x * multiplier + (bias - mean * multiplier)
