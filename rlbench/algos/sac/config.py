@@ -1,4 +1,8 @@
-"""Typed, frozen hyperparameters of SAC (defaults as SBX's SAC) and the DroQ preset."""
+"""Typed, frozen hyperparameters of SAC (defaults as SBX's SAC) and the DroQ preset.
+
+CrossQ uses the same config type (its preset lives in the registry); it has no target network, so
+`tau` is unused there and refused by the config builder.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,40 @@
+"""The dependency rule: the pure core (algos, networks, buffers) never imports the host shell."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "rlbench"
+CORE = ("algos", "networks", "buffers")
+FORBIDDEN = ("gymnasium", "yaml", "wandb", "optuna", "rich", "rlbench.loggers", "rlbench.runner", "rlbench.cli",
+             "rlbench.envs", "rlbench.config", "rlbench.hyperparams", "rlbench.registry", "pickle")
+
+
+def imported_modules(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_core_imports_point_downward_only():
+    offenders = []
+    for folder in CORE:
+        for path in (PACKAGE / folder).rglob("*.py"):
+            for name in imported_modules(path):
+                if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN):
+                    offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert not offenders, offenders
+
+
+def test_no_eval_exec_or_pickle_anywhere():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("eval", "exec"):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} calls {node.func.id}")
+        if "pickle" in imported_modules(path):
+            offenders.append(f"{path.relative_to(PACKAGE)} imports pickle")
+    assert not offenders, offenders
