@@ -13,7 +13,6 @@ training starts once more than `learning_starts` were.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,8 +245,11 @@ def _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, hooks)
                     on_iteration(env_steps, state)
 
             if eval_env is not None and vector_steps % eval_every == 0:
-                result = evaluate(lambda o: np.asarray(act_deterministic(state, o)), eval_env,
-                                  run.eval_episodes, seed=run.seed + EVAL_SEED_OFFSET + len(evaluations.timesteps))
+                def policy(o, state=state):
+                    return np.asarray(act_deterministic(state, o))
+
+                eval_seed = run.seed + EVAL_SEED_OFFSET + len(evaluations.timesteps)
+                result = evaluate(policy, eval_env, run.eval_episodes, seed=eval_seed)
                 _record_evaluation(run, run_dir, evaluations, logger, env_steps, result)
                 progress.update(task, last_eval=f"{result.mean:.1f}")
                 if on_eval is not None:

@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| env steps | " + " | ".join(f"{label} (n={len(f)})" for label, f in groups) + " |")
     print("|---" * (len(groups) + 1) + "|")
     for j, t in enumerate(timesteps):
-        cells = [f"{c[1][:, j].mean():.0f} +/- {c[1][:, j].std():.0f}" if j < c[1].shape[1] else "" for c in curves.values()]
+        cells = [f"{returns[:, j].mean():.0f} +/- {returns[:, j].std():.0f}" if j < returns.shape[1] else ""
+                 for _, returns in curves.values()]
         print(f"| {t} | " + " | ".join(cells) + " |")
     return 0
 

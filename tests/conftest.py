@@ -2,11 +2,11 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import pytest  # noqa: E402
+import jax
+import pytest
 
-from rlbench.algos.sac.config import SACConfig  # noqa: E402
-from rlbench.networks.mlp import NetworkConfig  # noqa: E402
+from rlbench.algos.sac.config import SACConfig
+from rlbench.networks.mlp import NetworkConfig
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -3,7 +3,7 @@
 import pytest
 
 from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule
-from rlbench.config import build_crossq_config, build_sac_config, sac_config_to_hyperparams
+from rlbench.config import build_crossq_config, build_sac_config
 from rlbench.errors import ConfigError
 from rlbench.hyperparams import merge
 from rlbench.literals import LiteralError, parse_key_values, parse_value

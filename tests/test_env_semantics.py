@@ -30,9 +30,9 @@ def run(env_id, n_timesteps, cfg, n_envs=1, vec_env="dummy", seed=0, algo="sac")
     return train(config, ALGORITHMS[algo], cfg, NO_LOG)
 
 
-def stored(result, spec=EnvSpec(1, 1)):
+def stored(result):
     rows = result.buffer_state.rows[: int(result.buffer_state.size)]
-    return jax.tree.map(np.asarray, unpack(rows, spec))
+    return jax.tree.map(np.asarray, unpack(rows, EnvSpec(1, 1)))
 
 
 def q_value(cfg, result, obs=1.0):

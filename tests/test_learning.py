@@ -37,7 +37,8 @@ def test_droq_solves_pendulum_in_5k_steps(tmp_path, seed):
     # The DroQ preset (20 gradient steps per env step, policy delay 20, dropout 0.01 + layer norm) and
     # hyperparams/droq.yml's Pendulum-v1 entry, with [64, 64] networks to keep CI fast.
     argv = ["--algo", "droq", "--env", "Pendulum-v1", "-n", "5000", "--seed", str(seed), "--eval-freq", "5000",
-            "--eval-episodes", "10", "--verbose", "0", "-f", str(tmp_path), "-params", "policy_kwargs:dict(net_arch=[64, 64])"]
+            "--eval-episodes", "10", "--verbose", "0", "-f", str(tmp_path),
+            "-params", "policy_kwargs:dict(net_arch=[64, 64])"]
     assert main(argv) == 0
     (run_dir,) = (tmp_path / "droq").glob("Pendulum-v1_*")
     evaluations = np.load(run_dir / "evaluations.npz")

@@ -185,5 +185,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "hyperparams": _plain(exp.hyperparams), "env_steps": result.env_steps}
     save_model(run_dir / exp.run.env_id, result.state, manifest)
     if args.verbose:
-        print(f"Trained {result.env_steps} env steps in {result.wall_time:.1f} s; model: {run_dir / exp.run.env_id}.msgpack")
+        model = run_dir / f"{exp.run.env_id}.msgpack"
+        print(f"Trained {result.env_steps} env steps in {result.wall_time:.1f} s; model: {model}")
     return 0

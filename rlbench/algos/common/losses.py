@@ -6,7 +6,6 @@ Shapes: q values are [n_critics, B]; everything per sample is [B].
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 
 def soft_td_target(

@@ -23,7 +23,8 @@ class EntropyCoef:
 
 @dataclass(frozen=True, kw_only=True)
 class SACConfig:
-    learning_rate: Schedule = ConstantSchedule(3e-4)  # actor and temperature (temperature: initial value)
+    # Actor and temperature (the temperature uses the initial value). Frozen, so a shared default is safe.
+    learning_rate: Schedule = ConstantSchedule(3e-4)  # noqa: RUF009
     qf_learning_rate: float | None = None  # critic; None -> follows learning_rate
     buffer_size: int = 1_000_000
     learning_starts: int = 100  # env steps of uniform random actions before training
