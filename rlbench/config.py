@@ -8,6 +8,7 @@ parsed here (without eval) and nothing past this module sees them. Unknown keys 
 from __future__ import annotations
 
 import difflib
+import importlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -29,6 +30,9 @@ class RunConfig:
     n_envs: int = 1
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
+    eval_env_kwargs: Mapping[str, Any] | None = None  # None: same as env_kwargs
+    env_wrappers: tuple[tuple[str, Mapping[str, Any]], ...] = ()  # (dotted class path, kwargs), applied in order
+    gym_packages: tuple[str, ...] = ()  # imported in every env process before gym.make
     vec_env: str = "dummy"  # dummy (in-process) | subproc
     eval_freq: int = 25_000  # env steps; <= 0 disables evaluation
     eval_episodes: int = 5
@@ -41,7 +45,7 @@ class RunConfig:
 # Keys of a hyperparameter entry consumed by the run, not by the learner.
 RUN_KEYS = ("n_timesteps", "policy", "n_envs", "env_kwargs")
 # RL Zoo keys rlbench does not implement yet: accepted only with a value that turns them off.
-NOT_SUPPORTED_KEYS = ("normalize", "frame_stack", "env_wrapper", "vec_env_wrapper", "callback",
+NOT_SUPPORTED_KEYS = ("normalize", "frame_stack", "vec_env_wrapper", "callback",
                       "use_sde", "noise_type", "noise_std", "n_steps", "replay_buffer_class")
 SAC_KEYS = ("learning_rate", "qf_learning_rate", "buffer_size", "learning_starts", "batch_size", "tau",
             "gamma", "train_freq", "gradient_steps", "policy_delay", "ent_coef", "target_entropy",
@@ -49,6 +53,38 @@ SAC_KEYS = ("learning_rate", "qf_learning_rate", "buffer_size", "learning_starts
 POLICY_KWARGS_KEYS = ("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "log_std_init",
                       "optimizer_kwargs")
 BATCH_NORM_KEYS = ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps")
+
+
+def parse_env_wrappers(value: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """RL Zoo's env_wrapper: a dotted class name, a {name: kwargs} dict, or a list of either.
+
+    The classes are imported (never eval'd) to check them now; they are user code, like a .py config.
+    """
+    if value in (None, [], {}):
+        return ()
+    items = value if isinstance(value, list | tuple) else [value]
+    wrappers: list[tuple[str, dict[str, Any]]] = []
+    for item in items:
+        if isinstance(item, str):
+            wrappers.append((item, {}))
+        elif isinstance(item, Mapping) and len(item) == 1:
+            (path, kwargs), = item.items()
+            if kwargs is not None and not isinstance(kwargs, Mapping):
+                raise ConfigError(f"env_wrapper {path}: kwargs must be a dict, got {kwargs!r}")
+            wrappers.append((str(path), dict(kwargs or {})))
+        else:
+            raise ConfigError(f"env_wrapper: expected 'module.Class' or {{'module.Class': {{kwargs}}}}, got {item!r}")
+    for path, _ in wrappers:
+        import_class(path, "env_wrapper")
+    return tuple(wrappers)
+
+
+def import_class(path: str, what: str) -> Any:
+    module_name, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ConfigError(f"{what}: cannot import {path!r} ({error})") from None
 
 
 def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:

@@ -156,14 +156,16 @@ def train(
     `on_eval(env_steps, result)` follows each evaluation; `on_iteration(env_steps, state)` follows
     each training iteration (benchmarks block on the state there to time steady-state throughput).
     """
-    env = make_vector_env(run.env_id, run.n_envs, run.vec_env, run.env_kwargs)
+    env = make_vector_env(run.env_id, run.n_envs, run.vec_env, run.env_kwargs, run.env_wrappers, run.gym_packages)
     eval_env = None
     failed = True
     try:
         spec = env_spec(env)
         check_buffer_memory(cfg.buffer_size, spec, verbose=0)  # also here for callers other than train.py
         if run.eval_freq > 0:
-            eval_env = make_vector_env(run.env_id, run.n_eval_envs, "dummy", run.env_kwargs)
+            eval_kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
+            eval_env = make_vector_env(run.env_id, run.n_eval_envs, "dummy", eval_kwargs, run.env_wrappers,
+                                       run.gym_packages)
         hooks = (on_eval, on_iteration)
         result = _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, hooks)
         failed = False

@@ -13,16 +13,17 @@ import numpy as np
 
 
 class CountingEnv(gym.Env):
-    """Reward 1 each step. Observation: the step index, or a constant 1.0 with `constant_obs`.
+    """Reward `reward` (1) each step. Observation: the step index, or a constant 1.0 with `constant_obs`.
 
     `terminate_at=k` ends the episode with terminated=True at step k (no time limit implied).
     """
 
-    def __init__(self, terminate_at: int | None = None, constant_obs: bool = False):
+    def __init__(self, terminate_at: int | None = None, constant_obs: bool = False, reward: float = 1.0):
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
         self.action_space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
         self.terminate_at = terminate_at
         self.constant_obs = constant_obs
+        self.reward = reward
         self.t = 0
 
     def _obs(self) -> np.ndarray:
@@ -36,7 +37,7 @@ class CountingEnv(gym.Env):
     def step(self, action):
         self.t += 1
         terminated = self.terminate_at is not None and self.t >= self.terminate_at
-        return self._obs(), 1.0, terminated, False, {}
+        return self._obs(), self.reward, terminated, False, {}
 
 
 class CrashEnv(CountingEnv):

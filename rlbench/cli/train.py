@@ -7,19 +7,23 @@ written or env stepped).
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import shlex
 import sys
 import traceback
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 import yaml
 
 from rlbench import hyperparams
-from rlbench.config import NOT_SUPPORTED_KEYS, RUN_KEYS, RunConfig, normalize_entry
+from rlbench.config import NOT_SUPPORTED_KEYS, RUN_KEYS, RunConfig, normalize_entry, parse_env_wrappers
 from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.literals import LiteralError, parse_key_values
@@ -32,10 +36,44 @@ from rlbench.runner import check_buffer_memory, train
 from rlbench.types import EnvSpec
 
 
+def str2bool(text: str) -> bool:
+    """Real booleans for flags that take a value (RL Zoo's `type=bool` made "False" true)."""
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "y", "on"):
+        return True
+    if lowered in ("0", "false", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {text!r}")
+
+
+def add_bool_flag(p: argparse.ArgumentParser, *names: str, help: str) -> None:
+    """`--flag`, `--flag true|false` and `--no-flag` all work; the default is False."""
+    dest = names[-1].lstrip("-").replace("-", "_")
+    p.add_argument(*names, dest=dest, nargs="?", const=True, default=False, type=str2bool, help=help)
+    p.add_argument("--no-" + names[-1].lstrip("-"), dest=dest, action="store_false", help=argparse.SUPPRESS)
+
+
+# RL Zoo flags whose features later work brings (checkpoints, tracking, tuning). Accepted so that
+# RL Zoo command lines parse, but any non-default value exits 2 with "not supported yet", never ignored.
+NOT_YET = {
+    "trained_agent": ("", "-i/--trained-agent (resuming)"),
+    "save_freq": (-1, "--save-freq (checkpoints)"),
+    "save_replay_buffer": (False, "--save-replay-buffer"),
+    "tensorboard_log": ("", "-tb/--tensorboard-log"),
+    "track": (False, "--track (Weights & Biases)"),
+    "optimize_hyperparameters": (False, "-optimize (Optuna tuning)"),
+    "storage": (None, "--storage (Optuna)"),
+    "study_name": (None, "--study-name (Optuna)"),
+    "trial_id": (None, "--trial-id (Optuna)"),
+    "optimization_log_path": (None, "--optimization-log-path (Optuna)"),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """RL Zoo's train.py flags (REFERENCE.md A.1): same names, short forms and defaults."""
     p = argparse.ArgumentParser(prog="train.py", description=__doc__.splitlines()[0])
     p.add_argument("--algo", default="sac", help=f"algorithm: {', '.join(ALGORITHMS)}")
-    p.add_argument("--env", default="Pendulum-v1", help="gymnasium environment id")
+    p.add_argument("--env", default="Pendulum-v1", help="gymnasium environment id (or module:EnvId)")
     p.add_argument("-n", "--n-timesteps", type=int, default=-1, help="env steps (overrides the file)")
     p.add_argument("--seed", type=int, default=-1, help="random seed; < 0 draws one (printed and saved)")
     p.add_argument("-f", "--log-folder", default="logs", help="log root folder")
@@ -46,13 +84,71 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-params", "--hyperparams", nargs="+", default=[], metavar="KEY:VALUE",
                    help="override hyperparameters, e.g. learning_rate:1e-3 policy_kwargs:dict(net_arch=[64,64])")
     p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY:VALUE", help="env constructor kwargs")
+    p.add_argument("--eval-env-kwargs", nargs="+", default=None, metavar="KEY:VALUE",
+                   help="kwargs of the evaluation env (default: the training env's)")
     p.add_argument("-conf", "--conf-file", default=None,
                    help="hyperparameter file (.yml/.yaml, .py or module); default hyperparams/<algo>.yml")
+    p.add_argument("--gym-packages", nargs="+", default=[], metavar="MODULE",
+                   help="modules to import before making the env (they register custom envs)")
     p.add_argument("--log-interval", type=int, default=-1,
                    help="episodes between training-metric logs (-1: default 4; < -1: never)")
     p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2), help="0 quiet, 1 info")
     p.add_argument("-P", "--progress", action="store_true", help="show a progress bar with fps and last eval")
+    add_bool_flag(p, "-uuid", "--uuid", help="append a unique id to the run folder name")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "cuda"),
+                   help="JAX backend: auto (GPU if present), cpu, or gpu")
+    p.add_argument("--num-threads", type=int, default=-1,
+                   help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU")
+    # Later features: accepted, refused with a clear message until implemented.
+    p.add_argument("-i", "--trained-agent", default="", help="(not supported yet) continue training")
+    p.add_argument("--truncate-last-trajectory", type=str2bool, default=True, help="(HER only; no effect here)")
+    p.add_argument("--save-freq", type=int, default=-1, help="(not supported yet) checkpoint every n steps")
+    add_bool_flag(p, "--save-replay-buffer", help="(not supported yet)")
+    p.add_argument("-tb", "--tensorboard-log", default="", help="(not supported yet)")
+    add_bool_flag(p, "--track", help="(not supported yet) Weights & Biases tracking")
+    p.add_argument("--wandb-project-name", default="sb3")
+    p.add_argument("--wandb-entity", default=None)
+    p.add_argument("--wandb-group", default=None)
+    p.add_argument("-tags", "--wandb-tags", nargs="+", default=[])
+    add_bool_flag(p, "-optimize", "--optimize-hyperparameters", help="(not supported yet) Optuna tuning")
+    p.add_argument("--n-trials", type=int, default=500)
+    p.add_argument("--max-total-trials", type=int, default=None)
+    add_bool_flag(p, "--no-optim-plots", help="(Optuna)")
+    p.add_argument("--n-jobs", type=int, default=1)
+    p.add_argument("--sampler", default="tpe", choices=("random", "tpe", "cmaes", "auto"))
+    p.add_argument("--pruner", default="median", choices=("halving", "median", "hyperband", "none"))
+    p.add_argument("--n-startup-trials", type=int, default=10)
+    p.add_argument("--n-evaluations", type=int, default=None)
+    p.add_argument("--storage", default=None)
+    p.add_argument("--study-name", default=None)
+    p.add_argument("--trial-id", type=int, default=None)
+    p.add_argument("--optimization-log-path", default=None)
     return p
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    for dest, (default, name) in NOT_YET.items():
+        if getattr(args, dest) != default:
+            raise ConfigError(f"{name} is not supported yet by rlbench")
+    if args.num_threads not in (-1, 1):
+        raise ConfigError(f"--num-threads: only -1 (XLA's default) or 1 (single-threaded) are supported, "
+                          f"got {args.num_threads}; XLA sizes its CPU thread pool itself")
+
+
+def select_device(device: str, num_threads: int) -> None:
+    """Apply --device and --num-threads before JAX starts its backend; exit 2 for a missing GPU."""
+    if num_threads == 1:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+    if device == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+    elif device in ("gpu", "cuda"):
+        try:
+            jax.devices("gpu")
+        except RuntimeError:
+            found = ", ".join(str(d) for d in jax.devices())
+            raise ConfigError(f"--device {device}: no GPU found (devices: {found}); install rlbench[cuda] "
+                              "on a machine with an NVIDIA GPU, or use --device cpu/auto") from None
+        jax.config.update("jax_platforms", "cuda")
 
 
 @dataclass(frozen=True)
@@ -67,7 +163,14 @@ class Experiment:
 
 def resolve(args: argparse.Namespace) -> Experiment:
     """Validate flags, files and hyperparameters; raise ConfigError on the first problem."""
+    check_flags(args)
+    select_device(args.device, args.num_threads)  # before anything starts a JAX backend
     algo = get_algo(args.algo)
+    for module in args.gym_packages:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ConfigError(f"--gym-packages: cannot import {module!r} ({error})") from None
     check_env_id(args.env)
     source = args.conf_file or str(hyperparams.default_file(algo.name))
     entry = normalize_entry(hyperparams.select_entry(hyperparams.read_file(source), args.env, source,
@@ -75,9 +178,12 @@ def resolve(args: argparse.Namespace) -> Experiment:
     try:
         overrides = normalize_entry(parse_key_values(args.hyperparams, "-params"), "-params")
         env_kwargs_cli = parse_key_values(args.env_kwargs, "--env-kwargs")
+        eval_env_kwargs_cli = (None if args.eval_env_kwargs is None
+                               else parse_key_values(args.eval_env_kwargs, "--eval-env-kwargs"))
     except LiteralError as error:
         raise ConfigError(str(error)) from None
     merged = hyperparams.merge(algo.preset, entry, overrides)
+    env_wrappers = parse_env_wrappers(merged.pop("env_wrapper", None))
     for key in NOT_SUPPORTED_KEYS:
         if merged.pop(key, None) not in (None, False, 0, [], {}):
             raise ConfigError(f"hyperparameter {key!r} is not supported yet by rlbench (from {source} / -params)")
@@ -91,24 +197,31 @@ def resolve(args: argparse.Namespace) -> Experiment:
     n_timesteps = _positive_int(n_timesteps, "n_timesteps (-n)")
     learner_config = algo.build_config(merged, n_envs, f"{source} / -params")
     env_kwargs = dict(run_keys.get("env_kwargs") or {}) | env_kwargs_cli
+    # Unlike RL Zoo, the file's env_kwargs reach the evaluation env too, unless --eval-env-kwargs is given.
+    file_env_kwargs = dict(run_keys.get("env_kwargs") or {})
+    eval_env_kwargs = env_kwargs if eval_env_kwargs_cli is None else file_env_kwargs | eval_env_kwargs_cli
     for name, value in (("--eval-episodes", args.eval_episodes), ("--n-eval-envs", args.n_eval_envs)):
         _positive_int(value, name)
-    check_buffer_fits(learner_config.buffer_size, args.env, env_kwargs, args.verbose)
+    check_buffer_fits(learner_config.buffer_size, args.env, env_kwargs, env_wrappers, args.verbose)
     seed = args.seed if args.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
     run = RunConfig(
         env_id=args.env, n_timesteps=n_timesteps, n_envs=n_envs, env_kwargs=env_kwargs, seed=seed,
+        eval_env_kwargs=eval_env_kwargs, env_wrappers=env_wrappers, gym_packages=tuple(args.gym_packages),
         vec_env=args.vec_env, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
         n_eval_envs=args.n_eval_envs, log_interval=4 if args.log_interval == -1 else args.log_interval,
         verbose=args.verbose, progress=args.progress,
     )
-    resolved = {"n_timesteps": n_timesteps, "n_envs": n_envs, "policy": "MlpPolicy",
-                "env_kwargs": env_kwargs, **algo.config_to_hyperparams(learner_config)}
+    resolved = {"n_timesteps": n_timesteps, "n_envs": n_envs, "policy": "MlpPolicy", "env_kwargs": env_kwargs,
+                **({"env_wrapper": [{path: dict(kw)} for path, kw in env_wrappers]} if env_wrappers else {}),
+                **algo.config_to_hyperparams(learner_config)}
     return Experiment(algo=algo, run=run, learner_config=learner_config, hyperparams=dict(sorted(resolved.items())))
 
 
-def check_buffer_fits(capacity: int, env_id: str, env_kwargs: Mapping[str, Any], verbose: int) -> None:
+def check_buffer_fits(
+    capacity: int, env_id: str, env_kwargs: Mapping[str, Any], wrappers: Any, verbose: int
+) -> None:
     """Build one env for its spaces, then refuse a replay buffer that cannot fit (before any file)."""
-    env = make_single_env(env_id, env_kwargs)
+    env = make_single_env(env_id, env_kwargs, wrappers)
     try:
         obs_dim = int(np.prod(env.observation_space.shape))
         action_dim = int(np.prod(env.action_space.shape))
@@ -123,18 +236,34 @@ def _positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
-def next_run_dir(log_folder: str, algo: str, env_id: str) -> Path:
-    """`<log_folder>/<algo>/<env_id>_<N>` with N one more than the highest existing (RL Zoo layout)."""
+def latest_run_id(algo_dir: Path, env_id: str) -> int:
+    ids = []
+    for path in algo_dir.glob(f"{env_id}_*"):
+        suffix = path.name[len(env_id) + 1 :].split("_", 1)[0]  # N, or N from N_<uuid>
+        if suffix.isdigit():
+            ids.append(int(suffix))
+    return max(ids, default=0)
+
+
+def create_run_dir(log_folder: str, algo: str, env_id: str, use_uuid: bool) -> Path:
+    """Create `<log_folder>/<algo>/<env_id>_<N>[_<uuid>]`, N one more than the highest existing (RL Zoo
+    layout). The folder is claimed with an exclusive mkdir, so two runs started at once never share one."""
     algo_dir = Path(log_folder) / algo
-    ids = [int(p.name.rsplit("_", 1)[1]) for p in algo_dir.glob(f"{env_id}_*")
-           if p.name.rsplit("_", 1)[1].isdigit() and p.name.rsplit("_", 1)[0] == env_id]
-    return algo_dir / f"{env_id}_{max(ids, default=0) + 1}"
+    algo_dir.mkdir(parents=True, exist_ok=True)
+    for _ in range(1000):
+        name = f"{env_id}_{latest_run_id(algo_dir, env_id) + 1}" + (f"_{uuid.uuid4()}" if use_uuid else "")
+        try:
+            (algo_dir / name).mkdir()
+            return algo_dir / name
+        except FileExistsError:
+            continue  # another run claimed this id between the scan and the mkdir
+    raise RuntimeError(f"could not claim a run folder in {algo_dir}")
 
 
 def write_run_files(run_dir: Path, exp: Experiment, args: argparse.Namespace, argv: Sequence[str]) -> None:
     """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out."""
-    params_dir = run_dir / exp.run.env_id
-    params_dir.mkdir(parents=True, exist_ok=False)
+    params_dir = run_dir / exp.run.env_id.replace(":", "_")
+    params_dir.mkdir()
     saved_args = dict(sorted({**vars(args), "seed": exp.run.seed}.items()))
     (params_dir / "config.yml").write_text(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True))
     (params_dir / "args.yml").write_text(yaml.safe_dump(_plain(saved_args), sort_keys=True))
@@ -158,10 +287,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    run_dir = next_run_dir(args.log_folder, exp.algo.name, exp.run.env_id)
+    run_dir = create_run_dir(args.log_folder, exp.algo.name, exp.run.env_id.replace(":", "_"), args.uuid)
     write_run_files(run_dir, exp, args, argv)
     if args.verbose:
+        source = args.conf_file or hyperparams.default_file(exp.algo.name)
         print(f"Seed: {exp.run.seed}\nLog folder: {run_dir}")
+        print(f"Hyperparameters (merged: {exp.algo.name} defaults < {exp.algo.name} preset < {source} "
+              f"< -params < -n):")
         print(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True), end="")
 
     def make_logger(metric_names: Sequence[str]) -> MultiLogger:
@@ -183,8 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     manifest = {"algo": exp.algo.name, "env_id": exp.run.env_id, "seed": exp.run.seed,
                 "hyperparams": _plain(exp.hyperparams), "env_steps": result.env_steps}
-    save_model(run_dir / exp.run.env_id, result.state, manifest)
+    save_model(run_dir / exp.run.env_id.replace(":", "_"), result.state, manifest)
     if args.verbose:
-        model = run_dir / f"{exp.run.env_id}.msgpack"
+        model = run_dir / f"{exp.run.env_id.replace(':', '_')}.msgpack"
         print(f"Trained {result.env_steps} env steps in {result.wall_time:.1f} s; model: {model}")
     return 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -51,10 +51,24 @@ def check_env_id(env_id: str) -> None:
     raise ConfigError(f"environment {env_id!r} not found in the gymnasium registry{hint}")
 
 
-def make_single_env(env_id: str, env_kwargs: Mapping[str, Any]) -> gym.Env:
-    """One env with flat float32 Box observations and a [-1, 1] Box action space."""
+def make_single_env(
+    env_id: str,
+    env_kwargs: Mapping[str, Any],
+    wrappers: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    packages: Sequence[str] = (),
+) -> gym.Env:
+    """One env with flat float32 Box observations and a [-1, 1] Box action space.
+
+    `wrappers` (dotted class path, kwargs) wrap the env in order right after `gym.make`, as RL Zoo's
+    env_wrapper; `packages` are imported first (they register custom envs, also in subprocesses).
+    """
+    for module in packages:
+        importlib.import_module(module)
     import_env_packages(env_id)
     env = gym.make(env_id, **dict(env_kwargs))
+    for path, kwargs in wrappers:
+        module_name, _, name = path.rpartition(".")
+        env = getattr(importlib.import_module(module_name), name)(env, **dict(kwargs))
     if not isinstance(env.action_space, gym.spaces.Box):
         raise ConfigError(f"{env_id}: rlbench's learners need a continuous (Box) action space, got {env.action_space}")
     if not isinstance(env.observation_space, gym.spaces.Box):
@@ -70,10 +84,18 @@ def make_single_env(env_id: str, env_kwargs: Mapping[str, Any]) -> gym.Env:
     return env
 
 
-def make_vector_env(env_id: str, n_envs: int, vec_env: str, env_kwargs: Mapping[str, Any]) -> VectorEnv:
+def make_vector_env(
+    env_id: str,
+    n_envs: int,
+    vec_env: str,
+    env_kwargs: Mapping[str, Any],
+    wrappers: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    packages: Sequence[str] = (),
+) -> VectorEnv:
     if vec_env not in VEC_ENV_KINDS:
         raise ConfigError(f"--vec-env: unknown {vec_env!r}; valid: {', '.join(VEC_ENV_KINDS)}")
-    env_fns = [functools.partial(make_single_env, env_id, dict(env_kwargs)) for _ in range(n_envs)]
+    make = functools.partial(make_single_env, env_id, dict(env_kwargs), tuple(wrappers), tuple(packages))
+    env_fns = [make] * n_envs
     if vec_env == "subproc":
         env: VectorEnv = AsyncVectorEnv(env_fns, context="forkserver", autoreset_mode=AutoresetMode.SAME_STEP)
     else:

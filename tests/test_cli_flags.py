@@ -1,0 +1,133 @@
+"""RL Zoo's flags: booleans, not-yet-supported features, device, env kwargs, wrappers, packages, files."""
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from rlbench.cli.train import build_parser, main
+from tests.conftest import REPO_ROOT
+
+QUIET = ["--verbose", "0", "--eval-freq", "-1"]
+TINY = ["-params", "learning_starts:1000", "policy_kwargs:dict(net_arch=[8])"]
+
+
+def run_cli(tmp_path, *argv):
+    return main(["-f", str(tmp_path / "logs"), *argv])
+
+
+def saved(tmp_path, name):
+    return yaml.safe_load(next((tmp_path / "logs").rglob(name)).read_text())
+
+
+@pytest.mark.parametrize("argv,value", [([], False), (["--uuid"], True), (["--uuid", "false"], False),
+                                        (["--uuid", "True"], True), (["--no-uuid"], False)])
+def test_boolean_flags_are_real_booleans(argv, value):
+    assert build_parser().parse_args(argv).uuid is value
+    assert build_parser().parse_args([a.replace("uuid", "save-replay-buffer") for a in argv]).save_replay_buffer is value
+
+
+def test_rl_zoo_prefix_abbreviations():
+    args = build_parser().parse_args(["-param", "gamma:0.9", "-c", "x.yml", "-tags", "a", "b"])
+    assert args.hyperparams == ["gamma:0.9"] and args.conf_file == "x.yml" and args.wandb_tags == ["a", "b"]
+
+
+@pytest.mark.parametrize("argv,name", [(["--track"], "--track"), (["--save-freq", "1000"], "--save-freq"),
+                                       (["-i", "model.msgpack"], "--trained-agent"), (["-optimize"], "-optimize"),
+                                       (["-tb", "runs"], "--tensorboard-log"), (["--save-replay-buffer"], "--save-replay"),
+                                       (["--storage", "x.log"], "--storage"), (["--trial-id", "0"], "--trial-id")])
+def test_later_features_exit_2_not_supported_yet(tmp_path, capsys, argv, name):
+    assert run_cli(tmp_path, *argv) == 2
+    err = capsys.readouterr().err
+    assert name in err and "not supported yet" in err
+    assert not (tmp_path / "logs").exists()
+
+
+def test_false_booleans_of_later_features_are_accepted(tmp_path):
+    assert run_cli(tmp_path, "-n", "20", *QUIET, "--track", "false", "--save-replay-buffer", "false", *TINY) == 0
+
+
+def test_device_gpu_without_gpu_exits_2_listing_devices(tmp_path, capsys):
+    import jax
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("a GPU is present")
+    assert run_cli(tmp_path, "-n", "20", *QUIET, "--device", "gpu", *TINY) == 2
+    assert re.search(r"no GPU found \(devices: .*cpu", capsys.readouterr().err)
+
+
+def test_num_threads_other_than_1_is_refused(tmp_path, capsys):
+    assert run_cli(tmp_path, "-n", "20", *QUIET, "--num-threads", "4") == 2
+    assert "--num-threads" in capsys.readouterr().err
+
+
+def test_uuid_run_folders(tmp_path):
+    assert run_cli(tmp_path, "-n", "20", *QUIET, "-uuid", *TINY) == 0
+    (run_dir,) = (tmp_path / "logs" / "sac").iterdir()
+    assert re.fullmatch(r"Pendulum-v1_1_[0-9a-f-]{36}", run_dir.name)
+
+
+def test_concurrent_runs_never_share_a_folder(tmp_path):
+    command = [sys.executable, "train.py", "-f", str(tmp_path / "logs"), "-n", "20", *QUIET, *TINY]
+    procs = [subprocess.Popen(command, cwd=REPO_ROOT) for _ in range(3)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
+    names = sorted(p.name for p in (tmp_path / "logs" / "sac").iterdir())
+    assert names == ["Pendulum-v1_1", "Pendulum-v1_2", "Pendulum-v1_3"]
+
+
+def test_env_kwargs_and_eval_env_kwargs(tmp_path):
+    # tests.envs:Counting-v0 pays `reward` per step for 7 steps: eval returns show which kwargs it got.
+    assert run_cli(tmp_path, "--env", "tests.envs:Counting-v0", "-n", "14", "--verbose", "0", "--eval-freq", "14",
+                   "--eval-episodes", "2", "--env-kwargs", "reward:1.0", "--eval-env-kwargs", "reward:2.0", *TINY) == 0
+    results = np.load(next((tmp_path / "logs").rglob("evaluations.npz")))["results"]
+    np.testing.assert_array_equal(results, [[14.0, 14.0]])
+    assert saved(tmp_path, "config.yml")["env_kwargs"] == {"reward": 1.0}
+
+
+def test_file_env_kwargs_reach_the_eval_env(tmp_path):
+    conf = tmp_path / "conf.yml"
+    conf.write_text("default:\n  n_timesteps: 14\n  env_kwargs: {reward: 3.0}\n  learning_starts: 1000\n")
+    assert run_cli(tmp_path, "--env", "tests.envs:Counting-v0", "-c", str(conf), "--verbose", "0",
+                   "--eval-freq", "14", "--eval-episodes", "1") == 0
+    np.testing.assert_array_equal(np.load(next((tmp_path / "logs").rglob("evaluations.npz")))["results"], [[21.0]])
+
+
+def test_env_wrapper_from_params(tmp_path):
+    wrapper = "env_wrapper:[{'gymnasium.wrappers.TimeLimit': dict(max_episode_steps=20)}]"
+    assert run_cli(tmp_path, "-n", "40", "--verbose", "0", "--eval-freq", "40", "--eval-episodes", "1",
+                   *TINY, wrapper) == 0
+    evaluations = np.load(next((tmp_path / "logs").rglob("evaluations.npz")))
+    np.testing.assert_array_equal(evaluations["ep_lengths"], [[20]])
+    assert saved(tmp_path, "config.yml")["env_wrapper"] == [{"gymnasium.wrappers.TimeLimit": {"max_episode_steps": 20}}]
+
+
+def test_unknown_env_wrapper_exits_2(tmp_path, capsys):
+    assert run_cli(tmp_path, "-n", "40", *QUIET, "-params", "env_wrapper:gymnasium.wrappers.NoSuchWrapper") == 2
+    assert "cannot import 'gymnasium.wrappers.NoSuchWrapper'" in capsys.readouterr().err
+
+
+def test_gym_packages_register_custom_envs(tmp_path):
+    # Counting-v0 is registered by importing tests.envs, here and in each subprocess worker.
+    assert run_cli(tmp_path, "--gym-packages", "tests.envs", "--env", "Counting-v0", "-n", "14", *QUIET, *TINY,
+                   "--vec-env", "subproc") == 0
+
+
+def test_yaml_anchors_and_python_config(tmp_path):
+    assert run_cli(tmp_path, "-conf", f"{REPO_ROOT}/tests/data/anchors.yml", *QUIET) == 0
+    config = saved(tmp_path, "config.yml")
+    assert config["gamma"] == 0.95 and config["n_timesteps"] == 40
+    assert run_cli(tmp_path / "py", "-c", f"{REPO_ROOT}/tests/data/python_config.py", *QUIET) == 0
+    config = yaml.safe_load(next((tmp_path / "py" / "logs").rglob("config.yml")).read_text())
+    assert config["gamma"] == 0.9 and config["policy_kwargs"]["activation_fn"] == "tanh"
+
+
+def test_issue_command_lines_parse_and_run(tmp_path):
+    assert run_cli(tmp_path, "-n", "20", *QUIET, "-params", "learning_rate:'lin_7.3e-4'", "ent_coef:auto_0.1",
+                   "train_freq:4", "gradient_steps:4", "learning_starts:1000") == 0
+    assert run_cli(tmp_path, "--algo", "crossq", "-n", "20", *QUIET, "-params", "learning_starts:10",
+                   "policy_kwargs:dict(net_arch=dict(pi=[16,16],qf=[16,16]), dropout_rate=0.01, batch_norm_actor=False)") == 0
+    assert run_cli(tmp_path, "-n", "8", *QUIET, "-param", "n_envs:4", "gradient_steps:-1", "learning_starts:4",
+                   "policy_kwargs:dict(net_arch=[8])", "--vec-env", "subproc") == 0
