@@ -1,0 +1,120 @@
+"""Learning curves and final-return tables from RL Zoo log folders (`python -m rlbench.plots`).
+
+Reads every `<folder>/<algo>/<env_id>_<N>[_<uuid>]/evaluations.npz`, groups runs by (env, algo), and
+writes one PNG per env (mean over seeds of the mean eval return, with a 95% bootstrap confidence band,
+x in env steps) and prints a markdown table of the final evaluation: mean +/- standard error over
+seeds, and the interquartile mean (IQM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+RUN_NAME = re.compile(r"(?P<env>.+)_(?P<id>\d+)(_[0-9a-f-]{36})?")
+
+
+@dataclass
+class Group:
+    env: str
+    algo: str
+    timesteps: np.ndarray  # [n_evals] shared by all runs (cut to the shortest)
+    returns: np.ndarray  # [n_seeds, n_evals], mean over each evaluation's episodes
+    runs: list[Path]
+
+
+def collect(folders: list[Path]) -> list[Group]:
+    found: dict[tuple[str, str], list[Path]] = defaultdict(list)
+    for folder in folders:
+        for npz in sorted(Path(folder).glob("*/*/evaluations.npz")):
+            match = RUN_NAME.fullmatch(npz.parent.name)
+            if match:
+                found[(match["env"], npz.parent.parent.name)].append(npz)
+    groups = []
+    for (env, algo), paths in sorted(found.items()):
+        data = [np.load(p) for p in paths]
+        n = min(len(d["timesteps"]) for d in data)
+        if n == 0:
+            continue
+        groups.append(Group(env, algo, data[0]["timesteps"][:n],
+                            np.array([d["results"][:n].mean(axis=1) for d in data]), [p.parent for p in paths]))
+    return groups
+
+
+def confidence_band(returns: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """95% bootstrap interval of the mean over seeds, per evaluation (degenerate with one seed)."""
+    if returns.shape[0] < 2:
+        return returns[0], returns[0]
+    result = stats.bootstrap((returns,), np.mean, axis=0, confidence_level=0.95, n_resamples=2000,
+                             method="percentile", rng=np.random.default_rng(seed))
+    return result.confidence_interval.low, result.confidence_interval.high
+
+
+def final_stats(returns: np.ndarray) -> dict[str, float]:
+    final = returns[:, -1]
+    stderr = float(final.std(ddof=1) / np.sqrt(len(final))) if len(final) > 1 else 0.0
+    return {"mean": float(final.mean()), "stderr": stderr, "iqm": float(stats.trim_mean(final, 0.25)),
+            "n": len(final)}
+
+
+def markdown_table(groups: list[Group]) -> str:
+    lines = ["| env | algo | seeds | env steps | final return (mean +/- s.e.) | IQM |", "|---|---|---|---|---|---|"]
+    for g in groups:
+        s = final_stats(g.returns)
+        lines.append(f"| {g.env} | {g.algo} | {s['n']} | {int(g.timesteps[-1])} | "
+                     f"{s['mean']:.1f} +/- {s['stderr']:.1f} | {s['iqm']:.1f} |")
+    return "\n".join(lines)
+
+
+def plot(groups: list[Group], output: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window
+    import matplotlib.pyplot as plt
+
+    output.mkdir(parents=True, exist_ok=True)
+    written = []
+    for env in sorted({g.env for g in groups}):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for g in (g for g in groups if g.env == env):
+            low, high = confidence_band(g.returns)
+            ax.plot(g.timesteps, g.returns.mean(axis=0), label=f"{g.algo} (n={len(g.runs)})")
+            ax.fill_between(g.timesteps, low, high, alpha=0.25)
+        ax.set(title=env, xlabel="env steps", ylabel="mean eval return")
+        ax.legend()
+        ax.grid(alpha=0.3)
+        path = output / f"{env.replace(':', '_')}.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rlbench.plots", description=__doc__.splitlines()[0])
+    p.add_argument("folders", nargs="+", type=Path, help="log folders (the -f of train.py)")
+    p.add_argument("-o", "--output", type=Path, default=Path("plots"), help="folder for the PNG files")
+    p.add_argument("--table", type=Path, default=None, help="also write the markdown table here")
+    args = p.parse_args(argv)
+    groups = collect(args.folders)
+    if not groups:
+        print(f"error: no evaluations.npz under {', '.join(map(str, args.folders))}", file=sys.stderr)
+        return 2
+    table = markdown_table(groups)
+    print(table)
+    if args.table:
+        args.table.write_text(table + "\n")
+    for path in plot(groups, args.output):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

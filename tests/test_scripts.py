@@ -1,0 +1,42 @@
+"""scripts/run_seeds.sh and the plot script, end to end on tiny runs."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+from scipy import stats
+
+from rlbench.plots import main as plots_main
+from tests.conftest import REPO_ROOT
+
+
+def test_seed_sweep_then_plots_and_table(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    env = {**os.environ, "envs": "Pendulum-v1", "seeds": "1 2 3", "PYTHON": sys.executable}
+    done = subprocess.run(
+        ["bash", "scripts/run_seeds.sh", "--algo", "sac", "-n", "60", "--eval-freq", "30", "--eval-episodes", "1",
+         "--verbose", "0", "-f", str(logs), "-params", "learning_starts:1000", "policy_kwargs:dict(net_arch=[8])"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "finished 3" in done.stdout and "failed 0" in done.stdout
+    runs = sorted((logs / "sac").glob("Pendulum-v1_*"))
+    assert len(runs) == 3
+
+    out = tmp_path / "plots"
+    assert plots_main([str(logs), "-o", str(out), "--table", str(tmp_path / "table.md")]) == 0
+    png = out / "Pendulum-v1.png"
+    assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
+    finals = np.array([np.load(r / "evaluations.npz")["results"][-1].mean() for r in runs])
+    row = (tmp_path / "table.md").read_text().splitlines()[2]
+    expected_se = finals.std(ddof=1) / np.sqrt(3)
+    assert f"| Pendulum-v1 | sac | 3 | 60 | {finals.mean():.1f} +/- {expected_se:.1f} | " \
+           f"{stats.trim_mean(finals, 0.25):.1f} |" == row
+
+
+def test_sweep_reports_failed_runs(tmp_path):
+    env = {**os.environ, "envs": "Pendulm-v1", "seeds": "1", "PYTHON": sys.executable}
+    done = subprocess.run(["bash", "scripts/run_seeds.sh", "-f", str(tmp_path), "--verbose", "0"], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "failed 1: Pendulm-v1/1 (exit 2)" in done.stdout
