@@ -33,7 +33,8 @@ def read_file(conf: str | Path) -> dict[str, Any]:
         if not path.is_file():
             raise ConfigError(f"hyperparameter file not found: {path}")
         try:
-            table = yaml.safe_load(path.read_text())
+            with path.open() as stream:  # a stream, so YAML errors name the file, line and column
+                table = yaml.safe_load(stream)
         except yaml.YAMLError as error:
             raise ConfigError(f"invalid YAML in {path}: {error}") from None
     elif path.suffix == ".py":

@@ -3,7 +3,8 @@
 Reads every `<folder>/<algo>/<env_id>_<N>[_<uuid>]/evaluations.npz`, groups runs by (env, algo), and
 writes one PNG per env (mean over seeds of the mean eval return, with a 95% bootstrap confidence band,
 x in env steps) and prints a markdown table of the final evaluation: mean +/- standard error over
-seeds, and the interquartile mean (IQM).
+seeds, and the interquartile mean (IQM). With several envs it adds rliable-style aggregates (IQM, mean,
+median of normalised scores with stratified bootstrap intervals; Agarwal et al. 2021).
 """
 
 from __future__ import annotations
@@ -73,6 +74,32 @@ def markdown_table(groups: list[Group]) -> str:
     return "\n".join(lines)
 
 
+def aggregate_table(groups: list[Group], n_resamples: int = 2000, seed: int = 0) -> str | None:
+    """Across envs (rliable-style): final returns normalised per env to [0, 1] by the lowest and highest
+    final return of any run of that env in the comparison, then IQM, mean and median per algo with 95%
+    stratified bootstrap intervals (seeds resampled within each env). None with fewer than two envs."""
+    envs = sorted({g.env for g in groups})
+    if len(envs) < 2:
+        return None
+    bounds = {}
+    for env in envs:
+        finals = np.concatenate([g.returns[:, -1] for g in groups if g.env == env])
+        bounds[env] = (finals.min(), max(finals.max() - finals.min(), 1e-8))
+    rng = np.random.default_rng(seed)
+    metrics = {"IQM": lambda x: stats.trim_mean(x, 0.25), "mean": np.mean, "median": np.median}
+    lines = ["| algo | envs | " + " | ".join(f"{m} (95% CI)" for m in metrics) + " |", "|---|---|---|---|---|"]
+    for algo in sorted({g.algo for g in groups}):
+        scores = [(g.returns[:, -1] - bounds[g.env][0]) / bounds[g.env][1] for g in groups if g.algo == algo]
+        cells = []
+        for fn in metrics.values():
+            point = fn(np.concatenate(scores))
+            boot = [fn(np.concatenate([rng.choice(s, size=len(s)) for s in scores])) for _ in range(n_resamples)]
+            low, high = np.percentile(boot, [2.5, 97.5])
+            cells.append(f"{point:.2f} ({low:.2f}, {high:.2f})")
+        lines.append(f"| {algo} | {len(scores)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot(groups: list[Group], output: Path) -> list[Path]:
     import matplotlib
 
@@ -108,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no evaluations.npz under {', '.join(map(str, args.folders))}", file=sys.stderr)
         return 2
     table = markdown_table(groups)
+    aggregate = aggregate_table(groups)
+    if aggregate is not None:
+        table += "\n\nAcross envs (final returns normalised per env by the runs compared):\n\n" + aggregate
     print(table)
     if args.table:
         args.table.write_text(table + "\n")

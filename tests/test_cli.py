@@ -58,7 +58,8 @@ def test_yaml_python_tags_and_missing_env_entry(tmp_path, capsys):
     tagged = tmp_path / "tagged.yml"
     tagged.write_text("Pendulum-v1: !!python/object/apply:os.system ['true']\n")
     assert run_cli(tmp_path, "-conf", str(tagged)) == 2
-    assert "invalid YAML" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "invalid YAML" in err and "tagged.yml" in err and "line 1" in err
     no_entry = tmp_path / "other.yml"
     no_entry.write_text("CartPole-v1:\n  n_timesteps: 10\n")
     assert run_cli(tmp_path, "-conf", str(no_entry)) == 2

@@ -27,7 +27,8 @@ def saved(tmp_path, name):
                                         (["--uuid", "True"], True), (["--no-uuid"], False)])
 def test_boolean_flags_are_real_booleans(argv, value):
     assert build_parser().parse_args(argv).uuid is value
-    assert build_parser().parse_args([a.replace("uuid", "save-replay-buffer") for a in argv]).save_replay_buffer is value
+    renamed = [a.replace("uuid", "save-replay-buffer") for a in argv]
+    assert build_parser().parse_args(renamed).save_replay_buffer is value
 
 
 def test_rl_zoo_prefix_abbreviations():
@@ -37,7 +38,8 @@ def test_rl_zoo_prefix_abbreviations():
 
 @pytest.mark.parametrize("argv,name", [(["--track"], "--track"), (["--save-freq", "1000"], "--save-freq"),
                                        (["-i", "model.msgpack"], "--trained-agent"), (["-optimize"], "-optimize"),
-                                       (["-tb", "runs"], "--tensorboard-log"), (["--save-replay-buffer"], "--save-replay"),
+                                       (["-tb", "runs"], "--tensorboard-log"),
+                                       (["--save-replay-buffer"], "--save-replay"),
                                        (["--storage", "x.log"], "--storage"), (["--trial-id", "0"], "--trial-id")])
 def test_later_features_exit_2_not_supported_yet(tmp_path, capsys, argv, name):
     assert run_cli(tmp_path, *argv) == 2
@@ -127,7 +129,19 @@ def test_yaml_anchors_and_python_config(tmp_path):
 def test_issue_command_lines_parse_and_run(tmp_path):
     assert run_cli(tmp_path, "-n", "20", *QUIET, "-params", "learning_rate:'lin_7.3e-4'", "ent_coef:auto_0.1",
                    "train_freq:4", "gradient_steps:4", "learning_starts:1000") == 0
-    assert run_cli(tmp_path, "--algo", "crossq", "-n", "20", *QUIET, "-params", "learning_starts:10",
-                   "policy_kwargs:dict(net_arch=dict(pi=[16,16],qf=[16,16]), dropout_rate=0.01, batch_norm_actor=False)") == 0
+    policy = "policy_kwargs:dict(net_arch=dict(pi=[16,16],qf=[16,16]), dropout_rate=0.01, batch_norm_actor=False)"
+    assert run_cli(tmp_path, "--algo", "crossq", "-n", "20", *QUIET, "-params", "learning_starts:10", policy) == 0
     assert run_cli(tmp_path, "-n", "8", *QUIET, "-param", "n_envs:4", "gradient_steps:-1", "learning_starts:4",
                    "policy_kwargs:dict(net_arch=[8])", "--vec-env", "subproc") == 0
+    assert run_cli(tmp_path, "-n", "20", *QUIET, *TINY, "--env-kwargs", "g:8.0", "--eval-env-kwargs", "g:5.0") == 0
+
+
+def test_config_errors_come_before_any_env_is_built(tmp_path, capsys, monkeypatch):
+    import gymnasium
+
+    def no_env(*args, **kwargs):
+        raise AssertionError("an env was built before the configuration was checked")
+
+    monkeypatch.setattr(gymnasium, "make", no_env)
+    assert run_cli(tmp_path, "-n", "20", "-params", "learning_rat:0.001") == 2
+    assert "did you mean 'learning_rate'" in capsys.readouterr().err

@@ -35,6 +35,19 @@ def test_seed_sweep_then_plots_and_table(tmp_path, capsys):
            f"{stats.trim_mean(finals, 0.25):.1f} |" == row
 
 
+def test_aggregate_across_envs_by_hand(tmp_path):
+    from rlbench.plots import Group, aggregate_table
+
+    ts = np.array([10])
+    groups = [Group("A", "x", ts, np.array([[0.0], [10.0]]), []), Group("A", "y", ts, np.array([[5.0], [5.0]]), []),
+              Group("B", "x", ts, np.array([[1.0], [1.0]]), []), Group("B", "y", ts, np.array([[3.0], [2.0]]), [])]
+    table = aggregate_table(groups, n_resamples=50).splitlines()
+    # Env A scores normalised by [0, 10], env B by [1, 3]: x -> 0, 1, 0, 0 ; y -> .5, .5, 1, .5
+    assert table[2].startswith("| x | 2 | 0.00") and "| 0.25 (" in table[2]  # IQM 0, mean 0.25
+    assert table[3].startswith("| y | 2 | 0.50") and "| 0.62 (" in table[3]  # IQM .5, mean .625
+    assert aggregate_table(groups[:2]) is None
+
+
 def test_sweep_reports_failed_runs(tmp_path):
     env = {**os.environ, "envs": "Pendulm-v1", "seeds": "1", "PYTHON": sys.executable}
     done = subprocess.run(["bash", "scripts/run_seeds.sh", "-f", str(tmp_path), "--verbose", "0"], cwd=REPO_ROOT,
