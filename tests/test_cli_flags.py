@@ -40,7 +40,8 @@ def test_rl_zoo_prefix_abbreviations():
                                        (["-i", "model.msgpack"], "--trained-agent"), (["-optimize"], "-optimize"),
                                        (["-tb", "runs"], "--tensorboard-log"),
                                        (["--save-replay-buffer"], "--save-replay"),
-                                       (["--storage", "x.log"], "--storage"), (["--trial-id", "0"], "--trial-id")])
+                                       (["--storage", "x.log"], "--storage"), (["--trial-id", "0"], "--trial-id"),
+                                       (["--truncate-last-trajectory", "false"], "--truncate-last-trajectory")])
 def test_later_features_exit_2_not_supported_yet(tmp_path, capsys, argv, name):
     assert run_cli(tmp_path, *argv) == 2
     err = capsys.readouterr().err
@@ -124,6 +125,12 @@ def test_yaml_anchors_and_python_config(tmp_path):
     assert run_cli(tmp_path / "py", "-c", f"{REPO_ROOT}/tests/data/python_config.py", *QUIET) == 0
     config = yaml.safe_load(next((tmp_path / "py" / "logs").rglob("config.yml")).read_text())
     assert config["gamma"] == 0.9 and config["policy_kwargs"]["activation_fn"] == "tanh"
+
+
+def test_module_path_config(tmp_path):
+    # A module path: tests/data/python_config.py imported as tests.data.python_config.
+    assert run_cli(tmp_path, "-conf", "tests.data.python_config", *QUIET) == 0
+    assert saved(tmp_path, "config.yml")["gamma"] == 0.9
 
 
 def test_issue_command_lines_parse_and_run(tmp_path):

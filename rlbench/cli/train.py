@@ -66,6 +66,7 @@ NOT_YET = {
     "study_name": (None, "--study-name (Optuna)"),
     "trial_id": (None, "--trial-id (Optuna)"),
     "optimization_log_path": (None, "--optimization-log-path (Optuna)"),
+    "truncate_last_trajectory": (True, "--truncate-last-trajectory (HER replay buffers; rlbench has no HER)"),
 }
 
 
