@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+import flax.linen as nn
 import jax
 
-from rlbench.buffers.uniform import BufferState
+from rlbench.algos.common.fused import StepFn, make_gradient_steps, make_update
+from rlbench.buffers.uniform import BufferState, UniformBuffer
+from rlbench.networks.actor import deterministic_action, sample_action
 from rlbench.types import Metrics, Transition
 
 S = TypeVar("S")
@@ -33,3 +36,39 @@ class Learner(Generic[S]):
     act_fn: Callable[[S, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
     act_deterministic_fn: Callable[[S, jax.Array], jax.Array]
     metric_names: tuple[str, ...]
+
+
+def assemble_learner(
+    cfg: Any,
+    buffer: UniformBuffer,
+    actor: nn.Module,
+    actor_variables: Callable[[S], dict[str, Any]],
+    init_fn: Callable[[jax.Array], S],
+    critic_step: StepFn,
+    actor_step: StepFn,
+    critic_metric_names: Sequence[str],
+    actor_metric_names: Sequence[str],
+) -> Learner[S]:
+    """A Learner from an algorithm's two steps: the fused update, acting and evaluation are shared.
+
+    `actor_variables(state)` gives the actor's Flax variables (CrossQ adds its BatchRenorm statistics);
+    the actor is applied in evaluation mode to act.
+    """
+    gradient_steps = make_gradient_steps(cfg, critic_step, actor_step, actor_metric_names)
+
+    def act(state: S, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        key, action_key = jax.random.split(key)
+        mean, log_std = actor.apply(actor_variables(state), obs)
+        return sample_action(mean, log_std, action_key)[0], key
+
+    def act_deterministic(state: S, obs: jax.Array) -> jax.Array:
+        return deterministic_action(actor.apply(actor_variables(state), obs)[0])
+
+    return Learner(
+        init_fn=init_fn,
+        update_fn=make_update(cfg, buffer, gradient_steps),
+        gradient_steps_fn=gradient_steps,
+        act_fn=act,
+        act_deterministic_fn=act_deterministic,
+        metric_names=(*critic_metric_names, *actor_metric_names, "train/learning_rate", "train/n_updates"),
+    )

@@ -12,8 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rlbench.algos.common.fused import make_gradient_steps, make_update
-from rlbench.algos.common.learner import Learner
+from rlbench.algos.common.learner import Learner, assemble_learner
 from rlbench.algos.common.losses import actor_loss, critic_loss, soft_td_target
 from rlbench.algos.common.steps import apply_loss
 from rlbench.algos.common.temperature import current_alpha, temperature_step
@@ -21,7 +20,7 @@ from rlbench.algos.crossq.state import CrossQNetworks, CrossQState, init_state, 
 from rlbench.algos.sac.config import SACConfig
 from rlbench.algos.sac.update import target_entropy
 from rlbench.buffers.uniform import UniformBuffer
-from rlbench.networks.actor import deterministic_action, sample_action
+from rlbench.networks.actor import sample_action
 from rlbench.types import EnvSpec, Metrics, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean", "train/critic_bn_steps")
@@ -99,30 +98,12 @@ def make_learner(cfg: SACConfig, spec: EnvSpec, buffer: UniformBuffer) -> Learne
     """Bind CrossQ's pure functions to a config, an environment spec and a buffer."""
     nets = make_networks(cfg, spec)
     entropy_target = target_entropy(cfg, spec)
-    gradient_steps = make_gradient_steps(
-        cfg,
+    return assemble_learner(
+        cfg, buffer, nets.actor,
+        actor_variables=lambda state: {"params": state.actor.params, "batch_stats": state.actor.batch_stats},
+        init_fn=lambda key: init_state(cfg, spec, nets, key),
         critic_step=lambda state, batch, key: critic_step(cfg, nets, state, batch, key),
         actor_step=lambda state, batch, key: actor_step(cfg, nets, entropy_target, state, batch, key),
+        critic_metric_names=CRITIC_METRICS,
         actor_metric_names=ACTOR_METRICS,
-    )
-
-    def actor_out(state: CrossQState, obs: jax.Array):
-        variables = {"params": state.actor.params, "batch_stats": state.actor.batch_stats}
-        return nets.actor.apply(variables, obs, train=False)
-
-    def act(state: CrossQState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        key, action_key = jax.random.split(key)
-        mean, log_std = actor_out(state, obs)
-        return sample_action(mean, log_std, action_key)[0], key
-
-    def act_deterministic(state: CrossQState, obs: jax.Array) -> jax.Array:
-        return deterministic_action(actor_out(state, obs)[0])
-
-    return Learner(
-        init_fn=lambda key: init_state(cfg, spec, nets, key),
-        update_fn=make_update(cfg, buffer, gradient_steps),
-        gradient_steps_fn=gradient_steps,
-        act_fn=act,
-        act_deterministic_fn=act_deterministic,
-        metric_names=(*CRITIC_METRICS, *ACTOR_METRICS, "train/learning_rate", "train/n_updates"),
     )
