@@ -38,6 +38,7 @@ def parse_value(text: str) -> Any:
 
 
 def _literal(node: ast.AST, text: str) -> Any:
+    # Names and dotted names (RL Zoo writes activation_fn=nn.ReLU inside dict(...)) are read as strings.
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
@@ -59,19 +60,14 @@ def _literal(node: ast.AST, text: str) -> Any:
         and not node.args
         and all(kw.arg is not None for kw in node.keywords)
     ):
-        return {kw.arg: _bare_or_literal(kw.value, text) for kw in node.keywords}
+        return {kw.arg: _literal(kw.value, text) for kw in node.keywords}
     elif isinstance(node, ast.Name | ast.Attribute):
-        return _bare_or_literal(node, text)
-    raise LiteralError(f"not a literal: {text!r} (at {ast.unparse(node)!r})")
-
-
-def _bare_or_literal(node: ast.AST, text: str) -> Any:
-    # Inside dict(...) RL Zoo files write activation_fn=nn.ReLU: a dotted name is read as its string.
-    if isinstance(node, ast.Name | ast.Attribute):
         dotted = ast.unparse(node)
         if _BARE_WORD.fullmatch(dotted):
             return dotted
-    return _literal(node, text)
+    raise LiteralError(f"not a literal: {text!r} (at {ast.unparse(node)!r})")
+
+
 
 
 def parse_key_values(tokens: list[str], option: str) -> dict[str, Any]:
