@@ -12,6 +12,7 @@ training starts once more than `learning_starts` were.
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,8 +57,6 @@ class Evaluations:
         self.ep_lengths.append(result.lengths)
 
     def save(self, path: Path) -> None:
-        import io
-
         buffer = io.BytesIO()
         np.savez(buffer, timesteps=np.array(self.timesteps), results=np.array(self.results),
                  ep_lengths=np.array(self.ep_lengths))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -31,5 +31,3 @@ class EnvSpec(NamedTuple):
     obs_dim: int
     action_dim: int
 
-
-PolicyFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]

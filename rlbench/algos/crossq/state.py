@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -12,9 +10,7 @@ from flax.training.train_state import TrainState
 from rlbench.algos.common.steps import make_adam
 from rlbench.algos.common.temperature import init_temperature
 from rlbench.algos.sac.config import SACConfig
-from rlbench.algos.sac.state import zero_step
-from rlbench.networks.actor import SquashedGaussianActor
-from rlbench.networks.critic import CriticEnsemble
+from rlbench.algos.sac.state import SACNetworks, critic_learning_rate, init_variables, zero_step
 from rlbench.types import EnvSpec, Params
 
 
@@ -32,31 +28,15 @@ class CrossQState(struct.PyTreeNode):
     step: jax.Array  # int32 gradient steps done
 
 
-class CrossQNetworks(NamedTuple):
-    actor: SquashedGaussianActor
-    critic: CriticEnsemble
-
-
-def make_networks(cfg: SACConfig, spec: EnvSpec) -> CrossQNetworks:
-    return CrossQNetworks(
-        actor=SquashedGaussianActor(action_dim=spec.action_dim, config=cfg.actor),
-        critic=CriticEnsemble(config=cfg.critic, n_critics=cfg.n_critics),
-    )
-
-
-def init_state(cfg: SACConfig, spec: EnvSpec, nets: CrossQNetworks, key: jax.Array) -> CrossQState:
-    key, actor_key, critic_key = jax.random.split(key, 3)
-    obs = jnp.zeros((1, spec.obs_dim), jnp.float32)
-    action = jnp.zeros((1, spec.action_dim), jnp.float32)
-    actor_vars = nets.actor.init(actor_key, obs)
-    critic_vars = nets.critic.init(critic_key, obs, action)
-    critic_lr = cfg.learning_rate if cfg.qf_learning_rate is None else cfg.qf_learning_rate
+def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array) -> CrossQState:
+    """The same networks as SAC (BatchRenorm is switched on by their configs), without a target copy."""
+    key, actor_vars, critic_vars = init_variables(nets, spec, key)
     actor = NormalizedState.create(apply_fn=nets.actor.apply, params=actor_vars["params"],
                                    batch_stats=actor_vars.get("batch_stats", {}),
                                    tx=make_adam(cfg.learning_rate, cfg.adam_b1))
     critic = NormalizedState.create(apply_fn=nets.critic.apply, params=critic_vars["params"],
                                     batch_stats=critic_vars.get("batch_stats", {}),
-                                    tx=make_adam(critic_lr, cfg.adam_b1))
+                                    tx=make_adam(critic_learning_rate(cfg), cfg.adam_b1))
     return CrossQState(
         actor=zero_step(actor),
         critic=zero_step(critic),

@@ -16,8 +16,9 @@ from rlbench.algos.common.learner import Learner, assemble_learner
 from rlbench.algos.common.losses import actor_loss, critic_loss, soft_td_target
 from rlbench.algos.common.steps import apply_loss
 from rlbench.algos.common.temperature import current_alpha, temperature_step
-from rlbench.algos.crossq.state import CrossQNetworks, CrossQState, init_state, make_networks
+from rlbench.algos.crossq.state import CrossQState, init_state
 from rlbench.algos.sac.config import SACConfig
+from rlbench.algos.sac.state import SACNetworks, make_networks
 from rlbench.algos.sac.update import target_entropy
 from rlbench.buffers.uniform import UniformBuffer
 from rlbench.networks.actor import sample_action
@@ -36,7 +37,7 @@ def bn_steps(batch_stats) -> jax.Array:
     return jnp.max(counters[0]).astype(jnp.float32) if counters else jnp.zeros((), jnp.float32)
 
 
-def critic_step(cfg: SACConfig, nets: CrossQNetworks, state: CrossQState, batch: Transition, key: jax.Array):
+def critic_step(cfg: SACConfig, nets: SACNetworks, state: CrossQState, batch: Transition, key: jax.Array):
     next_action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
     actor_vars = {"params": state.actor.params, "batch_stats": state.actor.batch_stats}
@@ -67,7 +68,7 @@ def critic_step(cfg: SACConfig, nets: CrossQNetworks, state: CrossQState, batch:
     return state.replace(critic=critic), metrics
 
 
-def actor_step(cfg: SACConfig, nets: CrossQNetworks, entropy_target: float, state: CrossQState,
+def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: CrossQState,
                batch: Transition, key: jax.Array) -> tuple[CrossQState, Metrics]:
     action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)

@@ -48,13 +48,22 @@ def zero_step(state: TrainState) -> TrainState:
     return state.replace(step=jnp.zeros((), jnp.int32))
 
 
-def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array) -> SACState:
+def init_variables(nets: SACNetworks, spec: EnvSpec, key: jax.Array) -> tuple[jax.Array, Params, Params]:
+    """(remaining key, actor variables, critic variables), initialised on a dummy batch of one."""
     key, actor_key, critic_key = jax.random.split(key, 3)
     obs = jnp.zeros((1, spec.obs_dim), jnp.float32)
     action = jnp.zeros((1, spec.action_dim), jnp.float32)
-    actor_params = nets.actor.init(actor_key, obs)["params"]
-    critic_params = nets.critic.init(critic_key, obs, action)["params"]
-    critic_lr = cfg.learning_rate if cfg.qf_learning_rate is None else cfg.qf_learning_rate
+    return key, nets.actor.init(actor_key, obs), nets.critic.init(critic_key, obs, action)
+
+
+def critic_learning_rate(cfg: SACConfig):
+    """qf_learning_rate when set, else the (scheduled) learning_rate."""
+    return cfg.learning_rate if cfg.qf_learning_rate is None else cfg.qf_learning_rate
+
+
+def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array) -> SACState:
+    key, actor_vars, critic_vars = init_variables(nets, spec, key)
+    actor_params, critic_params = actor_vars["params"], critic_vars["params"]
     actor = TrainState.create(
         apply_fn=nets.actor.apply, params=actor_params, tx=make_adam(cfg.learning_rate, cfg.adam_b1)
     )
@@ -63,7 +72,7 @@ def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array)
         params=critic_params,
         # A separate copy: sharing buffers with `params` would break buffer donation.
         target_params=jax.tree.map(jnp.copy, critic_params),
-        tx=make_adam(critic_lr, cfg.adam_b1),
+        tx=make_adam(critic_learning_rate(cfg), cfg.adam_b1),
     )
     return SACState(
         actor=zero_step(actor),
