@@ -12,65 +12,85 @@ training starts once more than `learning_starts` were.
 
 from __future__ import annotations
 
-import io
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
-from rlbench.buffers.uniform import bytes_per_transition, make_uniform_buffer
+from rlbench.buffers.uniform import buffer_from_arrays, buffer_to_arrays, bytes_per_transition, make_uniform_buffer
+from rlbench.checkpoint import (
+    Checkpoint,
+    prune_periodic_checkpoints,
+    state_from_bytes,
+    state_to_bytes,
+    write_checkpoint,
+)
 from rlbench.config import RunConfig
 from rlbench.envs.make import (
     close_vector_env,
     env_spec,
+    episode_records,
     final_observations,
     make_vector_env,
+    restore_episodes,
     step_vector_env,
 )
-from rlbench.errors import ConfigError
+from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.evaluation import EvalResult, evaluate
-from rlbench.files import atomic_write_bytes
 from rlbench.loggers.base import Logger
+from rlbench.loop_state import EpisodeTracker, Evaluations, HostState, PendingTransitions
 from rlbench.registry import AlgoSpec
-from rlbench.types import EnvSpec, Transition
+from rlbench.types import EnvSpec
 
 ROLLOUT_METRICS = ("rollout/ep_rew_mean", "rollout/ep_len_mean", "time/episodes", "time/fps")
 EVAL_METRICS = ("eval/mean_reward", "eval/std_reward", "eval/mean_ep_length")
 EVAL_SEED_OFFSET = 10_000  # eval envs never share seeds with training envs
 
 
-@dataclass
-class Evaluations:
-    """RL Zoo's evaluations.npz: timesteps [n_evals], results and ep_lengths [n_evals, n_episodes]."""
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Where and when the loop writes checkpoints (all of them resumable with `train.py -i`).
 
-    timesteps: list[int] = field(default_factory=list)
-    results: list[np.ndarray] = field(default_factory=list)
-    ep_lengths: list[np.ndarray] = field(default_factory=list)
+    - `rl_model_<steps>_steps.zip` every `save_freq` env steps (the newest `keep` kept; 0 keeps all),
+      with the replay buffer when `save_replay_buffer`;
+    - `best_model.zip` at each new best evaluation (no buffer);
+    - `<model_name>.zip` at the end (buffer when `save_replay_buffer`);
+    - `rl_model_<steps>_steps.zip` when stopped by a signal or a failed env worker, always with the
+      buffer: that checkpoint exists to be resumed.
+    """
 
-    def append(self, step: int, result: EvalResult) -> None:
-        self.timesteps.append(step)
-        self.results.append(result.returns)
-        self.ep_lengths.append(result.lengths)
-
-    def save(self, path: Path) -> None:
-        buffer = io.BytesIO()
-        np.savez(buffer, timesteps=np.array(self.timesteps), results=np.array(self.results),
-                 ep_lengths=np.array(self.ep_lengths))
-        atomic_write_bytes(path, buffer.getvalue())
+    run_dir: Path
+    model_name: str
+    manifest: Mapping[str, Any]  # the run's static description: algo, env, seed, hyperparameters, spaces
+    save_freq: int = -1
+    keep: int = 0
+    save_replay_buffer: bool = False
 
 
 @dataclass
 class TrainResult:
     state: Any
     buffer_state: Any
-    env_steps: int
-    episode_returns: list[float]
-    evaluations: Evaluations
+    host: HostState
     wall_time: float
+    interrupted: str | None = None  # the signal's name when a stop was requested
+    checkpoint: Path | None = None  # the last checkpoint written (the final model, or the interrupt one)
+
+    @property
+    def env_steps(self) -> int:
+        return self.host.env_steps
+
+    @property
+    def episode_returns(self) -> list[float]:
+        return self.host.episodes.finished_returns
+
+    @property
+    def evaluations(self) -> Evaluations:
+        return self.host.evaluations
 
 
 def available_memory_bytes() -> int | None:
@@ -105,42 +125,6 @@ def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int) -> None:
         )
 
 
-@dataclass
-class EpisodeTracker:
-    """Host-side returns and lengths of the episodes running in each env."""
-
-    n_envs: int
-    returns: np.ndarray = field(init=False)
-    lengths: np.ndarray = field(init=False)
-    finished_returns: list[float] = field(default_factory=list)
-    finished_lengths: list[int] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.returns = np.zeros(self.n_envs)
-        self.lengths = np.zeros(self.n_envs, dtype=int)
-
-    def step(self, reward: np.ndarray, done: np.ndarray) -> int:
-        """Account one vector step; returns how many episodes ended."""
-        self.returns += reward
-        self.lengths += 1
-        ended = np.flatnonzero(done)
-        for i in ended:
-            self.finished_returns.append(float(self.returns[i]))
-            self.finished_lengths.append(int(self.lengths[i]))
-            self.returns[i] = 0.0
-            self.lengths[i] = 0
-        return len(ended)
-
-    def summary(self, window: int = 100) -> dict[str, float]:
-        if not self.finished_returns:
-            return {"time/episodes": 0.0}
-        return {
-            "rollout/ep_rew_mean": float(np.mean(self.finished_returns[-window:])),
-            "rollout/ep_len_mean": float(np.mean(self.finished_lengths[-window:])),
-            "time/episodes": float(len(self.finished_returns)),
-        }
-
-
 def train(
     run: RunConfig,
     algo: AlgoSpec,
@@ -149,13 +133,19 @@ def train(
     run_dir: Path | None = None,
     on_eval: Callable[[int, EvalResult], None] | None = None,
     on_iteration: Callable[[int, Any], None] | None = None,
+    checkpoints: CheckpointSettings | None = None,
+    resume: Checkpoint | None = None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> TrainResult:
-    """Train `algo` with `cfg` on `run.env_id` for `run.n_timesteps` env steps.
+    """Train `algo` with `cfg` on `run.env_id` until `run.n_timesteps` env steps in total.
 
     `on_eval(env_steps, result)` follows each evaluation; `on_iteration(env_steps, state)` follows
     each training iteration (benchmarks block on the state there to time steady-state throughput).
+    `resume` continues from a checkpoint; `stop_requested()` is polled once per vector step and,
+    when it returns a reason, the loop writes a checkpoint and returns with `interrupted` set.
     """
-    env = make_vector_env(run.env_id, run.n_envs, run.vec_env, run.env_kwargs, run.env_wrappers, run.gym_packages)
+    env = make_vector_env(run.env_id, run.n_envs, run.vec_env, run.env_kwargs, run.env_wrappers, run.gym_packages,
+                          record_episodes=True)
     eval_env = None
     failed = True
     try:
@@ -165,8 +155,15 @@ def train(
             eval_kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
             eval_env = make_vector_env(run.env_id, run.n_eval_envs, "dummy", eval_kwargs, run.env_wrappers,
                                        run.gym_packages)
-        hooks = (on_eval, on_iteration)
-        result = _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, hooks)
+        buffer = make_uniform_buffer(cfg.buffer_size, spec)
+        learner = algo.make_learner(cfg, spec, buffer)
+        loop = _Loop(run, cfg, spec, env, eval_env, learner, buffer, run_dir, checkpoints)
+        loop.start(resume)
+        logger = make_logger([*ROLLOUT_METRICS, *EVAL_METRICS, *learner.metric_names])
+        try:
+            result = loop.train(logger, on_eval, on_iteration, stop_requested)
+        finally:
+            logger.close()
         failed = False
         return result
     finally:
@@ -175,143 +172,211 @@ def train(
             close_vector_env(eval_env, failed)
 
 
-def _train_loop(run, algo, cfg, spec, env, eval_env, make_logger, run_dir, hooks) -> TrainResult:
-    buffer = make_uniform_buffer(cfg.buffer_size, spec)
-    learner = algo.make_learner(cfg, spec, buffer)
-    logger = make_logger([*ROLLOUT_METRICS, *EVAL_METRICS, *learner.metric_names])
-    try:
-        return _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, hooks)
-    finally:
-        logger.close()
+class _Loop:
+    """One run's host loop: the compiled entry points, the learner state, the buffer and HostState."""
 
+    def __init__(self, run, cfg, spec, env, eval_env, learner, buffer, run_dir, checkpoints):
+        self.run, self.cfg, self.spec, self.env, self.eval_env = run, cfg, spec, env, eval_env
+        self.learner, self.buffer, self.run_dir, self.checkpoints = learner, buffer, run_dir, checkpoints
 
-def _run(run, cfg, spec, env, eval_env, learner, buffer, logger, run_dir, hooks) -> TrainResult:
-    on_eval, on_iteration = hooks
-    key, act_key = jax.random.split(jax.random.key(run.seed))
-    state = jax.jit(learner.init_fn)(key)
-    buffer_state = buffer.init_fn()
+        def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key):
+            # The next action comes out of the same call as the update: one dispatch per env step.
+            state, buffer_state, metrics = learner.update_fn(state, buffer_state, new, progress_remaining)
+            action, act_key = learner.act_fn(state, obs, act_key)
+            return state, buffer_state, metrics, action, act_key
 
-    def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key):
-        # The next action comes out of the same call as the update: one dispatch per env step.
-        state, buffer_state, metrics = learner.update_fn(state, buffer_state, new, progress_remaining)
-        action, act_key = learner.act_fn(state, obs, act_key)
-        return state, buffer_state, metrics, action, act_key
+        # The compiled entry points, all of them: state and buffer are donated, so updates happen in place.
+        self.init = jax.jit(learner.init_fn)
+        self.act = jax.jit(learner.act_fn)
+        self.act_deterministic = jax.jit(learner.act_deterministic_fn)
+        self.insert = jax.jit(buffer.add_fn, donate_argnums=0)
+        self.update = jax.jit(update_then_act, donate_argnums=(0, 1))
 
-    # The compiled entry points, all of them: state and buffer are donated, so updates happen in place.
-    act = jax.jit(learner.act_fn)
-    act_deterministic = jax.jit(learner.act_deterministic_fn)
-    insert = jax.jit(buffer.add_fn, donate_argnums=0)
-    update = jax.jit(update_then_act, donate_argnums=(0, 1))
+    def start(self, resume: Checkpoint | None) -> None:
+        run, cfg, spec = self.run, self.cfg, self.spec
+        key, act_key = jax.random.split(jax.random.key(run.seed))
+        self.state = self.init(key)
+        self.buffer_state = self.buffer.init_fn()
+        obs, _ = self.env.reset(seed=run.seed)
+        pending_capacity = cfg.train_freq * run.n_envs
+        if resume is None:
+            self.host = HostState(
+                env_steps=0, vector_steps=0, episodes_at_last_log=0, update_start=cfg.learning_starts,
+                best_mean_reward=-np.inf, obs=obs, next_action=None, act_key=act_key,
+                warmup_rng=np.random.default_rng(run.seed), pending=PendingTransitions(pending_capacity, spec),
+                episodes=EpisodeTracker(run.n_envs), evaluations=Evaluations(), metrics={},
+            )
+            return
+        try:
+            self.state = state_from_bytes(self.state, resume.state_bytes)
+            buffer_arrays = resume.group("replay_buffer")
+            if buffer_arrays:
+                self.buffer_state = buffer_from_arrays(self.buffer, buffer_arrays)
+        except ValueError as error:
+            raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
+        saved = resume.group("host")
+        if len(saved["obs"]) != run.n_envs or int(resume.manifest["host"]["pending_count"]) > pending_capacity:
+            # n_envs changed: counters, learner and buffer carry over; episodes and pending steps cannot.
+            print(f"Resuming with n_envs={run.n_envs} (saved: {len(saved['obs'])}): episodes in progress "
+                  "restart, and transitions collected since the last update are dropped")
+            info = {**resume.manifest["host"], "pending_count": 0, "episode_starts": None}
+            saved = {**saved, "obs": obs, "episode_returns": np.zeros(run.n_envs),
+                     "episode_lengths": np.zeros(run.n_envs, np.int64)}
+            saved.pop("next_action", None)
+            self.host = HostState.from_checkpoint(info, saved, spec, pending_capacity)
+        else:
+            self.host = HostState.from_checkpoint(resume.manifest["host"], saved, spec, pending_capacity)
+            self._restore_envs()
+        if not buffer_arrays:
+            self.host.update_start = max(self.host.update_start, self.host.env_steps + cfg.learning_starts)
+            print(f"{resume.path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
+                  f"transitions are collected (at {self.host.update_start} env steps); save one with "
+                  "--save-replay-buffer for an exact continuation")
 
-    rng = np.random.default_rng(run.seed)  # warm-up actions
-    n_envs = run.n_envs
-    pending = PendingTransitions(cfg.train_freq * n_envs, spec)
-    episodes = EpisodeTracker(n_envs)
-    evaluations = Evaluations()
-    eval_every = max(run.eval_freq // n_envs, 1)
-    metrics: dict[str, jax.Array] = {}
-    env_steps, vector_steps, episodes_at_last_log = 0, 0, 0
-    next_action = None  # computed by the last update, for the current obs
-    start = time.perf_counter()
-    obs, _ = env.reset(seed=run.seed)
-    progress = _progress_bar(run)
-    with progress:
-        task = progress.add_task("training", total=run.n_timesteps, fps=0.0, last_eval="-")
-        while env_steps < run.n_timesteps:
-            if env_steps < cfg.learning_starts:
-                action = rng.uniform(-1.0, 1.0, (n_envs, spec.action_dim)).astype(np.float32)
-            elif next_action is not None:
-                action = np.asarray(next_action)
+    def _restore_envs(self) -> None:
+        """Put each training env back where it was; envs that cannot be rebuilt start new episodes."""
+        host = self.host
+        if host.episode_records is None:
+            obs, _ = self.env.reset(seed=self.run.seed + host.env_steps)  # not the first episodes again
+            restored = np.zeros(self.run.n_envs, bool)
+        else:
+            obs, restored = restore_episodes(self.env, host.episode_records, host.obs)
+        if not restored.all():
+            print(f"Envs {np.flatnonzero(~restored).tolist()} could not be restored exactly (no record, or "
+                  "a replay that differs: a non-deterministic env); they start new episodes")
+            for i in np.flatnonzero(~restored):
+                host.episodes.restart(i)
+            host.next_action = None  # chosen for observations some envs no longer show
+        host.obs = obs
+        host.episode_records = None
+
+    def train(self, logger, on_eval, on_iteration, stop_requested) -> TrainResult:
+        run, host = self.run, self.host
+        n_envs = run.n_envs
+        eval_every = max(run.eval_freq // n_envs, 1)
+        save_every = max(self.checkpoints.save_freq // n_envs, 1) if self.checkpoints else 0
+        start = time.perf_counter()
+        start_steps = host.env_steps
+        interrupted, last_checkpoint = None, None
+        progress = _progress_bar(run)
+        with progress:
+            task = progress.add_task("training", total=run.n_timesteps, completed=host.env_steps, fps=0.0,
+                                     last_eval="-")
+            while host.env_steps < run.n_timesteps:
+                if stop_requested is not None and (interrupted := stop_requested()):
+                    break
+                try:
+                    self._vector_step()
+                except EnvWorkerError as error:
+                    if self.checkpoints is not None:
+                        path = self._save_periodic(with_buffer=True, envs_usable=False)
+                        error.add_note(f"checkpoint written before the failure: {path}")
+                    raise
+                if self.eval_env is not None and host.vector_steps % eval_every == 0:
+                    result = self._evaluate(logger)
+                    progress.update(task, last_eval=f"{result.mean:.1f}")
+                    if on_eval is not None:
+                        on_eval(host.env_steps, result)
+                if on_iteration is not None and host.pending.count == 0:
+                    on_iteration(host.env_steps, self.state)
+                n_episodes = len(host.episodes.finished_returns)
+                if run.log_interval > 0 and n_episodes - host.episodes_at_last_log >= run.log_interval:
+                    host.episodes_at_last_log = n_episodes
+                    fps = (host.env_steps - start_steps) / (time.perf_counter() - start)
+                    logger.log(host.episodes.summary() | {"time/fps": fps} | _host_metrics(host.metrics),
+                               host.env_steps)
+                if save_every and self.checkpoints.save_freq > 0 and host.vector_steps % save_every == 0:
+                    last_checkpoint = self._save_periodic(with_buffer=self.checkpoints.save_replay_buffer)
+                    prune_periodic_checkpoints(self.checkpoints.run_dir, self.checkpoints.keep)
+                if run.progress:
+                    progress.update(task, completed=host.env_steps,
+                                    fps=(host.env_steps - start_steps) / (time.perf_counter() - start))
+
+        self.state = jax.block_until_ready(self.state)
+        if self.checkpoints is not None:
+            if interrupted:
+                last_checkpoint = self._save_periodic(with_buffer=True)
             else:
-                action, act_key = act(state, obs, act_key)
-                action = np.asarray(action)
-            next_action = None
-            next_obs, reward, terminated, truncated, infos = step_vector_env(env, action)
-            done = terminated | truncated
-            pending.add(obs, action, reward, final_observations(next_obs, infos, done), terminated)
-            obs = next_obs
-            env_steps += n_envs
-            vector_steps += 1
-            episodes.step(reward, done)
+                last_checkpoint = self.checkpoints.run_dir / f"{self.checkpoints.model_name}.zip"
+                self._save(last_checkpoint, "final", with_buffer=self.checkpoints.save_replay_buffer)
+        return TrainResult(state=self.state, buffer_state=self.buffer_state, host=host,
+                           wall_time=time.perf_counter() - start, interrupted=interrupted,
+                           checkpoint=last_checkpoint)
 
-            if pending.full:
-                batch = pending.take()
-                if env_steps > cfg.learning_starts:
-                    progress_remaining = np.float32(1.0 - env_steps / run.n_timesteps)
-                    state, buffer_state, metrics, next_action, act_key = update(
-                        state, buffer_state, batch, progress_remaining, obs, act_key)
-                else:
-                    buffer_state = insert(buffer_state, batch)
-                if on_iteration is not None:
-                    on_iteration(env_steps, state)
+    def _vector_step(self) -> None:
+        """Act, step the envs, stage the transitions and, once train_freq vector steps are staged, train."""
+        cfg, host = self.cfg, self.host
+        if host.env_steps < cfg.learning_starts:
+            action = host.warmup_rng.uniform(-1.0, 1.0, (self.run.n_envs, self.spec.action_dim)).astype(np.float32)
+        elif host.next_action is not None:
+            action = np.asarray(host.next_action)
+        else:
+            action, host.act_key = self.act(self.state, host.obs, host.act_key)
+            action = np.asarray(action)
+        host.next_action = None
+        next_obs, reward, terminated, truncated, infos = step_vector_env(self.env, action)
+        done = terminated | truncated
+        host.pending.add(host.obs, action, reward, final_observations(next_obs, infos, done), terminated)
+        host.obs = next_obs
+        host.env_steps += self.run.n_envs
+        host.vector_steps += 1
+        host.episodes.step(reward, done)
+        if host.pending.full:
+            batch = host.pending.take()
+            if host.env_steps > host.update_start:
+                progress_remaining = np.float32(1.0 - host.env_steps / self.run.n_timesteps)
+                self.state, self.buffer_state, host.metrics, host.next_action, host.act_key = self.update(
+                    self.state, self.buffer_state, batch, progress_remaining, host.obs, host.act_key)
+            else:
+                self.buffer_state = self.insert(self.buffer_state, batch)
 
-            if eval_env is not None and vector_steps % eval_every == 0:
-                def policy(o, state=state):
-                    return np.asarray(act_deterministic(state, o))
+    def _evaluate(self, logger) -> EvalResult:
+        run, host = self.run, self.host
 
-                eval_seed = run.seed + EVAL_SEED_OFFSET + len(evaluations.timesteps)
-                result = evaluate(policy, eval_env, run.eval_episodes, seed=eval_seed)
-                _record_evaluation(run, run_dir, evaluations, logger, env_steps, result)
-                progress.update(task, last_eval=f"{result.mean:.1f}")
-                if on_eval is not None:
-                    on_eval(env_steps, result)
+        def policy(o, state=self.state):
+            return np.asarray(self.act_deterministic(state, o))
 
-            n_episodes = len(episodes.finished_returns)
-            if run.log_interval > 0 and n_episodes - episodes_at_last_log >= run.log_interval:
-                episodes_at_last_log = n_episodes
-                fps = env_steps / (time.perf_counter() - start)
-                logger.log(episodes.summary() | {"time/fps": fps} | _host_metrics(metrics), env_steps)
-            if run.progress:
-                progress.update(task, completed=env_steps, fps=env_steps / (time.perf_counter() - start))
+        eval_seed = run.seed + EVAL_SEED_OFFSET + len(host.evaluations.timesteps)
+        result = evaluate(policy, self.eval_env, run.eval_episodes, seed=eval_seed)
+        host.evaluations.append(host.env_steps, result.returns, result.lengths)
+        if self.run_dir is not None:
+            host.evaluations.save(self.run_dir / "evaluations.npz")
+        logger.log({"eval/mean_reward": result.mean, "eval/std_reward": result.std,
+                    "eval/mean_ep_length": float(result.lengths.mean())}, host.env_steps)
+        if run.verbose:
+            print(f"Eval num_timesteps={host.env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}")
+        if result.mean > host.best_mean_reward:
+            host.best_mean_reward = result.mean
+            if self.checkpoints is not None:
+                if run.verbose:
+                    print("New best mean reward!")
+                self._save(self.checkpoints.run_dir / "best_model.zip", "best", with_buffer=False)
+        return result
 
-    state = jax.block_until_ready(state)
-    return TrainResult(state=state, buffer_state=buffer_state, env_steps=env_steps,
-                       episode_returns=episodes.finished_returns, evaluations=evaluations,
-                       wall_time=time.perf_counter() - start)
+    def _save_periodic(self, with_buffer: bool, envs_usable: bool = True) -> Path:
+        path = self.checkpoints.run_dir / f"rl_model_{self.host.env_steps}_steps.zip"
+        self._save(path, "checkpoint", with_buffer, envs_usable)
+        return path
 
-
-def _record_evaluation(run, run_dir, evaluations, logger, env_steps, result) -> None:
-    evaluations.append(env_steps, result)
-    if run_dir is not None:
-        evaluations.save(run_dir / "evaluations.npz")
-    logger.log({"eval/mean_reward": result.mean, "eval/std_reward": result.std,
-                "eval/mean_ep_length": float(result.lengths.mean())}, env_steps)
-    if run.verbose:
-        print(f"Eval num_timesteps={env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}")
+    def _save(self, path: Path, kind: str, with_buffer: bool, envs_usable: bool = True) -> None:
+        host = self.host
+        host.episode_records = episode_records(self.env) if envs_usable else None
+        info, host_arrays = host.to_checkpoint()
+        host.episode_records = None
+        arrays = {f"host/{name}": value for name, value in host_arrays.items()}
+        if with_buffer:
+            arrays |= {f"replay_buffer/{name}": value for name, value in buffer_to_arrays(self.buffer_state).items()}
+        manifest = {
+            **self.checkpoints.manifest, "kind": kind, "host": info, "replay_buffer": with_buffer,
+            "counters": {"env_steps": host.env_steps, "gradient_steps": int(self.state.step),
+                         "episodes": len(host.episodes.finished_returns)},
+        }
+        write_checkpoint(path, manifest, state_to_bytes(self.state), arrays)
 
 
 def _host_metrics(metrics: dict[str, jax.Array]) -> dict[str, float]:
     """The only device -> host transfer of training metrics: once per log interval."""
     return {name: float(value) for name, value in jax.device_get(metrics).items()}
-
-
-class PendingTransitions:
-    """Numpy staging for the transitions of one training iteration ([train_freq * n_envs, ...])."""
-
-    def __init__(self, capacity: int, spec: EnvSpec):
-        self.capacity = capacity
-        self.obs = np.zeros((capacity, spec.obs_dim), np.float32)
-        self.action = np.zeros((capacity, spec.action_dim), np.float32)
-        self.reward = np.zeros(capacity, np.float32)
-        self.next_obs = np.zeros((capacity, spec.obs_dim), np.float32)
-        self.terminated = np.zeros(capacity, np.float32)
-        self.count = 0
-
-    @property
-    def full(self) -> bool:
-        return self.count == self.capacity
-
-    def add(self, obs, action, reward, next_obs, terminated) -> None:
-        rows = slice(self.count, self.count + len(reward))
-        self.obs[rows], self.action[rows], self.reward[rows] = obs, action, reward
-        self.next_obs[rows], self.terminated[rows] = next_obs, terminated
-        self.count += len(reward)
-
-    def take(self) -> Transition:
-        self.count = 0
-        # Copies: the arrays are refilled while the device may still be reading the last batch.
-        return Transition(self.obs.copy(), self.action.copy(), self.reward.copy(),
-                          self.next_obs.copy(), self.terminated.copy())
 
 
 def _progress_bar(run: RunConfig):

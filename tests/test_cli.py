@@ -73,7 +73,7 @@ def test_run_folder_layout_and_saved_config_round_trip(tmp_path, capsys):
     assert run_cli(tmp_path, *argv) == 0
     run_dir = tmp_path / "logs" / "sac" / "Pendulum-v1_1"
     for name in ("Pendulum-v1/config.yml", "Pendulum-v1/args.yml", "Pendulum-v1/command.txt",
-                 "evaluations.npz", "progress.csv", "Pendulum-v1.msgpack", "Pendulum-v1.json"):
+                 "evaluations.npz", "progress.csv", "Pendulum-v1.zip", "best_model.zip"):
         assert (run_dir / name).is_file(), name
     evaluations = np.load(run_dir / "evaluations.npz")
     np.testing.assert_array_equal(evaluations["timesteps"], [150, 300])

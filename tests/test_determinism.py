@@ -2,6 +2,7 @@
 
 import hashlib
 import subprocess
+import zipfile
 import sys
 
 import numpy as np
@@ -16,7 +17,7 @@ def train_in_new_process(log_folder, seed):
     subprocess.run([sys.executable, "train.py", *ARGS, "--seed", str(seed), "-f", str(log_folder)],
                    cwd=REPO_ROOT, check=True, timeout=600)
     run_dir = next((log_folder / "sac").glob("Pendulum-v1_*"))
-    model = hashlib.sha256((run_dir / "Pendulum-v1.msgpack").read_bytes()).hexdigest()
+    model = hashlib.sha256(zipfile.ZipFile(run_dir / "Pendulum-v1.zip").read("state.msgpack")).hexdigest()
     return model, np.load(run_dir / "evaluations.npz")["results"]
 
 

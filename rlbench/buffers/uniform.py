@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from rlbench.types import EnvSpec, Transition
@@ -100,3 +101,27 @@ def make_uniform_buffer(capacity: int, spec: EnvSpec) -> UniformBuffer:
         return unpack(state.rows[picked], spec)
 
     return UniformBuffer(capacity=capacity, spec=spec, init_fn=init, add_fn=add, sample_fn=sample)
+
+
+def buffer_to_arrays(state: BufferState) -> dict[str, np.ndarray]:
+    """The filled rows and the ring position, for a checkpoint (empty rows are not saved)."""
+    size = int(state.size)
+    return {"rows": np.asarray(state.rows[:size]), "position": np.asarray(state.position),
+            "capacity": np.asarray(state.rows.shape[0], np.int64)}
+
+
+def buffer_from_arrays(buffer: UniformBuffer, arrays: dict[str, np.ndarray]) -> BufferState:
+    """A buffer state with the saved rows; raises ValueError when capacity or row layout differ."""
+    rows = arrays["rows"]
+    width = row_width(buffer.spec)
+    if int(arrays["capacity"]) != buffer.capacity:
+        raise ValueError(f"replay buffer size mismatch: saved buffer_size={int(arrays['capacity'])}, "
+                         f"configured buffer_size={buffer.capacity}")
+    if rows.ndim != 2 or rows.shape[1] != width or rows.dtype != np.float32:
+        raise ValueError(f"replay buffer layout mismatch: saved rows {rows.dtype}{list(rows.shape)}, "
+                         f"expected float32[n, {width}] for obs_dim={buffer.spec.obs_dim}, "
+                         f"action_dim={buffer.spec.action_dim}")
+    full = np.zeros((buffer.capacity, width), np.float32)
+    full[: len(rows)] = rows
+    return BufferState(rows=jnp.asarray(full), position=jnp.asarray(arrays["position"], jnp.int32),
+                       size=jnp.asarray(len(rows), jnp.int32))

@@ -1,7 +1,8 @@
 """`python train.py`: RL Zoo's training command line on rlbench's learners.
 
-Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error (raised before any file is
-written or env stepped).
+Exit codes: 0 success; 1 runtime failure (a failed env worker, a corrupt checkpoint given to `-i`);
+2 usage or configuration error (raised before any file is written or env stepped); 75 stopped by
+SIGINT or SIGTERM after writing a checkpoint to resume from (EX_TEMPFAIL: try again).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import importlib
 import os
 import shlex
+import signal
 import sys
 import traceback
 import uuid
@@ -23,16 +25,17 @@ import numpy as np
 import yaml
 
 from rlbench import hyperparams
+from rlbench.buffers.uniform import make_uniform_buffer
+from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, read_checkpoint
 from rlbench.config import NOT_SUPPORTED_KEYS, RUN_KEYS, RunConfig, normalize_entry, parse_env_wrappers
-from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env
+from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env, original_spaces
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.base import MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
-from rlbench.model_io import save_model
 from rlbench.registry import ALGORITHMS, AlgoSpec, get_algo
-from rlbench.runner import check_buffer_memory, train
+from rlbench.runner import CheckpointSettings, check_buffer_memory, train
 from rlbench.types import EnvSpec
 
 
@@ -53,12 +56,15 @@ def add_bool_flag(p: argparse.ArgumentParser, *names: str, help: str) -> None:
     p.add_argument("--no-" + names[-1].lstrip("-"), dest=dest, action="store_false", help=argparse.SUPPRESS)
 
 
-# RL Zoo flags whose features later work brings (checkpoints, tracking, tuning). Accepted so that
-# RL Zoo command lines parse, but any non-default value exits 2 with "not supported yet", never ignored.
+EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal, checkpoint written, resumable
+
+# Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other).
+ARCHITECTURE_KEYS = ("net_arch", "activation_fn", "dropout_rate", "layer_norm", "n_critics", "batch_norm",
+                     "batch_norm_actor")
+
+# RL Zoo flags whose features later work brings (tracking, tuning). Accepted so that RL Zoo command
+# lines parse, but any non-default value exits 2 with "not supported yet", never ignored.
 NOT_YET = {
-    "trained_agent": ("", "-i/--trained-agent (resuming)"),
-    "save_freq": (-1, "--save-freq (checkpoints)"),
-    "save_replay_buffer": (False, "--save-replay-buffer"),
     "tensorboard_log": ("", "-tb/--tensorboard-log"),
     "track": (False, "--track (Weights & Biases)"),
     "optimize_hyperparameters": (False, "-optimize (Optuna tuning)"),
@@ -100,11 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JAX backend: auto (GPU if present), cpu, or gpu")
     p.add_argument("--num-threads", type=int, default=-1,
                    help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU")
+    p.add_argument("-i", "--trained-agent", default="",
+                   help="continue training from a checkpoint (.zip): counters, schedules, PRNG keys, optimizer "
+                        "state, envs and, if saved, the replay buffer continue; -n adds steps to it")
+    p.add_argument("--save-freq", type=int, default=-1,
+                   help="write rl_model_<steps>_steps.zip every n env steps (< 0: never)")
+    p.add_argument("--keep-checkpoints", type=int, default=0,
+                   help="keep only the newest K rl_model_* checkpoints (0: keep all)")
+    add_bool_flag(p, "--save-replay-buffer", help="put the replay buffer in the periodic and final checkpoints")
+    add_bool_flag(p, "--allow-space-bounds-mismatch",
+                  help="with -i: accept an env whose space bounds (not shapes) differ from the checkpoint's")
     # Later features: accepted, refused with a clear message until implemented.
-    p.add_argument("-i", "--trained-agent", default="", help="(not supported yet) continue training")
     p.add_argument("--truncate-last-trajectory", type=str2bool, default=True, help="(HER only; no effect here)")
-    p.add_argument("--save-freq", type=int, default=-1, help="(not supported yet) checkpoint every n steps")
-    add_bool_flag(p, "--save-replay-buffer", help="(not supported yet)")
     p.add_argument("-tb", "--tensorboard-log", default="", help="(not supported yet)")
     add_bool_flag(p, "--track", help="(not supported yet) Weights & Biases tracking")
     p.add_argument("--wandb-project-name", default="sb3")
@@ -160,6 +173,8 @@ class Experiment:
     run: RunConfig
     learner_config: Any
     hyperparams: dict[str, Any]  # resolved, file spelling (saved as config.yml)
+    spaces: dict[str, Any]  # the env's observation and action spaces, as the manifest records them
+    resume: Checkpoint | None = None
 
 
 def resolve(args: argparse.Namespace) -> Experiment:
@@ -173,9 +188,15 @@ def resolve(args: argparse.Namespace) -> Experiment:
         except ImportError as error:
             raise ConfigError(f"--gym-packages: cannot import {module!r} ({error})") from None
     check_env_id(args.env)
-    source = args.conf_file or str(hyperparams.default_file(algo.name))
-    entry = normalize_entry(hyperparams.select_entry(hyperparams.read_file(source), args.env, source,
-                                                     args.verbose), source)
+    resume = load_resume_checkpoint(args, algo) if args.trained_agent else None
+    if resume is not None:
+        source = str(resume.path)  # the saved, resolved hyperparameters; the file is not read
+        base = dict(resume.manifest["hyperparams"])
+    else:
+        source = args.conf_file or str(hyperparams.default_file(algo.name))
+        entry = normalize_entry(hyperparams.select_entry(hyperparams.read_file(source), args.env, source,
+                                                         args.verbose), source)
+        base = hyperparams.merge(algo.preset, entry)
     try:
         overrides = normalize_entry(parse_key_values(args.hyperparams, "-params"), "-params")
         env_kwargs_cli = parse_key_values(args.env_kwargs, "--env-kwargs")
@@ -183,7 +204,9 @@ def resolve(args: argparse.Namespace) -> Experiment:
                                else parse_key_values(args.eval_env_kwargs, "--eval-env-kwargs"))
     except LiteralError as error:
         raise ConfigError(str(error)) from None
-    merged = hyperparams.merge(algo.preset, entry, overrides)
+    merged = hyperparams.merge(base, overrides)
+    if resume is not None:
+        check_resume_overrides(resume, base, merged)
     env_wrappers = parse_env_wrappers(merged.pop("env_wrapper", None))
     for key in NOT_SUPPORTED_KEYS:
         if merged.pop(key, None) not in (None, False, 0, [], {}):
@@ -195,6 +218,9 @@ def resolve(args: argparse.Namespace) -> Experiment:
     n_timesteps = args.n_timesteps if args.n_timesteps != -1 else run_keys.get("n_timesteps")
     if n_timesteps is None:
         raise ConfigError(f"n_timesteps is not set in {source} for {args.env}; pass -n N")
+    if resume is not None and args.n_timesteps != -1:
+        # As SB3's learn(reset_num_timesteps=False): -n counts the steps to add to the checkpoint's.
+        n_timesteps = resume.manifest["counters"]["env_steps"] + _positive_int(args.n_timesteps, "-n")
     n_timesteps = _positive_int(n_timesteps, "n_timesteps (-n)")
     learner_config = algo.build_config(merged, n_envs, f"{source} / -params")
     env_kwargs = dict(run_keys.get("env_kwargs") or {}) | env_kwargs_cli
@@ -203,8 +229,19 @@ def resolve(args: argparse.Namespace) -> Experiment:
     eval_env_kwargs = env_kwargs if eval_env_kwargs_cli is None else file_env_kwargs | eval_env_kwargs_cli
     for name, value in (("--eval-episodes", args.eval_episodes), ("--n-eval-envs", args.n_eval_envs)):
         _positive_int(value, name)
-    check_buffer_fits(learner_config.buffer_size, args.env, env_kwargs, env_wrappers, args.verbose)
-    seed = args.seed if args.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
+    spaces = check_buffer_fits(learner_config.buffer_size, args.env, env_kwargs, env_wrappers, args.verbose)
+    if resume is not None:
+        check_spaces(resume, spaces, args.allow_space_bounds_mismatch)
+        check_resume_state(resume, algo, learner_config, spaces)
+    for name in ("save_freq", "keep_checkpoints"):
+        if getattr(args, name) < -1 or (name == "keep_checkpoints" and args.keep_checkpoints < 0):
+            raise ConfigError(f"--{name.replace('_', '-')}: expected a non-negative integer, got {getattr(args, name)}")
+    if resume is not None:
+        seed = int(resume.manifest["seed"])  # every RNG continues from the checkpoint
+        if args.seed >= 0 and args.seed != seed and args.verbose:
+            print(f"Note: --seed {args.seed} ignored; the run continues the checkpoint's seed {seed}")
+    else:
+        seed = args.seed if args.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
     run = RunConfig(
         env_id=args.env, n_timesteps=n_timesteps, n_envs=n_envs, env_kwargs=env_kwargs, seed=seed,
         eval_env_kwargs=eval_env_kwargs, env_wrappers=env_wrappers, gym_packages=tuple(args.gym_packages),
@@ -215,20 +252,88 @@ def resolve(args: argparse.Namespace) -> Experiment:
     resolved = {"n_timesteps": n_timesteps, "n_envs": n_envs, "policy": "MlpPolicy", "env_kwargs": env_kwargs,
                 **({"env_wrapper": [{path: dict(kw)} for path, kw in env_wrappers]} if env_wrappers else {}),
                 **algo.config_to_hyperparams(learner_config)}
-    return Experiment(algo=algo, run=run, learner_config=learner_config, hyperparams=dict(sorted(resolved.items())))
+    return Experiment(algo=algo, run=run, learner_config=learner_config, hyperparams=dict(sorted(resolved.items())),
+                      spaces=spaces, resume=resume)
+
+
+def load_resume_checkpoint(args: argparse.Namespace, algo: AlgoSpec) -> Checkpoint:
+    """Read and verify `-i PATH` (CheckpointError, exit 1, when torn or corrupt); its algorithm must
+    be the one asked for."""
+    resume = read_checkpoint(Path(args.trained_agent))
+    saved_algo = resume.manifest.get("algo")
+    if saved_algo != algo.name:
+        raise ConfigError(f"{resume.path} was trained with --algo {saved_algo}, but --algo {algo.name} was given; "
+                          f"resume it with --algo {saved_algo}")
+    return resume
+
+
+def check_resume_overrides(resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any]) -> None:
+    """Refuse -params that change the saved networks (B7); report the changes that are allowed."""
+    saved_kwargs, new_kwargs = saved.get("policy_kwargs") or {}, merged.get("policy_kwargs") or {}
+    for key in ARCHITECTURE_KEYS:
+        if saved_kwargs.get(key) != new_kwargs.get(key):
+            raise ConfigError(
+                f"-params policy_kwargs {key}: {new_kwargs.get(key)!r} differs from the network saved in "
+                f"{resume.path} ({saved_kwargs.get(key)!r}); the architecture cannot change on resume "
+                "(optimizer and schedule settings such as learning_rate can)")
+    for key in sorted(set(saved) | set(merged)):
+        if key not in ("policy_kwargs", "n_timesteps") and saved.get(key) != merged.get(key):
+            print(f"Resume: {key} changed from {saved.get(key)!r} to {merged.get(key)!r}")
+
+
+def check_resume_state(resume: Checkpoint, algo: AlgoSpec, learner_config: Any, spaces: Mapping[str, Any]) -> None:
+    """The saved learner state and replay buffer must fit the resolved configuration (B7, B8)."""
+    spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+    learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
+    try:
+        check_state_fits(learner.init_fn, resume.state_bytes)
+    except ValueError as error:
+        raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
+    saved_capacity = resume.arrays.get("replay_buffer/capacity")
+    if saved_capacity is not None and int(saved_capacity) != learner_config.buffer_size:
+        raise ConfigError(f"cannot resume from {resume.path}: its replay buffer has buffer_size={int(saved_capacity)}, "
+                          f"the configuration {learner_config.buffer_size}; drop the buffer_size override")
+
+
+def describe_space(space: Any) -> dict[str, Any]:
+    return {"shape": list(space.shape), "dtype": str(space.dtype),
+            "low": np.asarray(space.low, np.float64).ravel().tolist(),
+            "high": np.asarray(space.high, np.float64).ravel().tolist()}
+
+
+def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mismatch: bool) -> None:
+    """The env must match the checkpoint's spaces: shapes and dtypes always (B2, B4); bounds unless
+    --allow-space-bounds-mismatch (B3)."""
+    saved = resume.manifest["spaces"]
+    for name in ("observation", "action"):
+        was, now = saved[name], current[name]
+        if (was["shape"], was["dtype"]) != (now["shape"], now["dtype"]):
+            raise ConfigError(f"{name} space mismatch: saved={was['dtype']}{was['shape']} "
+                              f"current={now['dtype']}{now['shape']} ({resume.path} was trained on "
+                              f"{resume.manifest['env_id']})")
+        if (was["low"], was["high"]) != (now["low"], now["high"]):
+            message = (f"{name} space bounds differ from {resume.path}'s: saved low={was['low']} "
+                       f"high={was['high']}, current low={now['low']} high={now['high']}")
+            if not allow_bounds_mismatch:
+                raise ConfigError(message + "; pass --allow-space-bounds-mismatch to resume anyway")
+            print(f"Warning: {message}", file=sys.stderr)
 
 
 def check_buffer_fits(
     capacity: int, env_id: str, env_kwargs: Mapping[str, Any], wrappers: Any, verbose: int
-) -> None:
-    """Build one env for its spaces, then refuse a replay buffer that cannot fit (before any file)."""
+) -> dict[str, Any]:
+    """Build one env for its spaces, then refuse a replay buffer that cannot fit (before any file).
+    Returns the spaces as the manifest records them."""
     env = make_single_env(env_id, env_kwargs, wrappers)
     try:
-        obs_dim = int(np.prod(env.observation_space.shape))
-        action_dim = int(np.prod(env.action_space.shape))
+        obs_space, action_space = original_spaces(env)
+        obs_dim = int(np.prod(obs_space.shape))
+        action_dim = int(np.prod(action_space.shape))
+        spaces = {"observation": describe_space(obs_space), "action": describe_space(action_space)}
     finally:
         env.close()
     check_buffer_memory(capacity, EnvSpec(obs_dim, action_dim), verbose)
+    return spaces
 
 
 def _positive_int(value: Any, name: str) -> int:
@@ -280,6 +385,34 @@ def _plain(value: Any) -> Any:
     return value
 
 
+class StopRequest:
+    """SIGINT and SIGTERM ask the loop to stop at the next env step, after writing a checkpoint.
+    A second SIGINT aborts at once (KeyboardInterrupt) for a user who does not want to wait."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.reason is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.reason = signal.Signals(signum).name
+        print(f"\n{self.reason} received: writing a checkpoint, then stopping "
+              "(Ctrl-C again aborts without one)", file=sys.stderr, flush=True)
+
+    def __call__(self) -> str | None:
+        return self.reason
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -288,13 +421,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    run_dir = create_run_dir(args.log_folder, exp.algo.name, exp.run.env_id.replace(":", "_"), args.uuid)
+    except CheckpointError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    model_name = exp.run.env_id.replace(":", "_")
+    run_dir = create_run_dir(args.log_folder, exp.algo.name, model_name, args.uuid)
     write_run_files(run_dir, exp, args, argv)
     if args.verbose:
-        source = args.conf_file or hyperparams.default_file(exp.algo.name)
         print(f"Seed: {exp.run.seed}\nLog folder: {run_dir}")
-        print(f"Hyperparameters (merged: {exp.algo.name} defaults < {exp.algo.name} preset < {source} "
-              f"< -params < -n):")
+        if exp.resume is not None:
+            counters = exp.resume.manifest["counters"]
+            print(f"Resuming from {exp.resume.path} at {counters['env_steps']} env steps "
+                  f"({counters['gradient_steps']} gradient steps), until {exp.run.n_timesteps}")
+            print("Hyperparameters (merged: checkpoint < -params < -n):")
+        else:
+            source = args.conf_file or hyperparams.default_file(exp.algo.name)
+            print(f"Hyperparameters (merged: {exp.algo.name} defaults < {exp.algo.name} preset < {source} "
+                  f"< -params < -n):")
         print(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True), end="")
 
     def make_logger(metric_names: Sequence[str]) -> MultiLogger:
@@ -303,21 +446,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             loggers.append(ConsoleLogger())
         return MultiLogger(loggers)
 
+    settings = CheckpointSettings(
+        run_dir=run_dir, model_name=model_name, save_freq=args.save_freq, keep=args.keep_checkpoints,
+        save_replay_buffer=args.save_replay_buffer,
+        manifest={"algo": exp.algo.name, "env_id": exp.run.env_id, "seed": exp.run.seed,
+                  "n_timesteps": exp.run.n_timesteps, "n_envs": exp.run.n_envs,
+                  "hyperparams": _plain(exp.hyperparams), "spaces": exp.spaces,
+                  "resumed_from": None if exp.resume is None else str(exp.resume.path)},
+    )
     try:
-        result = train(exp.run, exp.algo, exp.learner_config, make_logger, run_dir=run_dir)
+        with StopRequest() as stop:
+            result = train(exp.run, exp.algo, exp.learner_config, make_logger, run_dir=run_dir,
+                           checkpoints=settings, resume=exp.resume, stop_requested=stop)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except EnvWorkerError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error}", *getattr(error, "__notes__", []), sep="\n", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("aborted (second Ctrl-C): no checkpoint written for the current step", file=sys.stderr)
+        return 130
     except Exception:
         traceback.print_exc()
         return 1
-    manifest = {"algo": exp.algo.name, "env_id": exp.run.env_id, "seed": exp.run.seed,
-                "hyperparams": _plain(exp.hyperparams), "env_steps": result.env_steps}
-    save_model(run_dir / exp.run.env_id.replace(":", "_"), result.state, manifest)
+    if result.interrupted:
+        print(f"Stopped by {result.interrupted} at {result.env_steps} env steps; checkpoint: {result.checkpoint}\n"
+              f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {result.checkpoint}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.verbose:
-        model = run_dir / f"{exp.run.env_id.replace(':', '_')}.msgpack"
-        print(f"Trained {result.env_steps} env steps in {result.wall_time:.1f} s; model: {model}")
+        print(f"Trained {result.env_steps} env steps in {result.wall_time:.1f} s; model: {result.checkpoint}")
     return 0
