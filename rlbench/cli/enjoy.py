@@ -1,0 +1,190 @@
+"""`python enjoy.py`: replay a trained agent (RL Zoo's enjoy flags), optionally recording an mp4.
+
+The policy is rebuilt from the checkpoint's manifest. The run's saved config.yml is read only for
+the env's kwargs and wrappers, with the same literal-only parsing as training (a YAML tag or code in
+it exits 2). Exit codes: 0 success, 1 missing or corrupt model, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlbench import hyperparams
+from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
+from rlbench.cli.train import latest_run_id, select_device
+from rlbench.config import normalize_entry, parse_env_wrappers
+from rlbench.envs.make import check_env_id, make_single_env
+from rlbench.errors import ConfigError
+from rlbench.literals import LiteralError, parse_key_values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="enjoy.py", description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="Pendulum-v1", help="gymnasium environment id")
+    p.add_argument("--algo", default="sac", help="algorithm the model was trained with")
+    p.add_argument("-f", "--folder", default="logs", help="log folder (the -f of train.py)")
+    p.add_argument("--exp-id", type=int, default=0, help="run number: 0 the latest, -1 no run folder")
+    p.add_argument("-n", "--n-timesteps", type=int, default=1000, help="env steps to run")
+    p.add_argument("--n-envs", type=int, default=1, help="number of envs (only the first is rendered)")
+    p.add_argument("--no-render", action="store_true", help="no window (default when there is no display)")
+    p.add_argument("--deterministic", action="store_true", default=True,
+                   help="the policy's mean action (the default for continuous control)")
+    p.add_argument("--stochastic", action="store_true", help="sample actions from the policy")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--load-best", action="store_true", help="load best_model.zip")
+    group.add_argument("--load-checkpoint", type=int, metavar="N", help="load rl_model_<N>_steps.zip")
+    group.add_argument("--load-last-checkpoint", action="store_true",
+                       help="load the newest valid rl_model_*_steps.zip (torn ones are skipped, with a warning)")
+    p.add_argument("--seed", type=int, default=0, help="env (and stochastic-action) seed")
+    p.add_argument("--env-kwargs", nargs="+", default=None, metavar="KEY:VALUE",
+                   help="env kwargs; override the run's saved env_kwargs")
+    p.add_argument("--gym-packages", nargs="+", default=[], metavar="MODULE", help="modules to import first")
+    p.add_argument("--record", default=None, metavar="PATH.mp4",
+                   help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)")
+    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu", "cuda"), help="JAX backend")
+    p.add_argument("-P", "--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2))
+    return p
+
+
+def find_model(args: argparse.Namespace) -> Path:
+    """The model file RL Zoo's flags point to: <env_id>.zip by default."""
+    env_name = args.env.replace(":", "_")
+    algo_dir = Path(args.folder) / args.algo
+    exp_id = latest_run_id(algo_dir, env_name) if args.exp_id == 0 else args.exp_id
+    if args.exp_id == 0 and exp_id == 0:
+        raise ConfigError(f"no run of {args.algo} on {args.env} in {algo_dir} (looked for {env_name}_<N>)")
+    run_dir = algo_dir / f"{env_name}_{exp_id}" if exp_id > 0 else algo_dir
+    if not run_dir.is_dir():
+        raise ConfigError(f"run folder not found: {run_dir}")
+    if args.load_best:
+        path = run_dir / "best_model.zip"
+    elif args.load_checkpoint is not None:
+        path = run_dir / f"rl_model_{args.load_checkpoint}_steps.zip"
+    elif args.load_last_checkpoint:
+        found = periodic_checkpoints(run_dir)
+        if not found:
+            raise ConfigError(f"no rl_model_*_steps.zip checkpoint in {run_dir} (train with --save-freq N)")
+        newest = newest_valid_checkpoint(run_dir)
+        if newest is None:
+            raise CheckpointError(found[-1][1], "no valid checkpoint in the folder: all are torn or corrupt")
+        for _, skipped in reversed(found):
+            if skipped == newest:
+                break
+            print(f"Warning: skipping {skipped}: corrupt or incomplete; loading {newest}", file=sys.stderr)
+        path = newest
+    else:
+        path = run_dir / f"{env_name}.zip"
+    if not path.exists():
+        available = sorted(p.name for p in run_dir.glob("*.zip"))
+        raise ConfigError(f"no model at {path}; models in {run_dir}: {', '.join(available) or 'none'}")
+    return path
+
+
+def saved_env_settings(model: Path, env_name: str, manifest: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """(env_kwargs, env_wrappers) from the run's config.yml (checked like any hyperparameter file),
+    else from the manifest."""
+    config_file = model.parent / env_name / "config.yml"
+    if config_file.is_file():
+        entry = normalize_entry(hyperparams.read_file(config_file), str(config_file))
+    else:
+        entry = normalize_entry(dict(manifest["hyperparams"]), str(model))
+    env_kwargs = entry.get("env_kwargs") or {}
+    if not isinstance(env_kwargs, dict):
+        raise ConfigError(f"{config_file}: env_kwargs must be a dict, got {env_kwargs!r}")
+    return dict(env_kwargs), parse_env_wrappers(entry.get("env_wrapper"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.n_timesteps < 1 or args.n_envs < 1:
+            raise ConfigError(f"-n and --n-envs must be positive, got {args.n_timesteps} and {args.n_envs}")
+        if args.record and not args.record.endswith((".mp4", ".gif")):
+            raise ConfigError(f"--record: expected a .mp4 (or .gif) path, got {args.record!r}")
+        headless = not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
+        if headless and args.record:
+            os.environ.setdefault("MUJOCO_GL", "egl")  # before gymnasium imports mujoco's renderer
+        select_device("cpu" if args.device == "auto" else args.device, -1)
+        for module in args.gym_packages:
+            __import__(module)
+        check_env_id(args.env)
+        model = find_model(args)
+        checkpoint = read_checkpoint(model, load_replay_buffer=False)
+        manifest = checkpoint.manifest
+        if manifest["algo"] != args.algo:
+            raise ConfigError(f"{model} was trained with --algo {manifest['algo']}, not {args.algo}")
+        env_kwargs, wrappers = saved_env_settings(model, args.env.replace(":", "_"), manifest)
+        if args.env_kwargs is not None:
+            env_kwargs |= parse_key_values(args.env_kwargs, "--env-kwargs")
+        from rlbench.policy import load_policy
+
+        policy = load_policy(checkpoint, seed=args.seed)
+    except LiteralError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except CheckpointError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    # --record renders offscreen (rgb_array) even with --no-render, which only means "no window".
+    render = "rgb_array" if args.record else (None if args.no_render or headless else "human")
+    envs = [make_single_env(args.env, env_kwargs, wrappers, args.gym_packages, render_mode=render if i == 0 else None)
+            for i in range(args.n_envs)]
+    try:
+        if args.verbose:
+            print(f"Loaded {model} ({manifest['algo']}, {manifest['counters']['env_steps']} env steps)")
+        returns = run_episodes(envs, policy, args)
+    finally:
+        for env in envs:
+            env.close()
+    if args.verbose and returns:
+        print(f"{len(returns)} Episodes\nMean reward: {np.mean(returns):.2f} +/- {np.std(returns):.2f}")
+    return 0
+
+
+def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace) -> list[float]:
+    """Step every env `n_timesteps` times (each resets when its episode ends); print each episode."""
+    from rich.progress import track
+
+    writer = None
+    if args.record:
+        import imageio.v2 as imageio
+
+        Path(args.record).parent.mkdir(parents=True, exist_ok=True)
+        fps = envs[0].metadata.get("render_fps", 30)
+        writer = imageio.get_writer(args.record, fps=fps, macro_block_size=1)
+    obs = np.stack([env.reset(seed=args.seed + i)[0] for i, env in enumerate(envs)])
+    episode_return, episode_length = np.zeros(len(envs)), np.zeros(len(envs), int)
+    finished: list[float] = []
+    try:
+        for _ in track(range(args.n_timesteps), description="enjoy", disable=not args.progress):
+            if writer is not None:
+                writer.append_data(envs[0].render())  # the state the action is chosen in
+            actions = policy(obs, deterministic=not args.stochastic)
+            for i, env in enumerate(envs):
+                obs[i], reward, terminated, truncated, _ = env.step(actions[i])
+                episode_return[i] += reward
+                episode_length[i] += 1
+                if terminated or truncated:
+                    finished.append(float(episode_return[i]))
+                    if args.verbose:
+                        print(f"Episode {len(finished)} (env {i}): return {episode_return[i]:.2f}, "
+                              f"length {episode_length[i]}")
+                    episode_return[i], episode_length[i] = 0.0, 0
+                    obs[i] = env.reset()[0]
+    finally:
+        if writer is not None:
+            writer.close()
+            if args.verbose:
+                print(f"Recorded {args.n_timesteps} frames to {args.record}")
+    return finished

@@ -1,0 +1,55 @@
+"""A trained policy rebuilt from a checkpoint alone: its manifest says the algorithm, hyperparameters
+and spaces, so no hyperparameter file is needed to act with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlbench.buffers.uniform import make_uniform_buffer
+from rlbench.checkpoint import Checkpoint, state_from_bytes
+from rlbench.config import RUN_KEYS, normalize_entry
+from rlbench.errors import ConfigError
+from rlbench.registry import get_algo
+from rlbench.types import EnvSpec
+
+
+@dataclass
+class Policy:
+    """Acts in [-1, 1] (the envs rescale); deterministic = the squashed mean, else a sample."""
+
+    state: Any
+    spec: EnvSpec
+    _act: Any
+    _act_deterministic: Any
+    key: jax.Array
+
+    def __call__(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        obs = np.asarray(obs, np.float32).reshape(-1, self.spec.obs_dim)
+        if deterministic:
+            return np.asarray(self._act_deterministic(self.state, obs))
+        action, self.key = self._act(self.state, obs, self.key)
+        return np.asarray(action)
+
+
+def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
+    manifest = checkpoint.manifest
+    algo = get_algo(manifest["algo"])
+    where = str(checkpoint.path)
+    entry = normalize_entry(dict(manifest["hyperparams"]), where)
+    for key in (*RUN_KEYS, "env_wrapper"):
+        entry.pop(key, None)
+    cfg = algo.build_config(entry, int(manifest.get("n_envs", 1)), where)
+    spaces = manifest["spaces"]
+    spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+    # The buffer is never allocated: only the learner's acting functions are used.
+    learner = algo.make_learner(cfg, spec, make_uniform_buffer(1, spec))
+    try:
+        state = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(0)), checkpoint.state_bytes)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    return Policy(state=state, spec=spec, _act=jax.jit(learner.act_fn),
+                  _act_deterministic=jax.jit(learner.act_deterministic_fn), key=jax.random.key(seed))
