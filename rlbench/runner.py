@@ -371,7 +371,10 @@ class _Loop:
             "counters": {"env_steps": host.env_steps, "gradient_steps": int(self.state.step),
                          "episodes": len(host.episodes.finished_returns)},
         }
-        write_checkpoint(path, manifest, state_to_bytes(self.state), arrays)
+        try:
+            write_checkpoint(path, manifest, state_to_bytes(self.state), arrays)
+        except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
+            raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
 
 
 def _host_metrics(metrics: dict[str, jax.Array]) -> dict[str, float]:

@@ -464,6 +464,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EnvWorkerError as error:
         print(f"error: {error}", *getattr(error, "__notes__", []), sep="\n", file=sys.stderr)
         return 1
+    except OSError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("aborted (second Ctrl-C): no checkpoint written for the current step", file=sys.stderr)
         return 130
