@@ -1,8 +1,9 @@
 """The host loop: act -> env.step -> store -> (every train_freq vector steps) one fused update -> eval -> log.
 
-This module holds no math. It is the only place that calls `jax.jit`. A training iteration is one
-device call: it inserts the new transitions, runs all of the iteration's gradient steps, and returns
-the action for the next env step from the updated actor. Vector steps between training iterations
+This module holds no math. It is the only place in training that calls `jax.jit` (`policy.py` jits
+acting for enjoy.py). A training iteration is one device call: it inserts the new transitions, runs
+all of the iteration's gradient steps, and returns the action for the next env step from the
+updated actor. Vector steps between training iterations
 (train_freq > 1) make one call to act. Metrics stay on the device until a log interval asks for them.
 
 Counting follows SB3: `n_timesteps` counts env steps over all envs, `train_freq` counts vector

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rlbench.cli.enjoy import main  # noqa: E402
+from rlbench.cli.enjoy import main
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(add_help=False)

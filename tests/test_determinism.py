@@ -2,8 +2,8 @@
 
 import hashlib
 import subprocess
-import zipfile
 import sys
+import zipfile
 
 import numpy as np
 

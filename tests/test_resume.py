@@ -52,8 +52,8 @@ def test_resume_from_a_checkpoint_is_bit_identical_to_never_stopping(tmp_path, a
     argv = [*argv, *extra, "-n", "600", "--eval-freq", "200", "--eval-episodes", "2", "--verbose", "0"]
     train_process(tmp_path, *argv, "--save-freq", "250", "--save-replay-buffer")
     first = run_dir(tmp_path, algo, 1)
-    checkpoint = sorted(first.glob("rl_model_*_steps.zip"))[0]
-    assert checkpoint.name == ("rl_model_250_steps.zip" if algo == "sac" else "rl_model_250_steps.zip")
+    checkpoint = first / "rl_model_250_steps.zip"
+    assert sorted(p.name for p in first.glob("rl_model_*")) == ["rl_model_250_steps.zip", "rl_model_500_steps.zip"]
     resumed_proc = train_process(tmp_path, "--algo", algo, "--env", "Pendulum-v1", "-i", str(checkpoint),
                                  "--eval-freq", "200", "--eval-episodes", "2", "--verbose", "0")
     assert "could not be restored" not in resumed_proc.stdout
