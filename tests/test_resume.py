@@ -140,8 +140,9 @@ def test_failed_env_worker_writes_a_checkpoint_first(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def pendulum_model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trained")
-    train_process(folder, *SAC_TINY, "-n", "300", "--eval-freq", "-1", "--verbose", "0")
-    return folder / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip"
+    train_process(folder, *SAC_TINY, "-n", "300", "--eval-freq", "300", "--eval-episodes", "1", "--verbose", "0",
+                  "--save-replay-buffer")
+    return folder / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip"  # with its replay buffer; best_model.zip without
 
 
 def resume_cli(tmp_path, model, *argv):
@@ -154,6 +155,8 @@ def resume_cli(tmp_path, model, *argv):
     (["--algo", "crossq", "--env", "Pendulum-v1"], "trained with --algo sac, but --algo crossq"),
     (["--algo", "sac", "--env", "Pendulum-v1", "-params", "policy_kwargs:dict(net_arch=[64])"],
      "net_arch.*architecture cannot change on resume"),
+    (["--algo", "sac", "--env", "Pendulum-v1", "-params", "buffer_size:5000"],
+     "its replay buffer has buffer_size=1000000, the configuration 5000"),
     (["--algo", "sac", "--env", "Pendulum-v1", "-params", "ent_coef:0.1"],
      r"saved learner state has \d+ arrays, this configuration \d+"),
 ])
@@ -190,8 +193,10 @@ def test_bounds_only_mismatch_needs_the_flag(tmp_path, capsys):
 def test_resume_without_buffer_with_more_envs_keeps_counters_and_allows_optimizer_changes(
         tmp_path, capsys, pendulum_model):
     """B4, B7: n_envs may change (counters kept); learning_rate may change (reported); a model
-    without a buffer refills learning_starts transitions before training again."""
-    assert resume_cli(tmp_path, pendulum_model, "--algo", "sac", "--env", "Pendulum-v1", "-n", "200",
+    without a buffer (best_model.zip) refills learning_starts transitions before training again."""
+    best_model = pendulum_model.parent / "best_model.zip"
+    assert not read_checkpoint(best_model).manifest["replay_buffer"]
+    assert resume_cli(tmp_path, best_model, "--algo", "sac", "--env", "Pendulum-v1", "-n", "200",
                       "-params", "n_envs:2", "learning_rate:1e-4") == 0
     out = capsys.readouterr().out
     assert "Resume: learning_rate changed from 0.001 to 0.0001" in out
