@@ -12,7 +12,9 @@ import importlib
 import os
 import shlex
 import signal
+import subprocess
 import sys
+import time
 import traceback
 import uuid
 from collections.abc import Mapping, Sequence
@@ -26,7 +28,7 @@ import yaml
 
 from rlbench import hyperparams
 from rlbench.buffers.uniform import make_uniform_buffer
-from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, read_checkpoint
+from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, library_versions, read_checkpoint
 from rlbench.config import NOT_SUPPORTED_KEYS, RUN_KEYS, RunConfig, normalize_entry, parse_env_wrappers
 from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env, original_spaces
 from rlbench.errors import ConfigError, EnvWorkerError
@@ -34,6 +36,8 @@ from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.base import MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
+from rlbench.loggers.tensorboard import TensorBoardLogger
+from rlbench.loggers.tracking import WandbTracker, import_wandb
 from rlbench.registry import ALGORITHMS, AlgoSpec, get_algo
 from rlbench.runner import CheckpointSettings, check_buffer_memory, train
 from rlbench.types import EnvSpec
@@ -65,8 +69,6 @@ ARCHITECTURE_KEYS = ("net_arch", "activation_fn", "dropout_rate", "layer_norm", 
 # RL Zoo flags whose features later work brings (tracking, tuning). Accepted so that RL Zoo command
 # lines parse, but any non-default value exits 2 with "not supported yet", never ignored.
 NOT_YET = {
-    "tensorboard_log": ("", "-tb/--tensorboard-log"),
-    "track": (False, "--track (Weights & Biases)"),
     "optimize_hyperparameters": (False, "-optimize (Optuna tuning)"),
     "storage": (None, "--storage (Optuna)"),
     "study_name": (None, "--study-name (Optuna)"),
@@ -118,12 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
                   help="with -i: accept an env whose space bounds (not shapes) differ from the checkpoint's")
     # Later features: accepted, refused with a clear message until implemented.
     p.add_argument("--truncate-last-trajectory", type=str2bool, default=True, help="(HER only; no effect here)")
-    p.add_argument("-tb", "--tensorboard-log", default="", help="(not supported yet)")
-    add_bool_flag(p, "--track", help="(not supported yet) Weights & Biases tracking")
-    p.add_argument("--wandb-project-name", default="sb3")
-    p.add_argument("--wandb-entity", default=None)
-    p.add_argument("--wandb-group", default=None)
-    p.add_argument("-tags", "--wandb-tags", nargs="+", default=[])
+    p.add_argument("-tb", "--tensorboard-log", default="",
+                   help="also write TensorBoard event files under DIR/<env_id>/<algo>_<N>")
+    add_bool_flag(p, "--track", help="track the run on Weights & Biases (offline when W&B is unreachable)")
+    p.add_argument("--wandb-project-name", default="sb3", help="W&B project")
+    p.add_argument("--wandb-entity", default=None, help="W&B entity (team or user)")
+    p.add_argument("--wandb-group", default=None, help="W&B group, e.g. to gather seeds")
+    p.add_argument("-tags", "--wandb-tags", nargs="+", default=[], help="W&B tags")
     add_bool_flag(p, "-optimize", "--optimize-hyperparameters", help="(not supported yet) Optuna tuning")
     p.add_argument("--n-trials", type=int, default=500)
     p.add_argument("--max-total-trials", type=int, default=None)
@@ -144,6 +147,13 @@ def check_flags(args: argparse.Namespace) -> None:
     for dest, (default, name) in NOT_YET.items():
         if getattr(args, dest) != default:
             raise ConfigError(f"{name} is not supported yet by rlbench")
+    if args.track:
+        import_wandb()  # exit 2 with the install hint before anything is written
+    if args.tensorboard_log:
+        try:
+            import tensorboardX  # noqa: F401
+        except ImportError:
+            raise ConfigError('-tb/--tensorboard-log needs tensorboardX: pip install -e ".[tracking]"') from None
     if args.num_threads not in (-1, 1):
         raise ConfigError(f"--num-threads: only -1 (XLA's default) or 1 (single-threaded) are supported, "
                           f"got {args.num_threads}; XLA sizes its CPU thread pool itself")
@@ -440,10 +450,51 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"< -params < -n):")
         print(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True), end="")
 
+    tracker = start_tracking(args, exp, run_dir, argv) if args.track else None
+    code = 1
+    try:
+        code = train_and_report(args, exp, run_dir, model_name, tracker)
+        return code
+    finally:
+        if tracker is not None:
+            tracker.finish(code)
+
+
+def start_tracking(args: argparse.Namespace, exp: Experiment, run_dir: Path, argv: Sequence[str]) -> WandbTracker:
+    """The W&B run: RL Zoo's name and flags; config = hyperparameters, arguments, seed, command line,
+    versions, git commit and backend. A resumed run continues the checkpoint's W&B run id."""
+    name = f"{exp.run.env_id}__{exp.algo.name}__{exp.run.seed}__{int(time.time())}"
+    config = {**_plain(exp.hyperparams), "algo": exp.algo.name, "env_id": exp.run.env_id, "seed": exp.run.seed,
+              "args": _plain({**vars(args), "seed": exp.run.seed}),
+              "command": shlex.join(["python", "train.py", *argv]), "versions": library_versions(),
+              "git_commit": git_commit(), "backend": jax.default_backend(), "run_dir": str(run_dir)}
+    run_id = exp.resume.manifest.get("wandb_run_id") if exp.resume is not None else None
+    return WandbTracker(project=args.wandb_project_name, entity=args.wandb_entity, group=args.wandb_group,
+                        tags=list(args.wandb_tags), name=name, config=config, run_id=run_id, verbose=args.verbose)
+
+
+def git_commit() -> str | None:
+    """The project's commit when it runs from a git checkout (None otherwise)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and commit else None
+
+
+def train_and_report(args: argparse.Namespace, exp: Experiment, run_dir: Path, model_name: str,
+                     tracker: WandbTracker | None) -> int:
     def make_logger(metric_names: Sequence[str]) -> MultiLogger:
         loggers: list[Any] = [CSVLogger(run_dir / "progress.csv", metric_names)]
         if args.verbose:
             loggers.append(ConsoleLogger())
+        if args.tensorboard_log:
+            loggers.append(TensorBoardLogger(Path(args.tensorboard_log) / model_name / f"{exp.algo.name}_"
+                                             f"{run_dir.name[len(model_name) + 1:]}"))
+        if tracker is not None:
+            loggers.append(tracker)
         return MultiLogger(loggers)
 
     settings = CheckpointSettings(
@@ -452,7 +503,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         manifest={"algo": exp.algo.name, "env_id": exp.run.env_id, "seed": exp.run.seed,
                   "n_timesteps": exp.run.n_timesteps, "n_envs": exp.run.n_envs,
                   "hyperparams": _plain(exp.hyperparams), "spaces": exp.spaces,
-                  "resumed_from": None if exp.resume is None else str(exp.resume.path)},
+                  "resumed_from": None if exp.resume is None else str(exp.resume.path),
+                  "wandb_run_id": None if tracker is None else tracker.id},
     )
     try:
         with StopRequest() as stop:
@@ -473,6 +525,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception:
         traceback.print_exc()
         return 1
+    if tracker is not None:
+        evaluations = result.evaluations
+        summary = {"env_steps": result.env_steps, "wall_time_s": result.wall_time}
+        if evaluations.results:
+            summary |= {"final_eval_mean_reward": float(np.mean(evaluations.results[-1])),
+                        "best_eval_mean_reward": float(max(np.mean(r) for r in evaluations.results))}
+        tracker.summarize(summary, [run_dir / "evaluations.npz", result.checkpoint], base=run_dir)
     if result.interrupted:
         print(f"Stopped by {result.interrupted} at {result.env_steps} env steps; checkpoint: {result.checkpoint}\n"
               f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {result.checkpoint}",

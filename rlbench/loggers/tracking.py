@@ -1,0 +1,109 @@
+"""Weights & Biases tracking that never stops or stalls training.
+
+- `wandb` is imported only when --track is given (exit 2 with the install hint if it is missing).
+- WANDB_MODE, when set, is obeyed as is. Otherwise, with no API key the run goes offline at once;
+  with a key, an online start that fails or takes longer than `ONLINE_TIMEOUT_S` falls back to
+  offline. Either way the run says so and prints the `wandb sync` command for later.
+- Metrics are logged against `global_step` = env steps, so a resumed run (same run id) continues
+  the same x axis.
+- `finish(exit_code)` is called on every way out: 0, 1 on failure, 75 when stopped by a signal
+  (the run is marked preempting first, so W&B shows it as resumable rather than crashed).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rlbench.errors import ConfigError
+
+ONLINE_TIMEOUT_S = 10
+STEP_METRIC = "global_step"
+
+
+def import_wandb() -> Any:
+    try:
+        import wandb
+    except ImportError:
+        raise ConfigError('--track needs Weights & Biases: pip install -e ".[tracking]" (or pip install wandb)'
+                          ) from None
+    return wandb
+
+
+def has_credentials(wandb: Any) -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return bool(wandb.api.api_key)  # ~/.netrc or the settings file written by `wandb login`
+    except Exception:
+        return False
+
+
+class WandbTracker:
+    """The W&B run of one training run; also a Logger (log / close)."""
+
+    def __init__(self, *, project: str, entity: str | None, group: str | None, tags: list[str], name: str,
+                 config: Mapping[str, Any], run_id: str | None = None, verbose: int = 1):
+        wandb = import_wandb()
+        self.wandb = wandb
+        common = dict(project=project, entity=entity, group=group, tags=tags or None, name=name,
+                      config=dict(config), id=run_id, resume="allow" if run_id else None)
+        mode = os.environ.get("WANDB_MODE")
+        start = time.perf_counter()
+        if mode:
+            self.run = wandb.init(**common)
+        elif not has_credentials(wandb):
+            self._say("W&B: no API key (wandb login or WANDB_API_KEY): logging offline", verbose)
+            self.run = wandb.init(mode="offline", **common)
+        else:
+            try:
+                self.run = wandb.init(mode="online", settings=wandb.Settings(init_timeout=ONLINE_TIMEOUT_S), **common)
+            except Exception as error:  # no network, server down, bad key: keep training, offline
+                self._say(f"W&B: online start failed after {time.perf_counter() - start:.0f} s "
+                          f"({type(error).__name__}: {str(error)[:200]}): logging offline", verbose)
+                self.run = wandb.init(mode="offline", **common)
+        self.offline = bool(getattr(self.run.settings, "_offline", False)) or self.run.settings.mode == "offline"
+        self.run.define_metric(STEP_METRIC)
+        self.run.define_metric("*", step_metric=STEP_METRIC)
+        self.finished = False
+
+    @staticmethod
+    def _say(message: str, verbose: int) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    @property
+    def id(self) -> str:
+        return self.run.id
+
+    @property
+    def sync_command(self) -> str:
+        return f"wandb sync {Path(self.run.dir).parent}"
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        values = {k: float(v) for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
+        self.run.log({**values, STEP_METRIC: step})
+
+    def close(self) -> None:
+        """Loggers close when training ends; the run itself is finished by `finish` with the exit code."""
+
+    def summarize(self, values: Mapping[str, Any], files: list[Path], base: Path) -> None:
+        for key, value in values.items():
+            self.run.summary[key] = value
+        for path in files:
+            if path.exists():
+                self.run.save(str(path), base_path=str(base), policy="now")
+
+    def finish(self, exit_code: int) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if exit_code == 75:
+            self.run.mark_preempting()
+        self.run.finish(exit_code=exit_code)
+        if self.offline:
+            print(f"W&B run saved offline; upload it with: {self.sync_command}", file=sys.stderr)

@@ -1,0 +1,130 @@
+"""W&B (offline, fallback, exit codes, resume) and TensorBoard: the files are read back and compared
+with what the run printed and saved (RELIABILITY F1-F6)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rlbench.cli.train import EXIT_INTERRUPTED, main
+from tests.conftest import REPO_ROOT
+from tests.run_files import tensorboard_scalars, wandb_run
+
+TINY = ["--algo", "sac", "--env", "Pendulum-v1", "--seed", "11", "-params", "policy_kwargs:dict(net_arch=[16])",
+        "learning_starts:100", "batch_size:32"]
+
+
+def isolated_env(tmp_path, **extra):
+    """No credentials, no settings from this machine's home; W&B files under tmp_path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    return {**env, "HOME": str(tmp_path), "WANDB_DIR": str(tmp_path), **extra}
+
+
+def train_process(tmp_path, *argv, env, check=True):
+    proc = subprocess.run([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def offline_runs(tmp_path):
+    return sorted((tmp_path / "wandb").glob("offline-run-*"))
+
+
+def test_offline_run_files_hold_the_evaluations_config_and_seed_the_run_saved(tmp_path):
+    argv = [*TINY, "-n", "600", "--eval-freq", "200", "--eval-episodes", "2", "--log-interval", "1", "--track",
+            "--wandb-project-name", "rlbench-test", "--wandb-group", "g", "-tags", "0.18.0", "ent-coef",
+            "-tb", str(tmp_path / "tb")]
+    proc = train_process(tmp_path, *argv, env=isolated_env(tmp_path, WANDB_MODE="offline"))
+    assert "upload it with: wandb sync" in proc.stderr
+    run_dir = tmp_path / "logs" / "sac" / "Pendulum-v1_1"
+    evaluations = np.load(run_dir / "evaluations.npz")
+    means = evaluations["results"].mean(axis=1)
+    (wandb_dir,) = offline_runs(tmp_path)
+    run = wandb_run(wandb_dir)
+
+    logged = [(row["global_step"], row["eval/mean_reward"]) for row in run["history"] if "eval/mean_reward" in row]
+    assert [step for step, _ in logged] == evaluations["timesteps"].tolist() == [200, 400, 600]
+    np.testing.assert_allclose([value for _, value in logged], means, rtol=1e-12)
+    for line, (step, value) in zip([x for x in proc.stdout.splitlines() if x.startswith("Eval")], logged, strict=True):
+        assert line.startswith(f"Eval num_timesteps={step}, episode_reward={value:.2f}")
+    train_rows = [row for row in run["history"] if "train/critic_loss" in row]
+    assert train_rows and all("rollout/ep_rew_mean" in row and "time/fps" in row for row in train_rows)
+
+    saved_args = yaml.safe_load((run_dir / "Pendulum-v1" / "args.yml").read_text())
+    saved_config = yaml.safe_load((run_dir / "Pendulum-v1" / "config.yml").read_text())
+    config = run["config"]
+    assert config["seed"] == saved_args["seed"] == 11 and config["args"]["seed"] == 11
+    for key, value in saved_config.items():
+        assert config[key] == value, key
+    assert config["command"].endswith(" ".join(argv[-4:])) and config["backend"] == "cpu"
+    assert config["versions"]["jax"] and len(config["git_commit"]) == 40  # this checkout's commit
+    assert run["summary"]["best_eval_mean_reward"] == pytest.approx(means.max())
+    assert run["summary"]["final_eval_mean_reward"] == pytest.approx(means[-1])
+    assert run["exit_code"] == 0 and not run["preempting"]
+    assert (wandb_dir / "files" / "evaluations.npz").is_file() and (wandb_dir / "files" / "Pendulum-v1.zip").is_file()
+
+    scalars = tensorboard_scalars(tmp_path / "tb" / "Pendulum-v1" / "sac_1")
+    assert [step for step, _ in scalars["eval/mean_reward"]] == [200, 400, 600]
+    np.testing.assert_allclose([v for _, v in scalars["eval/mean_reward"]], means, rtol=1e-6)  # float32 in TB
+    assert len(scalars["train/critic_loss"]) == len(train_rows)
+
+
+def test_without_network_falls_back_to_offline_within_seconds(tmp_path):
+    """A key but no reachable server: the online start gives up after ONLINE_TIMEOUT_S, the run goes on offline."""
+    env = isolated_env(tmp_path, WANDB_API_KEY="0" * 40, WANDB_BASE_URL="http://127.0.0.1:9")
+    start = time.perf_counter()
+    proc = train_process(tmp_path, *TINY, "-n", "50", "--eval-freq", "-1", "--verbose", "0", "--track", env=env)
+    elapsed = time.perf_counter() - start
+    assert "online start failed" in proc.stderr and "logging offline" in proc.stderr
+    assert "wandb sync" in proc.stderr
+    assert elapsed < 90, elapsed
+    (wandb_dir,) = offline_runs(tmp_path)
+    assert wandb_run(wandb_dir)["exit_code"] == 0
+
+
+def test_no_credentials_goes_offline_at_once(tmp_path):
+    proc = train_process(tmp_path, *TINY, "-n", "50", "--eval-freq", "-1", "--verbose", "0", "--track",
+                         env=isolated_env(tmp_path))
+    assert "no API key" in proc.stderr and "online start failed" not in proc.stderr
+    assert len(offline_runs(tmp_path)) == 1
+
+
+def test_sigterm_finishes_the_run_as_preempted_and_resume_continues_its_id(tmp_path):
+    env = isolated_env(tmp_path, WANDB_MODE="offline")
+    log = tmp_path / "out.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *TINY, "-n", "5000",
+                                 "--eval-freq", "300", "--eval-episodes", "1", "--track"],
+                                cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 300
+        while "Eval num_timesteps=300" not in log.read_text() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
+    (first_dir,) = offline_runs(tmp_path)
+    first = wandb_run(first_dir)
+    assert first["exit_code"] == EXIT_INTERRUPTED and first["preempting"]
+    (checkpoint,) = (tmp_path / "logs" / "sac" / "Pendulum-v1_1").glob("rl_model_*_steps.zip")
+    steps = int(checkpoint.name.split("_")[2])
+    train_process(tmp_path, "--algo", "sac", "--env", "Pendulum-v1", "-i", str(checkpoint), "-n", "300",
+                  "--eval-freq", "300", "--eval-episodes", "1", "--track", env=env)
+    second_dir = next(d for d in offline_runs(tmp_path) if d != first_dir)
+    second = wandb_run(second_dir)
+    assert second["id"] == first["id"] and second["exit_code"] == 0
+    logged_steps = [row["global_step"] for row in second["history"] if "eval/mean_reward" in row]
+    assert logged_steps and min(logged_steps) > steps  # the same step axis, continued
+
+
+def test_track_without_wandb_installed_exits_2_with_the_hint(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb raises ImportError
+    assert main(["-f", str(tmp_path / "logs"), *TINY, "-n", "50", "--track"]) == 2
+    assert 'pip install -e ".[tracking]"' in capsys.readouterr().err
+    assert not (tmp_path / "logs").exists() and not Path(tmp_path / "wandb").exists()
