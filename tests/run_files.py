@@ -32,6 +32,8 @@ def wandb_records(path: Path) -> list[Any]:
         if kind == 0:
             pos += left
             continue
+        if pos + CHUNK_HEADER + length > len(data):  # a torn last chunk (the writer was killed): stop there
+            break
         payload = data[pos + CHUNK_HEADER : pos + CHUNK_HEADER + length]
         pos += CHUNK_HEADER + length
         pending = payload if kind in (1, 2) else pending + payload

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from rlbench.cli.train import EXIT_INTERRUPTED, main
+from rlbench.loggers.tracking import LOG_FLUSH_INTERVAL_S
 from tests.conftest import REPO_ROOT
 from tests.run_files import tensorboard_scalars, wandb_run
 
@@ -128,3 +129,41 @@ def test_track_without_wandb_installed_exits_2_with_the_hint(tmp_path, monkeypat
     assert main(["-f", str(tmp_path / "logs"), *TINY, "-n", "50", "--track"]) == 2
     assert 'pip install -e ".[tracking]"' in capsys.readouterr().err
     assert not (tmp_path / "logs").exists() and not Path(tmp_path / "wandb").exists()
+
+
+def test_disabled_mode_makes_no_run_files(tmp_path):
+    """F2: WANDB_MODE=disabled is obeyed: training runs, no W&B files."""
+    train_process(tmp_path, *TINY, "-n", "50", "--eval-freq", "-1", "--verbose", "0", "--track",
+                  env=isolated_env(tmp_path, WANDB_MODE="disabled"))
+    assert not offline_runs(tmp_path) and (tmp_path / "logs" / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip").exists()
+
+
+def test_failure_finishes_the_run_with_exit_code_1(tmp_path):
+    """F6: an env that raises: exit 1, and the W&B run records exit code 1 (Failed, not Crashed)."""
+    proc = train_process(tmp_path, "--algo", "sac", "--env", "tests.envs:Crash-v0", "--env-kwargs", "at_step:20",
+                         "-n", "100", "--eval-freq", "-1", "--verbose", "0", "--track",
+                         "-params", "policy_kwargs:dict(net_arch=[8])",
+                         env=isolated_env(tmp_path, WANDB_MODE="offline"), check=False)
+    assert proc.returncode == 1 and "CrashEnv failed on purpose" in proc.stderr
+    (wandb_dir,) = offline_runs(tmp_path)
+    assert wandb_run(wandb_dir)["exit_code"] == 1
+
+
+def test_sigkilled_trainer_leaves_an_offline_run_readable_to_its_last_record(tmp_path):
+    """F3: kill -9 mid-run: the .wandb log reads back, with the evaluations logged before the kill."""
+    env = isolated_env(tmp_path, WANDB_MODE="offline")
+    log = tmp_path / "out.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *TINY, "-n", "20000",
+                                 "--eval-freq", "200", "--eval-episodes", "1", "--track"],
+                                cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 300
+        while "Eval num_timesteps=600" not in log.read_text() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(LOG_FLUSH_INTERVAL_S + 2)  # W&B's service process writes its log every LOG_FLUSH_INTERVAL_S
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    (wandb_dir,) = offline_runs(tmp_path)
+    run = wandb_run(wandb_dir)
+    steps = [row["global_step"] for row in run["history"] if "eval/mean_reward" in row]
+    assert steps[:3] == [200, 400, 600] and run["exit_code"] is None  # no exit record: it was killed
