@@ -270,7 +270,7 @@ class _Loop:
                     self._vector_step()
                 except EnvWorkerError as error:
                     if self.checkpoints is not None:
-                        path = self._save_periodic(with_buffer=True, envs_usable=False)
+                        path = self._save_periodic(with_buffer=True, envs_usable=False, urgent=True)
                         error.add_note(f"checkpoint written before the failure: {path}")
                     raise
                 if self.eval_env is not None and host.vector_steps % eval_every == 0:
@@ -295,8 +295,8 @@ class _Loop:
 
         self.state = jax.block_until_ready(self.state)
         if self.checkpoints is not None:
-            if interrupted:
-                last_checkpoint = self._save_periodic(with_buffer=True)
+            if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
+                last_checkpoint = self._save_periodic(with_buffer=True, urgent=True)
             else:
                 last_checkpoint = self.checkpoints.run_dir / f"{self.checkpoints.model_name}.zip"
                 self._save(last_checkpoint, "final", with_buffer=self.checkpoints.save_replay_buffer)
@@ -354,12 +354,12 @@ class _Loop:
                 self._save(self.checkpoints.run_dir / "best_model.zip", "best", with_buffer=False)
         return result
 
-    def _save_periodic(self, with_buffer: bool, envs_usable: bool = True) -> Path:
+    def _save_periodic(self, with_buffer: bool, envs_usable: bool = True, urgent: bool = False) -> Path:
         path = self.checkpoints.run_dir / f"rl_model_{self.host.env_steps}_steps.zip"
-        self._save(path, "checkpoint", with_buffer, envs_usable)
+        self._save(path, "interrupt" if urgent else "checkpoint", with_buffer, envs_usable, compress=not urgent)
         return path
 
-    def _save(self, path: Path, kind: str, with_buffer: bool, envs_usable: bool = True) -> None:
+    def _save(self, path: Path, kind: str, with_buffer: bool, envs_usable: bool = True, compress: bool = True) -> None:
         host = self.host
         host.episode_records = episode_records(self.env) if envs_usable else None
         info, host_arrays = host.to_checkpoint()
@@ -373,7 +373,7 @@ class _Loop:
                          "episodes": len(host.episodes.finished_returns)},
         }
         try:
-            write_checkpoint(path, manifest, state_to_bytes(self.state), arrays)
+            write_checkpoint(path, manifest, state_to_bytes(self.state), arrays, compress=compress)
         except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
             raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
 
