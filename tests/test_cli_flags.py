@@ -36,10 +36,7 @@ def test_rl_zoo_prefix_abbreviations():
     assert args.hyperparams == ["gamma:0.9"] and args.conf_file == "x.yml" and args.wandb_tags == ["a", "b"]
 
 
-@pytest.mark.parametrize("argv,name", [(["-optimize"], "-optimize"),
-                                       
-                                       (["--storage", "x.log"], "--storage"), (["--trial-id", "0"], "--trial-id"),
-                                       (["--truncate-last-trajectory", "false"], "--truncate-last-trajectory")])
+@pytest.mark.parametrize("argv,name", [(["--truncate-last-trajectory", "false"], "--truncate-last-trajectory")])
 def test_later_features_exit_2_not_supported_yet(tmp_path, capsys, argv, name):
     assert run_cli(tmp_path, *argv) == 2
     err = capsys.readouterr().err

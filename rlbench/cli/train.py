@@ -69,11 +69,6 @@ ARCHITECTURE_KEYS = ("net_arch", "activation_fn", "dropout_rate", "layer_norm", 
 # RL Zoo flags whose features later work brings (tracking, tuning). Accepted so that RL Zoo command
 # lines parse, but any non-default value exits 2 with "not supported yet", never ignored.
 NOT_YET = {
-    "optimize_hyperparameters": (False, "-optimize (Optuna tuning)"),
-    "storage": (None, "--storage (Optuna)"),
-    "study_name": (None, "--study-name (Optuna)"),
-    "trial_id": (None, "--trial-id (Optuna)"),
-    "optimization_log_path": (None, "--optimization-log-path (Optuna)"),
     "truncate_last_trajectory": (True, "--truncate-last-trajectory (HER replay buffers; rlbench has no HER)"),
 }
 
@@ -127,19 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb-entity", default=None, help="W&B entity (team or user)")
     p.add_argument("--wandb-group", default=None, help="W&B group, e.g. to gather seeds")
     p.add_argument("-tags", "--wandb-tags", nargs="+", default=[], help="W&B tags")
-    add_bool_flag(p, "-optimize", "--optimize-hyperparameters", help="(not supported yet) Optuna tuning")
-    p.add_argument("--n-trials", type=int, default=500)
-    p.add_argument("--max-total-trials", type=int, default=None)
-    add_bool_flag(p, "--no-optim-plots", help="(Optuna)")
-    p.add_argument("--n-jobs", type=int, default=1)
-    p.add_argument("--sampler", default="tpe", choices=("random", "tpe", "cmaes", "auto"))
+    add_bool_flag(p, "-optimize", "--optimize-hyperparameters", help="tune hyperparameters with Optuna")
+    p.add_argument("--n-trials", type=int, default=500, help="trials this invocation runs (over all --n-jobs)")
+    p.add_argument("--max-total-trials", type=int, default=None,
+                   help="stop every worker once the study has this many COMPLETE/PRUNED/FAIL trials")
+    add_bool_flag(p, "--no-optim-plots", help="skip the optimization-history and importance plots")
+    p.add_argument("--n-jobs", type=int, default=1, help="parallel worker processes")
+    p.add_argument("--sampler", default="tpe", choices=("random", "tpe", "cmaes"))
     p.add_argument("--pruner", default="median", choices=("halving", "median", "hyperband", "none"))
-    p.add_argument("--n-startup-trials", type=int, default=10)
-    p.add_argument("--n-evaluations", type=int, default=None)
-    p.add_argument("--storage", default=None)
-    p.add_argument("--study-name", default=None)
-    p.add_argument("--trial-id", type=int, default=None)
-    p.add_argument("--optimization-log-path", default=None)
+    p.add_argument("--n-startup-trials", type=int, default=10, help="random trials before the sampler/pruner act")
+    p.add_argument("--n-evaluations", type=int, default=None,
+                   help="evaluations per trial (reported to the pruner); default one per 100k steps")
+    p.add_argument("--storage", default=None,
+                   help="journal file path (default logs/<algo>/optuna_<env>.log), sqlite:///f.db or "
+                        "postgresql://user:password@host/db")
+    p.add_argument("--study-name", default=None, help="default <algo>_<env>")
+    p.add_argument("--trial-id", type=int, default=None, help="train with the hyperparameters of trial N")
+    p.add_argument("--optimization-log-path", default=None,
+                   help="write each trial's evaluations.npz and model under PATH/trial_<n>")
     return p
 
 
@@ -187,8 +187,11 @@ class Experiment:
     resume: Checkpoint | None = None
 
 
-def resolve(args: argparse.Namespace) -> Experiment:
-    """Validate flags, files and hyperparameters; raise ConfigError on the first problem."""
+def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None = None) -> Experiment:
+    """Validate flags, files and hyperparameters; raise ConfigError on the first problem.
+
+    `trial_overrides` (an Optuna trial's hyperparameters) sit between the file entry and -params;
+    `--trial-id N` supplies them from the study."""
     check_flags(args)
     select_device(args.device, args.num_threads)  # before anything starts a JAX backend
     algo = get_algo(args.algo)
@@ -207,6 +210,12 @@ def resolve(args: argparse.Namespace) -> Experiment:
         entry = normalize_entry(hyperparams.select_entry(hyperparams.read_file(source), args.env, source,
                                                          args.verbose), source)
         base = hyperparams.merge(algo.preset, entry)
+    if trial_overrides is None and args.trial_id is not None:
+        from rlbench.tuning.tune import trial_overrides as load_trial
+
+        trial_overrides = load_trial(args, args.env.replace(":", "_"))
+    if trial_overrides:
+        base = hyperparams.merge(base, normalize_entry(dict(trial_overrides), "the Optuna trial"))
     try:
         overrides = normalize_entry(parse_key_values(args.hyperparams, "-params"), "-params")
         env_kwargs_cli = parse_key_values(args.env_kwargs, "--env-kwargs")
@@ -426,6 +435,8 @@ class StopRequest:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.optimize_hyperparameters:
+        return run_optimization(args)
     try:
         exp = resolve(args)
     except ConfigError as error:
@@ -458,6 +469,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if tracker is not None:
             tracker.finish(code)
+
+
+def run_optimization(args: argparse.Namespace) -> int:
+    """-optimize: Optuna is imported only here (exit 2 with the install hint when missing)."""
+    try:
+        from rlbench.tuning.tune import optimize
+    except ImportError as error:
+        print(f'error: -optimize needs Optuna ({error}): pip install -e ".[tuning]"', file=sys.stderr)
+        return 2
+    if args.track or args.tensorboard_log or args.trained_agent or args.save_freq > 0:
+        print("error: -optimize runs trials without --track, -tb, -i or --save-freq (use "
+              "--optimization-log-path for per-trial files)", file=sys.stderr)
+        return 2
+    try:
+        return optimize(args, resolve)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 def start_tracking(args: argparse.Namespace, exp: Experiment, run_dir: Path, argv: Sequence[str]) -> WandbTracker:

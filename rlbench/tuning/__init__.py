@@ -1,0 +1,1 @@
+"""Hyperparameter tuning with Optuna: search spaces, storage with heartbeats, workers, reports."""

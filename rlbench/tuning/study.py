@@ -1,0 +1,247 @@
+"""The study: storage (journal file by default, SQLite or PostgreSQL URLs), sampler, pruner, the
+trial budget, stale-trial detection, and the report.
+
+Counting (--max-total-trials): COMPLETE, PRUNED and FAIL trials count, RUNNING ones never (a killed
+worker's trial would otherwise hold a place for ever). A failed trial that was retried counts once,
+through its retry; a trial that started in a race past the budget is closed at once, marked
+`surplus`, and not counted. So workers sharing a study stop at exactly the budget.
+
+Killed workers: with an RDB storage (SQLite, PostgreSQL) Optuna's heartbeat marks a trial whose
+worker stopped beating FAIL after the grace period, and `RetryFailedTrialCallback` enqueues it
+once more with the same parameters. The journal storage has no heartbeat in Optuna, so rlbench
+keeps one: each running trial stamps a system attribute every HEARTBEAT_S, and a worker about to
+start a trial fails and retries (once) any RUNNING trial silent for longer than GRACE_S.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages import RetryFailedTrialCallback
+from optuna.trial import FrozenTrial, TrialState
+
+from rlbench.errors import ConfigError
+
+HEARTBEAT_S = 2
+GRACE_S = 10
+HEARTBEAT_ATTR = "rlbench_heartbeat"
+SURPLUS_ATTR = "surplus"
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+SAMPLERS = ("random", "tpe", "cmaes")
+PRUNERS = ("median", "halving", "hyperband", "none")
+
+
+def make_storage(url: str, heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_S) -> optuna.storages.BaseStorage:
+    """A path (default *.log) is a journal file; sqlite:/// and postgresql:// URLs are RDB storages
+    with Optuna's heartbeat and one retry of a failed trial."""
+    if "://" not in url:
+        path = Path(url)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+        return JournalStorage(JournalFileBackend(str(path)))
+    if not url.startswith(("sqlite:", "postgresql", "mysql")):
+        raise ConfigError(f"--storage {url!r}: expected a journal file path, sqlite:///..., or "
+                          "postgresql://user:password@host/db")
+    try:
+        return optuna.storages.RDBStorage(
+            url, heartbeat_interval=heartbeat_s, grace_period=grace_s,
+            heartbeat_stale_trial_callback=RetryFailedTrialCallback(max_retry=1),
+            engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
+        )
+    except Exception as error:  # unreachable server, bad credentials, missing driver
+        raise ConfigError(f"--storage {url}: cannot open ({type(error).__name__}: {str(error)[:300]})") from None
+
+
+def is_rdb(storage: optuna.storages.BaseStorage) -> bool:
+    return isinstance(storage, optuna.storages.RDBStorage)
+
+
+def make_sampler(name: str, seed: int, n_startup_trials: int) -> optuna.samplers.BaseSampler:
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(n_startup_trials=n_startup_trials, seed=seed, multivariate=True)
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(n_startup_trials=n_startup_trials, seed=seed,
+                                            warn_independent_sampling=False)
+    raise ConfigError(f"--sampler {name!r}: valid: {', '.join(SAMPLERS)}")
+
+
+def make_pruner(name: str, n_startup_trials: int, n_evaluations: int) -> optuna.pruners.BasePruner:
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=n_startup_trials, n_warmup_steps=n_evaluations // 3)
+    if name == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=4, min_early_stopping_rate=0)
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=n_evaluations, reduction_factor=3)
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    raise ConfigError(f"--pruner {name!r}: valid: {', '.join(PRUNERS)}")
+
+
+def create_or_load(storage, name: str, sampler, pruner) -> optuna.Study:
+    """Several workers may create the same study at the same moment (E5): one wins, all load it."""
+    for _ in range(5):
+        try:
+            return optuna.create_study(storage=storage, study_name=name, sampler=sampler, pruner=pruner,
+                                       direction="maximize", load_if_exists=True)
+        except optuna.exceptions.DuplicatedStudyError:
+            time.sleep(0.2)
+    return optuna.load_study(storage=storage, study_name=name, sampler=sampler, pruner=pruner)
+
+
+def load_existing(storage, name: str | None, storage_label: str) -> optuna.Study:
+    """The named study, or ConfigError listing the studies the storage holds (E8)."""
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    if name not in names:
+        raise ConfigError(f"study {name!r} not found in {storage_label}; studies there: {', '.join(names) or 'none'}")
+    return optuna.load_study(storage=storage, study_name=name)
+
+
+def retried_numbers(trials: list[FrozenTrial]) -> set[int]:
+    """Numbers of failed trials whose retry exists (they count through the retry)."""
+    return {n for t in trials for n in t.system_attrs.get("retry_history", [])}
+
+
+def counts(trial: FrozenTrial, retried: set[int]) -> bool:
+    return trial.state in FINISHED and not trial.user_attrs.get(SURPLUS_ATTR) and trial.number not in retried
+
+
+def n_counted(study: optuna.Study) -> int:
+    trials = study.get_trials(deepcopy=False)
+    retried = retried_numbers(trials)
+    return sum(counts(t, retried) for t in trials)
+
+
+def budget_left(study: optuna.Study, budget: int | None) -> bool:
+    """Whether a new trial may start: counted trials plus running ones stay below the budget."""
+    if budget is None:
+        return True
+    trials = study.get_trials(deepcopy=False)
+    retried = retried_numbers(trials)
+    taken = sum(counts(t, retried) or (t.state == TrialState.RUNNING and not t.user_attrs.get(SURPLUS_ATTR))
+                for t in trials)
+    return taken < budget
+
+
+def is_surplus(study: optuna.Study, trial: optuna.Trial, budget: int | None) -> bool:
+    """Trials are numbered in creation order by the storage, so the trials numbered before this one
+    that hold a place (counted or running) decide, the same way in every worker, who is past the budget."""
+    if budget is None:
+        return False
+    trials = study.get_trials(deepcopy=False)
+    retried = retried_numbers(trials)
+    ahead = sum(t.number < trial.number and (counts(t, retried) or (t.state == TrialState.RUNNING
+                                                                    and not t.user_attrs.get(SURPLUS_ATTR)))
+                for t in trials)
+    return ahead >= budget
+
+
+class Heartbeat:
+    """Stamps a running trial every HEARTBEAT_S (journal storage: Optuna beats for RDB storages)."""
+
+    def __init__(self, study: optuna.Study, trial: optuna.Trial, interval_s: float = HEARTBEAT_S):
+        self.storage, self.trial_id, self.interval_s = study._storage, trial._trial_id, interval_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+
+    def _beat(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.storage.set_trial_system_attr(self.trial_id, HEARTBEAT_ATTR, time.time())
+            except Exception:  # the trial was finished meanwhile: nothing to stamp
+                return
+            self.stop.wait(self.interval_s)
+
+    def __enter__(self) -> Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+
+def fail_stale_journal_trials(study: optuna.Study, grace_s: float = GRACE_S) -> list[int]:
+    """FAIL (and retry once) RUNNING trials silent for longer than grace_s; returns their numbers."""
+    now, failed = time.time(), []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        started = trial.datetime_start.timestamp() if trial.datetime_start else now
+        last_seen = max(started, trial.system_attrs.get(HEARTBEAT_ATTR, 0.0))
+        if now - last_seen > grace_s:
+            try:
+                study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            except Exception:  # another worker failed it first, or it just finished
+                continue
+            RetryFailedTrialCallback(max_retry=1)(study, study._storage.get_trial(trial._trial_id))
+            failed.append(trial.number)
+    return failed
+
+
+def write_report(study: optuna.Study, folder: Path, stem: str, algo: str, env_id: str,
+                 base_hyperparams: Mapping[str, Any], plots: bool) -> dict[str, Path]:
+    """trials CSV, best parameters (JSON), a ready-to-use hyperparameter entry (YAML) and plots (PNG).
+    Written whether or not any trial completed."""
+    import yaml
+
+    folder.mkdir(parents=True, exist_ok=True)
+    trials = study.get_trials(deepcopy=False)
+    paths = {"trials": folder / f"{stem}.csv"}
+    param_names = sorted({name for t in trials for name in t.params})
+    with paths["trials"].open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["number", "state", "value", "duration_s", "seed", *param_names, "hyperparams"])
+        for t in trials:
+            duration = t.duration.total_seconds() if t.duration else ""
+            writer.writerow([t.number, t.state.name, "" if t.value is None else t.value, duration,
+                             t.user_attrs.get("seed", ""), *[t.params.get(n, "") for n in param_names],
+                             json.dumps(t.user_attrs.get("hyperparams", {}), sort_keys=True)])
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    if complete:
+        best = max(complete, key=lambda t: t.value)
+        paths["best"] = folder / f"{stem}_best.json"
+        paths["best"].write_text(json.dumps({"number": best.number, "value": best.value, "params": best.params,
+                                             "hyperparams": best.user_attrs.get("hyperparams")}, indent=2) + "\n")
+        # What the best trial ran with: file entry, its sampled values and -params, resolved.
+        entry = best.user_attrs.get("config") or {**dict(base_hyperparams), **best.user_attrs.get("hyperparams", {})}
+        paths["entry"] = folder / f"{stem}_best.yml"
+        header = f"# best of {len(complete)} complete trials (trial {best.number}, value {best.value:.2f})\n"
+        paths["entry"].write_text(header + yaml.safe_dump({env_id: entry}, sort_keys=True))
+    if plots and complete:
+        paths |= _plots(study, folder, stem, len(complete))
+    return paths
+
+
+def _plots(study: optuna.Study, folder: Path, stem: str, n_complete: int) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as optuna_plots
+
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # optuna marks its matplotlib backend experimental
+        plotters = [("history", optuna_plots.plot_optimization_history)]
+        if n_complete >= 2:
+            plotters.append(("importance", optuna_plots.plot_param_importances))
+        for name, plot in plotters:
+            try:
+                axes = plot(study)
+            except (ValueError, RuntimeError) as error:  # e.g. importances of a constant objective
+                print(f"Plot {name} skipped: {error}")
+                continue
+            path = folder / f"{stem}_{name}.png"
+            axes.figure.savefig(path, dpi=100, bbox_inches="tight")
+            plt.close(axes.figure)
+            out[name] = path
+    return out
