@@ -109,6 +109,41 @@ def test_invalid_or_non_finite_trials_fail_and_the_study_goes_on(tmp_path, monke
     assert states == [TrialState.FAIL, TrialState.FAIL, TrialState.COMPLETE]
 
 
+@pytest.mark.parametrize("algo", ["sac", "crossq", "droq"])
+def test_every_sampled_combination_is_a_valid_config(algo):
+    """The spaces sample in transformed coordinates; each draw must convert to a config the algorithm accepts."""
+    from rlbench import hyperparams
+    from rlbench.config import normalize_entry
+    from rlbench.registry import get_algo
+
+    spec = get_algo(algo)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(50):
+        trial = study.ask()
+        sampled = spaces.sample(algo, trial)
+        assert sampled == spaces.to_hyperparams(algo, trial.params)
+        config = spec.build_config(normalize_entry(hyperparams.merge(spec.preset, sampled), "t"), 1, "trial")
+        if algo == "crossq":
+            assert 256 <= config.critic.hidden[0] <= 2048 and config.critic.batch_norm
+        if algo == "droq":
+            assert config.critic.layer_norm and 0 < config.critic.dropout_rate <= 0.1
+        study.tell(trial, 0.0)
+
+
+def test_parallel_jobs_are_processes_and_sqlite_storage_works(tmp_path, capsys):
+    """--n-jobs 2: two worker processes share the study; an SQLite URL works on one machine (with
+    Optuna's warning about several writers) and --optimization-log-path keeps each trial's files."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    assert optimize(tmp_path, "--n-trials", "2", "--n-jobs", "2", "--storage", url, "--sampler", "random",
+                    "--pruner", "none", "--optimization-log-path", str(tmp_path / "trials")) == 0
+    assert "SQLite serialises writers" in capsys.readouterr().err
+    done = trials(tmp_path, storage=url)
+    pids = {t.user_attrs["worker"].split(":")[1] for t in done}
+    assert len(done) == 2 and len(pids) == 2 and pids - {str(os.getpid())}  # one trial ran in a spawned process
+    for t in done:
+        assert (tmp_path / "trials" / f"trial_{t.number}" / "evaluations.npz").is_file()
+
+
 def worker(tmp_path, storage, name, *argv, log=None):
     return subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "logs"), "-optimize", *TINY,
                              "--storage", storage, "--study-name", name, "--sampler", "random", "--pruner", "none",

@@ -15,6 +15,8 @@ import copy
 import json
 import math
 import multiprocessing
+import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -200,6 +202,7 @@ class Objective:
             raise TrialFailed(f"trial {trial.number} started past --max-total-trials {plan['budget']}")
         seed = trial_seed(plan["seed"], trial.number)
         trial.set_user_attr("seed", seed)
+        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
         hyperparams = spaces.sample(args.algo, trial)
         trial.set_user_attr("hyperparams", hyperparams)
         trial_args = copy.copy(args)
