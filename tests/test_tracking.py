@@ -35,6 +35,18 @@ def train_process(tmp_path, *argv, env, check=True):
     return proc
 
 
+def start_until(tmp_path, env, marker, *argv):
+    """Start train.py with stdout to a log; return (process, log) once `marker` is printed."""
+    log = tmp_path / "out.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *TINY, *argv, "--track"],
+                                cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    while marker not in log.read_text() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    return proc, log
+
+
 def offline_runs(tmp_path):
     return sorted((tmp_path / "wandb").glob("offline-run-*"))
 
@@ -100,16 +112,10 @@ def test_no_credentials_goes_offline_at_once(tmp_path):
 
 def test_sigterm_finishes_the_run_as_preempted_and_resume_continues_its_id(tmp_path):
     env = isolated_env(tmp_path, WANDB_MODE="offline")
-    log = tmp_path / "out.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *TINY, "-n", "5000",
-                                 "--eval-freq", "300", "--eval-episodes", "1", "--track"],
-                                cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
-        deadline = time.time() + 300
-        while "Eval num_timesteps=300" not in log.read_text() and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
+    proc, log = start_until(tmp_path, env, "Eval num_timesteps=300", "-n", "5000", "--eval-freq", "300",
+                            "--eval-episodes", "1")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
     (first_dir,) = offline_runs(tmp_path)
     first = wandb_run(first_dir)
     assert first["exit_code"] == EXIT_INTERRUPTED and first["preempting"]
@@ -151,18 +157,11 @@ def test_failure_finishes_the_run_with_exit_code_1(tmp_path):
 
 def test_sigkilled_trainer_leaves_an_offline_run_readable_to_its_last_record(tmp_path):
     """F3: kill -9 mid-run: the .wandb log reads back, with the evaluations logged before the kill."""
-    env = isolated_env(tmp_path, WANDB_MODE="offline")
-    log = tmp_path / "out.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *TINY, "-n", "20000",
-                                 "--eval-freq", "200", "--eval-episodes", "1", "--track"],
-                                cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
-        deadline = time.time() + 300
-        while "Eval num_timesteps=600" not in log.read_text() and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.2)
-        time.sleep(LOG_FLUSH_INTERVAL_S + 2)  # W&B's service process writes its log every LOG_FLUSH_INTERVAL_S
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
+    proc, _ = start_until(tmp_path, isolated_env(tmp_path, WANDB_MODE="offline"), "Eval num_timesteps=600",
+                          "-n", "20000", "--eval-freq", "200", "--eval-episodes", "1")
+    time.sleep(LOG_FLUSH_INTERVAL_S + 2)  # W&B's service process writes its log every LOG_FLUSH_INTERVAL_S
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
     (wandb_dir,) = offline_runs(tmp_path)
     run = wandb_run(wandb_dir)
     steps = [row["global_step"] for row in run["history"] if "eval/mean_reward" in row]

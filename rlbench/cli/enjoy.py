@@ -127,10 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rlbench.policy import load_policy
 
         policy = load_policy(checkpoint, seed=args.seed)
-    except LiteralError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except ConfigError as error:
+    except (ConfigError, LiteralError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except CheckpointError as error:
