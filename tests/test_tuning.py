@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import optuna
 import pytest
 import yaml
@@ -69,11 +70,18 @@ def test_trial_id_zero_trains_with_that_trial_and_missing_ids_exit_2(tmp_path, c
     first = trials(tmp_path)[0]
     argv = ["-f", str(tmp_path / "logs"), "--algo", "sac", "--env", "Pendulum-v1", "-n", "50", "--eval-freq", "-1",
             "--verbose", "0"]
-    assert main([*argv, "--trial-id", "0"]) == 0  # 0 is a trial id, not "no trial" (RL Zoo ignores it)
+    # 0 is a trial id, not "no trial" (RL Zoo ignores it). Without --seed the trial's seed is used, so
+    # retraining with the trial's budget and evaluation schedule reproduces its score exactly.
+    assert main(["-f", str(tmp_path / "logs"), "--algo", "sac", "--env", "Pendulum-v1", "-n", "300",
+                 "--eval-freq", "150", "--verbose", "0", "-params", "policy_kwargs:dict(net_arch=[16])",
+                 "learning_starts:100", "--trial-id", "0"]) == 0
     (run_dir,) = (tmp_path / "logs" / "sac").glob("Pendulum-v1_*")
     config = yaml.safe_load((run_dir / "Pendulum-v1" / "config.yml").read_text())
     assert config["batch_size"] == 2 ** first.params["batch_size_pow"]
     assert config["gamma"] == pytest.approx(1 - first.params["one_minus_gamma"])
+    assert yaml.safe_load((run_dir / "Pendulum-v1" / "args.yml").read_text())["seed"] == first.user_attrs["seed"]
+    evaluations = np.load(run_dir / "evaluations.npz")
+    assert evaluations["results"][-1].mean() == first.value
     capsys.readouterr()
     assert main([*argv, "--trial-id", "7"]) == 2
     assert "no such trial" in (err := capsys.readouterr().err) and "0 (COMPLETE), 1 (COMPLETE)" in err

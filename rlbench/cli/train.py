@@ -210,10 +210,11 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
         entry = normalize_entry(hyperparams.select_entry(hyperparams.read_file(source), args.env, source,
                                                          args.verbose), source)
         base = hyperparams.merge(algo.preset, entry)
+    trial_seed = None
     if trial_overrides is None and args.trial_id is not None:
-        from rlbench.tuning.tune import trial_overrides as load_trial
+        from rlbench.tuning.tune import load_trial
 
-        trial_overrides = load_trial(args, args.env.replace(":", "_"))
+        trial_overrides, trial_seed = load_trial(args, args.env.replace(":", "_"))
     if trial_overrides:
         base = hyperparams.merge(base, normalize_entry(dict(trial_overrides), "the Optuna trial"))
     try:
@@ -259,6 +260,8 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
         seed = int(resume.manifest["seed"])  # every RNG continues from the checkpoint
         if args.seed >= 0 and args.seed != seed and args.verbose:
             print(f"Note: --seed {args.seed} ignored; the run continues the checkpoint's seed {seed}")
+    elif args.seed < 0 and trial_seed is not None:
+        seed = int(trial_seed)  # --trial-id without --seed: the trial's own seed, so its scores reproduce
     else:
         seed = args.seed if args.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
     run = RunConfig(

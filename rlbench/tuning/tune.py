@@ -69,8 +69,8 @@ def trial_seed(seed: int, number: int) -> int:
     return int(np.random.SeedSequence([seed, number]).generate_state(1)[0] % (2**31 - 1))
 
 
-def trial_overrides(args: argparse.Namespace, env_name: str) -> dict[str, Any]:
-    """--trial-id N: trial N's hyperparameters; ConfigError listing what exists when it does not (E8)."""
+def load_trial(args: argparse.Namespace, env_name: str) -> tuple[dict[str, Any], int | None]:
+    """--trial-id N: trial N's hyperparameters and seed; ConfigError listing what exists when it does not (E8)."""
     from rlbench.tuning.study import load_existing
 
     url = storage_url(args, env_name)
@@ -82,7 +82,8 @@ def trial_overrides(args: argparse.Namespace, env_name: str) -> dict[str, Any]:
         raise ConfigError(f"--trial-id {args.trial_id}: no such trial in study {study.study_name!r}; trials: "
                           f"{', '.join(f'{n} ({t.state.name})' for n, t in sorted(trials.items())) or 'none'}")
     trial = trials[args.trial_id]
-    return dict(trial.user_attrs.get("hyperparams") or spaces.to_hyperparams(args.algo, trial.params))
+    hyperparams = dict(trial.user_attrs.get("hyperparams") or spaces.to_hyperparams(args.algo, trial.params))
+    return hyperparams, trial.user_attrs.get("seed")
 
 
 def check_tuning_args(args: argparse.Namespace) -> None:
