@@ -148,8 +148,10 @@ def write_checkpoint(path: Path, manifest: dict[str, Any], state_bytes: bytes,
     remove_stale_temporaries(path.parent)  # what a writer killed mid-save left behind
     checksums = {}
     with atomic_writer(path) as file, zipfile.ZipFile(file, "w", allowZip64=True) as archive:
-        members = [(STATE, state_bytes)] + [(f"{name}.npy", _npy_bytes(value)) for name, value in arrays.items()]
-        for name, data in members:
+        # Serialised one member at a time: the buffer's bytes can be hundreds of MiB.
+        members = ((STATE, state_bytes), *((f"{name}.npy", value) for name, value in arrays.items()))
+        for name, value in members:
+            data = value if name == STATE else _npy_bytes(value)
             deflate = compress and name.startswith(COMPRESSED_PREFIXES)
             compression = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
             archive.writestr(name, data, compress_type=compression, compresslevel=1)
@@ -169,22 +171,12 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """The manifest alone (no checksum verification of the other members)."""
-    path = _check_file(Path(path))
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return _parse_manifest(path, archive)
-    except (zipfile.BadZipFile, OSError, EOFError) as error:
-        raise CheckpointError(path, f"not a zip archive or truncated: {error}") from None
-
-
 def read_checkpoint(path: Path, load_replay_buffer: bool = True) -> Checkpoint:
     """Read and verify every member; raise CheckpointError naming the path, the reason and, when the
     folder holds one, the newest valid periodic checkpoint."""
     path = Path(path)
     try:
-        return _read(path, load_replay_buffer)
+        return _read(path, load_replay_buffer, parse_arrays=True)
     except CheckpointError as error:
         fallback = newest_valid_checkpoint(path.parent, exclude=path) if path.parent.is_dir() else None
         raise CheckpointError(error.path, error.reason, fallback) from None
@@ -215,7 +207,9 @@ def _parse_manifest(path: Path, archive: zipfile.ZipFile) -> dict[str, Any]:
     return manifest
 
 
-def _read(path: Path, load_replay_buffer: bool) -> Checkpoint:
+def _read(path: Path, load_replay_buffer: bool, parse_arrays: bool) -> Checkpoint:
+    """Verify every checksum (all members, or all but the replay buffer's); `parse_arrays=False` only
+    verifies, leaving `arrays` empty."""
     _check_file(path)
     try:
         with zipfile.ZipFile(path) as archive:
@@ -233,7 +227,7 @@ def _read(path: Path, load_replay_buffer: bool) -> Checkpoint:
                     raise CheckpointError(path, f"checksum mismatch in {name}")
                 if name == STATE:
                     state_bytes = data
-                else:
+                elif parse_arrays:
                     arrays[name.removesuffix(".npy")] = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
         raise CheckpointError(path, f"not a zip archive or truncated: {error}") from None
@@ -260,7 +254,7 @@ def newest_valid_checkpoint(folder: Path, exclude: Path | None = None) -> Path |
         if exclude is not None and path.resolve() == Path(exclude).resolve():
             continue
         try:
-            _read(path, load_replay_buffer=True)
+            _read(path, load_replay_buffer=True, parse_arrays=False)
             return path
         except CheckpointError:
             continue

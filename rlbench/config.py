@@ -55,6 +55,21 @@ POLICY_KWARGS_KEYS = ("net_arch", "activation_fn", "n_critics", "dropout_rate", 
 BATCH_NORM_KEYS = ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps")
 
 
+def split_entry(entry: Mapping[str, Any], where: str
+                ) -> tuple[dict[str, Any], tuple[tuple[str, dict[str, Any]], ...], dict[str, Any]]:
+    """(run keys, env wrappers, learner keys) of a resolved hyperparameter entry; refuses RL Zoo keys
+    rlbench does not implement (unless switched off) and policies other than MlpPolicy."""
+    learner_keys = dict(entry)
+    wrappers = parse_env_wrappers(learner_keys.pop("env_wrapper", None))
+    for key in NOT_SUPPORTED_KEYS:
+        if learner_keys.pop(key, None) not in (None, False, 0, [], {}):
+            raise ConfigError(f"hyperparameter {key!r} is not supported yet by rlbench (from {where})")
+    run_keys = {key: learner_keys.pop(key) for key in RUN_KEYS if key in learner_keys}
+    if run_keys.get("policy", "MlpPolicy") != "MlpPolicy":
+        raise ConfigError(f"policy: only 'MlpPolicy' is supported, got {run_keys['policy']!r}")
+    return run_keys, wrappers, learner_keys
+
+
 def parse_env_wrappers(value: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
     """RL Zoo's env_wrapper: a dotted class name, a {name: kwargs} dict, or a list of either.
 

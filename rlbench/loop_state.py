@@ -141,20 +141,20 @@ class HostState:
     pending: PendingTransitions
     episodes: EpisodeTracker
     evaluations: Evaluations
-    metrics: dict[str, Any]  # the last update's training metrics
-    episode_records: list[EpisodeRecord | None] | None = None  # filled in when checkpointing
+    metrics: dict[str, Any]  # the last update's training metrics (device arrays until logged)
 
-    def to_checkpoint(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """(JSON part for the manifest, arrays stored as host/<name>.npy)."""
+    def to_checkpoint(self, records: list[EpisodeRecord | None] | None
+                      ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON part for the manifest, arrays stored as host/<name>.npy); `records` are the envs'
+        episode records (None when the envs could not be asked)."""
         info = {
             "env_steps": self.env_steps, "vector_steps": self.vector_steps,
             "episodes_at_last_log": self.episodes_at_last_log, "update_start": self.update_start,
             "best_mean_reward": None if np.isneginf(self.best_mean_reward) else self.best_mean_reward,
-            "warmup_rng": _jsonable(self.warmup_rng.bit_generator.state),
+            "warmup_rng": self.warmup_rng.bit_generator.state,  # the manifest's JSON writer takes numpy values
             "pending_count": self.pending.count,
-            "metrics": {k: float(v) for k, v in jax.device_get(self.metrics).items()},
-            "episode_starts": None if self.episode_records is None else
-            [None if r is None else r.start for r in self.episode_records],
+            "metrics": host_metrics(self.metrics),
+            "episode_starts": None if records is None else [None if r is None else r.start for r in records],
         }
         arrays = {
             "obs": self.obs,
@@ -168,14 +168,15 @@ class HostState:
         }
         if self.next_action is not None:
             arrays["next_action"] = np.asarray(self.next_action)
-        for i, record in enumerate(self.episode_records or []):
+        for i, record in enumerate(records or []):
             if record is not None:
                 arrays[f"episode_actions_{i}"] = record.actions
         return info, arrays
 
     @classmethod
     def from_checkpoint(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], spec: EnvSpec,
-                        pending_capacity: int) -> HostState:
+                        pending_capacity: int) -> tuple[HostState, list[EpisodeRecord | None] | None]:
+        """The host state, and the envs' episode records to replay (None: start new episodes)."""
         n_envs = len(arrays["obs"])
         rng = np.random.default_rng()
         rng.bit_generator.state = info["warmup_rng"]
@@ -195,7 +196,7 @@ class HostState:
             for i, start in enumerate(starts)
         ]
         best = info["best_mean_reward"]
-        return cls(
+        host = cls(
             env_steps=int(info["env_steps"]), vector_steps=int(info["vector_steps"]),
             episodes_at_last_log=int(info["episodes_at_last_log"]), update_start=int(info["update_start"]),
             best_mean_reward=-np.inf if best is None else float(best),
@@ -203,16 +204,12 @@ class HostState:
             act_key=jax.random.wrap_key_data(arrays["act_key"]), warmup_rng=rng, pending=pending,
             episodes=episodes,
             evaluations=Evaluations.from_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("eval_")}),
-            metrics=dict(info.get("metrics") or {}), episode_records=records,
+            metrics=dict(info.get("metrics") or {}),
         )
+        return host, records
 
 
-def _jsonable(value: Any) -> Any:
-    """Bit-generator states as JSON (PCG64's are plain ints; MT19937 carries an array)."""
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
+def host_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """Training metrics as Python floats: the device -> host transfer, done only when they are logged
+    or checkpointed."""
+    return {name: float(value) for name, value in jax.device_get(metrics).items()}

@@ -11,7 +11,7 @@ import numpy as np
 
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.checkpoint import Checkpoint, state_from_bytes
-from rlbench.config import RUN_KEYS, normalize_entry
+from rlbench.config import normalize_entry, split_entry
 from rlbench.errors import ConfigError
 from rlbench.registry import get_algo
 from rlbench.types import EnvSpec
@@ -39,10 +39,8 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     manifest = checkpoint.manifest
     algo = get_algo(manifest["algo"])
     where = str(checkpoint.path)
-    entry = normalize_entry(dict(manifest["hyperparams"]), where)
-    for key in (*RUN_KEYS, "env_wrapper"):
-        entry.pop(key, None)
-    cfg = algo.build_config(entry, int(manifest.get("n_envs", 1)), where)
+    _, _, learner_keys = split_entry(normalize_entry(dict(manifest["hyperparams"]), where), where)
+    cfg = algo.build_config(learner_keys, int(manifest.get("n_envs", 1)), where)
     spaces = manifest["spaces"]
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
     # The buffer is never allocated: only the learner's acting functions are used.

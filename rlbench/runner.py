@@ -43,7 +43,7 @@ from rlbench.envs.make import (
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.evaluation import EvalResult, evaluate
 from rlbench.loggers.base import Logger
-from rlbench.loop_state import EpisodeTracker, Evaluations, HostState, PendingTransitions
+from rlbench.loop_state import EpisodeTracker, Evaluations, HostState, PendingTransitions, host_metrics
 from rlbench.registry import AlgoSpec
 from rlbench.types import EnvSpec
 
@@ -224,24 +224,24 @@ class _Loop:
             saved = {**saved, "obs": obs, "episode_returns": np.zeros(run.n_envs),
                      "episode_lengths": np.zeros(run.n_envs, np.int64)}
             saved.pop("next_action", None)
-            self.host = HostState.from_checkpoint(info, saved, spec, pending_capacity)
+            self.host, _ = HostState.from_checkpoint(info, saved, spec, pending_capacity)
         else:
-            self.host = HostState.from_checkpoint(resume.manifest["host"], saved, spec, pending_capacity)
-            self._restore_envs()
+            self.host, records = HostState.from_checkpoint(resume.manifest["host"], saved, spec, pending_capacity)
+            self._restore_envs(records)
         if not buffer_arrays:
             self.host.update_start = max(self.host.update_start, self.host.env_steps + cfg.learning_starts)
             print(f"{resume.path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
                   f"transitions are collected (at {self.host.update_start} env steps); save one with "
                   "--save-replay-buffer for an exact continuation")
 
-    def _restore_envs(self) -> None:
+    def _restore_envs(self, records) -> None:
         """Put each training env back where it was; envs that cannot be rebuilt start new episodes."""
         host = self.host
-        if host.episode_records is None:
+        if records is None:
             obs, _ = self.env.reset(seed=self.run.seed + host.env_steps)  # not the first episodes again
             restored = np.zeros(self.run.n_envs, bool)
         else:
-            obs, restored = restore_episodes(self.env, host.episode_records, host.obs)
+            obs, restored = restore_episodes(self.env, records, host.obs)
         if not restored.all():
             print(f"Envs {np.flatnonzero(~restored).tolist()} could not be restored exactly (no record, or "
                   "a replay that differs: a non-deterministic env); they start new episodes")
@@ -249,13 +249,13 @@ class _Loop:
                 host.episodes.restart(i)
             host.next_action = None  # chosen for observations some envs no longer show
         host.obs = obs
-        host.episode_records = None
 
     def train(self, logger, on_eval, on_iteration, stop_requested) -> TrainResult:
         run, host = self.run, self.host
         n_envs = run.n_envs
         eval_every = max(run.eval_freq // n_envs, 1)
-        save_every = max(self.checkpoints.save_freq // n_envs, 1) if self.checkpoints else 0
+        periodic = self.checkpoints is not None and self.checkpoints.save_freq > 0
+        save_every = max(self.checkpoints.save_freq // n_envs, 1) if periodic else 0
         start = time.perf_counter()
         start_steps = host.env_steps
         interrupted, last_checkpoint = None, None
@@ -284,9 +284,9 @@ class _Loop:
                 if run.log_interval > 0 and n_episodes - host.episodes_at_last_log >= run.log_interval:
                     host.episodes_at_last_log = n_episodes
                     fps = (host.env_steps - start_steps) / (time.perf_counter() - start)
-                    logger.log(host.episodes.summary() | {"time/fps": fps} | _host_metrics(host.metrics),
+                    logger.log(host.episodes.summary() | {"time/fps": fps} | host_metrics(host.metrics),
                                host.env_steps)
-                if save_every and self.checkpoints.save_freq > 0 and host.vector_steps % save_every == 0:
+                if save_every and host.vector_steps % save_every == 0:
                     last_checkpoint = self._save_periodic(with_buffer=self.checkpoints.save_replay_buffer)
                     prune_periodic_checkpoints(self.checkpoints.run_dir, self.checkpoints.keep)
                 if run.progress:
@@ -361,9 +361,7 @@ class _Loop:
 
     def _save(self, path: Path, kind: str, with_buffer: bool, envs_usable: bool = True, compress: bool = True) -> None:
         host = self.host
-        host.episode_records = episode_records(self.env) if envs_usable else None
-        info, host_arrays = host.to_checkpoint()
-        host.episode_records = None
+        info, host_arrays = host.to_checkpoint(episode_records(self.env) if envs_usable else None)
         arrays = {f"host/{name}": value for name, value in host_arrays.items()}
         if with_buffer:
             arrays |= {f"replay_buffer/{name}": value for name, value in buffer_to_arrays(self.buffer_state).items()}
@@ -376,11 +374,6 @@ class _Loop:
             write_checkpoint(path, manifest, state_to_bytes(self.state), arrays, compress=compress)
         except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
             raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
-
-
-def _host_metrics(metrics: dict[str, jax.Array]) -> dict[str, float]:
-    """The only device -> host transfer of training metrics: once per log interval."""
-    return {name: float(value) for name, value in jax.device_get(metrics).items()}
 
 
 def _progress_bar(run: RunConfig):

@@ -29,14 +29,14 @@ import yaml
 from rlbench import hyperparams
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, library_versions, read_checkpoint
-from rlbench.config import NOT_SUPPORTED_KEYS, RUN_KEYS, RunConfig, normalize_entry, parse_env_wrappers
+from rlbench.config import RunConfig, normalize_entry, split_entry
 from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env, original_spaces
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.base import MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
-from rlbench.loggers.tensorboard import TensorBoardLogger
+from rlbench.loggers.tensorboard import TensorBoardLogger, import_tensorboardx
 from rlbench.loggers.tracking import WandbTracker, import_wandb
 from rlbench.registry import ALGORITHMS, AlgoSpec, get_algo
 from rlbench.runner import CheckpointSettings, check_buffer_memory, train
@@ -150,10 +150,7 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.track:
         import_wandb()  # exit 2 with the install hint before anything is written
     if args.tensorboard_log:
-        try:
-            import tensorboardX  # noqa: F401
-        except ImportError:
-            raise ConfigError('-tb/--tensorboard-log needs tensorboardX: pip install -e ".[tracking]"') from None
+        import_tensorboardx()  # likewise
     if args.num_threads not in (-1, 1):
         raise ConfigError(f"--num-threads: only -1 (XLA's default) or 1 (single-threaded) are supported, "
                           f"got {args.num_threads}; XLA sizes its CPU thread pool itself")
@@ -227,13 +224,7 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
     merged = hyperparams.merge(base, overrides)
     if resume is not None:
         check_resume_overrides(resume, base, merged)
-    env_wrappers = parse_env_wrappers(merged.pop("env_wrapper", None))
-    for key in NOT_SUPPORTED_KEYS:
-        if merged.pop(key, None) not in (None, False, 0, [], {}):
-            raise ConfigError(f"hyperparameter {key!r} is not supported yet by rlbench (from {source} / -params)")
-    run_keys = {key: merged.pop(key) for key in RUN_KEYS if key in merged}
-    if run_keys.get("policy", "MlpPolicy") != "MlpPolicy":
-        raise ConfigError(f"policy: only 'MlpPolicy' is supported, got {run_keys['policy']!r}")
+    run_keys, env_wrappers, learner_keys = split_entry(merged, f"{source} / -params")
     n_envs = _positive_int(run_keys.get("n_envs", 1), "n_envs")
     n_timesteps = args.n_timesteps if args.n_timesteps != -1 else run_keys.get("n_timesteps")
     if n_timesteps is None:
@@ -242,7 +233,7 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
         # As SB3's learn(reset_num_timesteps=False): -n counts the steps to add to the checkpoint's.
         n_timesteps = resume.manifest["counters"]["env_steps"] + _positive_int(args.n_timesteps, "-n")
     n_timesteps = _positive_int(n_timesteps, "n_timesteps (-n)")
-    learner_config = algo.build_config(merged, n_envs, f"{source} / -params")
+    learner_config = algo.build_config(learner_keys, n_envs, f"{source} / -params")
     env_kwargs = dict(run_keys.get("env_kwargs") or {}) | env_kwargs_cli
     # Unlike RL Zoo, the file's env_kwargs reach the evaluation env too, unless --eval-env-kwargs is given.
     file_env_kwargs = dict(run_keys.get("env_kwargs") or {})
@@ -253,9 +244,9 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
     if resume is not None:
         check_spaces(resume, spaces, args.allow_space_bounds_mismatch)
         check_resume_state(resume, algo, learner_config, spaces)
-    for name in ("save_freq", "keep_checkpoints"):
-        if getattr(args, name) < -1 or (name == "keep_checkpoints" and args.keep_checkpoints < 0):
-            raise ConfigError(f"--{name.replace('_', '-')}: expected a non-negative integer, got {getattr(args, name)}")
+    if args.keep_checkpoints < 0:
+        raise ConfigError(f"--keep-checkpoints: expected a non-negative integer (0 keeps all), got "
+                          f"{args.keep_checkpoints}")
     if resume is not None:
         seed = int(resume.manifest["seed"])  # every RNG continues from the checkpoint
         if args.seed >= 0 and args.seed != seed and args.verbose:
@@ -502,7 +493,7 @@ def start_tracking(args: argparse.Namespace, exp: Experiment, run_dir: Path, arg
               "git_commit": git_commit(), "backend": jax.default_backend(), "run_dir": str(run_dir)}
     run_id = exp.resume.manifest.get("wandb_run_id") if exp.resume is not None else None
     return WandbTracker(project=args.wandb_project_name, entity=args.wandb_entity, group=args.wandb_group,
-                        tags=list(args.wandb_tags), name=name, config=config, run_id=run_id, verbose=args.verbose)
+                        tags=list(args.wandb_tags), name=name, config=config, run_id=run_id)
 
 
 def git_commit() -> str | None:

@@ -6,18 +6,23 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rlbench.errors import ConfigError
 
 
+def import_tensorboardx() -> Any:
+    try:
+        import tensorboardX
+    except ImportError:
+        raise ConfigError('-tb/--tensorboard-log needs tensorboardX: pip install -e ".[tracking]"') from None
+    return tensorboardX
+
+
 class TensorBoardLogger:
     def __init__(self, log_dir: Path):
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError:
-            raise ConfigError('-tb/--tensorboard-log needs tensorboardX: pip install -e ".[tracking]"') from None
         self.log_dir = Path(log_dir)
-        self.writer = SummaryWriter(logdir=str(self.log_dir), flush_secs=10)
+        self.writer = import_tensorboardx().SummaryWriter(logdir=str(self.log_dir), flush_secs=10)
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         for name, value in metrics.items():

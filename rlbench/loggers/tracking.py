@@ -53,7 +53,7 @@ class WandbTracker:
     """The W&B run of one training run; also a Logger (log / close)."""
 
     def __init__(self, *, project: str, entity: str | None, group: str | None, tags: list[str], name: str,
-                 config: Mapping[str, Any], run_id: str | None = None, verbose: int = 1):
+                 config: Mapping[str, Any], run_id: str | None = None):
         wandb = import_wandb()
         self.wandb = wandb
         common = dict(project=project, entity=entity, group=group, tags=tags or None, name=name,
@@ -65,24 +65,20 @@ class WandbTracker:
         if mode:
             self.run = wandb.init(settings=wandb.Settings(**settings), **common)
         elif not has_credentials(wandb):
-            self._say("W&B: no API key (wandb login or WANDB_API_KEY): logging offline", verbose)
+            print("W&B: no API key (wandb login or WANDB_API_KEY): logging offline", file=sys.stderr, flush=True)
             self.run = wandb.init(mode="offline", settings=wandb.Settings(**settings), **common)
         else:
             try:
                 self.run = wandb.init(mode="online", settings=wandb.Settings(init_timeout=ONLINE_TIMEOUT_S, **settings),
                                       **common)
             except Exception as error:  # no network, server down, bad key: keep training, offline
-                self._say(f"W&B: online start failed after {time.perf_counter() - start:.0f} s "
-                          f"({type(error).__name__}: {str(error)[:200]}): logging offline", verbose)
+                print(f"W&B: online start failed after {time.perf_counter() - start:.0f} s "
+                      f"({type(error).__name__}: {str(error)[:200]}): logging offline", file=sys.stderr, flush=True)
                 self.run = wandb.init(mode="offline", settings=wandb.Settings(**settings), **common)
         self.offline = bool(getattr(self.run.settings, "_offline", False)) or self.run.settings.mode == "offline"
         self.run.define_metric(STEP_METRIC)
         self.run.define_metric("*", step_metric=STEP_METRIC)
         self.finished = False
-
-    @staticmethod
-    def _say(message: str, verbose: int) -> None:
-        print(message, file=sys.stderr, flush=True)
 
     @property
     def id(self) -> str:

@@ -116,21 +116,22 @@ def counts(trial: FrozenTrial, retried: set[int]) -> bool:
     return trial.state in FINISHED and not trial.user_attrs.get(SURPLUS_ATTR) and trial.number not in retried
 
 
-def n_counted(study: optuna.Study) -> int:
+def _places(study: optuna.Study) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
+    """(counted trials, trials holding a place in the budget: counted or running, never surplus)."""
     trials = study.get_trials(deepcopy=False)
     retried = retried_numbers(trials)
-    return sum(counts(t, retried) for t in trials)
+    counted = [t for t in trials if counts(t, retried)]
+    running = [t for t in trials if t.state == TrialState.RUNNING and not t.user_attrs.get(SURPLUS_ATTR)]
+    return counted, counted + running
+
+
+def n_counted(study: optuna.Study) -> int:
+    return len(_places(study)[0])
 
 
 def budget_left(study: optuna.Study, budget: int | None) -> bool:
     """Whether a new trial may start: counted trials plus running ones stay below the budget."""
-    if budget is None:
-        return True
-    trials = study.get_trials(deepcopy=False)
-    retried = retried_numbers(trials)
-    taken = sum(counts(t, retried) or (t.state == TrialState.RUNNING and not t.user_attrs.get(SURPLUS_ATTR))
-                for t in trials)
-    return taken < budget
+    return budget is None or len(_places(study)[1]) < budget
 
 
 def is_surplus(study: optuna.Study, trial: optuna.Trial, budget: int | None) -> bool:
@@ -138,12 +139,7 @@ def is_surplus(study: optuna.Study, trial: optuna.Trial, budget: int | None) -> 
     that hold a place (counted or running) decide, the same way in every worker, who is past the budget."""
     if budget is None:
         return False
-    trials = study.get_trials(deepcopy=False)
-    retried = retried_numbers(trials)
-    ahead = sum(t.number < trial.number and (counts(t, retried) or (t.state == TrialState.RUNNING
-                                                                    and not t.user_attrs.get(SURPLUS_ATTR)))
-                for t in trials)
-    return ahead >= budget
+    return sum(t.number < trial.number for t in _places(study)[1]) >= budget
 
 
 class Heartbeat:

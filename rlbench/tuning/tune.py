@@ -11,7 +11,9 @@ parameter fails the trial; so does a sampled combination the config rejects (the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -212,7 +214,7 @@ class Objective:
         exp = self.resolve(trial_args, trial_overrides=hyperparams)  # ConfigError: this trial FAILs (E7)
         trial.set_user_attr("config", json.loads(json.dumps(exp.hyperparams, default=list)))  # what ran
         eval_freq = max(exp.run.n_timesteps // plan["n_evaluations"], 1)
-        run = exp.run.__class__(**{**exp.run.__dict__, "eval_freq": eval_freq})
+        run = dataclasses.replace(exp.run, eval_freq=eval_freq)
         run_dir = None
         if args.optimization_log_path:
             run_dir = Path(args.optimization_log_path) / f"trial_{trial.number}"
@@ -227,24 +229,14 @@ class Objective:
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at evaluation {len(evaluations)} ({env_steps} env steps)")
 
-        heartbeat = Heartbeat(self.study, trial) if not is_rdb(self.study._storage) else _Null()
+        # RDB storages get Optuna's own heartbeat from study.optimize.
+        heartbeat = contextlib.nullcontext() if is_rdb(self.study._storage) else Heartbeat(self.study, trial)
         with heartbeat:
             result = train(run, exp.algo, exp.learner_config, lambda names: MultiLogger([]), run_dir=run_dir,
                            on_eval=on_eval)
-        if not all(bool(jax.numpy.isfinite(leaf).all()) for leaf in jax.tree_util.tree_leaves(_params(result.state))):
+        if not all(bool(jax.numpy.isfinite(leaf).all()) for leaf in jax.tree_util.tree_leaves(
+                (result.state.actor.params, result.state.critic.params))):
             raise TrialFailed("non-finite parameters after training")
         if not evaluations:
             raise TrialFailed("no evaluation ran (n_timesteps smaller than the evaluation interval?)")
         return evaluations[-1]
-
-
-def _params(state: Any) -> Any:
-    return (state.actor.params, state.critic.params)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
