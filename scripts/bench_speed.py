@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Speed benchmark; same as `python -m rlbench.bench` (see rlbench/bench.py)."""
+"""Speed benchmark; same as `python -m rlbench.bench speed` (see rlbench/bench/speed.py)."""
 
 import sys
 
-from rlbench.bench import main
+from rlbench.bench.speed import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""Training-throughput benchmark, side by side with SBX (`python -m rlbench.bench`).
+"""Training-throughput benchmark, side by side with SBX (`python -m rlbench.bench speed`).
 
 Each row: steady-state env-steps/s and gradient-steps/s of a whole training loop (env stepping,
 acting, inserting, fused updates), timed after a warm-up that pays for compilation. Rows use the JSON
@@ -25,7 +25,7 @@ from rlbench.loggers.base import MultiLogger
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import train
 
-PEER_SCRIPT = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "sbx_speed.py"
+PEER_SCRIPT = Path(__file__).resolve().parents[3] / "shared" / "bench" / "sbx_speed.py"
 WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
 
 
@@ -93,7 +93,7 @@ DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed, critic widths)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rlbench.bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m rlbench.bench speed", description=__doc__.splitlines()[0])
     p.add_argument("--env", default="HalfCheetah-v4")
     p.add_argument("--peer", default=None, help="python of a venv with sbx-rl installed, to run SBX side by side")
     p.add_argument("--case", nargs=4, action="append", metavar=("ALGO", "N_ENVS", "GRAD_STEPS", "STEPS"),
