@@ -1,9 +1,19 @@
 """Training-throughput benchmark, side by side with SBX (`python -m rlbench.bench speed`).
 
 Each row: steady-state env-steps/s and gradient-steps/s of a whole training loop (env stepping,
-acting, inserting, fused updates), timed after a warm-up that pays for compilation. Rows use the JSON
-fields of ../shared/bench/sbx_speed.py, and with `--peer PYTHON` the SBX script runs with the same
-settings right after each rlbench row, in the same invocation.
+acting, inserting, fused updates), timed after a warm-up that pays for compilation, in the JSON fields
+of ../shared/bench/sbx_speed.py; with `--peer PYTHON` the SBX script runs with the same settings right
+after each rlbench row, in the same invocation. Each rlbench row runs in a fresh process, so that its
+compile time and peak memory are its own, and adds:
+
+- `compile_s`: wall time of the first training iteration (compiling the update, plus one step);
+- `update_only_grad_steps_per_s`: the compiled fused update alone on fixed batches (no env, no host):
+  the ceiling the loop can reach; `loop_efficiency` = gradient-steps/s over it;
+- `gflop_per_grad_step`: XLA's cost analysis of one gradient step (critic, plus the actor and
+  temperature half divided by `policy_delay`, since it runs that much less often);
+- `achieved_gflops` and `fraction_of_peak`: against the machine's measured matrix-multiply peak
+  (the best of a few square and network-shaped float32 products, measured once per invocation);
+- `peak_rss_mib` (host) and, on a GPU, `peak_device_mib`.
 """
 
 from __future__ import annotations
@@ -12,55 +22,166 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import jax
-
-from rlbench.config import RunConfig
-from rlbench.hyperparams import merge
-from rlbench.loggers.base import MultiLogger
-from rlbench.registry import ALGORITHMS
-from rlbench.runner import train
+import jax.numpy as jnp
+import numpy as np
 
 PEER_SCRIPT = Path(__file__).resolve().parents[3] / "shared" / "bench" / "sbx_speed.py"
 WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
+HALF_CHEETAH_SPEC = (17, 6)  # (obs_dim, action_dim), for the cost analysis without an env
 
 
-def bench_config(algo: str, gradient_steps: int, qf: list[int]):
+def bench_config(algo: str, gradient_steps: int, qf: list[int], precision: str = "float32"):
     """The peer script's settings: each algorithm's defaults (DroQ and CrossQ presets included) with
     learning_starts 1000, train_freq 1, actor [256, 256] and the given critic widths."""
+    from rlbench.hyperparams import merge
+    from rlbench.registry import ALGORITHMS
+
     spec = ALGORITHMS[algo]
     overrides = {"learning_starts": WARMUP_STEPS, "train_freq": 1, "gradient_steps": gradient_steps,
                  "policy_kwargs": {"net_arch": {"pi": [256, 256], "qf": list(qf)}}}
+    if precision != "float32":
+        overrides["precision"] = precision
     if algo == "droq":
         overrides["policy_delay"] = gradient_steps
     return spec.build_config(merge(spec.preset, overrides), 1, "benchmark")
 
 
-def rlbench_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int]) -> dict:
+def matmul_peak_gflops(dtype=jnp.float32, repeats: int = 5) -> dict[str, float]:
+    """Best GFLOP/s of plain-layout products [m, k] @ [k, n] (float32 accumulation) on the default device."""
+    shapes = [(256, 256, 256), (256, 1024, 1024), (512, 1024, 1024), (2048, 2048, 2048)]
+    key = jax.random.PRNGKey(0)
+    product = jax.jit(lambda a, b: jnp.matmul(a, b, preferred_element_type=jnp.float32))
+    rates = {}
+    for m, k, n in shapes:
+        a = jax.random.normal(key, (m, k)).astype(dtype)
+        b = jax.random.normal(key, (k, n)).astype(dtype)
+        product(a, b).block_until_ready()
+        calls = max(1, int(2e9 / (2 * m * k * n)))  # about 2 GFLOP per timing
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(calls):
+                out = product(a, b)
+            out.block_until_ready()
+            best = min(best, (time.perf_counter() - start) / calls)
+        rates[f"{m}x{k}x{n}"] = round(2 * m * k * n / best / 1e9, 1)
+    return rates
+
+
+def gradient_step_gflop(learner, cfg, spec) -> float:
+    """GFLOP of one gradient step as the loop runs it on average: the critic half every step, the
+    actor and temperature half every `policy_delay` steps (XLA cost analysis, one batch)."""
+    from rlbench.types import Transition
+
+    b = cfg.batch_size
+    batch = Transition(obs=jnp.zeros((b, spec.obs_dim)), action=jnp.zeros((b, spec.action_dim)),
+                       reward=jnp.zeros((b,)), next_obs=jnp.zeros((b, spec.obs_dim)), terminated=jnp.zeros((b,)))
+    state = jax.eval_shape(learner.init_fn, jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey(0)
+
+    def flops(step) -> float:
+        return jax.jit(step).lower(state, batch, key).compile().cost_analysis()["flops"]
+
+    return (flops(learner.critic_step_fn) + flops(learner.actor_step_fn) / cfg.policy_delay) / 1e9
+
+
+def update_only_rate(learner, cfg, spec, state, seconds: float = 5.0) -> float:
+    """Gradient steps/s of the compiled fused steps alone, on fixed random batches."""
+    from rlbench.types import Transition
+
+    g, b = cfg.gradient_steps, cfg.batch_size
+    rng = np.random.default_rng(0)
+    batches = Transition(
+        obs=jnp.asarray(rng.normal(size=(g, b, spec.obs_dim)), jnp.float32),
+        action=jnp.asarray(rng.uniform(-1, 1, size=(g, b, spec.action_dim)), jnp.float32),
+        reward=jnp.asarray(rng.normal(size=(g, b)), jnp.float32),
+        next_obs=jnp.asarray(rng.normal(size=(g, b, spec.obs_dim)), jnp.float32),
+        terminated=jnp.zeros((g, b), jnp.float32))
+    keys = jax.random.split(jax.random.PRNGKey(1), g)
+    progress = jnp.asarray(1.0)
+    steps = jax.jit(learner.gradient_steps_fn, donate_argnums=0)
+    state, _ = steps(state, batches, keys, progress)
+    jax.block_until_ready(state)
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        state, _ = steps(state, batches, keys, progress)
+        calls += 1
+    jax.block_until_ready(state)
+    return calls * g / (time.perf_counter() - start)
+
+
+def rlbench_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int],
+                precision: str = "float32") -> dict:
     """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up."""
-    cfg = bench_config(algo, gradient_steps, qf)
+    from rlbench.buffers.uniform import make_uniform_buffer
+    from rlbench.config import RunConfig
+    from rlbench.loggers.base import MultiLogger
+    from rlbench.registry import ALGORITHMS
+    from rlbench.runner import train
+    from rlbench.types import EnvSpec
+
+    cfg = bench_config(algo, gradient_steps, qf, precision)
     warmup = WARMUP_STEPS + 100 * n_envs
     marks: dict[str, float] = {}
+    last: dict[str, float] = {}
+    final_state = {}
 
     def on_iteration(env_steps: int, state) -> None:
+        now = time.perf_counter()
+        if env_steps > WARMUP_STEPS and "compile_s" not in marks:
+            jax.block_until_ready(state)
+            marks["compile_s"] = time.perf_counter() - last["time"]  # first update: compile + one step
+        last["time"] = now
         if env_steps >= warmup and "start" not in marks:
             jax.block_until_ready(state)
             marks["start"], marks["start_steps"] = time.perf_counter(), env_steps
-        if env_steps >= warmup + steps:
+        if env_steps >= warmup + steps and "end" not in marks:
             jax.block_until_ready(state)
             marks["end"], marks["end_steps"] = time.perf_counter(), env_steps
+            final_state["state"] = state
 
     run = RunConfig(env_id=env_id, n_timesteps=warmup + steps, n_envs=n_envs, eval_freq=-1, verbose=0, seed=0)
+    last["time"] = time.perf_counter()
     train(run, ALGORITHMS[algo], cfg, lambda names: MultiLogger([]), on_iteration=on_iteration)
     seconds = marks["end"] - marks["start"]
     timed = marks["end_steps"] - marks["start_steps"]
-    return {"system": "rlbench", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps,
-            "qf": qf, "env_steps_per_s": round(timed / seconds, 1),
-            "grad_steps_per_s": round(timed / n_envs * gradient_steps / seconds, 1)}
+    grad_steps_per_s = timed / n_envs * gradient_steps / seconds
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    spec = EnvSpec(*HALF_CHEETAH_SPEC) if env_id == "HalfCheetah-v4" else None
+    if spec is None:
+        import gymnasium as gym
+
+        probe = gym.make(env_id)
+        spec = EnvSpec(int(np.prod(probe.observation_space.shape)), int(np.prod(probe.action_space.shape)))
+        probe.close()
+    learner = ALGORITHMS[algo].make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec))
+    gflop = gradient_step_gflop(learner, cfg, spec)
+    bare = update_only_rate(learner, cfg, spec, jax.jit(learner.init_fn)(jax.random.PRNGKey(0)))
+    row = {"system": "rlbench", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps,
+           "qf": qf, "precision": precision, "env_steps_per_s": round(timed / seconds, 1),
+           "grad_steps_per_s": round(grad_steps_per_s, 1), "compile_s": round(marks["compile_s"], 2),
+           "update_only_grad_steps_per_s": round(bare, 1), "loop_efficiency": round(grad_steps_per_s / bare, 3),
+           "gflop_per_grad_step": round(gflop, 4), "achieved_gflops": round(grad_steps_per_s * gflop, 1),
+           "peak_rss_mib": round(peak_rss_mib, 1)}
+    stats = jax.devices()[0].memory_stats() if jax.default_backend() == "gpu" else None
+    if stats and "peak_bytes_in_use" in stats:
+        row["peak_device_mib"] = round(stats["peak_bytes_in_use"] / 2**20, 1)
+    return row
+
+
+def rlbench_row_in_subprocess(case: dict, device: str) -> dict:
+    """One row in a fresh interpreter: its compile time and peak memory are not shared with other rows."""
+    command = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--one-row", json.dumps(case)]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def peer_row(python: str, algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int]) -> dict:
@@ -90,6 +211,7 @@ DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed, critic widths)
     ("droq", 1, 20, 300, [256, 256]),
     ("crossq", 1, 1, 1000, [1024, 1024]),
 ]
+PRECISIONS = ("float32",)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,21 +221,42 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--case", nargs=4, action="append", metavar=("ALGO", "N_ENVS", "GRAD_STEPS", "STEPS"),
                    help="override the cases, e.g. --case sac 1 1 3000 (critic widths from --qf)")
     p.add_argument("--qf", type=int, nargs="+", default=None, help="critic widths for --case rows")
+    p.add_argument("--precision", nargs="+", default=["float32"], choices=PRECISIONS,
+                   help="rlbench rows for each of these precisions (the peer runs float32)")
     p.add_argument("--repeats", type=int, default=1, help="alternate rlbench/peer rows this many times")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                   help="JAX backend for rlbench rows (the peer always runs on the CPU)")
     p.add_argument("--output", default=None, help="also write the rows as JSON lines here")
+    p.add_argument("--one-row", default=None, help=argparse.SUPPRESS)  # internal: one case as JSON
     args = p.parse_args(argv)
+
+    from rlbench.cli.train import select_device
+
+    select_device(args.device, -1)
+    if args.one_row is not None:
+        case = json.loads(args.one_row)
+        print(json.dumps(rlbench_row(**case)), flush=True)
+        return 0
     if args.case:
         cases = [(a, int(e), int(g), int(s), args.qf or [1024, 1024] if a == "crossq" else args.qf or [256, 256])
                  for a, e, g, s in args.case]
     else:
         cases = DEFAULT_CASES
-    rows = [{"machine": machine()}]
+    info = machine()
+    info["matmul_gflops"] = {"float32": matmul_peak_gflops(jnp.float32), "bfloat16": matmul_peak_gflops(jnp.bfloat16)}
+    peak = {dtype: max(rates.values()) for dtype, rates in info["matmul_gflops"].items()}
+    rows = [{"machine": info}]
     print(json.dumps(rows[0]), flush=True)
     for algo, n_envs, gradient_steps, steps, qf in cases:
         for _ in range(args.repeats):
-            row = rlbench_row(algo, args.env, n_envs, gradient_steps, steps, qf)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            for precision in args.precision:
+                case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps,
+                        "steps": steps, "qf": qf, "precision": precision}
+                row = rlbench_row_in_subprocess(case, args.device)
+                row["peak_gflops"] = peak[precision]
+                row["fraction_of_peak"] = round(row["achieved_gflops"] / peak[precision], 3)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
             if args.peer:
                 row = peer_row(args.peer, algo, args.env, n_envs, gradient_steps, steps, qf)
                 rows.append(row)

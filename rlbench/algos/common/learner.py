@@ -28,6 +28,9 @@ class Learner(Generic[S]):
         the fused steps alone on given batches (what update_fn runs after sampling).
     act_fn(state, obs, key) -> (action in [-1, 1], next key): stochastic, for collection.
     act_deterministic_fn(state, obs) -> action: for evaluation.
+    critic_step_fn, actor_step_fn (state, batch [B, ...], key) -> (state, metrics): one gradient step's
+        two halves, unfused; the speed benchmark reads their cost (FLOPs) from XLA separately, because
+        the actor half runs only every `policy_delay` steps.
     """
 
     init_fn: Callable[[jax.Array], S]
@@ -36,6 +39,8 @@ class Learner(Generic[S]):
     act_fn: Callable[[S, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
     act_deterministic_fn: Callable[[S, jax.Array], jax.Array]
     metric_names: tuple[str, ...]
+    critic_step_fn: StepFn
+    actor_step_fn: StepFn
 
 
 def assemble_learner(
@@ -71,4 +76,6 @@ def assemble_learner(
         act_fn=act,
         act_deterministic_fn=act_deterministic,
         metric_names=(*critic_metric_names, *actor_metric_names, "train/learning_rate", "train/n_updates"),
+        critic_step_fn=critic_step,
+        actor_step_fn=actor_step,
     )
