@@ -146,10 +146,12 @@ def test_crossq_update_traces_once():
         return learner.update_fn(*args)
 
     update = jax.jit(counted, donate_argnums=(0, 1))
-    state, buffer_state = learner.init_fn(jax.random.key(0)), buffer.init_fn()
+    # A jitted init (as the runner's) and a weakly typed progress: a state whose types changed after
+    # one update would trace (and compile) the update a second time.
+    state, buffer_state = jax.jit(learner.init_fn)(jax.random.key(0)), buffer.init_fn()
     new = jax.tree.map(lambda x: x[0], random_batches(jax.random.key(1), 1, 4))
     for i in range(5):
-        state, buffer_state, _ = update(state, buffer_state, new, np.float32(1 - i / 5))
+        state, buffer_state, _ = update(state, buffer_state, new, jnp.asarray(1 - i / 5))
     assert n_traces == 1 and int(state.step) == 10
 
 

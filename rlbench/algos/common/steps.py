@@ -23,6 +23,10 @@ def make_adam(learning_rate: Schedule | float, b1: float = 0.9) -> optax.Gradien
 def set_learning_rate(state: S, learning_rate: jax.Array) -> S:
     """The same train state with the learning rate in its optimizer state replaced."""
     opt_state = state.opt_state
+    old = opt_state.hyperparams["learning_rate"]
+    # Same dtype and a strong type as the leaf it replaces: a weakly typed schedule value would change
+    # the state's type after the first update and make the next call compile the update again.
+    learning_rate = jax.lax.convert_element_type(learning_rate, old.dtype)
     hyperparams = {**opt_state.hyperparams, "learning_rate": learning_rate}
     return state.replace(opt_state=opt_state._replace(hyperparams=hyperparams))
 
