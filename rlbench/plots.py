@@ -13,6 +13,7 @@ import argparse
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,22 +32,35 @@ class Group:
     runs: list[Path]
 
 
-def collect(folders: list[Path]) -> list[Group]:
+def find_runs(folders: list[Path]) -> dict[tuple[str, str], list[Path]]:
+    """{(env, algo): run folders holding an evaluations.npz} under RL Zoo log folders."""
     found: dict[tuple[str, str], list[Path]] = defaultdict(list)
     for folder in folders:
         for npz in sorted(Path(folder).glob("*/*/evaluations.npz")):
             match = RUN_NAME.fullmatch(npz.parent.name)
             if match:
-                found[(match["env"], npz.parent.parent.name)].append(npz)
-    groups = []
-    for (env, algo), paths in sorted(found.items()):
-        data = [np.load(p) for p in paths]
-        n = min(len(d["timesteps"]) for d in data)
-        if n == 0:
-            continue
-        groups.append(Group(env, algo, data[0]["timesteps"][:n],
-                            np.array([d["results"][:n].mean(axis=1) for d in data]), [p.parent for p in paths]))
-    return groups
+                found[(match["env"], npz.parent.parent.name)].append(npz.parent)
+    return dict(found)
+
+
+def load_group(env: str, algo: str, runs: list[Path]) -> Group | None:
+    """The runs' evaluations, cut to the shortest; None when one of them has no evaluation yet."""
+    data = [np.load(run / "evaluations.npz") for run in runs]
+    n = min(len(d["timesteps"]) for d in data)
+    if n == 0:
+        return None
+    return Group(env, algo, data[0]["timesteps"][:n], np.array([d["results"][:n].mean(axis=1) for d in data]),
+                 list(runs))
+
+
+def collect(folders: list[Path]) -> list[Group]:
+    groups = (load_group(env, algo, runs) for (env, algo), runs in sorted(find_runs(folders).items()))
+    return [g for g in groups if g is not None]
+
+
+def iqm(values: np.ndarray) -> float:
+    """Interquartile mean: the mean of the middle half (a quarter trimmed from each end; rliable's IQM)."""
+    return float(stats.trim_mean(values, 0.25))
 
 
 def confidence_band(returns: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -61,7 +75,7 @@ def confidence_band(returns: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.
 def final_stats(returns: np.ndarray) -> dict[str, float]:
     final = returns[:, -1]
     stderr = float(final.std(ddof=1) / np.sqrt(len(final))) if len(final) > 1 else 0.0
-    return {"mean": float(final.mean()), "stderr": stderr, "iqm": float(stats.trim_mean(final, 0.25)),
+    return {"mean": float(final.mean()), "stderr": stderr, "iqm": iqm(final),
             "n": len(final)}
 
 
@@ -86,7 +100,7 @@ def aggregate_table(groups: list[Group], n_resamples: int = 2000, seed: int = 0)
         finals = np.concatenate([g.returns[:, -1] for g in groups if g.env == env])
         bounds[env] = (finals.min(), max(finals.max() - finals.min(), 1e-8))
     rng = np.random.default_rng(seed)
-    metrics = {"IQM": lambda x: stats.trim_mean(x, 0.25), "mean": np.mean, "median": np.median}
+    metrics = {"IQM": iqm, "mean": np.mean, "median": np.median}
     lines = ["| algo | envs | " + " | ".join(f"{m} (95% CI)" for m in metrics) + " |", "|---|---|---|---|---|"]
     for algo in sorted({g.algo for g in groups}):
         scores = [(g.returns[:, -1] - bounds[g.env][0]) / bounds[g.env][1] for g in groups if g.algo == algo]
@@ -100,7 +114,10 @@ def aggregate_table(groups: list[Group], n_resamples: int = 2000, seed: int = 0)
     return "\n".join(lines)
 
 
-def plot(groups: list[Group], output: Path) -> list[Path]:
+def plot(groups: list[Group], output: Path, prefix: str = "",
+         markers: Mapping[tuple[str, str], Sequence[tuple[int, float]]] | None = None) -> list[Path]:
+    """One PNG per env, `<output>/<prefix><env>.png`. `markers[(env, algo)]`: (env steps, return) points
+    drawn as crosses in the algo's colour (published results)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never a window
@@ -112,12 +129,16 @@ def plot(groups: list[Group], output: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6, 4))
         for g in (g for g in groups if g.env == env):
             low, high = confidence_band(g.returns)
-            ax.plot(g.timesteps, g.returns.mean(axis=0), label=f"{g.algo} (n={len(g.runs)})")
+            (line,) = ax.plot(g.timesteps, g.returns.mean(axis=0), label=f"{g.algo} (n={len(g.runs)})")
             ax.fill_between(g.timesteps, low, high, alpha=0.25)
+            points = (markers or {}).get((env, g.algo))
+            if points:
+                steps, values = zip(*points, strict=True)
+                ax.scatter(steps, values, marker="x", color=line.get_color(), label=f"{g.algo} published")
         ax.set(title=env, xlabel="env steps", ylabel="mean eval return")
         ax.legend()
         ax.grid(alpha=0.3)
-        path = output / f"{env.replace(':', '_')}.png"
+        path = output / f"{prefix}{env.replace(':', '_')}.png"
         fig.savefig(path, dpi=120, bbox_inches="tight")
         plt.close(fig)
         written.append(path)

@@ -1,0 +1,479 @@
+"""Sample-efficiency benchmark: train a grid of runs, then report returns beside published ones
+(`python -m rlbench.bench returns`).
+
+The grid is algo x env x seed. Each cell is one ordinary `train.py` run (called in-process) with the
+algorithm's hyperparameter file entry for the env, trained in `<log>/.partial/<algo>/<env>_<seed>/` and
+moved to `<log>/<algo>/<env>_<seed>/` (RL Zoo layout, N = seed) once finished, after `bench_done.json`
+(the cell's resolved settings) is written into it. So a folder under `<log>/<algo>/` is always a
+complete run of the settings it records: a rerun skips it, and a rerun with other settings (-n,
+-params, evaluation, an edited hyperparameter file) is refused instead of mixing results. A run
+stopped by Ctrl-C or SIGTERM leaves train.py's interrupt checkpoint (replay buffer included) in its
+staging folder, and the next invocation continues it with `train.py -i`; anything else found there is
+redone from scratch.
+
+The report gives, per env and algo over seeds, the mean, the interquartile mean (IQM: the mean of the
+middle half, Agarwal et al. 2021) and a 95% percentile-bootstrap interval of the mean, of (a) the final
+evaluation return and (b) the evaluation return at `--at-steps` env steps (the last evaluation at or
+below it), beside the published numbers in REFERENCES, with learning curves drawn by rlbench.plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from rlbench import plots
+from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, read_checkpoint
+from rlbench.cli import train as train_cli
+from rlbench.envs.make import check_env_id
+from rlbench.errors import ConfigError
+from rlbench.files import atomic_write_text
+from rlbench.registry import ALGORITHMS, get_algo
+
+DEFAULT_LOG_FOLDER = Path("logs/bench_returns")
+DEFAULT_OUTPUT = Path("benchmarks/returns.md")
+DONE_FILE = "bench_done.json"  # in a finished run folder: the settings it was trained with
+CELL_FILE = "bench_cell.json"  # in a staging folder: the settings of the run in progress
+PARTIAL = ".partial"
+EXIT_STOPPED = (train_cli.EXIT_INTERRUPTED, 130)  # train.py stopped by a signal: stop the grid too
+
+
+class Reference(NamedTuple):
+    """A published mean return at a number of env steps (`spread`: the ± printed with it, if any)."""
+
+    value: float
+    source: str
+    spread: float | None = None
+
+
+SIMBA_STEPS = (100_000, 300_000, 1_000_000)
+
+
+def _simba(csv: str, values: Sequence[float], spreads: Sequence[float | None] = (None, None, None)):
+    source = f"SimbaV2 results/baseline/{csv}.csv"
+    return {steps: Reference(v, source, s) for steps, v, s in zip(SIMBA_STEPS, values, spreads, strict=True)}
+
+
+# ../shared/REFERENCE.md, "Published results and speeds", 1a and 1c. DroQ is SimbaV2's droq_utd20.
+REFERENCES: dict[tuple[str, str], dict[int, Reference]] = {
+    ("HalfCheetah-v4", "sac"): _simba("sac", (6156, 8593, 11327)),
+    ("HalfCheetah-v4", "crossq"): _simba("crossq", (8058, 10132, 12756), (889, 1122, 1678)),
+    ("HalfCheetah-v4", "droq"): _simba("droq_utd20", (7744, 9464, 11050)),
+    ("Hopper-v4", "sac"): _simba("sac", (1103, 2160, 2617)),
+    ("Hopper-v4", "crossq"): _simba("crossq", (2759, 2669, 2426), (379, 225, 403)),
+    ("Hopper-v4", "droq"): _simba("droq_utd20", (1813, 2443, 2769)),
+    ("Walker2d-v4", "sac"): _simba("sac", (690, 2470, 4554)),
+    ("Walker2d-v4", "crossq"): _simba("crossq", (3486, 5320, 6377), (1056, 761, 665)),
+    ("Walker2d-v4", "droq"): _simba("droq_utd20", (2277, 4061, 4714)),
+    ("Ant-v4", "sac"): _simba("sac", (747, 3532, 5616)),
+    ("Ant-v4", "crossq"): _simba("crossq", (2686, 5593, 6905), (946, 958, 355)),
+    ("Ant-v4", "droq"): _simba("droq_utd20", (1365, 4783, 5969)),
+    ("Humanoid-v4", "sac"): _simba("sac", (632, 3015, 4744)),
+    ("Humanoid-v4", "crossq"): _simba("crossq", (3184, 8241, 10069), (1068, 657, 417)),
+    ("Humanoid-v4", "droq"): _simba("droq_utd20", (1278, 5237, 5339)),
+    ("Pendulum-v1", "sac"): {20_000: Reference(-156.995, "RL Zoo benchmark.md (hyperparams/sac.yml)", 88.714)},
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid; its folders are fixed by (algo, env, seed), the rest lives in its settings."""
+
+    algo: str
+    env: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.env.replace(':', '_')}_{self.seed}"
+
+    def folder(self, log: Path) -> Path:
+        return log / self.algo / self.name
+
+    def staging(self, log: Path) -> Path:
+        return log / PARTIAL / self.algo / self.name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m rlbench.bench returns", description=__doc__.splitlines()[0])
+    p.add_argument("--algos", nargs="+", default=["sac", "crossq", "droq"], help=f"of {', '.join(ALGORITHMS)}")
+    p.add_argument("--envs", nargs="+", default=["HalfCheetah-v4", "Hopper-v4"], help="gymnasium env ids")
+    seeds = p.add_mutually_exclusive_group()
+    seeds.add_argument("--seeds", type=int, default=3, help="seeds 1..N (default 3)")
+    seeds.add_argument("--seed-list", type=int, nargs="+", default=None, metavar="SEED", help="these seeds")
+    p.add_argument("-n", "--n-timesteps", type=int, default=-1,
+                   help="env steps per run (default: the hyperparameter file's n_timesteps)")
+    p.add_argument("-f", "--log-folder", type=Path, default=DEFAULT_LOG_FOLDER, help="runs go to <folder>/<algo>/")
+    p.add_argument("--eval-freq", type=int, default=10_000, help="evaluate every n env steps")
+    p.add_argument("--eval-episodes", type=int, default=5, help="episodes per evaluation")
+    p.add_argument("--at-steps", type=int, default=100_000,
+                   help="the second table: returns at this many env steps (the last evaluation at or below)")
+    p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the markdown report; PNGs go beside it")
+    p.add_argument("-params", "--hyperparams", nargs="+", default=[], metavar="KEY:VALUE",
+                   help="hyperparameter overrides for every run, as train.py's -params")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "cuda"), help="as train.py's")
+    p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2), help="train.py's verbosity")
+    p.add_argument("-P", "--progress", action="store_true", help="train.py's progress bar")
+    return p
+
+
+def _unique(values: Sequence[Any]) -> list[Any]:
+    return list(dict.fromkeys(values))
+
+
+def check_args(args: argparse.Namespace) -> list[Cell]:
+    """The grid, after checking the names and numbers (ConfigError naming the bad value)."""
+    for algo in args.algos:
+        get_algo(algo)
+    for env in args.envs:
+        try:
+            check_env_id(env)
+        except ConfigError as error:
+            known = ", ".join(_unique(env for env, _ in REFERENCES))
+            raise ConfigError(f"{error} (valid: any registered gymnasium id; with published references: "
+                              f"{known})") from None
+    seeds = _unique(args.seed_list) if args.seed_list is not None else list(range(1, args.seeds + 1))
+    checks = [("--seeds", args.seeds, 1), ("--eval-freq", args.eval_freq, 1),
+              ("--eval-episodes", args.eval_episodes, 1), ("--at-steps", args.at_steps, 1),
+              ("--seed-list", min(seeds, default=0), 0)]
+    for name, value, lowest in checks:
+        if value < lowest:
+            raise ConfigError(f"{name}: expected an integer >= {lowest}, got {value}")
+    return [Cell(algo, env, seed) for algo in _unique(args.algos) for env in _unique(args.envs) for seed in seeds]
+
+
+def train_argv(cell: Cell, args: argparse.Namespace, log_folder: Path, n_timesteps: int,
+               with_params: bool = True) -> list[str]:
+    argv = ["--algo", cell.algo, "--env", cell.env, "--seed", str(cell.seed), "-f", str(log_folder),
+            "--eval-freq", str(args.eval_freq), "--eval-episodes", str(args.eval_episodes),
+            "--device", args.device, "--verbose", str(args.verbose)]
+    if n_timesteps != -1:
+        argv += ["-n", str(n_timesteps)]
+    if args.progress:
+        argv.append("-P")
+    if args.hyperparams and with_params:
+        argv += ["-params", *args.hyperparams]
+    return argv
+
+
+def resolve_settings(cells: list[Cell], args: argparse.Namespace) -> dict[Cell, dict[str, Any]]:
+    """Each cell's settings as train.py resolves them (file entry < -params < -n), checked before any
+    file is written. Equal settings mean the same run; they are what bench_done.json records."""
+    resolved: dict[tuple[str, str], dict[str, Any]] = {}
+    for algo, env in _unique((c.algo, c.env) for c in cells):
+        train_args = train_cli.build_parser().parse_args(train_argv(Cell(algo, env, 0), args, Path(),
+                                                                    args.n_timesteps))
+        try:
+            exp = train_cli.resolve(train_args)
+        except ConfigError as error:
+            raise ConfigError(f"--algo {algo} --env {env}: {error}") from None
+        resolved[(algo, env)] = {"n_timesteps": exp.run.n_timesteps, "eval_freq": args.eval_freq,
+                                 "eval_episodes": args.eval_episodes, "hyperparams": exp.hyperparams}
+    return {c: _json_plain({"algo": c.algo, "env": c.env, "seed": c.seed, **resolved[(c.algo, c.env)]})
+            for c in cells}
+
+
+def _json_plain(value: Any) -> Any:
+    """As it reads back from JSON (tuples become lists), so settings compare equal to recorded ones."""
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
+def _differences(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
+    """`key: old there, new now` for each setting that differs (hyperparameters by their own names)."""
+
+    def flat(settings: Mapping[str, Any]) -> dict[str, Any]:
+        top = {k: v for k, v in settings.items() if k != "hyperparams"}
+        return top | {k: v for k, v in settings.get("hyperparams", {}).items() if k not in top}
+
+    old, new = flat(recorded), flat(wanted)
+    return [f"{key}: {old.get(key)!r} there, {new.get(key)!r} now"
+            for key in dict.fromkeys([*old, *new]) if old.get(key) != new.get(key)]
+
+
+def is_finished(cell: Cell, settings: Mapping[str, Any], log: Path) -> bool:
+    """True for a finished run of these settings; ConfigError for a folder that is something else."""
+    folder = cell.folder(log)
+    if not folder.exists():
+        return False
+    done = folder / DONE_FILE
+    if not done.is_file() or not (folder / "evaluations.npz").is_file():
+        raise ConfigError(f"{folder} exists but is not a finished run of this benchmark (no {DONE_FILE} or "
+                          "evaluations.npz); move it away or choose another -f")
+    try:
+        recorded = json.loads(done.read_text())["settings"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ConfigError(f"{done}: unreadable ({error}); move the run away or choose another -f") from None
+    if recorded != settings:
+        changes = "; ".join(_differences(recorded, settings)[:5])
+        raise ConfigError(f"{folder} was trained with other settings ({changes}); use another -f for these "
+                          "settings, or move the run away to train it again")
+    return True
+
+
+def resumable_checkpoint(staging: Path, settings: Mapping[str, Any]) -> tuple[Path, int] | None:
+    """The newest valid checkpoint with a replay buffer left by an interrupted run of these settings,
+    and its env steps; None when there is none (the run is then redone from scratch)."""
+    try:
+        if json.loads((staging / CELL_FILE).read_text()) != settings:
+            return None
+    except (OSError, ValueError):
+        return None
+    found = []
+    for run_dir in staging.glob(f"{settings['algo']}/*"):
+        path = newest_valid_checkpoint(run_dir)
+        if path is None:
+            continue
+        try:
+            manifest = read_checkpoint(path, load_replay_buffer=False).manifest
+        except CheckpointError:
+            continue
+        steps = int(manifest["counters"]["env_steps"])
+        if manifest.get("replay_buffer") and steps < settings["n_timesteps"]:
+            found.append((steps, path))
+    if not found:
+        return None
+    steps, path = max(found)
+    return path, steps
+
+
+def train_cell(cell: Cell, settings: Mapping[str, Any], args: argparse.Namespace, label: str) -> int:
+    """Train one cell in its staging folder, then move the finished run into place; train.py's exit code."""
+    log = args.log_folder
+    staging = cell.staging(log)
+    resume = resumable_checkpoint(staging, settings)
+    if resume is None:
+        if staging.exists():
+            print(f"{label}: removing the unfinished run in {staging}")
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        atomic_write_text(staging / CELL_FILE, json.dumps(settings, indent=1, sort_keys=True) + "\n")
+        argv = train_argv(cell, args, staging, settings["n_timesteps"])
+        print(f"{label}: training ({settings['n_timesteps']} env steps)", flush=True)
+    else:
+        path, steps = resume
+        # No -params: the checkpoint holds the resolved hyperparameters, and -n counts the steps to add.
+        argv = [*train_argv(cell, args, staging, settings["n_timesteps"] - steps, with_params=False), "-i", str(path)]
+        print(f"{label}: continuing the interrupted run from {path} ({steps} env steps)", flush=True)
+    start = time.perf_counter()
+    code = train_cli.main(argv)
+    wall_time = time.perf_counter() - start
+    if code != 0:
+        return code
+    algo_dir, model_name = staging / cell.algo, cell.env.replace(":", "_")
+    run_dir = algo_dir / f"{model_name}_{train_cli.latest_run_id(algo_dir, model_name)}"  # this run's folder
+    done = {"settings": settings, "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            "wall_time_s": round(wall_time, 1), "resumed_from": None if resume is None else str(resume[0]),
+            "trained_in": str(run_dir)}
+    atomic_write_text(run_dir / DONE_FILE, json.dumps(done, indent=1, sort_keys=True) + "\n")
+    cell.folder(log).parent.mkdir(parents=True, exist_ok=True)
+    run_dir.rename(cell.folder(log))  # atomic: the run appears in the layout complete, or not at all
+    remove_staging(cell, log)
+    print(f"{label}: finished in {wall_time:.0f} s -> {cell.folder(log)}", flush=True)
+    return 0
+
+
+def remove_staging(cell: Cell, log: Path) -> None:
+    """Delete the cell's staging folder, then `.partial/<algo>` and `.partial` if nothing else is left."""
+    staging = cell.staging(log)
+    if staging.exists():
+        shutil.rmtree(staging)
+    for folder in (staging.parent, staging.parent.parent):
+        try:
+            folder.rmdir()
+        except OSError:
+            break  # not empty (or already gone)
+
+
+def run_grid(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], args: argparse.Namespace,
+             finished: set[Cell]) -> tuple[list[str], int | None]:
+    """Train the cells not in `finished` (which gains each run that finishes), in order. Returns the
+    failures and, if a run was stopped by a signal, its exit code (the grid stops there)."""
+    failures = []
+    for i, cell in enumerate(cells, 1):
+        label = f"[{i}/{len(cells)}] {cell.algo} {cell.env} seed {cell.seed}"
+        if cell in finished:
+            print(f"{label}: finished earlier, skipped ({cell.folder(args.log_folder)})")
+            remove_staging(cell, args.log_folder)  # left behind if a previous invocation died after the move
+            continue
+        code = train_cell(cell, settings[cell], args, label)
+        if code in EXIT_STOPPED:
+            print(f"{label}: stopped (exit {code}); run the same command again to continue", file=sys.stderr)
+            return failures, code
+        if code == 0:
+            finished.add(cell)
+        else:
+            failures.append(f"{cell.algo}/{cell.name} (exit {code}; files in {cell.staging(args.log_folder)})")
+    return failures, None
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Summary:
+    """Statistics over seeds of one return per seed."""
+
+    n: int
+    mean: float
+    iqm: float
+    low: float  # 95% percentile-bootstrap interval of the mean
+    high: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Summary:
+        low, high = plots.confidence_band(values[:, None])
+        return cls(len(values), float(values.mean()), plots.iqm(values), float(low[0]), float(high[0]))
+
+    def cells(self) -> str:
+        interval = f"({self.low:.1f}, {self.high:.1f})" if self.n > 1 else "n/a (1 seed)"
+        return f"{self.mean:.1f} | {self.iqm:.1f} | {interval}"
+
+
+def eval_index_at(timesteps: np.ndarray, steps: int) -> int | None:
+    """Index of the last evaluation at or below `steps` env steps; None if there is none."""
+    index = int(np.searchsorted(timesteps, steps, side="right")) - 1
+    return index if index >= 0 else None
+
+
+def reference_cells(env: str, algo: str, steps: int | None) -> str:
+    ref = REFERENCES.get((env, algo), {}).get(steps) if steps is not None else None
+    if ref is None:
+        return "- | -"
+    spread = f" ± {ref.spread:g}" if ref.spread is not None else ""
+    return f"{ref.value:g}{spread} | {ref.source}"
+
+
+def returns_tables(groups: list[plots.Group], n_timesteps: Mapping[tuple[str, str], int], at_steps: int) -> str:
+    head = "| env | algo | seeds | {} | mean | IQM | 95% CI of the mean | published | source |\n" + "|---" * 9 + "|"
+    final = [head.format("env steps")]
+    at = [head.format("eval at")]
+    for g in groups:
+        steps = int(g.timesteps[-1])
+        final.append(f"| {g.env} | {g.algo} | {len(g.runs)} | {steps} | {Summary.of(g.returns[:, -1]).cells()} | "
+                     f"{reference_cells(g.env, g.algo, steps)} |")
+        index = eval_index_at(g.timesteps, at_steps)
+        if n_timesteps[(g.env, g.algo)] < at_steps or index is None:
+            stats = "n/a | n/a | n/a | n/a"  # the runs are shorter
+        else:
+            stats = f"{int(g.timesteps[index])} | {Summary.of(g.returns[:, index]).cells()}"
+        at.append(f"| {g.env} | {g.algo} | {len(g.runs)} | {stats} | {reference_cells(g.env, g.algo, at_steps)} |")
+    return ("## Final evaluation return\n\n" + "\n".join(final) + "\n\n"
+            f"## Evaluation return at {at_steps} env steps\n\n"
+            f"The last evaluation at or below {at_steps} env steps of each run; n/a for shorter runs.\n\n"
+            + "\n".join(at) + "\n")
+
+
+def runs_table(groups: list[plots.Group], log: Path) -> str:
+    lines = ["| algo | env | seed | run folder | last eval at | final return | wall time (s) |", "|---" * 7 + "|"]
+    for g in groups:
+        for run, returns in zip(g.runs, g.returns, strict=True):
+            done = json.loads((run / DONE_FILE).read_text())
+            lines.append(f"| {g.algo} | {g.env} | {done['settings']['seed']} | {run.relative_to(log)} | "
+                         f"{int(g.timesteps[-1])} | {returns[-1]:.1f} | {done['wall_time_s']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def machine_line() -> str:
+    """CPU model, cores and versions. (speed.py's `machine()` gives the same as JSON; not imported, so the
+    report does not depend on the speed benchmark's imports.)"""
+    import gymnasium
+    import jax
+
+    cpu = "unknown CPU"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or cpu
+    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, JAX {jax.__version__} "
+            f"({jax.default_backend()}), gymnasium {gymnasium.__version__}")
+
+
+def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], args: argparse.Namespace,
+                 argv: Sequence[str], finished: set[Cell], failures: list[str]) -> Path | None:
+    """The markdown report and its PNGs (one per env, `<output stem>_<env>.png` beside it); None when
+    no run has finished."""
+    log, output = args.log_folder, args.output
+    groups = []
+    for env in _unique(c.env for c in cells):
+        for algo in _unique(c.algo for c in cells):
+            runs = [c.folder(log) for c in cells if (c.algo, c.env) == (algo, env) and c in finished]
+            group = plots.load_group(env, algo, runs) if runs else None
+            if group is not None:
+                groups.append(group)
+    if not groups:
+        return None
+    n_timesteps = {(c.env, c.algo): settings[c]["n_timesteps"] for c in cells}
+    reach = {g.env: max(int(h.timesteps[-1]) for h in groups if h.env == g.env) for g in groups}
+    markers = {(g.env, g.algo): [(steps, ref.value) for steps, ref in REFERENCES.get((g.env, g.algo), {}).items()
+                                 if steps <= reach[g.env]] for g in groups}  # within the curves' x range
+    output.parent.mkdir(parents=True, exist_ok=True)
+    pngs = plots.plot(groups, output.parent, prefix=f"{output.stem}_", markers=markers)
+    params = " ".join(args.hyperparams) or "none"
+    first = settings[cells[0]]
+    episodes = f"{first['eval_episodes']} deterministic episode" + ("s" if first["eval_episodes"] > 1 else "")
+    lines = [
+        "# Returns benchmark", "",
+        f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}", "",
+        "Command:", "", f"    python -m rlbench.bench returns {shlex.join(argv)}", "",
+        f"Machine: {machine_line()}", "",
+        f"Runs: `{log}/<algo>/<env>_<seed>` (RL Zoo layout), one train.py run each with the hyperparameter file "
+        f"entry of its env (`hyperparams/<algo>.yml`), -params {params}; evaluation every {first['eval_freq']} "
+        f"env steps, {episodes} each. Statistics over seeds of each run's "
+        "mean evaluation return: mean, IQM (mean of the middle half) and a 95% percentile-bootstrap interval "
+        "of the mean (2000 resamples). Published: the same env, algorithm and env steps (- when none).", "",
+    ]
+    if failures:
+        lines += [f"Missing (failed) runs: {', '.join(failures)}", ""]
+    lines += [returns_tables(groups, n_timesteps, args.at_steps), "## Learning curves", "",
+              "Mean over seeds with a 95% bootstrap band; crosses: published results.", ""]
+    lines += [f"![{png.stem.removeprefix(output.stem + '_')}]({png.name})" for png in pngs]
+    lines += ["", "## Runs", "", runs_table(groups, log)]
+    text = "\n".join(lines)
+    atomic_write_text(output, text)
+    return output
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        cells = check_args(args)
+        settings = resolve_settings(cells, args)
+        finished = {c for c in cells if is_finished(c, settings[c], args.log_folder)}
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{len(cells)} runs: {len(finished)} finished earlier, {len(cells) - len(finished)} to train "
+          f"(log folder {args.log_folder})", flush=True)
+    try:
+        failures, stopped = run_grid(cells, settings, args, finished)
+    except KeyboardInterrupt:
+        print("aborted; run the same command again to continue", file=sys.stderr)
+        return 130
+    if stopped is not None:
+        return stopped
+    report = write_report(cells, settings, args, argv, finished, failures)
+    if failures:
+        print(f"failed {len(failures)}: {', '.join(failures)}", file=sys.stderr)
+    if report is None:
+        print("error: no finished run to report", file=sys.stderr)
+        return 1
+    print(f"wrote {report}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
