@@ -196,8 +196,9 @@ def test_resume_without_buffer_with_more_envs_keeps_counters_and_allows_optimize
     without a buffer (best_model.zip) refills learning_starts transitions before training again."""
     best_model = pendulum_model.parent / "best_model.zip"
     assert not read_checkpoint(best_model).manifest["replay_buffer"]
+    # The saved network given again in another spelling (a list for dict(pi=..., qf=...)) is no change.
     assert resume_cli(tmp_path, best_model, "--algo", "sac", "--env", "Pendulum-v1", "-n", "200",
-                      "-params", "n_envs:2", "learning_rate:1e-4") == 0
+                      "-params", "n_envs:2", "learning_rate:1e-4", "policy_kwargs:dict(net_arch=[16, 16])") == 0
     out = capsys.readouterr().out
     assert "Resume: learning_rate changed from 0.001 to 0.0001" in out
     assert "holds no replay buffer: training resumes once 100 new transitions are collected (at 400" in out

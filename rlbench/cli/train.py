@@ -222,8 +222,6 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
     except LiteralError as error:
         raise ConfigError(str(error)) from None
     merged = hyperparams.merge(base, overrides)
-    if resume is not None:
-        check_resume_overrides(resume, base, merged)
     run_keys, env_wrappers, learner_keys = split_entry(merged, f"{source} / -params")
     n_envs = _positive_int(run_keys.get("n_envs", 1), "n_envs")
     n_timesteps = args.n_timesteps if args.n_timesteps != -1 else run_keys.get("n_timesteps")
@@ -234,6 +232,8 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
         n_timesteps = resume.manifest["counters"]["env_steps"] + _positive_int(args.n_timesteps, "-n")
     n_timesteps = _positive_int(n_timesteps, "n_timesteps (-n)")
     learner_config = algo.build_config(learner_keys, n_envs, f"{source} / -params")
+    if resume is not None:
+        check_resume_overrides(resume, base, merged, algo.config_to_hyperparams(learner_config))
     env_kwargs = dict(run_keys.get("env_kwargs") or {}) | env_kwargs_cli
     # Unlike RL Zoo, the file's env_kwargs reach the evaluation env too, unless --eval-env-kwargs is given.
     file_env_kwargs = dict(run_keys.get("env_kwargs") or {})
@@ -280,9 +280,15 @@ def load_resume_checkpoint(args: argparse.Namespace, algo: AlgoSpec) -> Checkpoi
     return resume
 
 
-def check_resume_overrides(resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any]) -> None:
-    """Refuse -params that change the saved networks (B7); report the changes that are allowed."""
-    saved_kwargs, new_kwargs = saved.get("policy_kwargs") or {}, merged.get("policy_kwargs") or {}
+def check_resume_overrides(resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any],
+                           resolved: Mapping[str, Any]) -> None:
+    """Refuse -params that change the saved networks (B7); report the changes that are allowed.
+
+    `saved` is the checkpoint's resolved entry; the networks are compared in that resolved spelling
+    (`resolved`: the new learner config written back), so `net_arch=[8]` equals the saved
+    `{pi: [8], qf: [8]}`.
+    """
+    saved_kwargs, new_kwargs = saved.get("policy_kwargs") or {}, resolved.get("policy_kwargs") or {}
     for key in ARCHITECTURE_KEYS:
         if saved_kwargs.get(key) != new_kwargs.get(key):
             raise ConfigError(
