@@ -11,14 +11,14 @@ import difflib
 import importlib
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule, Schedule
 from rlbench.algos.sac.config import EntropyCoef, SACConfig
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_value
-from rlbench.networks.mlp import ACTIVATIONS, NetworkConfig
+from rlbench.networks.mlp import ACTIVATIONS, PRECISIONS, NetworkConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +49,7 @@ NOT_SUPPORTED_KEYS = ("normalize", "frame_stack", "vec_env_wrapper", "callback",
                       "use_sde", "noise_type", "noise_std", "n_steps", "replay_buffer_class")
 SAC_KEYS = ("learning_rate", "qf_learning_rate", "buffer_size", "learning_starts", "batch_size", "tau",
             "gamma", "train_freq", "gradient_steps", "policy_delay", "ent_coef", "target_entropy",
-            "policy_kwargs")
+            "policy_kwargs", "precision")
 POLICY_KWARGS_KEYS = ("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "log_std_init",
                       "optimizer_kwargs")
 BATCH_NORM_KEYS = ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps")
@@ -257,6 +257,11 @@ def _build(params: Mapping[str, Any], n_envs: int, where: str, crossq: bool) -> 
     if p.get("target_entropy", "auto") != "auto":
         values["target_entropy"] = _number(p, "target_entropy", float)
     values.update(_policy_kwargs(p.get("policy_kwargs") or {}, defaults, crossq))
+    precision = p.get("precision", "float32")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r} (from {where})")
+    values["actor"] = replace(values["actor"], precision=precision)
+    values["critic"] = replace(values["critic"], precision=precision)
     return SACConfig(**values)
 
 
@@ -318,6 +323,7 @@ def sac_config_to_hyperparams(cfg: SACConfig, crossq: bool = False) -> dict[str,
         "qf_learning_rate": cfg.qf_learning_rate,
         "ent_coef": (f"auto_{cfg.ent_coef.initial}" if cfg.ent_coef.learned else cfg.ent_coef.initial),
         "target_entropy": "auto" if cfg.target_entropy is None else cfg.target_entropy,
+        "precision": cfg.critic.precision,
         "policy_kwargs": {
             "net_arch": {"pi": list(cfg.actor.hidden), "qf": list(cfg.critic.hidden)},
             "activation_fn": cfg.actor.activation,

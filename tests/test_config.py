@@ -49,15 +49,18 @@ def test_sac_spellings():
 
 def test_saved_hyperparams_rebuild_the_same_config():
     for name, spec in ALGORITHMS.items():
-        cfg = spec.build_config(merge(spec.preset, {"learning_rate": "lin_1e-3"}), 1, name)
-        assert spec.build_config(spec.config_to_hyperparams(cfg), 1, name) == cfg
+        for precision in ("float32", "bfloat16"):
+            cfg = spec.build_config(merge(spec.preset, {"learning_rate": "lin_1e-3", "precision": precision}), 1, name)
+            assert cfg.actor.precision == cfg.critic.precision == precision
+            assert spec.build_config(spec.config_to_hyperparams(cfg), 1, name) == cfg
 
 
 @pytest.mark.parametrize(
     "params,message",
     [({"train_freq": [1, "episode"]}, "only steps"), ({"policy_kwargs": {"net_arch": [0]}}, "positive integers"),
      ({"policy_kwargs": {"net_arch": {"pi": [8]}}}, "keys pi and qf"), ({"policy_kwargs": {"batch_norm": True}},
-     "use --algo crossq"), ({"learning_rate": "cos_1e-3"}, "lin_"), ({"policy_kwargs": "x"}, "expected a dict")],
+     "use --algo crossq"), ({"learning_rate": "cos_1e-3"}, "lin_"), ({"policy_kwargs": "x"}, "expected a dict"),
+     ({"precision": "float16"}, "precision: expected one of float32, bfloat16, got 'float16'")],
 )
 def test_sac_rejections(params, message):
     with pytest.raises(ConfigError, match=message):

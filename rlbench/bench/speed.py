@@ -211,7 +211,7 @@ DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed, critic widths)
     ("droq", 1, 20, 300, [256, 256]),
     ("crossq", 1, 1, 1000, [1024, 1024]),
 ]
-PRECISIONS = ("float32",)
+PRECISIONS = ("float32", "bfloat16")
 
 
 def main(argv: list[str] | None = None) -> int:

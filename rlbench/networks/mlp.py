@@ -8,10 +8,13 @@ from typing import Literal
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 
 from rlbench.networks.batch_renorm import BatchRenorm
 
 Activation = Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"]
+Precision = Literal["float32", "bfloat16"]
+PRECISIONS: tuple[str, ...] = ("float32", "bfloat16")
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "relu": nn.relu,
@@ -34,6 +37,20 @@ class NetworkConfig:
     batch_norm: bool = False  # CrossQ: BatchRenorm on the input and after every hidden activation
     batch_norm_momentum: float = 0.99
     renorm_warmup_steps: int = 100_000
+    # Matrix products of the hidden layers: "bfloat16" rounds both operands to bfloat16 and accumulates
+    # in float32; parameters, activations, normalisation statistics and losses stay float32.
+    precision: Precision = "float32"
+
+
+def bfloat16_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """`lax.dot_general` on bfloat16 operands with a float32 result (mixed precision, as on GPUs).
+
+    The backward products come from JAX's transpose rule and keep these dtypes; XLA:CPU runs the
+    ones whose operands it would have to transpose in float32 (see benchmarks/README.md).
+    """
+    del preferred_element_type  # always float32: the sum of products is never rounded to bfloat16
+    return jax.lax.dot_general(lhs.astype(jnp.bfloat16), rhs.astype(jnp.bfloat16), dimension_numbers,
+                               precision=precision, preferred_element_type=jnp.float32)
 
 
 class MLP(nn.Module):
@@ -53,8 +70,9 @@ class MLP(nn.Module):
         activation = ACTIVATIONS[cfg.activation]
         if cfg.batch_norm:
             x = self._batch_renorm(x, train)
+        dot_general = bfloat16_dot_general if cfg.precision == "bfloat16" else jax.lax.dot_general
         for width in cfg.hidden:
-            x = nn.Dense(width)(x)
+            x = nn.Dense(width, dot_general=dot_general)(x)
             if cfg.dropout_rate > 0.0:
                 x = nn.Dropout(rate=cfg.dropout_rate, deterministic=not dropout)(x)
             if cfg.layer_norm:
