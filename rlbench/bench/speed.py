@@ -184,8 +184,9 @@ def rlbench_row_in_subprocess(case: dict, device: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def peer_row(python: str, algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int]) -> dict:
-    command = [python, str(PEER_SCRIPT), "--algo", algo, "--env", env_id, "--n-envs", str(n_envs),
+def peer_row(python: str, script: Path, algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int,
+             qf: list[int]) -> dict:
+    command = [python, str(script), "--algo", algo, "--env", env_id, "--n-envs", str(n_envs),
                "--gradient-steps", str(gradient_steps), "--steps", str(steps), "--qf", *map(str, qf)]
     out = subprocess.run(command, check=True, capture_output=True, text=True,
                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}).stdout
@@ -218,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rlbench.bench speed", description=__doc__.splitlines()[0])
     p.add_argument("--env", default="HalfCheetah-v4")
     p.add_argument("--peer", default=None, help="python of a venv with sbx-rl installed, to run SBX side by side")
+    p.add_argument("--peer-script", type=Path, default=PEER_SCRIPT,
+                   help="the peer's benchmark script (default: ../shared/bench/sbx_speed.py beside the repository)")
     p.add_argument("--case", nargs=4, action="append", metavar=("ALGO", "N_ENVS", "GRAD_STEPS", "STEPS"),
                    help="override the cases, e.g. --case sac 1 1 3000 (critic widths from --qf)")
     p.add_argument("--qf", type=int, nargs="+", default=None, help="critic widths for --case rows")
@@ -232,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from rlbench.cli.train import select_device
 
+    if args.peer and not (Path(args.peer).exists() and args.peer_script.exists()):
+        p.error(f"--peer {args.peer} / --peer-script {args.peer_script}: not found (both must exist to run SBX "
+                "side by side; see ../shared/bench/README.md for the peer's venv)")
     select_device(args.device, -1)
     if args.one_row is not None:
         case = json.loads(args.one_row)
@@ -258,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
             if args.peer:
-                row = peer_row(args.peer, algo, args.env, n_envs, gradient_steps, steps, qf)
+                row = peer_row(args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     if args.output:
