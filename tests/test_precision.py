@@ -1,4 +1,6 @@
-"""Mixed precision: bfloat16 products with float32 accumulation; everything else stays float32."""
+"""Mixed precision: bfloat16 products with float32 accumulation, and the plain-layout backward pass."""
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -6,41 +8,126 @@ import numpy as np
 import optax
 import pytest
 
-from rlbench.networks.mlp import MLP, NetworkConfig, bfloat16_dot_general
+from rlbench.algos.crossq.update import make_learner as make_crossq
+from rlbench.algos.sac.update import make_learner as make_sac
+from rlbench.buffers.uniform import make_uniform_buffer
+from rlbench.checkpoint import state_from_bytes, state_to_bytes
+from rlbench.networks.mlp import MLP, NetworkConfig
+from rlbench.networks.plain_layout import PlainLayoutDense, dense_pair, transposed_kernels
+from tests.conftest import tiny_sac_config
+from tests.test_update import SPEC, random_batches
 
 
-def test_bfloat16_dot_rounds_operands_and_accumulates_in_float32():
+def relative_error(a, b) -> float:
+    return float(optax.tree.norm(jax.tree.map(jnp.subtract, a, b)) / optax.tree.norm(b))
+
+
+def test_bfloat16_products_round_operands_and_accumulate_in_float32():
     # 1 + 2**-10 is not a bfloat16 (8 bits of mantissa): it rounds to 1. The 512 products of 1 * 1 sum
     # to 512 exactly in float32; a bfloat16 accumulator would stall at 256 (256 + 1 rounds to 256).
     x = jnp.full((1, 512), 1 + 2**-10, jnp.float32)
-    w = jnp.ones((512, 1), jnp.float32)
-    out = bfloat16_dot_general(x, w, (((1,), (0,)), ((), ())))
-    assert out.dtype == jnp.float32
-    assert float(out[0, 0]) == 512.0
-    assert float(jax.lax.dot_general(x, w, (((1,), (0,)), ((), ())))[0, 0]) == pytest.approx(512.5)
+    params = {"params": {"kernel": jnp.ones((512, 1)), "bias": jnp.zeros((1,))}}
+    out = PlainLayoutDense(1).apply(params, x)
+    assert out.dtype == jnp.float32 and float(out[0, 0]) == 512.0
+    assert float((x @ jnp.ones((512, 1)))[0, 0]) == pytest.approx(512.5)  # float32 keeps the 2**-10
+
+
+def test_dense_pair_gradients_are_as_accurate_as_autodiff_in_bfloat16():
+    kx, kw, kb = jax.random.split(jax.random.key(0), 3)
+    x = jax.random.normal(kx, (32, 24))
+    kernel = jax.random.normal(kw, (24, 16)) / 5
+    bias = jax.random.normal(kb, (16,))
+    target = jnp.sin(jnp.arange(32 * 16.0).reshape(32, 16))
+
+    def loss(y):
+        return jnp.sum((jnp.tanh(y) - target) ** 2)
+
+    def loss_pair(x, kernel, bias):
+        y, y_t = dense_pair(x, x.T, kernel, kernel.T.astype(jnp.bfloat16), bias)
+        return loss(y), y_t
+
+    def loss_autodiff(x, kernel, bias):  # JAX's own backward pass of the same bfloat16 product
+        return loss(jnp.matmul(x.astype(jnp.bfloat16), kernel.astype(jnp.bfloat16),
+                               preferred_element_type=jnp.float32) + bias)
+
+    def loss_float32(x, kernel, bias):
+        return loss(x @ kernel + bias)
+
+    (value, y_t), pair = jax.value_and_grad(loss_pair, argnums=(0, 1, 2), has_aux=True)(x, kernel, bias)
+    autodiff_value, autodiff = jax.value_and_grad(loss_autodiff, argnums=(0, 1, 2))(x, kernel, bias)
+    exact = jax.grad(loss_float32, argnums=(0, 1, 2))(x, kernel, bias)
+    assert float(value) == float(autodiff_value)  # the forward product is the same computation
+    y = jnp.matmul(x.astype(jnp.bfloat16), kernel.astype(jnp.bfloat16), preferred_element_type=jnp.float32) + bias
+    np.testing.assert_allclose(y_t, y.T, rtol=1e-5, atol=1e-5)  # the feature-major output is y^T
+    # dx, dW, db: within 1% of float32, and no further from it than autodiff's bfloat16 backward
+    # (which rounds the input gradient to bfloat16; this one rounds dy and sums in float32).
+    for got, reference, want in zip(pair, autodiff, exact, strict=True):
+        assert relative_error(got, want) < 0.01
+        assert relative_error(got, want) <= 1.5 * relative_error(reference, want) + 1e-6
 
 
 @pytest.mark.parametrize("batch_norm", [False, True])
-def test_bfloat16_network_keeps_float32_parameters_and_statistics_and_stays_close(batch_norm):
-    cfg32 = NetworkConfig(hidden=(64, 64), batch_norm=batch_norm, layer_norm=not batch_norm)
-    cfg16 = NetworkConfig(hidden=(64, 64), batch_norm=batch_norm, layer_norm=not batch_norm, precision="bfloat16")
+def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(batch_norm):
+    cfg32 = NetworkConfig(hidden=(64, 64), batch_norm=batch_norm)
+    cfg16 = dataclasses.replace(cfg32, precision="bfloat16")
     x = jax.random.normal(jax.random.key(0), (32, 10))
     variables = MLP(cfg32).init(jax.random.key(1), x)
-    floating = [leaf for leaf in jax.tree.leaves(variables) if jnp.issubdtype(leaf.dtype, jnp.floating)]
-    assert all(leaf.dtype == jnp.float32 for leaf in floating)  # the same parameters serve both precisions
+    # Same parameter tree (names, shapes, float32) for both precisions: one checkpoint format.
+    assert jax.tree.structure(MLP(cfg16).init(jax.random.key(1), x)) == jax.tree.structure(variables)
 
-    def loss(params, cfg):
-        out, updates = MLP(cfg).apply({**variables, "params": params}, x, train=True, mutable=["batch_stats"])
-        return jnp.mean(out**2), (out, updates)
+    def loss(params, cfg, plain_layout):
+        extra = {"kernels_t": transposed_kernels({"trunk": params})["trunk"]} if plain_layout else {}
+        out, updates = MLP(cfg).apply({**variables, "params": params, **extra}, x, train=True,
+                                      plain_layout=plain_layout, mutable=["batch_stats"])
+        return jnp.mean((out - 0.5) ** 2), (out, updates)
 
-    (_, (out32, _)), g32 = jax.value_and_grad(loss, has_aux=True)(variables["params"], cfg32)
-    (l16, (out16, up16)), g16 = jax.value_and_grad(loss, has_aux=True)(variables["params"], cfg16)
-    assert out16.dtype == jnp.float32 and l16.dtype == jnp.float32
-    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves((g16, up16)) if leaf.dtype != jnp.int32)
-    # bfloat16 keeps 8 bits of mantissa: relative errors of a few 1e-3 per product, not more.
-    np.testing.assert_allclose(out16, out32, rtol=0.05, atol=0.02)
-    # Gradients within a few % of float32 (as a whole: a bias feeding BatchRenorm has a true gradient of
-    # about zero, so its own relative error means nothing).
-    error = optax.tree.norm(jax.tree.map(jnp.subtract, g16, g32))
-    assert float(error) <= 0.03 * float(optax.tree.norm(g32))
-    assert not np.array_equal(out16, out32)  # the bfloat16 path really rounds
+    grad = jax.value_and_grad(loss, has_aux=True)
+    (_, (out32, _)), g32 = grad(variables["params"], cfg32, False)
+    (_, (out16, stats16)), g16 = grad(variables["params"], cfg16, False)
+    (_, (out_plain, stats_plain)), g_plain = grad(variables["params"], cfg16, True)
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(g_plain))
+    assert not np.array_equal(out16, out32)  # bfloat16 really rounds ...
+    np.testing.assert_allclose(out16, out32, rtol=0.05, atol=0.02)  # ... by about 2**-8 per product
+    assert relative_error(g16, g32) < 0.03
+    # The plain-layout pass computes the same network: same output, same statistics, same gradients up
+    # to the rounding of its feature-major operands.
+    np.testing.assert_array_equal(out_plain, out16)
+    jax.tree.map(np.testing.assert_array_equal, stats_plain, stats16)
+    assert relative_error(g_plain, g16) < 1e-2
+
+
+@pytest.mark.parametrize("algo", ["sac", "crossq"])
+def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoint(algo):
+    """The W^T copies the plain-layout pass reads must be exactly those of the current parameters."""
+    bf16 = NetworkConfig(hidden=(8, 8), precision="bfloat16",
+                         batch_norm=algo == "crossq", renorm_warmup_steps=2)
+    cfg = tiny_sac_config(policy_delay=2, gradient_steps=3, actor=bf16, critic=bf16)
+    make = make_crossq if algo == "crossq" else make_sac
+    learner = make(cfg, SPEC, make_uniform_buffer(cfg.buffer_size, SPEC))
+    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    steps = jax.jit(learner.gradient_steps_fn)
+    for i in range(3):  # 9 gradient steps, the actor updated on every other one
+        batches = random_batches(jax.random.key(i), 3, 4)
+        before = state
+        state, metrics = steps(state, batches, jax.random.split(jax.random.key(10 + i), 3), jnp.float32(1))
+        assert np.isfinite(float(metrics["train/critic_loss"]))
+    assert not np.array_equal(jax.tree.leaves(before.actor.params)[0], jax.tree.leaves(state.actor.params)[0])
+    for network in ("actor", "critic"):
+        params = getattr(state, network).params
+        jax.tree.map(np.testing.assert_array_equal, getattr(state.transposed, network), transposed_kernels(params))
+    restored = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(1)), state_to_bytes(state))
+    jax.tree.map(np.testing.assert_array_equal, (restored.transposed, restored.critic.params),
+                 (state.transposed, state.critic.params))
+    assert jax.tree.leaves(restored.transposed)[0].dtype == jnp.bfloat16
+
+
+def test_float32_and_dropout_networks_carry_no_transposed_kernels():
+    droq_critic = NetworkConfig(hidden=(8, 8), precision="bfloat16", dropout_rate=0.01, layer_norm=True)
+    for cfg, expected in [(tiny_sac_config(), None),
+                          (tiny_sac_config(actor=NetworkConfig(hidden=(8, 8), precision="bfloat16"),
+                                           critic=droq_critic), "actor only")]:
+        state = make_sac(cfg, SPEC, make_uniform_buffer(cfg.buffer_size, SPEC)).init_fn(jax.random.key(0))
+        if expected is None:
+            assert state.transposed is None
+        else:
+            assert state.transposed.critic is None and state.transposed.actor is not None

@@ -31,7 +31,9 @@ class BatchRenorm(nn.Module):
     warmup_steps: int = 100_000
 
     @nn.compact
-    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, train: bool, x_t: jax.Array | None = None):
+        """Normalised x [B, features]; with x_t = x^T [features, B] (plain-layout networks), the pair
+        (y, y^T): the feature-major copy gets the same per-feature map, from x's statistics."""
         features = x.shape[-1]
         running_mean = self.variable("batch_stats", "mean", jnp.zeros, (features,), jnp.float32)
         running_var = self.variable("batch_stats", "var", jnp.ones, (features,), jnp.float32)
@@ -62,4 +64,7 @@ class BatchRenorm(nn.Module):
             mean, var = running_mean.value, running_var.value
         # One per-feature affine map: x * multiplier + offset.
         multiplier = jax.lax.rsqrt(var + self.epsilon) * scale
-        return x * multiplier + (bias - mean * multiplier)
+        offset = bias - mean * multiplier
+        if x_t is None:
+            return x * multiplier + offset
+        return x * multiplier + offset, x_t * multiplier[:, None] + offset[:, None]

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 
 from rlbench.networks.mlp import MLP, NetworkConfig
+from rlbench.networks.plain_layout import KERNELS_T
 
 
 class QNetwork(nn.Module):
@@ -15,9 +16,10 @@ class QNetwork(nn.Module):
     config: NetworkConfig
 
     @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False) -> jax.Array:
+    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False,
+                 plain_layout: bool = False) -> jax.Array:
         x = jnp.concatenate([obs, action], axis=-1)
-        x = MLP(self.config, name="trunk")(x, train=train, dropout=dropout)
+        x = MLP(self.config, name="trunk")(x, train=train, dropout=dropout, plain_layout=plain_layout)
         return nn.Dense(1, name="q")(x).squeeze(-1)  # [B]
 
 
@@ -32,14 +34,22 @@ class CriticEnsemble(nn.Module):
     n_critics: int = 2
 
     @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False) -> jax.Array:
+    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False,
+                 plain_layout: bool = False) -> jax.Array:
+        in_axes = None
+        if plain_layout:
+            # One copy of the inputs per critic: with inputs shared across the ensemble, the kernel
+            # gradient of the first layer would be a product whose operand carries the critic axis
+            # among its free axes, a form XLA:CPU has no bfloat16 kernel for.
+            obs, action = (jnp.broadcast_to(v, (self.n_critics, *v.shape)) for v in (obs, action))
+            in_axes = 0
         ensemble = nn.vmap(
             QNetwork,
-            variable_axes={"params": 0, "batch_stats": 0},
+            variable_axes={"params": 0, "batch_stats": 0, KERNELS_T: 0},
             split_rngs={"params": True, "dropout": True},
-            in_axes=None,
+            in_axes=(in_axes, in_axes, None, None, None),
             out_axes=0,
             axis_size=self.n_critics,
         )
         # Flags go positionally: lifted vmap drops keyword arguments (with only a warning).
-        return ensemble(self.config, name="critics")(obs, action, train, dropout)
+        return ensemble(self.config, name="critics")(obs, action, train, dropout, plain_layout)

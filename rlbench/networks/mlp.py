@@ -8,9 +8,9 @@ from typing import Literal
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 
 from rlbench.networks.batch_renorm import BatchRenorm
+from rlbench.networks.plain_layout import PlainLayoutDense
 
 Activation = Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"]
 Precision = Literal["float32", "bfloat16"]
@@ -42,15 +42,11 @@ class NetworkConfig:
     precision: Precision = "float32"
 
 
-def bfloat16_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
-    """`lax.dot_general` on bfloat16 operands with a float32 result (mixed precision, as on GPUs).
 
-    The backward products come from JAX's transpose rule and keep these dtypes; XLA:CPU runs the
-    ones whose operands it would have to transpose in float32 (see benchmarks/README.md).
-    """
-    del preferred_element_type  # always float32: the sum of products is never rounded to bfloat16
-    return jax.lax.dot_general(lhs.astype(jnp.bfloat16), rhs.astype(jnp.bfloat16), dimension_numbers,
-                               precision=precision, preferred_element_type=jnp.float32)
+def plain_layout_applies(cfg: NetworkConfig) -> bool:
+    """Whether a network can train through plain-layout products (networks/plain_layout.py): bfloat16,
+    with the layers that path carries (Dense, activation, BatchRenorm; not yet dropout or LayerNorm)."""
+    return cfg.precision == "bfloat16" and cfg.dropout_rate == 0.0 and not cfg.layer_norm
 
 
 class MLP(nn.Module):
@@ -60,19 +56,29 @@ class MLP(nn.Module):
     `train` puts BatchRenorm in training mode (batch statistics, running averages updated: apply
     with mutable=["batch_stats"]); `dropout` turns dropout on (needs a "dropout" PRNG stream). They are
     separate because CrossQ's actor loss reads the critic in evaluation mode with dropout still on.
+    `plain_layout` (bfloat16 networks for which `plain_layout_applies`) runs the feature-major pass
+    beside the usual one so that every backward product is in plain layout; it needs the `kernels_t`
+    collection. The output and its gradients are the same network's either way.
     """
 
     config: NetworkConfig
 
     @nn.compact
-    def __call__(self, x: jax.Array, *, train: bool = False, dropout: bool = False) -> jax.Array:
+    def __call__(self, x: jax.Array, *, train: bool = False, dropout: bool = False,
+                 plain_layout: bool = False) -> jax.Array:
         cfg = self.config
+        if plain_layout:
+            if not plain_layout_applies(cfg):
+                raise ValueError(f"plain_layout needs a bfloat16 network without dropout or LayerNorm, got {cfg}")
+            return self._plain_layout(x, train)
         activation = ACTIVATIONS[cfg.activation]
         if cfg.batch_norm:
             x = self._batch_renorm(x, train)
-        dot_general = bfloat16_dot_general if cfg.precision == "bfloat16" else jax.lax.dot_general
-        for width in cfg.hidden:
-            x = nn.Dense(width, dot_general=dot_general)(x)
+        for i, width in enumerate(cfg.hidden):
+            if cfg.precision == "bfloat16":
+                x = PlainLayoutDense(width, name=f"Dense_{i}")(x)
+            else:
+                x = nn.Dense(width, name=f"Dense_{i}")(x)
             if cfg.dropout_rate > 0.0:
                 x = nn.Dropout(rate=cfg.dropout_rate, deterministic=not dropout)(x)
             if cfg.layer_norm:
@@ -82,6 +88,20 @@ class MLP(nn.Module):
                 x = self._batch_renorm(x, train)
         return x
 
-    def _batch_renorm(self, x: jax.Array, train: bool) -> jax.Array:
+    def _plain_layout(self, x: jax.Array, train: bool) -> jax.Array:
+        # The same layers, in the same order and with the same names, on the pair (x, x^T).
+        cfg = self.config
+        activation = ACTIVATIONS[cfg.activation]
+        x_t = x.T  # the input's transpose is cheap (obs_dim + action_dim rows) and feeds only layer 0
+        if cfg.batch_norm:
+            x, x_t = self._batch_renorm(x, train, x_t)
+        for i, width in enumerate(cfg.hidden):
+            x, x_t = PlainLayoutDense(width, name=f"Dense_{i}")(x, x_t)
+            x, x_t = activation(x), activation(x_t)
+            if cfg.batch_norm:
+                x, x_t = self._batch_renorm(x, train, x_t)
+        return x
+
+    def _batch_renorm(self, x: jax.Array, train: bool, x_t: jax.Array | None = None):
         return BatchRenorm(momentum=self.config.batch_norm_momentum,
-                           warmup_steps=self.config.renorm_warmup_steps)(x, train)
+                           warmup_steps=self.config.renorm_warmup_steps)(x, train, x_t)

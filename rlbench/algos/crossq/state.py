@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from flax import struct
 from flax.training.train_state import TrainState
 
+from rlbench.algos.common.layout import TransposedKernels, init_transposed
 from rlbench.algos.common.steps import make_adam
 from rlbench.algos.common.temperature import init_temperature
 from rlbench.algos.sac.config import SACConfig
@@ -26,6 +27,7 @@ class CrossQState(struct.PyTreeNode):
     temperature: TrainState | None
     key: jax.Array
     step: jax.Array  # int32 gradient steps done
+    transposed: TransposedKernels | None = None  # W^T copies for plain-layout bfloat16 networks
 
 
 def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array) -> CrossQState:
@@ -43,4 +45,5 @@ def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array)
         temperature=init_temperature(cfg.ent_coef.initial, cfg.ent_coef.learned, cfg.learning_rate.initial),
         key=key,
         step=jnp.zeros((), jnp.int32),
+        transposed=init_transposed(cfg.actor, cfg.critic, actor_vars["params"], critic_vars["params"]),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rlbench.algos.common.layout import actor_kernels_t, critic_kernels_t, refresh, with_kernels_t
 from rlbench.algos.common.learner import Learner, assemble_learner
 from rlbench.algos.common.losses import actor_loss, critic_loss, soft_td_target
 from rlbench.algos.common.steps import apply_loss
@@ -44,6 +45,7 @@ def critic_step(cfg: SACConfig, nets: SACNetworks, state: CrossQState, batch: Tr
     mean, log_std = nets.actor.apply(actor_vars, batch.next_obs, train=False)
     next_action, next_log_prob = sample_action(mean, log_std, next_action_key)
     batch_size = batch.reward.shape[0]
+    kernels_t = critic_kernels_t(state.transposed)
 
     def loss_fn(params):
         # CrossQ's key idea: ONE training-mode pass over the concatenation of (s, a) and (s', a').
@@ -55,8 +57,9 @@ def critic_step(cfg: SACConfig, nets: SACNetworks, state: CrossQState, batch: Tr
         joint_obs = jnp.concatenate([batch.obs, batch.next_obs])  # [2B, obs_dim]
         joint_action = jnp.concatenate([batch.action, next_action])  # [2B, action_dim]
         joint_q, updates = nets.critic.apply(
-            {"params": params, "batch_stats": state.critic.batch_stats}, joint_obs, joint_action,
-            train=True, dropout=True, rngs={"dropout": dropout_key}, mutable=["batch_stats"],
+            with_kernels_t({"params": params, "batch_stats": state.critic.batch_stats}, kernels_t),
+            joint_obs, joint_action, train=True, dropout=True, plain_layout=kernels_t is not None,
+            rngs={"dropout": dropout_key}, mutable=["batch_stats"],
         )
         q, next_q = joint_q[:, :batch_size], joint_q[:, batch_size:]  # [n_critics, B] each
         target = soft_td_target(next_q, next_log_prob, batch.reward, batch.terminated, alpha, cfg.gamma)
@@ -65,7 +68,7 @@ def critic_step(cfg: SACConfig, nets: SACNetworks, state: CrossQState, batch: Tr
     critic, loss, (q, batch_stats) = apply_loss(state.critic, loss_fn)
     critic = critic.replace(batch_stats=batch_stats)
     metrics = {"train/critic_loss": loss, "train/q_mean": q.mean(), "train/critic_bn_steps": bn_steps(batch_stats)}
-    return state.replace(critic=critic), metrics
+    return state.replace(critic=critic, transposed=refresh(state.transposed, critic=critic.params)), metrics
 
 
 def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: CrossQState,
@@ -74,10 +77,12 @@ def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: 
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
     critic_vars = {"params": state.critic.params, "batch_stats": state.critic.batch_stats}
 
+    kernels_t = actor_kernels_t(state.transposed)
+
     def loss_fn(actor_params):
         (mean, log_std), updates = nets.actor.apply(
-            {"params": actor_params, "batch_stats": state.actor.batch_stats}, batch.obs,
-            train=True, mutable=["batch_stats"],
+            with_kernels_t({"params": actor_params, "batch_stats": state.actor.batch_stats}, kernels_t),
+            batch.obs, train=True, plain_layout=kernels_t is not None, mutable=["batch_stats"],
         )
         action, log_prob = sample_action(mean, log_std, action_key)
         # The critic in evaluation mode: running statistics, no statistics update from the actor's
@@ -92,7 +97,8 @@ def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: 
     temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target)
     metrics = {"train/actor_loss": loss, "train/entropy": entropy.mean(), "train/alpha": alpha,
                "train/temperature_loss": temperature_loss, "train/actor_bn_steps": bn_steps(batch_stats)}
-    return state.replace(actor=actor, temperature=temperature), metrics
+    return state.replace(actor=actor, temperature=temperature,
+                         transposed=refresh(state.transposed, actor=actor.params)), metrics
 
 
 def make_learner(cfg: SACConfig, spec: EnvSpec, buffer: UniformBuffer) -> Learner[CrossQState]:

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from flax import struct
 from flax.training.train_state import TrainState
 
+from rlbench.algos.common.layout import TransposedKernels, init_transposed
 from rlbench.algos.common.steps import make_adam
 from rlbench.algos.common.temperature import init_temperature
 from rlbench.algos.sac.config import SACConfig
@@ -29,6 +30,7 @@ class SACState(struct.PyTreeNode):
     temperature: TrainState | None  # params {"log_alpha": scalar}; None when ent_coef is fixed
     key: jax.Array  # typed PRNG key for sampling batches, actions and dropout masks
     step: jax.Array  # int32 gradient steps done; drives policy_delay inside the compiled update
+    transposed: TransposedKernels | None = None  # W^T copies for plain-layout bfloat16 networks
 
 
 class SACNetworks(NamedTuple):
@@ -81,4 +83,5 @@ def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array)
         temperature=init_temperature(cfg.ent_coef.initial, cfg.ent_coef.learned, cfg.learning_rate.initial),
         key=key,
         step=jnp.zeros((), jnp.int32),
+        transposed=init_transposed(cfg.actor, cfg.critic, actor_params, critic_params),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax
 
+from rlbench.algos.common.layout import actor_kernels_t, critic_kernels_t, refresh, with_kernels_t
 from rlbench.algos.common.learner import Learner, assemble_learner
 from rlbench.algos.common.losses import actor_loss, critic_loss, soft_td_target
 from rlbench.algos.common.steps import apply_loss, polyak
@@ -38,14 +39,17 @@ def critic_step(cfg: SACConfig, nets: SACNetworks, state: SACState, batch: Trans
                                dropout=True, rngs={"dropout": target_dropout_key})
     target = soft_td_target(next_q, next_log_prob, batch.reward, batch.terminated, alpha, cfg.gamma)
 
+    kernels_t = critic_kernels_t(state.transposed)
+
     def loss_fn(params):
-        q = nets.critic.apply({"params": params}, batch.obs, batch.action, dropout=True,
-                              rngs={"dropout": dropout_key})
+        q = nets.critic.apply(with_kernels_t({"params": params}, kernels_t), batch.obs, batch.action,
+                              dropout=True, plain_layout=kernels_t is not None, rngs={"dropout": dropout_key})
         return critic_loss(q, target), q
 
     critic, loss, q = apply_loss(state.critic, loss_fn)
     critic = critic.replace(target_params=polyak(critic.target_params, critic.params, cfg.tau))
-    return state.replace(critic=critic), {"train/critic_loss": loss, "train/q_mean": q.mean()}
+    state = state.replace(critic=critic, transposed=refresh(state.transposed, critic=critic.params))
+    return state, {"train/critic_loss": loss, "train/q_mean": q.mean()}
 
 
 def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: SACState,
@@ -53,8 +57,11 @@ def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: 
     action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
 
+    kernels_t = actor_kernels_t(state.transposed)
+
     def loss_fn(actor_params):
-        mean, log_std = nets.actor.apply({"params": actor_params}, batch.obs)
+        mean, log_std = nets.actor.apply(with_kernels_t({"params": actor_params}, kernels_t), batch.obs,
+                                         plain_layout=kernels_t is not None)
         action, log_prob = sample_action(mean, log_std, action_key)
         q = nets.critic.apply({"params": state.critic.params}, batch.obs, action, dropout=True,
                               rngs={"dropout": dropout_key})
@@ -65,7 +72,8 @@ def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: 
     temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target)
     metrics = {"train/actor_loss": loss, "train/entropy": entropy.mean(), "train/alpha": alpha,
                "train/temperature_loss": temperature_loss}
-    return state.replace(actor=actor, temperature=temperature), metrics
+    return state.replace(actor=actor, temperature=temperature,
+                         transposed=refresh(state.transposed, actor=actor.params)), metrics
 
 
 def make_learner(cfg: SACConfig, spec: EnvSpec, buffer: UniformBuffer) -> Learner[SACState]:

@@ -1,0 +1,96 @@
+"""bfloat16 Dense layers whose backward products run in plain layout, the only fast one on XLA:CPU.
+
+A Dense layer y = x W computes three products per training step: x @ W (forward), dy @ W^T (input
+gradient) and x^T @ dy (kernel gradient). XLA:CPU multiplies bfloat16 fast (about 2-4x float32 on
+AVX-512-BF16/AMX) only when the left operand is contracted on its last axis and the right one on its
+first, both row-major. Autodiff gives the two backward products a transposed operand, which XLA folds
+into the product's dimension numbers; that form runs as a float32 product on upcast copies, slower
+than plain float32 (benchmarks/README.md). An explicit `.T` does not help: XLA folds it back.
+
+So the backward products get operands that are already laid out:
+- W^T comes from the *previous* gradient step: after every optimizer step the update stores
+  `transposed_kernels(params)` (bfloat16 [out, in] copies) in the train state, so inside the compiled
+  loop it crosses the loop boundary as data and cannot be folded. It is exactly W^T of the current
+  parameters: the refresh follows every change of the parameters (tested).
+- x^T comes from a second, feature-major forward pass, y^T = W^T x^T, run beside the usual one. The
+  normalisation and activation of each layer act on both (same statistics, same mask). It costs one
+  more forward product per layer (a third more work), in the fast layout.
+The backward pass is then dx = dy @ W^T ([B, out] @ [out, in]) and dW = x^T @ dy ([in, B] @ [B, out]),
+both plain. The feature-major values serve only as operands: their cotangent is zero by construction
+(the loss reads the batch-major output only), so gradients are those of the batch-major network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import traverse_util
+
+KERNELS_T = "kernels_t"  # the Flax collection holding W^T per plain-layout Dense layer
+
+
+def _matmul(a: jax.Array, b: jax.Array) -> jax.Array:
+    """a @ b on bfloat16 operands with a float32 result."""
+    return jnp.matmul(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+
+
+@jax.custom_vjp
+def dense_pair(x: jax.Array, x_t: jax.Array, kernel: jax.Array, kernel_t: jax.Array,
+               bias: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(x W + b, W^T x^T + b) for x [B, in], x_t = x^T [in, B], kernel [in, out], kernel_t = W^T [out, in]."""
+    return _matmul(x, kernel) + bias, _matmul(kernel_t, x_t) + bias[:, None]
+
+
+def _dense_pair_forward(x, x_t, kernel, kernel_t, bias):
+    x_t16, kernel_t16 = x_t.astype(jnp.bfloat16), kernel_t.astype(jnp.bfloat16)
+    outputs = _matmul(x, kernel) + bias, _matmul(kernel_t16, x_t16) + bias[:, None]
+    return outputs, (x_t16, kernel_t16, jnp.zeros((), x_t.dtype), jnp.zeros((), kernel_t.dtype))
+
+
+def _dense_pair_backward(residuals, cotangents):
+    x_t16, kernel_t16, x_t_like, kernel_t_like = residuals
+    dy, _ = cotangents  # the feature-major output is an operand only: its cotangent is zero
+    dy16 = dy.astype(jnp.bfloat16)
+    dx = jnp.matmul(dy16, kernel_t16, preferred_element_type=jnp.float32)  # [B, out] @ [out, in]
+    dkernel = jnp.matmul(x_t16, dy16, preferred_element_type=jnp.float32)  # [in, B] @ [B, out]
+    dbias = dy.sum(axis=0)
+    return (dx, jnp.zeros(x_t16.shape, x_t_like.dtype), dkernel, jnp.zeros(kernel_t16.shape, kernel_t_like.dtype),
+            dbias)
+
+
+dense_pair.defvjp(_dense_pair_forward, _dense_pair_backward)
+
+
+class PlainLayoutDense(nn.Module):
+    """A Dense layer with bfloat16 products (float32 accumulation) and the same parameters as `nn.Dense`.
+
+    `layer(x)`: y = x W + b. `layer(x, x_t)`: the pair (y, y^T) through `dense_pair`, reading W^T from
+    the `kernels_t` collection (see `transposed_kernels`).
+    """
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array, x_t: jax.Array | None = None):
+        kernel = self.param("kernel", nn.initializers.lecun_normal(), (x.shape[-1], self.features), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
+        if x_t is None:
+            return _matmul(x, kernel) + bias
+        if not self.has_variable(KERNELS_T, "kernel"):
+            raise ValueError(f"{self.name}: the plain-layout pass needs W^T in the '{KERNELS_T}' collection "
+                             "(apply with {'kernels_t': transposed_kernels(params), ...})")
+        return dense_pair(x, x_t, kernel, self.get_variable(KERNELS_T, "kernel"), bias)
+
+
+def transposed_kernels(params: Any) -> dict[str, Any]:
+    """The `kernels_t` collection for `params`: W^T in bfloat16 for every PlainLayoutDense kernel (those
+    of the MLP trunks), under the same module path; leading (ensemble) axes kept."""
+    flat = traverse_util.flatten_dict(params)
+    return traverse_util.unflatten_dict({
+        path: jnp.swapaxes(value, -1, -2).astype(jnp.bfloat16)
+        for path, value in flat.items()
+        if path[-1] == "kernel" and "trunk" in path
+    })
