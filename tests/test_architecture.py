@@ -1,6 +1,7 @@
 """The dependency rule: the pure core (algos, networks, buffers) never imports the host shell."""
 
 import ast
+import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "rlbench"
@@ -38,3 +39,16 @@ def test_no_eval_exec_or_pickle_anywhere():
         if "pickle" in imported_modules(path):
             offenders.append(f"{path.relative_to(PACKAGE)} imports pickle")
     assert not offenders, offenders
+
+
+def test_importing_rlbench_turns_off_gpu_memory_preallocation_unless_set():
+    import subprocess
+    import sys
+
+    code = "import os, rlbench; print(os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'])"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_PYTHON_CLIENT_PREALLOCATE"}
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip() == "false"
+    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true"
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip() == "true"

@@ -10,7 +10,7 @@ import flax.linen as nn
 import jax
 
 from rlbench.networks.batch_renorm import BatchRenorm
-from rlbench.networks.plain_layout import PlainLayoutDense
+from rlbench.networks.plain_layout import PairDropout, PairLayerNorm, PlainLayoutDense
 
 Activation = Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"]
 Precision = Literal["float32", "bfloat16"]
@@ -44,9 +44,8 @@ class NetworkConfig:
 
 
 def plain_layout_applies(cfg: NetworkConfig) -> bool:
-    """Whether a network can train through plain-layout products (networks/plain_layout.py): bfloat16,
-    with the layers that path carries (Dense, activation, BatchRenorm; not yet dropout or LayerNorm)."""
-    return cfg.precision == "bfloat16" and cfg.dropout_rate == 0.0 and not cfg.layer_norm
+    """Whether a network trains through plain-layout products (networks/plain_layout.py): bfloat16 ones."""
+    return cfg.precision == "bfloat16"
 
 
 class MLP(nn.Module):
@@ -69,8 +68,8 @@ class MLP(nn.Module):
         cfg = self.config
         if plain_layout:
             if not plain_layout_applies(cfg):
-                raise ValueError(f"plain_layout needs a bfloat16 network without dropout or LayerNorm, got {cfg}")
-            return self._plain_layout(x, train)
+                raise ValueError(f"plain_layout needs a bfloat16 network, got {cfg}")
+            return self._plain_layout(x, train, dropout)
         activation = ACTIVATIONS[cfg.activation]
         if cfg.batch_norm:
             x = self._batch_renorm(x, train)
@@ -88,8 +87,9 @@ class MLP(nn.Module):
                 x = self._batch_renorm(x, train)
         return x
 
-    def _plain_layout(self, x: jax.Array, train: bool) -> jax.Array:
-        # The same layers, in the same order and with the same names, on the pair (x, x^T).
+    def _plain_layout(self, x: jax.Array, train: bool, dropout: bool) -> jax.Array:
+        # The same layers, in the same order, with the same names (so the same parameters and dropout
+        # masks), on the pair (x, x^T).
         cfg = self.config
         activation = ACTIVATIONS[cfg.activation]
         x_t = x.T  # the input's transpose is cheap (obs_dim + action_dim rows) and feeds only layer 0
@@ -97,6 +97,10 @@ class MLP(nn.Module):
             x, x_t = self._batch_renorm(x, train, x_t)
         for i, width in enumerate(cfg.hidden):
             x, x_t = PlainLayoutDense(width, name=f"Dense_{i}")(x, x_t)
+            if cfg.dropout_rate > 0.0:
+                x, x_t = PairDropout(cfg.dropout_rate, name=f"Dropout_{i}")(x, x_t, deterministic=not dropout)
+            if cfg.layer_norm:
+                x, x_t = PairLayerNorm(name=f"LayerNorm_{i}")(x, x_t)
             x, x_t = activation(x), activation(x_t)
             if cfg.batch_norm:
                 x, x_t = self._batch_renorm(x, train, x_t)

@@ -13,7 +13,7 @@ So the backward products get operands that are already laid out:
   loop it crosses the loop boundary as data and cannot be folded. It is exactly W^T of the current
   parameters: the refresh follows every change of the parameters (tested).
 - x^T comes from a second, feature-major forward pass, y^T = W^T x^T, run beside the usual one. The
-  normalisation and activation of each layer act on both (same statistics, same mask). It costs one
+  dropout, normalisation and activation of each layer act on both (same mask, same statistics). It costs one
   more forward product per layer (a third more work), in the fast layout.
 The backward pass is then dx = dy @ W^T ([B, out] @ [out, in]) and dW = x^T @ dy ([in, B] @ [B, out]),
 both plain. The feature-major values serve only as operands: their cotangent is zero by construction
@@ -83,6 +83,41 @@ class PlainLayoutDense(nn.Module):
             raise ValueError(f"{self.name}: the plain-layout pass needs W^T in the '{KERNELS_T}' collection "
                              "(apply with {'kernels_t': transposed_kernels(params), ...})")
         return dense_pair(x, x_t, kernel, self.get_variable(KERNELS_T, "kernel"), bias)
+
+
+class PairDropout(nn.Module):
+    """`nn.Dropout` on (x, x^T) with one mask; under the same name it draws the same mask as nn.Dropout."""
+
+    rate: float
+
+    @nn.compact
+    def __call__(self, x: jax.Array, x_t: jax.Array, deterministic: bool) -> tuple[jax.Array, jax.Array]:
+        if deterministic or self.rate == 0.0:
+            return x, x_t
+        keep = 1.0 - self.rate
+        mask = jax.random.bernoulli(self.make_rng("dropout"), p=keep, shape=x.shape)
+        return (jax.lax.select(mask, x / keep, jnp.zeros_like(x)),
+                jax.lax.select(mask.T, x_t / keep, jnp.zeros_like(x_t)))
+
+
+class PairLayerNorm(nn.Module):
+    """`nn.LayerNorm` (same parameters, same arithmetic) on x [B, features], and the same per-sample
+    normalisation applied to x^T [features, B]."""
+
+    epsilon: float = 1e-6
+
+    @nn.compact
+    def __call__(self, x: jax.Array, x_t: jax.Array) -> tuple[jax.Array, jax.Array]:
+        features = x.shape[-1]
+        scale = self.param("scale", nn.initializers.ones_init(), (features,), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros_init(), (features,), jnp.float32)
+        # As Flax: one pass for both moments, the variance clamped at 0.
+        mean = x.mean(axis=-1, keepdims=True)
+        var = jnp.maximum((x * x).mean(axis=-1, keepdims=True) - mean**2, 0.0)
+        inv_std = jax.lax.rsqrt(var + self.epsilon)
+        y = (x - mean) * (inv_std * scale) + bias
+        y_t = (x_t - mean.T) * inv_std.T * scale[:, None] + bias[:, None]
+        return y, y_t
 
 
 def transposed_kernels(params: Any) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The train state's W^T copies for plain-layout bfloat16 networks (see networks/plain_layout.py).
 
 `TransposedKernels` holds, per network, the `kernels_t` collection of its current parameters, or None
-for a network that does not use the plain-layout pass (float32, or dropout/LayerNorm). Every step that
+for a float32 network (no plain-layout pass). Every step that
 changes a network's parameters refreshes its copy right after the optimizer step, so the copy the next
 step reads is always W^T of the parameters it differentiates.
 """
