@@ -155,6 +155,8 @@ def resume_cli(tmp_path, model, *argv):
     (["--algo", "crossq", "--env", "Pendulum-v1"], "trained with --algo sac, but --algo crossq"),
     (["--algo", "sac", "--env", "Pendulum-v1", "-params", "policy_kwargs:dict(net_arch=[64])"],
      "net_arch.*architecture cannot change on resume"),
+    (["--algo", "sac", "--env", "Pendulum-v1", "-params", "precision:bfloat16"],
+     "precision: 'bfloat16' differs from 'float32' saved in .*cannot change on resume"),
     (["--algo", "sac", "--env", "Pendulum-v1", "-params", "buffer_size:5000"],
      "its replay buffer has buffer_size=1000000, the configuration 5000"),
     (["--algo", "sac", "--env", "Pendulum-v1", "-params", "ent_coef:0.1"],

@@ -295,8 +295,14 @@ def check_resume_overrides(resume: Checkpoint, saved: Mapping[str, Any], merged:
                 f"-params policy_kwargs {key}: {new_kwargs.get(key)!r} differs from the network saved in "
                 f"{resume.path} ({saved_kwargs.get(key)!r}); the architecture cannot change on resume "
                 "(optimizer and schedule settings such as learning_rate can)")
+    saved_precision = saved.get("precision", "float32")  # checkpoints from before the key: float32
+    if resolved.get("precision") != saved_precision:
+        raise ConfigError(
+            f"-params precision: {resolved.get('precision')!r} differs from {saved_precision!r} saved in "
+            f"{resume.path}; precision cannot change on resume (a bfloat16 learner state also holds bfloat16 copies of "
+            "the transposed kernels); resume with the saved precision")
     for key in sorted(set(saved) | set(merged)):
-        if key not in ("policy_kwargs", "n_timesteps") and saved.get(key) != merged.get(key):
+        if key not in ("policy_kwargs", "n_timesteps", "precision") and saved.get(key) != merged.get(key):
             print(f"Resume: {key} changed from {saved.get(key)!r} to {merged.get(key)!r}")
 
 
