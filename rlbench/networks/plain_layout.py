@@ -40,25 +40,25 @@ def _matmul(a: jax.Array, b: jax.Array) -> jax.Array:
 @jax.custom_vjp
 def dense_pair(x: jax.Array, x_t: jax.Array, kernel: jax.Array, kernel_t: jax.Array,
                bias: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(x W + b, W^T x^T + b) for x [B, in], x_t = x^T [in, B], kernel [in, out], kernel_t = W^T [out, in]."""
+    """(x W + b, W^T x^T + b) for x [B, in] and x_t = x^T [in, B] (float32 activations), kernel [in, out]
+    (float32 parameter) and kernel_t = W^T [out, in] (its bfloat16 copy from `transposed_kernels`)."""
     return _matmul(x, kernel) + bias, _matmul(kernel_t, x_t) + bias[:, None]
 
 
 def _dense_pair_forward(x, x_t, kernel, kernel_t, bias):
-    x_t16, kernel_t16 = x_t.astype(jnp.bfloat16), kernel_t.astype(jnp.bfloat16)
-    outputs = _matmul(x, kernel) + bias, _matmul(kernel_t16, x_t16) + bias[:, None]
-    return outputs, (x_t16, kernel_t16, jnp.zeros((), x_t.dtype), jnp.zeros((), kernel_t.dtype))
+    x_t16 = x_t.astype(jnp.bfloat16)
+    outputs = _matmul(x, kernel) + bias, _matmul(kernel_t, x_t16) + bias[:, None]
+    return outputs, (x_t16, kernel_t)
 
 
 def _dense_pair_backward(residuals, cotangents):
-    x_t16, kernel_t16, x_t_like, kernel_t_like = residuals
+    x_t16, kernel_t = residuals
     dy, _ = cotangents  # the feature-major output is an operand only: its cotangent is zero
     dy16 = dy.astype(jnp.bfloat16)
-    dx = jnp.matmul(dy16, kernel_t16, preferred_element_type=jnp.float32)  # [B, out] @ [out, in]
+    dx = jnp.matmul(dy16, kernel_t, preferred_element_type=jnp.float32)  # [B, out] @ [out, in]
     dkernel = jnp.matmul(x_t16, dy16, preferred_element_type=jnp.float32)  # [in, B] @ [B, out]
-    dbias = dy.sum(axis=0)
-    return (dx, jnp.zeros(x_t16.shape, x_t_like.dtype), dkernel, jnp.zeros(kernel_t16.shape, kernel_t_like.dtype),
-            dbias)
+    # x_t and kernel_t are operands only, never differentiated: zero cotangents (dead code once compiled).
+    return dx, jnp.zeros(x_t16.shape, jnp.float32), dkernel, jnp.zeros_like(kernel_t), dy.sum(axis=0)
 
 
 dense_pair.defvjp(_dense_pair_forward, _dense_pair_backward)
