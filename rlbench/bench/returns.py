@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlbench import plots
+from rlbench.bench import cpu_model
 from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, read_checkpoint
 from rlbench.cli import train as train_cli
 from rlbench.envs.make import check_env_id
@@ -386,18 +387,11 @@ def runs_table(groups: list[plots.Group], log: Path) -> str:
 
 
 def machine_line() -> str:
-    """CPU model, cores and versions. (speed.py's `machine()` gives the same as JSON; not imported, so the
-    report does not depend on the speed benchmark's imports.)"""
+    """CPU model, cores and versions (speed.py's `machine()` gives the same facts as JSON)."""
     import gymnasium
     import jax
 
-    cpu = "unknown CPU"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or cpu
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, JAX {jax.__version__} "
+    return (f"{cpu_model()}, {os.cpu_count()} cores; Python {platform.python_version()}, JAX {jax.__version__} "
             f"({jax.default_backend()}), gymnasium {gymnasium.__version__}")
 
 

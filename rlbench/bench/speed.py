@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlbench.bench import cpu_model
+
 PEER_SCRIPT = Path(__file__).resolve().parents[3] / "shared" / "bench" / "sbx_speed.py"
 WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
 HALF_CHEETAH_SPEC = (17, 6)  # (obs_dim, action_dim), for the cost analysis without an env
@@ -75,14 +77,25 @@ def matmul_peak_gflops(dtype=jnp.float32, repeats: int = 5) -> dict[str, float]:
     return rates
 
 
+def random_batches(spec, n_steps: int, batch_size: int):
+    """[n_steps, batch_size, ...] transitions of random floats (actions in [-1, 1], none terminal)."""
+    from rlbench.types import Transition
+
+    rng = np.random.default_rng(0)
+    shape = (n_steps, batch_size)
+    return Transition(
+        obs=jnp.asarray(rng.normal(size=(*shape, spec.obs_dim)), jnp.float32),
+        action=jnp.asarray(rng.uniform(-1, 1, size=(*shape, spec.action_dim)), jnp.float32),
+        reward=jnp.asarray(rng.normal(size=shape), jnp.float32),
+        next_obs=jnp.asarray(rng.normal(size=(*shape, spec.obs_dim)), jnp.float32),
+        terminated=jnp.zeros(shape, jnp.float32))
+
+
 def gradient_step_gflop(learner, cfg, spec) -> float:
     """GFLOP of one gradient step as the loop runs it on average: the critic half every step, the
     actor and temperature half every `policy_delay` steps (XLA cost analysis, one batch)."""
-    from rlbench.types import Transition
 
-    b = cfg.batch_size
-    batch = Transition(obs=jnp.zeros((b, spec.obs_dim)), action=jnp.zeros((b, spec.action_dim)),
-                       reward=jnp.zeros((b,)), next_obs=jnp.zeros((b, spec.obs_dim)), terminated=jnp.zeros((b,)))
+    batch = jax.tree.map(lambda x: x[0], random_batches(spec, 1, cfg.batch_size))
     state = jax.eval_shape(learner.init_fn, jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(0)
 
@@ -94,16 +107,9 @@ def gradient_step_gflop(learner, cfg, spec) -> float:
 
 def update_only_rate(learner, cfg, spec, state, seconds: float = 5.0) -> float:
     """Gradient steps/s of the compiled fused steps alone, on fixed random batches."""
-    from rlbench.types import Transition
 
-    g, b = cfg.gradient_steps, cfg.batch_size
-    rng = np.random.default_rng(0)
-    batches = Transition(
-        obs=jnp.asarray(rng.normal(size=(g, b, spec.obs_dim)), jnp.float32),
-        action=jnp.asarray(rng.uniform(-1, 1, size=(g, b, spec.action_dim)), jnp.float32),
-        reward=jnp.asarray(rng.normal(size=(g, b)), jnp.float32),
-        next_obs=jnp.asarray(rng.normal(size=(g, b, spec.obs_dim)), jnp.float32),
-        terminated=jnp.zeros((g, b), jnp.float32))
+    g = cfg.gradient_steps
+    batches = random_batches(spec, g, cfg.batch_size)
     keys = jax.random.split(jax.random.PRNGKey(1), g)
     progress = jnp.asarray(1.0)
     steps = jax.jit(learner.gradient_steps_fn, donate_argnums=0)
@@ -194,15 +200,7 @@ def peer_row(python: str, script: Path, algo: str, env_id: str, n_envs: int, gra
 
 
 def machine() -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "jax": jax.__version__,
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(), "jax": jax.__version__,
             "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()]}
 
 
