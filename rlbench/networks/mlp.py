@@ -10,6 +10,7 @@ import flax.linen as nn
 import jax
 
 from rlbench.networks.batch_renorm import BatchRenorm
+from rlbench.networks.dropout import Dropout
 from rlbench.networks.plain_layout import PairDropout, PairLayerNorm, PlainLayoutDense
 
 Activation = Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"]
@@ -79,7 +80,7 @@ class MLP(nn.Module):
             else:
                 x = nn.Dense(width, name=f"Dense_{i}")(x)
             if cfg.dropout_rate > 0.0:
-                x = nn.Dropout(rate=cfg.dropout_rate, deterministic=not dropout)(x)
+                x = Dropout(cfg.dropout_rate, name=f"Dropout_{i}")(x, deterministic=not dropout)
             if cfg.layer_norm:
                 x = nn.LayerNorm()(x)
             x = activation(x)

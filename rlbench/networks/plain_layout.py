@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 from flax import traverse_util
 
+from rlbench.networks.dropout import apply_mask, keep_mask
+
 KERNELS_T = "kernels_t"  # the Flax collection holding W^T per plain-layout Dense layer
 
 
@@ -86,7 +88,7 @@ class PlainLayoutDense(nn.Module):
 
 
 class PairDropout(nn.Module):
-    """`nn.Dropout` on (x, x^T) with one mask; under the same name it draws the same mask as nn.Dropout."""
+    """`Dropout` on (x, x^T) with one mask; under the same name it draws the same mask as `Dropout`."""
 
     rate: float
 
@@ -94,10 +96,8 @@ class PairDropout(nn.Module):
     def __call__(self, x: jax.Array, x_t: jax.Array, deterministic: bool) -> tuple[jax.Array, jax.Array]:
         if deterministic or self.rate == 0.0:
             return x, x_t
-        keep = 1.0 - self.rate
-        mask = jax.random.bernoulli(self.make_rng("dropout"), p=keep, shape=x.shape)
-        return (jax.lax.select(mask, x / keep, jnp.zeros_like(x)),
-                jax.lax.select(mask.T, x_t / keep, jnp.zeros_like(x_t)))
+        keep = keep_mask(self.make_rng("dropout"), self.rate, x.shape)
+        return apply_mask(x, keep, self.rate), apply_mask(x_t, keep.T, self.rate)
 
 
 class PairLayerNorm(nn.Module):
