@@ -22,6 +22,7 @@ import numpy as np
 
 from rlbench.bench.speed import HALF_CHEETAH_SPEC, bench_config, random_batches
 from rlbench.buffers.uniform import make_uniform_buffer
+from rlbench.networks.actor import LOG_STD_MAX, LOG_STD_MIN, sample_action
 from rlbench.registry import ALGORITHMS
 from rlbench.types import EnvSpec
 
@@ -43,12 +44,8 @@ def _mlp(layers, x):
 
 def _actor(params, obs, key):
     out = _mlp(params, obs)
-    mean, log_std = out[:, :ACTION_DIM], jnp.clip(out[:, ACTION_DIM:], -20, 2)
-    noise = jax.random.normal(key, mean.shape)
-    pre_tanh = mean + jnp.exp(log_std) * noise
-    log_prob = (-0.5 * noise**2 - log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
-    log_prob -= (2 * (np.log(2) - pre_tanh - jax.nn.softplus(-2 * pre_tanh))).sum(-1)
-    return jnp.tanh(pre_tanh), log_prob
+    log_std = jnp.clip(out[:, ACTION_DIM:], LOG_STD_MIN, LOG_STD_MAX)
+    return sample_action(out[:, :ACTION_DIM], log_std, key)  # plain jnp math, the same as rlbench's actor
 
 
 def _critics(params, obs, action):

@@ -94,7 +94,6 @@ def random_batches(spec, n_steps: int, batch_size: int):
 def gradient_step_gflop(learner, cfg, spec) -> float:
     """GFLOP of one gradient step as the loop runs it on average: the critic half every step, the
     actor and temperature half every `policy_delay` steps (XLA cost analysis, one batch)."""
-
     batch = jax.tree.map(lambda x: x[0], random_batches(spec, 1, cfg.batch_size))
     state = jax.eval_shape(learner.init_fn, jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(0)
@@ -107,7 +106,6 @@ def gradient_step_gflop(learner, cfg, spec) -> float:
 
 def update_only_rate(learner, cfg, spec, state, seconds: float = 5.0) -> float:
     """Gradient steps/s of the compiled fused steps alone, on fixed random batches."""
-
     g = cfg.gradient_steps
     batches = random_batches(spec, g, cfg.batch_size)
     keys = jax.random.split(jax.random.PRNGKey(1), g)
