@@ -97,6 +97,39 @@ def test_grid_report_then_rerun_skips(tmp_path, capsys):
     assert not (tmp_path / "other.md").exists() and run_folders(log) == folders
 
 
+def test_params_per_algo_and_report_only(tmp_path, capsys):
+    """--params-for sets one algorithm's overrides (winning over -params); --report-only reports the finished
+    part of a larger grid and trains nothing, as when several invocations train disjoint seeds into one -f."""
+    log, output = tmp_path / "logs", tmp_path / "returns.md"
+    common = ["returns", "--algos", "sac", "crossq", "--envs", "Pendulum-v1", "-f", str(log), "--output",
+              str(output), *TINY, "--params-for", "crossq", "batch_size:8", "gamma:0.9"]
+    assert bench_main([*common, "--seed-list", "1"]) == 0
+    settings = {algo: json.loads((log / algo / "Pendulum-v1_1" / "bench_done.json").read_text())["settings"]
+                for algo in ("sac", "crossq")}
+    assert (settings["sac"]["hyperparams"]["batch_size"], settings["crossq"]["hyperparams"]["batch_size"]) == (16, 8)
+    assert (settings["sac"]["hyperparams"]["gamma"], settings["crossq"]["hyperparams"]["gamma"]) == (0.99, 0.9)
+    assert "crossq `learning_starts:1000 policy_kwargs:dict(net_arch=[8]) batch_size:8 gamma:0.9`" in output.read_text()
+    capsys.readouterr()
+
+    folders = run_folders(log)
+    partial = tmp_path / "partial.md"
+    assert bench_main([*common, "--seed-list", "1", "2", "--report-only", "--output", str(partial)]) == 0
+    assert "2 finished, 2 not (--report-only" in capsys.readouterr().out
+    assert run_folders(log) == folders  # nothing trained
+    report = partial.read_text()
+    assert "Not trained yet (left out of the tables): sac/Pendulum-v1_2, crossq/Pendulum-v1_2" in report
+    final = np.load(log / "crossq" / "Pendulum-v1_1" / "evaluations.npz")["results"][-1].mean()
+    assert f"| Pendulum-v1 | crossq | 1 | 600 | {final:.1f} | {final:.1f} | n/a (1 seed) | - | - |" in report
+
+    # Other per-algorithm settings are other runs: refused, as any change of settings is.
+    other = [*common[:-1], "gamma:0.8", "--seed-list", "1", "--report-only"]
+    assert bench_main(other) == 2
+    assert "crossq/Pendulum-v1_1 was trained with other settings (gamma: 0.9 there, 0.8 now" in capsys.readouterr().err
+    assert bench_main([*common, "--seed-list", "3", "--report-only"]) == 1  # no finished run of seed 3
+    assert "no finished run to report" in capsys.readouterr().err
+    assert run_folders(log) == folders
+
+
 class StopAfter300Steps:
     """Stands in for train.py's signal handler: asks the loop to stop, as SIGTERM would, at 300 env steps
     (it is polled once per env step)."""
@@ -140,11 +173,15 @@ def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch, ca
 @pytest.mark.parametrize(("flag", "bad", "expected"), [
     ("--algos", "sacc", "unknown algorithm 'sacc'; did you mean 'sac'? (valid: sac, droq, crossq)"),
     ("--envs", "Pendulum-v9", "environment 'Pendulum-v9' not found"),
+    ("--params-for", "droq", "--params-for droq: not one of --algos (sac)"),
+    ("--params-for", "sac", "--params-for sac: expected KEY:VALUE overrides after the algorithm"),
 ])
 def test_unknown_names_exit_2_before_writing(tmp_path, capsys, flag, bad, expected):
     args = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "-f", str(tmp_path / "logs"),
-            "--output", str(tmp_path / "returns.md"), "-n", "100"]
+            "--output", str(tmp_path / "returns.md"), "-n", "100", "--params-for", "sac", "gamma:0.9"]
     args[args.index(flag) + 1] = bad
+    if bad == "sac":
+        args.remove("gamma:0.9")
     assert bench_main(args) == 2
     err = capsys.readouterr().err
     assert expected in err

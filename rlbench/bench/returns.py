@@ -125,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the markdown report; PNGs go beside it")
     p.add_argument("-params", "--hyperparams", nargs="+", default=[], metavar="KEY:VALUE",
                    help="hyperparameter overrides for every run, as train.py's -params")
+    p.add_argument("--params-for", nargs="+", action="append", default=[], metavar=("ALGO", "KEY:VALUE"),
+                   help="overrides for one algorithm's runs, applied after -params (repeat per algorithm), e.g. "
+                        "--params-for crossq precision:bfloat16")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: write the report from the grid's finished runs (e.g. while other "
+                        "invocations are still training the rest of it into the same -f)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "cuda"), help="as train.py's")
     p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2), help="train.py's verbosity")
     p.add_argument("-P", "--progress", action="store_true", help="train.py's progress bar")
@@ -139,6 +145,11 @@ def check_args(args: argparse.Namespace) -> list[Cell]:
     """The grid, after checking the names and numbers (ConfigError naming the bad value)."""
     for algo in args.algos:
         get_algo(algo)
+    for algo, *tokens in args.params_for:
+        if algo not in args.algos:
+            raise ConfigError(f"--params-for {algo}: not one of --algos ({', '.join(_unique(args.algos))})")
+        if not tokens:
+            raise ConfigError(f"--params-for {algo}: expected KEY:VALUE overrides after the algorithm")
     for env in args.envs:
         try:
             check_env_id(env)
@@ -156,6 +167,13 @@ def check_args(args: argparse.Namespace) -> list[Cell]:
     return [Cell(algo, env, seed) for algo in _unique(args.algos) for env in _unique(args.envs) for seed in seeds]
 
 
+def algo_params(algo: str, args: argparse.Namespace) -> list[str]:
+    """The -params tokens of `algo`'s runs: -params, then its --params-for, which win on shared keys."""
+    own = [token for name, *tokens in args.params_for if name == algo for token in tokens]
+    own_keys = {token.partition(":")[0].strip() for token in own}
+    return [token for token in args.hyperparams if token.partition(":")[0].strip() not in own_keys] + own
+
+
 def train_argv(cell: Cell, args: argparse.Namespace, log_folder: Path, n_timesteps: int,
                with_params: bool = True) -> list[str]:
     argv = ["--algo", cell.algo, "--env", cell.env, "--seed", str(cell.seed), "-f", str(log_folder),
@@ -165,8 +183,9 @@ def train_argv(cell: Cell, args: argparse.Namespace, log_folder: Path, n_timeste
         argv += ["-n", str(n_timesteps)]
     if args.progress:
         argv.append("-P")
-    if args.hyperparams and with_params:
-        argv += ["-params", *args.hyperparams]
+    params = algo_params(cell.algo, args)
+    if params and with_params:
+        argv += ["-params", *params]
     return argv
 
 
@@ -415,7 +434,8 @@ def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], 
                                  if steps <= reach[g.env]] for g in groups}  # within the curves' x range
     output.parent.mkdir(parents=True, exist_ok=True)
     pngs = plots.plot(groups, output.parent, prefix=f"{output.stem}_", markers=markers)
-    params = " ".join(args.hyperparams) or "none"
+    params = "; ".join(f"{algo} `{' '.join(algo_params(algo, args))}`" if algo_params(algo, args) else f"{algo} none"
+                       for algo in _unique(c.algo for c in cells))
     first = settings[cells[0]]
     episodes = f"{first['eval_episodes']} deterministic episode" + ("s" if first["eval_episodes"] > 1 else "")
     lines = [
@@ -424,13 +444,17 @@ def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], 
         "Command:", "", f"    python -m rlbench.bench returns {shlex.join(argv)}", "",
         f"Machine: {machine_line()}", "",
         f"Runs: `{log}/<algo>/<env>_<seed>` (RL Zoo layout), one train.py run each with the hyperparameter file "
-        f"entry of its env (`hyperparams/<algo>.yml`), -params {params}; evaluation every {first['eval_freq']} "
-        f"env steps, {episodes} each. Statistics over seeds of each run's "
+        f"entry of its env (`hyperparams/<algo>.yml`) and these -params: {params}. Evaluation every "
+        f"{first['eval_freq']} env steps, {episodes} each. Statistics over seeds of each run's "
         "mean evaluation return: mean, IQM (mean of the middle half) and a 95% percentile-bootstrap interval "
         "of the mean (2000 resamples). Published: the same env, algorithm and env steps (- when none).", "",
     ]
     if failures:
         lines += [f"Missing (failed) runs: {', '.join(failures)}", ""]
+    unfinished = [f"{c.algo}/{c.name}" for c in cells if c not in finished and not any(
+        f.startswith(f"{c.algo}/{c.name} ") for f in failures)]
+    if unfinished:
+        lines += [f"Not trained yet (left out of the tables): {', '.join(unfinished)}", ""]
     lines += [returns_tables(groups, n_timesteps, args.at_steps), "## Learning curves", "",
               "Mean over seeds with a 95% bootstrap band; crosses: published results.", ""]
     lines += [f"![{png.stem.removeprefix(output.stem + '_')}]({png.name})" for png in pngs]
@@ -450,15 +474,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"{len(cells)} runs: {len(finished)} finished earlier, {len(cells) - len(finished)} to train "
-          f"(log folder {args.log_folder})", flush=True)
-    try:
-        failures, stopped = run_grid(cells, settings, args, finished)
-    except KeyboardInterrupt:
-        print("aborted; run the same command again to continue", file=sys.stderr)
-        return 130
-    if stopped is not None:
-        return stopped
+    if args.report_only:
+        print(f"{len(cells)} runs: {len(finished)} finished, {len(cells) - len(finished)} not (--report-only: "
+              f"nothing is trained; log folder {args.log_folder})", flush=True)
+        failures = []
+    else:
+        print(f"{len(cells)} runs: {len(finished)} finished earlier, {len(cells) - len(finished)} to train "
+              f"(log folder {args.log_folder})", flush=True)
+        try:
+            failures, stopped = run_grid(cells, settings, args, finished)
+        except KeyboardInterrupt:
+            print("aborted; run the same command again to continue", file=sys.stderr)
+            return 130
+        if stopped is not None:
+            return stopped
     report = write_report(cells, settings, args, argv, finished, failures)
     if failures:
         print(f"failed {len(failures)}: {', '.join(failures)}", file=sys.stderr)
