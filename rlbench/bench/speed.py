@@ -189,12 +189,15 @@ def rlbench_row_in_subprocess(case: dict, device: str) -> dict:
 
 
 def peer_row(python: str, script: Path, algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int,
-             qf: list[int]) -> dict:
+             qf: list[int], device: str = "cpu") -> dict:
     command = [python, str(script), "--algo", algo, "--env", env_id, "--n-envs", str(n_envs),
                "--gradient-steps", str(gradient_steps), "--steps", str(steps), "--qf", *map(str, qf)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True,
-                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    # The peer's JAX takes its default backend: hide the GPU for a CPU row, and keep it from
+    # pre-allocating most of the GPU's memory for a GPU row (as rlbench's rows do not).
+    env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env={**os.environ, **env}).stdout
+    row = json.loads(out.strip().splitlines()[-1])
+    return {**row, "device": device}
 
 
 def machine() -> dict:
@@ -223,9 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precision", nargs="+", default=["float32"], choices=PRECISIONS,
                    help="rlbench rows for each of these precisions (the peer runs float32)")
     p.add_argument("--repeats", type=int, default=1, help="alternate rlbench/peer rows this many times")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
-                   help="JAX backend for rlbench rows (the peer always runs on the CPU)")
-    p.add_argument("--output", default=None, help="also write the rows as JSON lines here")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"), help="JAX backend for rlbench rows")
+    p.add_argument("--peer-device", default="cpu", choices=("cpu", "gpu"), help="JAX backend for the peer's rows")
+    p.add_argument("--output", default=None,
+                   help="also write the rows as JSON lines here, each as soon as it is measured")
     p.add_argument("--one-row", default=None, help=argparse.SUPPRESS)  # internal: one case as JSON
     args = p.parse_args(argv)
 
@@ -247,8 +251,17 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     info["matmul_gflops"] = {"float32": matmul_peak_gflops(jnp.float32), "bfloat16": matmul_peak_gflops(jnp.bfloat16)}
     peak = {dtype: max(rates.values()) for dtype, rates in info["matmul_gflops"].items()}
-    rows = [{"machine": info}]
-    print(json.dumps(rows[0]), flush=True)
+    output = Path(args.output) if args.output else None
+    if output is not None:
+        output.write_text("")
+
+    def emit(row: dict) -> None:  # printed and kept at once: a run cut short keeps the rows it measured
+        print(json.dumps(row), flush=True)
+        if output is not None:
+            with output.open("a") as file:
+                file.write(json.dumps(row) + "\n")
+
+    emit({"machine": info})
     for algo, n_envs, gradient_steps, steps, qf in cases:
         for _ in range(args.repeats):
             for precision in args.precision:
@@ -257,14 +270,10 @@ def main(argv: list[str] | None = None) -> int:
                 row = rlbench_row_in_subprocess(case, args.device)
                 row["peak_gflops"] = peak[precision]
                 row["fraction_of_peak"] = round(row["achieved_gflops"] / peak[precision], 3)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                emit(row)
             if args.peer:
-                row = peer_row(args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    if args.output:
-        Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in rows))
+                emit(peer_row(args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf,
+                              args.peer_device))
     return 0
 
 

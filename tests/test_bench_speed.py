@@ -1,0 +1,80 @@
+"""`python -m rlbench.bench speed`: its FLOP count against one counted by hand, and one tiny invocation
+end to end (rows in the peer script's fields, written as they come, the peer called with the same
+settings on the backend asked for)."""
+
+import json
+import sys
+from itertools import pairwise
+
+import pytest
+
+from rlbench.bench.speed import bench_config, gradient_step_gflop
+from rlbench.bench.speed import main as speed_main
+from rlbench.buffers.uniform import make_uniform_buffer
+from rlbench.registry import ALGORITHMS
+from rlbench.types import EnvSpec
+
+
+def dense_macs(widths):
+    return sum(a * b for a, b in pairwise(widths))
+
+
+def test_sac_gradient_step_flops_match_a_count_by_hand():
+    """SAC, HalfCheetah shapes (obs 17, action 6), [256, 256] actor and critics, batch 256, 2 critics.
+    Multiply-accumulates per sample, counting matrix products only:
+    critic step: actor forward on next_obs, 2 target critics forward, 2 online critics forward, and their
+    backward: weight gradients (as many as the forward) plus input gradients of every layer but the first
+    (the observation-action input is data);
+    actor step: actor forward, 2 critics forward, their input gradients including the first layer (the
+    action is differentiated), and the actor's backward (weights, and inputs of all but its first layer)."""
+    obs, act, hidden = 17, 6, 256
+    actor = [obs, hidden, hidden, 2 * act]  # mean and log-std heads
+    critic = [obs + act, hidden, hidden, 1]
+    critic_step = (dense_macs(actor) + 2 * dense_macs(critic) + 2 * dense_macs(critic)
+                   + 2 * (dense_macs(critic) + dense_macs(critic[1:])))
+    actor_step = (dense_macs(actor) + 2 * dense_macs(critic) + 2 * dense_macs(critic)
+                  + dense_macs(actor) + dense_macs(actor[1:]))
+    by_hand = 2 * 256 * (critic_step + actor_step) / 1e9  # 2 FLOP per multiply-accumulate, batch 256
+
+    cfg = bench_config("sac", 1, [256, 256])
+    spec = EnvSpec(obs, act)
+    learner = ALGORITHMS["sac"].make_learner(cfg, spec, make_uniform_buffer(1000, spec))
+    gflop = gradient_step_gflop(learner, cfg, spec)
+    assert by_hand == pytest.approx(0.5815, abs=1e-4)
+    # XLA also counts the elementwise work (activations, Adam, the losses): a few percent more.
+    assert by_hand <= gflop <= 1.05 * by_hand
+
+
+PEER_STAND_IN = """
+import json, os, sys
+args = sys.argv[1:]
+value = lambda flag: args[args.index(flag) + 1]
+print("peer warm-up chatter")
+print(json.dumps({"system": "stand-in", "algo": value("--algo"), "n_envs": int(value("--n-envs")),
+                  "gradient_steps": int(value("--gradient-steps")), "steps": int(value("--steps")),
+                  "qf": [int(w) for w in args[args.index("--qf") + 1:]],
+                  "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}))
+"""
+
+
+def test_speed_rows_end_to_end(tmp_path, capsys):
+    """One tiny row on the CPU. The peer is SBX in its own venv in real use (never an rlbench dependency,
+    so not here): a stand-in script checks what the benchmark hands it and reads back its last line."""
+    peer = tmp_path / "peer.py"
+    peer.write_text(PEER_STAND_IN)
+    output = tmp_path / "rows.jsonl"
+    args = ["--case", "sac", "1", "1", "40", "--qf", "32", "32", "--device", "cpu", "--peer", sys.executable,
+            "--peer-script", str(peer), "--output", str(output)]
+    assert speed_main(args) == 0
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    assert capsys.readouterr().out.splitlines() == [json.dumps(r) for r in rows]
+    machine, ours, theirs = rows
+    assert set(machine["machine"]["matmul_gflops"]) == {"float32", "bfloat16"}
+    assert machine["machine"]["backend"] == "cpu"
+    assert (ours["system"], ours["algo"], ours["n_envs"], ours["gradient_steps"], ours["qf"]) == \
+           ("rlbench", "sac", 1, 1, [32, 32])
+    assert ours["env_steps_per_s"] > 0 and ours["update_only_grad_steps_per_s"] > 0 and ours["compile_s"] > 0
+    assert ours["grad_steps_per_s"] == pytest.approx(ours["env_steps_per_s"], rel=0.01)  # 1 step per env step
+    assert ours["fraction_of_peak"] == pytest.approx(ours["achieved_gflops"] / ours["peak_gflops"], abs=1e-3)
+    assert theirs == {"system": "stand-in", "algo": "sac", "n_envs": 1, "gradient_steps": 1, "steps": 40,
+                      "qf": [32, 32], "cuda_visible": "", "device": "cpu"}  # the CPU peer sees no GPU
