@@ -4,7 +4,7 @@
 # numpy, pyyaml, rich, msgpack, matplotlib, scipy, torch, cloudpickle and absl-py; it lacks the MuJoCo
 # envs and the SBX peer. scripts/gpu_bench.sh installs these wheels there and runs the speed benchmark.
 #
-# Usage: bash scripts/device_wheels.sh [DEST]      (then: run(command="bash scripts/gpu_bench.sh", carry=[".whl"]))
+# Usage: bash scripts/device_wheels.sh [DEST]      (then see scripts/gpu_bench.sh)
 set -euo pipefail
 dest=${1:-.whl}
 platforms=()
@@ -22,6 +22,8 @@ fetch gymnasium==1.4.0 farama-notifications==0.0.6 mujoco==4.0.0 mujoco-core==4.
 # tfp-nightly for its distributions, with tfp's small dependencies.
 fetch sbx-rl==0.28.0 stable-baselines3==2.9.2 tfp-nightly==0.26.0.dev20261027 decorator==5.3.1 dm-tree==0.1.10 \
   gast==0.7.0
+# The peer's benchmark script travels with the wheels (../shared beside the repository does not).
+cp "$(dirname "$0")/../../shared/bench/sbx_speed.py" "$dest/"
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >>.git/info/exclude
 du -sh "$dest"
 ls "$dest"

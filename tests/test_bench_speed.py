@@ -3,12 +3,13 @@ end to end (rows in the peer script's fields, written as they come, the peer cal
 settings on the backend asked for)."""
 
 import json
+import subprocess
 import sys
 from itertools import pairwise
 
 import pytest
 
-from rlbench.bench.speed import bench_config, gradient_step_gflop
+from rlbench.bench.speed import bench_config, gradient_step_gflop, row_from
 from rlbench.bench.speed import main as speed_main
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.registry import ALGORITHMS
@@ -78,3 +79,14 @@ def test_speed_rows_end_to_end(tmp_path, capsys):
     assert ours["fraction_of_peak"] == pytest.approx(ours["achieved_gflops"] / ours["peak_gflops"], abs=1e-3)
     assert theirs == {"system": "stand-in", "algo": "sac", "n_envs": 1, "gradient_steps": 1, "steps": 40,
                       "qf": [32, 32], "cuda_visible": "", "device": "cpu"}  # the CPU peer sees no GPU
+
+
+
+def python_run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_a_failing_row_is_kept_as_an_error_not_raised():
+    assert row_from(python_run("print('chatter'); print('{\"x\": 1}')"), {"algo": "sac"}) == {"x": 1}
+    failed = python_run("import sys; print('one\\ntwo\\nthree\\nfour', file=sys.stderr); sys.exit(3)")
+    assert row_from(failed, {"algo": "sac"}) == {"algo": "sac", "error": "exit 3: two | three | four"}

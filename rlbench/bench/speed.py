@@ -184,8 +184,15 @@ def rlbench_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, steps:
 def rlbench_row_in_subprocess(case: dict, device: str) -> dict:
     """One row in a fresh interpreter: its compile time and peak memory are not shared with other rows."""
     command = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--one-row", json.dumps(case)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return row_from(subprocess.run(command, capture_output=True, text=True), {"system": "rlbench", **case})
+
+
+def row_from(done: subprocess.CompletedProcess, case: dict) -> dict:
+    """The JSON row a benchmark process printed last; for one that failed, the case with the end of its
+    error output, so that one failing row does not cost the others (a GPU session has one try)."""
+    if done.returncode == 0:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**case, "error": f"exit {done.returncode}: " + " | ".join(done.stderr.strip().splitlines()[-3:])}
 
 
 def peer_row(python: str, script: Path, algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int,
@@ -195,9 +202,9 @@ def peer_row(python: str, script: Path, algo: str, env_id: str, n_envs: int, gra
     # The peer's JAX takes its default backend: hide the GPU for a CPU row, and keep it from
     # pre-allocating most of the GPU's memory for a GPU row (as rlbench's rows do not).
     env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    out = subprocess.run(command, check=True, capture_output=True, text=True, env={**os.environ, **env}).stdout
-    row = json.loads(out.strip().splitlines()[-1])
-    return {**row, "device": device}
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env})
+    case = {"system": "peer", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps, "qf": qf}
+    return {**row_from(done, case), "device": device}
 
 
 def machine() -> dict:
@@ -262,19 +269,24 @@ def main(argv: list[str] | None = None) -> int:
                 file.write(json.dumps(row) + "\n")
 
     emit({"machine": info})
+    failed = False
     for algo, n_envs, gradient_steps, steps, qf in cases:
         for _ in range(args.repeats):
             for precision in args.precision:
                 case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps,
                         "steps": steps, "qf": qf, "precision": precision}
                 row = rlbench_row_in_subprocess(case, args.device)
-                row["peak_gflops"] = peak[precision]
-                row["fraction_of_peak"] = round(row["achieved_gflops"] / peak[precision], 3)
+                if "error" not in row:
+                    row["peak_gflops"] = peak[precision]
+                    row["fraction_of_peak"] = round(row["achieved_gflops"] / peak[precision], 3)
                 emit(row)
+                failed |= "error" in row
             if args.peer:
-                emit(peer_row(args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf,
-                              args.peer_device))
-    return 0
+                row = peer_row(args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf,
+                               args.peer_device)
+                emit(row)
+                failed |= "error" in row
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The prepared GPU session (issue 8, section 4): one device call that installs the carried wheels and runs
+# the speed benchmark on the GPU, rlbench beside SBX (both on the GPU), rows saved under $OUT as measured.
+#
+# Here, once:   bash scripts/device_wheels.sh                 (wheels + the peer script into .whl/)
+# Device call:  run(command="bash scripts/gpu_bench.sh", carry=[".whl"], timeout_s=570)
+# Locally (a dry run of the same steps on the CPU):  OUT=/tmp/gb DEVICE=cpu BUDGET_S=300 bash scripts/gpu_bench.sh
+#
+# Phases, most wanted first, each cut off by what is left of BUDGET_S (seconds, default 540) so that the
+# call returns with its files before the device limit: (1) float32, the four default cases with SBX;
+# (2) bfloat16 for SAC 8x8 and CrossQ; (3) the same float32 cases again, a second sample of the noise.
+set -uo pipefail
+out=${OUT:-/tmp/rlbench_gpu_bench}
+device=${DEVICE:-gpu}
+budget=${BUDGET_S:-540}
+start=$SECONDS
+mkdir -p "$out"
+exec > >(tee -a "$out/gpu_bench.log") 2>&1
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null || echo "no nvidia-smi"
+  nproc
+  python3 -c "import jax, flax, optax, gymnasium, mujoco; print('jax', jax.__version__, jax.devices(), \
+'flax', flax.__version__, 'optax', optax.__version__, 'gymnasium', gymnasium.__version__, 'mujoco', mujoco.__version__)"
+} | tee "$out/machine.txt"
+
+left() { echo $((budget - (SECONDS - start))); }
+phase() {  # phase NAME ARGS...: the speed benchmark, stopped when the budget runs out
+  local name=$1 s
+  shift
+  s=$(left)
+  if ((s < 60)); then echo "skipped $name: ${s}s left"; return; fi
+  echo "== $name (up to ${s}s)"
+  timeout "$s" python3 -m rlbench.bench speed --device "$device" --output "$out/speed_${name}.jsonl" "$@"
+  echo "== $name: exit $? after $((SECONDS - start))s in all"
+}
+peer=(--peer "$(command -v python3)" --peer-script .whl/sbx_speed.py --peer-device "$device")
+phase float32 --precision float32 "${peer[@]}"
+phase bfloat16 --precision bfloat16 --case sac 8 8 4000 --case crossq 1 1 1000
+phase float32_again --precision float32 "${peer[@]}"
+ls -l "$out"
