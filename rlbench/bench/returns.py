@@ -9,7 +9,8 @@ complete run of the settings it records: a rerun skips it, and a rerun with othe
 -params, evaluation, an edited hyperparameter file) is refused instead of mixing results. A run
 stopped by Ctrl-C or SIGTERM leaves train.py's interrupt checkpoint (replay buffer included) in its
 staging folder, and the next invocation continues it with `train.py -i`; anything else found there is
-redone from scratch.
+redone from scratch. Since cells share nothing but the log folder, several invocations can train disjoint
+parts of one grid at once, and `--report-only` reports whatever has finished.
 
 The report gives, per env and algo over seeds, the mean, the interquartile mean (IQM: the mean of the
 middle half, Agarwal et al. 2021) and a 95% percentile-bootstrap interval of the mean, of (a) the final
@@ -451,9 +452,8 @@ def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], 
     ]
     if failures:
         lines += [f"Missing (failed) runs: {', '.join(failures)}", ""]
-    unfinished = [f"{c.algo}/{c.name}" for c in cells if c not in finished and not any(
-        f.startswith(f"{c.algo}/{c.name} ") for f in failures)]
-    if unfinished:
+    unfinished = [f"{c.algo}/{c.name}" for c in cells if c not in finished]
+    if args.report_only and unfinished:  # (when training, a cell that did not finish is a failure)
         lines += [f"Not trained yet (left out of the tables): {', '.join(unfinished)}", ""]
     lines += [returns_tables(groups, n_timesteps, args.at_steps), "## Learning curves", "",
               "Mean over seeds with a 95% bootstrap band; crosses: published results.", ""]
