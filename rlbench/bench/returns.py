@@ -435,8 +435,8 @@ def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], 
                                  if steps <= reach[g.env]] for g in groups}  # within the curves' x range
     output.parent.mkdir(parents=True, exist_ok=True)
     pngs = plots.plot(groups, output.parent, prefix=f"{output.stem}_", markers=markers)
-    params = "; ".join(f"{algo} `{' '.join(algo_params(algo, args))}`" if algo_params(algo, args) else f"{algo} none"
-                       for algo in _unique(c.algo for c in cells))
+    per_algo = {algo: " ".join(algo_params(algo, args)) for algo in _unique(c.algo for c in cells)}
+    params = "; ".join(f"{algo} `{tokens}`" if tokens else f"{algo} none" for algo, tokens in per_algo.items())
     first = settings[cells[0]]
     episodes = f"{first['eval_episodes']} deterministic episode" + ("s" if first["eval_episodes"] > 1 else "")
     lines = [

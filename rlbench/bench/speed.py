@@ -265,14 +265,17 @@ def main(argv: list[str] | None = None) -> int:
     if output is not None:
         output.write_text("")
 
+    failed = False
+
     def emit(row: dict) -> None:  # printed and kept at once: a run cut short keeps the rows it measured
+        nonlocal failed
+        failed |= "error" in row
         print(json.dumps(row), flush=True)
         if output is not None:
             with output.open("a") as file:
                 file.write(json.dumps(row) + "\n")
 
     emit({"machine": info})
-    failed = False
     for algo, n_envs, gradient_steps, steps, qf in cases:
         for _ in range(args.repeats):
             for precision in args.precision:
@@ -283,12 +286,9 @@ def main(argv: list[str] | None = None) -> int:
                     row["peak_gflops"] = peak[precision]
                     row["fraction_of_peak"] = round(row["achieved_gflops"] / peak[precision], 3)
                 emit(row)
-                failed |= "error" in row
             if args.peer:
-                row = peer_row(args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf,
-                               args.peer_device)
-                emit(row)
-                failed |= "error" in row
+                emit(peer_row(args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf,
+                              args.peer_device))
     return 1 if failed else 0
 
 
