@@ -6,7 +6,7 @@
 # Device call:  run(command="bash scripts/gpu_bench.sh", carry=[".whl"], timeout_s=570)
 # Locally (a dry run of the same steps on the CPU):  OUT=/tmp/gb DEVICE=cpu BUDGET_S=300 bash scripts/gpu_bench.sh
 #
-# Phases, most wanted first, each cut off by what is left of BUDGET_S (seconds, default 540) so that the
+# Phase 0 trains briefly with train.py --device gpu. Then phases, most wanted first, each cut off by what is left of BUDGET_S (seconds, default 540) so that the
 # call returns with its files before the device limit: (1) float32, the four default cases with SBX;
 # (2) bfloat16 for SAC 8x8 and CrossQ; (3) the same float32 cases again, a second sample of the noise.
 set -uo pipefail
@@ -39,6 +39,18 @@ phase() {  # phase NAME ARGS...: the speed benchmark, stopped when the budget ru
   timeout "$s" python3 -m rlbench.bench speed --device "$device" --output "$out/speed_${name}.jsonl" "$@"
   echo "== $name: exit $? after $((SECONDS - start))s in all"
 }
+# (0) train.py itself on the GPU: --device gpu selects it, and the sampled memory shows JAX did not
+# pre-allocate the card (XLA's default would take 75% of it, about 100 GiB on an H200).
+if [[ $device == gpu ]]; then
+  echo "== train.py --device gpu"
+  (while sleep 1; do nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader; done) >"$out/gpu_mem.csv" 2>/dev/null &
+  sampler=$!
+  timeout 150 python3 train.py --algo sac --env HalfCheetah-v4 -n 4000 --device gpu -f /tmp/gpu_train \
+    --eval-freq 2000 --eval-episodes 2 -params learning_starts:1000  # prints "Replay buffer: ... on gpu"
+  echo "== train.py: exit $? after $((SECONDS - start))s in all; peak GPU memory used (MiB):" \
+    "$(cut -d, -f1 "$out/gpu_mem.csv" | tr -dc '0-9\n' | sort -n | tail -1)"
+  kill "$sampler"
+fi
 peer=(--peer "$(command -v python3)" --peer-script .whl/sbx_speed.py --peer-device "$device")
 phase float32 --precision float32 "${peer[@]}"
 phase bfloat16 --precision bfloat16 --case sac 8 8 4000 --case crossq 1 1 1000
