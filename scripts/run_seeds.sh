@@ -1,24 +1,75 @@
 #!/usr/bin/env bash
 # Sweep envs x seeds, one train.py process per run; extra flags pass through to train.py.
 #   envs="Hopper-v4 Walker2d-v4" seeds="1 2 3" ./scripts/run_seeds.sh --algo crossq -n 100000
-# Runs one after another (each uses every core); a failed run does not stop the sweep. Exits 1 if any failed.
+#   jobs=2 seeds="1 2 3 4" ./scripts/run_seeds.sh --algo sac -n 100000     (two runs at a time)
+# jobs=1 (default): runs one after another, each using every core, output to the terminal.
+# jobs=N: N runs at a time, each pinned (taskset) to its own share of the cores. Unpinned JAX processes
+#   fight over the cores (two on this 2-core VM spent half their CPU time in the kernel); pinned to one
+#   core each, a SAC run made 107-118 env-steps/s, about what one run alone makes on both cores.
+#   Each run's output goes to $sweep_logs/<env>_seed<seed>.log (default logs/sweeps).
+# A failed run does not stop the sweep. Exits 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 envs=${envs:-Pendulum-v1}
 seeds=${seeds:-"1 2 3"}
+jobs=${jobs:-1}
+sweep_logs=${sweep_logs:-logs/sweeps}
 python=${PYTHON:-python}
-finished=()
-failed=()
+
+if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
+  echo "jobs=$jobs: expected a positive integer (runs at a time)" >&2
+  exit 2
+fi
+runs=()
 for env in $envs; do
-  for seed in $seeds; do
-    echo "=== $env seed $seed: $python train.py --env $env --seed $seed $*"
-    if "$python" train.py --env "$env" --seed "$seed" "$@"; then
-      finished+=("$env/$seed")
-    else
-      failed+=("$env/$seed (exit $?)")
-    fi
-  done
+  for seed in $seeds; do runs+=("$env $seed"); done
 done
+
+prefix=()  # what each run starts under: taskset in a parallel slot
+run_one() {  # run_one ENV SEED RESULTS: one train.py run; appends "ok ENV/SEED" or "failed ENV/SEED (exit N)"
+  if "${prefix[@]}" "$python" train.py --env "$1" --seed "$2" "${@:4}"; then
+    echo "ok $1/$2" >>"$3"
+  else
+    echo "failed $1/$2 (exit $?)" >>"$3"
+  fi
+}
+
+results=$(mktemp)
+trap 'rm -f "$results" "$results".*' EXIT
+if ((jobs == 1)); then
+  for run in "${runs[@]}"; do
+    read -r env seed <<<"$run"
+    echo "=== $env seed $seed: $python train.py --env $env --seed $seed $*"
+    run_one "$env" "$seed" "$results" "$@"
+  done
+else
+  cores=$(nproc)
+  ((jobs > cores)) && echo "=== jobs=$jobs > $cores cores: slots share cores (slower than jobs=$cores)" >&2
+  command -v taskset >/dev/null || echo "=== taskset not found: runs are not pinned" >&2
+  mkdir -p "$sweep_logs"
+  for ((slot = 0; slot < jobs; slot++)); do
+    # Slot k takes cores [k*C/N, (k+1)*C/N) (at least one, wrapping when N > C) and every N-th run.
+    first=$((slot * cores / jobs % cores))
+    last=$((((slot + 1) * cores / jobs - 1) % cores))
+    ((last < first)) && last=$first
+    prefix=()
+    command -v taskset >/dev/null && prefix=(taskset -c "$first-$last")
+    (
+      for ((i = slot; i < ${#runs[@]}; i += jobs)); do
+        read -r env seed <<<"${runs[i]}"
+        log="$sweep_logs/${env}_seed${seed}.log"
+        echo "=== $env seed $seed on cores $first-$last: $python train.py --env $env --seed $seed $* > $log"
+        run_one "$env" "$seed" "$results.$slot" "$@" >"$log" 2>&1
+        echo "=== $env seed $seed: $(tail -n 1 "$results.$slot")"
+      done
+    ) &
+  done
+  wait
+  cat "$results".* >>"$results" 2>/dev/null
+fi
+
+mapfile -t finished < <(sed -n 's/^ok //p' "$results")
+mapfile -t failed < <(sed -n 's/^failed //p' "$results")
 echo "=== finished ${#finished[@]}: ${finished[*]:-}"
 echo "=== failed ${#failed[@]}: ${failed[*]:-}"
 [ ${#failed[@]} -eq 0 ]

@@ -53,3 +53,49 @@ def test_sweep_reports_failed_runs(tmp_path):
     done = subprocess.run(["bash", "scripts/run_seeds.sh", "-f", str(tmp_path), "--verbose", "0"], cwd=REPO_ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and "failed 1: Pendulm-v1/1 (exit 2)" in done.stdout
+
+
+def test_parallel_sweep_pins_each_slot_and_keeps_logs(tmp_path):
+    # PYTHON is a wrapper that prints the CPU affinity train.py starts with, so pinning is seen, not assumed.
+    wrapper = tmp_path / "python.sh"
+    show_affinity = "import os; print('affinity', sorted(os.sched_getaffinity(0)))"
+    wrapper.write_text(f'#!/bin/sh\n{sys.executable} -c "{show_affinity}"\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    logs = tmp_path / "sweeps"
+    env = {**os.environ, "envs": "Pendulum-v1 Pendulm-v1", "seeds": "1 2", "jobs": "2", "sweep_logs": str(logs),
+           "PYTHON": str(wrapper)}
+    done = subprocess.run(
+        ["bash", "scripts/run_seeds.sh", "--algo", "sac", "-n", "60", "--eval-freq", "30", "--eval-episodes", "1",
+         "--verbose", "0", "-f", str(tmp_path / "runs"), "-params", "learning_starts:1000",
+         "policy_kwargs:dict(net_arch=[8])"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr  # the misspelt env's two runs fail, the others finish
+    assert "finished 2:" in done.stdout and "Pendulum-v1/1" in done.stdout and "Pendulum-v1/2" in done.stdout
+    assert "failed 2:" in done.stdout and "Pendulm-v1/1 (exit 2)" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "runs" / "sac").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_2"]
+    cores = os.cpu_count()
+    affinity = {}
+    for run in ("Pendulum-v1_seed1", "Pendulum-v1_seed2", "Pendulm-v1_seed1", "Pendulm-v1_seed2"):
+        text = (logs / f"{run}.log").read_text()
+        affinity[run] = text.splitlines()[0]
+        if run.startswith("Pendulm"):
+            assert "not found in the gymnasium registry" in text
+    # Runs alternate between the two slots (seed 1 -> slot 0, seed 2 -> slot 1 for each env); slot k holds
+    # cores [k*C/2, (k+1)*C/2): on a 2-core machine core 0 and core 1; on one core both share core 0.
+    def slot_cores(k):
+        first, last = k * cores // 2 % cores, ((k + 1) * cores // 2 - 1) % cores
+        return list(range(first, max(first, last) + 1))
+
+    slot0, slot1 = slot_cores(0), slot_cores(1)
+    assert (slot0, slot1) == ([0], [1]) or cores != 2
+    assert affinity["Pendulum-v1_seed1"] == affinity["Pendulm-v1_seed1"] == f"affinity {slot0}"
+    assert affinity["Pendulum-v1_seed2"] == affinity["Pendulm-v1_seed2"] == f"affinity {slot1}"
+
+
+def test_sweep_refuses_bad_jobs_before_running(tmp_path):
+    env = {**os.environ, "jobs": "two", "PYTHON": sys.executable}
+    done = subprocess.run(["bash", "scripts/run_seeds.sh", "-f", str(tmp_path)], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "jobs=two: expected a positive integer" in done.stderr
+    assert list(tmp_path.iterdir()) == []
