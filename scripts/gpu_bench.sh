@@ -6,9 +6,16 @@
 # Device call:  run(command="bash scripts/gpu_bench.sh", carry=[".whl"], timeout_s=570)
 # Locally (a dry run of the same steps on the CPU):  OUT=/tmp/gb DEVICE=cpu BUDGET_S=300 bash scripts/gpu_bench.sh
 #
-# Phase 0 trains briefly with train.py --device gpu. Then phases, most wanted first, each cut off by what is left of BUDGET_S (seconds, default 540) so that the
-# call returns with its files before the device limit: (1) float32, the four default cases with SBX;
-# (2) bfloat16 for SAC 8x8 and CrossQ; (3) the same float32 cases again, a second sample of the noise.
+# Phases, in this order, each cut off by what is left of BUDGET_S (seconds, default 540) so that the call
+# returns with its files before the device limit; PHASES="name ..." runs only those (default: all):
+#   train          train.py --device gpu for 4000 steps, GPU memory sampled each second (no pre-allocation);
+#   float32        the four default cases, SBX beside each row;
+#   bfloat16       SAC 8x8 and CrossQ in bfloat16;
+#   cmdbuf         SAC 1x1 and 8x8 with XLA's CUDA-graph capture extended to loops and conditionals
+#                  (--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL): the update alone is launch-bound
+#                  on an H200 (0.72 ms for one SAC step), and lax.scan / lax.cond split the default capture;
+#   float32_again  the float32 cases again, a second sample of the noise.
+# Figures of the first session that ran it (2026-11-30): benchmarks/README.md and benchmarks/gpu_h200/.
 set -uo pipefail
 out=${OUT:-/tmp/rlbench_gpu_bench}
 device=${DEVICE:-gpu}
@@ -30,18 +37,20 @@ export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOC
 } | tee "$out/machine.txt"
 
 left() { echo $((budget - (SECONDS - start))); }
+wanted() { [[ " ${PHASES:-all} " == *" all "* || " ${PHASES:-all} " == *" $1 "* ]]; }
 phase() {  # phase NAME ARGS...: the speed benchmark, stopped when the budget runs out
   local name=$1 s
   shift
+  wanted "$name" || return 0
   s=$(left)
   if ((s < 60)); then echo "skipped $name: ${s}s left"; return; fi
   echo "== $name (up to ${s}s)"
   timeout "$s" python3 -m rlbench.bench speed --device "$device" --output "$out/speed_${name}.jsonl" "$@"
   echo "== $name: exit $? after $((SECONDS - start))s in all"
 }
-# (0) train.py itself on the GPU: --device gpu selects it, and the sampled memory shows JAX did not
+# train.py itself on the GPU: --device gpu selects it, and the sampled memory shows JAX did not
 # pre-allocate the card (XLA's default would take 75% of it, about 100 GiB on an H200).
-if [[ $device == gpu ]]; then
+if [[ $device == gpu ]] && wanted train; then
   echo "== train.py --device gpu"
   (while sleep 1; do nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader; done) >"$out/gpu_mem.csv" 2>/dev/null &
   sampler=$!
@@ -54,5 +63,7 @@ fi
 peer=(--peer "$(command -v python3)" --peer-script .whl/sbx_speed.py --peer-device "$device")
 phase float32 --precision float32 "${peer[@]}"
 phase bfloat16 --precision bfloat16 --case sac 8 8 4000 --case crossq 1 1 1000
+XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" \
+  phase cmdbuf --precision float32 --case sac 1 1 3000 --case sac 8 8 4000
 phase float32_again --precision float32 "${peer[@]}"
 ls -l "$out"

@@ -9,7 +9,7 @@ from itertools import pairwise
 
 import pytest
 
-from rlbench.bench.speed import bench_config, gradient_step_gflop, row_from
+from rlbench.bench.speed import bench_config, gradient_step_gflop, machine, row_from
 from rlbench.bench.speed import main as speed_main
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.registry import ALGORITHMS
@@ -90,3 +90,10 @@ def test_a_failing_row_is_kept_as_an_error_not_raised():
     assert row_from(python_run("print('chatter'); print('{\"x\": 1}')"), {"algo": "sac"}) == {"x": 1}
     failed = python_run("import sys; print('one\\ntwo\\nthree\\nfour', file=sys.stderr); sys.exit(3)")
     assert row_from(failed, {"algo": "sac"}) == {"algo": "sac", "error": "exit 3: two | three | four"}
+
+
+def test_machine_line_records_xla_flags(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert "xla_flags" not in machine()
+    monkeypatch.setenv("XLA_FLAGS", " --xla_gpu_enable_command_buffer=+WHILE ")
+    assert machine()["xla_flags"] == "--xla_gpu_enable_command_buffer=+WHILE"

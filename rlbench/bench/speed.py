@@ -211,8 +211,12 @@ def peer_row(python: str, script: Path, algo: str, env_id: str, n_envs: int, gra
 
 
 def machine() -> dict:
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(), "jax": jax.__version__,
+    """The machine line; XLA_FLAGS too when set, since they change what the rows measure."""
+    info = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(), "jax": jax.__version__,
             "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()]}
+    if os.environ.get("XLA_FLAGS", "").strip():
+        info["xla_flags"] = os.environ["XLA_FLAGS"].strip()
+    return info
 
 
 DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed, critic widths)
