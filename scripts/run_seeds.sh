@@ -45,7 +45,7 @@ if ((jobs == 1)); then
 else
   cores=$(nproc)
   ((jobs > cores)) && echo "=== jobs=$jobs > $cores cores: slots share cores (slower than jobs=$cores)" >&2
-  command -v taskset >/dev/null || echo "=== taskset not found: runs are not pinned" >&2
+  taskset=$(command -v taskset) || echo "=== taskset not found: runs are not pinned" >&2
   mkdir -p "$sweep_logs"
   for ((slot = 0; slot < jobs; slot++)); do
     # Slot k takes cores [k*C/N, (k+1)*C/N) (at least one, wrapping when N > C) and every N-th run.
@@ -53,7 +53,7 @@ else
     last=$((((slot + 1) * cores / jobs - 1) % cores))
     ((last < first)) && last=$first
     prefix=()
-    command -v taskset >/dev/null && prefix=(taskset -c "$first-$last")
+    [[ -n $taskset ]] && prefix=("$taskset" -c "$first-$last")
     (
       for ((i = slot; i < ${#runs[@]}; i += jobs)); do
         read -r env seed <<<"${runs[i]}"

@@ -214,8 +214,8 @@ def machine() -> dict:
     """The machine line; XLA_FLAGS too when set, since they change what the rows measure."""
     info = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(), "jax": jax.__version__,
             "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()]}
-    if os.environ.get("XLA_FLAGS", "").strip():
-        info["xla_flags"] = os.environ["XLA_FLAGS"].strip()
+    if flags := os.environ.get("XLA_FLAGS", "").strip():
+        info["xla_flags"] = flags
     return info
 
 
