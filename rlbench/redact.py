@@ -1,0 +1,41 @@
+"""Credentials never leave the process: every place that shows or stores a storage URL or a command
+line (args.yml, command.txt, the study's attributes, banners, errors, W&B's config) passes it here.
+
+`postgresql://user:secret@host/db` becomes `postgresql://user:***@host/db`, and a libpq-style
+`password=secret` (URL query or keyword string) becomes `password=***`. Users who want no password in
+the URL at all leave it out: libpq reads `PGPASSWORD` or the password file (`~/.pgpass`, `PGPASSFILE`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MASK = "***"
+# scheme://user:password@  (the user part may be empty: postgresql://:secret@host)
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):(?P<secret>[^@/\s]*)@")
+# password=secret in a URL query (?password=..&) or a libpq keyword string (password=... host=...)
+_KEYWORD_PASSWORD = re.compile(r"(?P<head>\bpassword=)(?P<secret>[^&\s]*)", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """`text` with every URL password and `password=` value replaced by ***."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@", text)
+    return _KEYWORD_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", text)
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """A command line with every credential masked (`--storage URL` and `--storage=URL` alike)."""
+    return [redact(token) for token in argv]
+
+
+def redact_values(value: Any) -> Any:
+    """Every string in a nested mapping/list (e.g. the saved arguments) with credentials masked."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {k: redact_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact_values(v) for v in value)
+    return value
