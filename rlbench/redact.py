@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 MASK = "***"
-# scheme://user:password@  (the user part may be empty: postgresql://:secret@host)
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):(?P<secret>[^@/\s]*)@")
+# scheme://user:password@ (the user may be empty; the password runs to the last @ before the path, so an
+# unencoded @ in it is masked too)
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):(?P<secret>[^/\s]*)@")
 # password=secret in a URL query (?password=..&) or a libpq keyword string (password=... host=...)
 _KEYWORD_PASSWORD = re.compile(r"(?P<head>\bpassword=)(?P<secret>[^&\s]*)", re.IGNORECASE)
 
