@@ -8,14 +8,15 @@ parsed here (without eval) and nothing past this module sees them. Unknown keys 
 from __future__ import annotations
 
 import difflib
-import importlib
+import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule, Schedule
 from rlbench.algos.sac.config import EntropyCoef, SACConfig
+from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_value
 from rlbench.networks.mlp import ACTIVATIONS, PRECISIONS, NetworkConfig
@@ -31,7 +32,7 @@ class RunConfig:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
     eval_env_kwargs: Mapping[str, Any] | None = None  # None: same as env_kwargs
-    env_wrappers: tuple[tuple[str, Mapping[str, Any]], ...] = ()  # (dotted class path, kwargs), applied in order
+    env_wrappers: tuple[EnvWrapper, ...] = ()  # checked wrappers, applied in order after gym.make
     gym_packages: tuple[str, ...] = ()  # imported in every env process before gym.make
     vec_env: str = "dummy"  # dummy (in-process) | subproc
     eval_freq: int = 25_000  # env steps; <= 0 disables evaluation
@@ -50,17 +51,19 @@ NOT_SUPPORTED_KEYS = ("normalize", "frame_stack", "vec_env_wrapper", "callback",
 SAC_KEYS = ("learning_rate", "qf_learning_rate", "buffer_size", "learning_starts", "batch_size", "tau",
             "gamma", "train_freq", "gradient_steps", "policy_delay", "ent_coef", "target_entropy",
             "policy_kwargs", "precision")
-POLICY_KWARGS_KEYS = ("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "log_std_init",
-                      "optimizer_kwargs")
+POLICY_KWARGS_KEYS = ("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs")
+# RL Zoo policy_kwargs that only gSDE uses: refused by name until gSDE exists, never silently dropped.
+GSDE_POLICY_KWARGS = ("log_std_init", "use_expln", "full_std", "clip_mean")
 BATCH_NORM_KEYS = ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps")
 
 
-def split_entry(entry: Mapping[str, Any], where: str
-                ) -> tuple[dict[str, Any], tuple[tuple[str, dict[str, Any]], ...], dict[str, Any]]:
+def split_entry(entry: Mapping[str, Any], where: str, trusted_wrapper_modules: Iterable[str]
+                ) -> tuple[dict[str, Any], tuple[EnvWrapper, ...], dict[str, Any]]:
     """(run keys, env wrappers, learner keys) of a resolved hyperparameter entry; refuses RL Zoo keys
-    rlbench does not implement (unless switched off) and policies other than MlpPolicy."""
+    rlbench does not implement (unless switched off) and policies other than MlpPolicy. Wrappers are
+    resolved only from `trusted_wrapper_modules` (see rlbench.envs.wrappers)."""
     learner_keys = dict(entry)
-    wrappers = parse_env_wrappers(learner_keys.pop("env_wrapper", None))
+    wrappers = parse_env_wrappers(learner_keys.pop("env_wrapper", None), trusted_wrapper_modules)
     for key in NOT_SUPPORTED_KEYS:
         if learner_keys.pop(key, None) not in (None, False, 0, [], {}):
             raise ConfigError(f"hyperparameter {key!r} is not supported yet by rlbench (from {where})")
@@ -68,38 +71,6 @@ def split_entry(entry: Mapping[str, Any], where: str
     if run_keys.get("policy", "MlpPolicy") != "MlpPolicy":
         raise ConfigError(f"policy: only 'MlpPolicy' is supported, got {run_keys['policy']!r}")
     return run_keys, wrappers, learner_keys
-
-
-def parse_env_wrappers(value: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
-    """RL Zoo's env_wrapper: a dotted class name, a {name: kwargs} dict, or a list of either.
-
-    The classes are imported (never eval'd) to check them now; they are user code, like a .py config.
-    """
-    if value in (None, [], {}):
-        return ()
-    items = value if isinstance(value, list | tuple) else [value]
-    wrappers: list[tuple[str, dict[str, Any]]] = []
-    for item in items:
-        if isinstance(item, str):
-            wrappers.append((item, {}))
-        elif isinstance(item, Mapping) and len(item) == 1:
-            (path, kwargs), = item.items()
-            if kwargs is not None and not isinstance(kwargs, Mapping):
-                raise ConfigError(f"env_wrapper {path}: kwargs must be a dict, got {kwargs!r}")
-            wrappers.append((str(path), dict(kwargs or {})))
-        else:
-            raise ConfigError(f"env_wrapper: expected 'module.Class' or {{'module.Class': {{kwargs}}}}, got {item!r}")
-    for path, _ in wrappers:
-        import_class(path, "env_wrapper")
-    return tuple(wrappers)
-
-
-def import_class(path: str, what: str) -> Any:
-    module_name, _, name = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError, ValueError) as error:
-        raise ConfigError(f"{what}: cannot import {path!r} ({error})") from None
 
 
 def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -111,6 +82,8 @@ def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
                 out[key] = parse_value(out[key])
             except LiteralError as error:
                 raise ConfigError(f"{source}: {key}: {error}") from None
+    if "env_kwargs" in out:
+        out["env_kwargs"] = literal_mapping(out["env_kwargs"], f"env_kwargs (from {source})")
     return out
 
 
@@ -120,14 +93,23 @@ def _unknown(key: str, valid: tuple[str, ...], where: str) -> ConfigError:
     return ConfigError(f"unknown hyperparameter {key!r} in {where}{hint} (valid: {', '.join(sorted(valid))})")
 
 
+INT_MAX = 2**63 - 1  # every integer setting must fit the int64 counters and shapes it ends up in
+
+
 def _number(params: Mapping[str, Any], key: str, kind: type, low: float | None = None,
             high: float | None = None, *, low_open: bool = False, high_open: bool = False) -> Any:
+    """params[key] as a finite `kind` (int or float) within the range; ConfigError naming the key otherwise."""
     value = params[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key}: expected a finite number, got {value!r}"
+                          + (" (too large: a float setting must be finite)" if math.isinf(value) else ""))
     if kind is int:
-        if float(value) != int(value):
+        if isinstance(value, float) and not value.is_integer():
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        if abs(value) > INT_MAX:
+            raise ConfigError(f"{key}: {value!r} is too large (an integer setting must fit 64 bits, |x| <= 2**63-1)")
         value = int(value)
     else:
         value = float(value)
@@ -138,6 +120,29 @@ def _number(params: Mapping[str, Any], key: str, kind: type, low: float | None =
         hi = ")" if high_open else "]"
         raise ConfigError(f"{key}: {value!r} is out of range {lo}{low}, {high if high is not None else 'inf'}{hi}")
     return value
+
+
+def positive_int(value: Any, name: str) -> int:
+    """A count (n_envs, n_timesteps, episodes): an integer in [1, 2**63-1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name}: expected a positive integer, got {value!r}")
+    if value > INT_MAX:
+        raise ConfigError(f"{name}: {value!r} is too large (an integer setting must fit 64 bits, at most 2**63-1)")
+    if (isinstance(value, float) and not value.is_integer()) or value < 1:
+        raise ConfigError(f"{name}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def literal_mapping(value: Any, name: str) -> dict[str, Any]:
+    """A kwargs dict (env_kwargs, policy_kwargs): a mapping with string keys; None is empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name}: expected a dict of keyword arguments, got {value!r}")
+    for key in value:
+        if not isinstance(key, str) or not key.isidentifier():
+            raise ConfigError(f"{name}: {key!r} is not a valid keyword argument name (expected dict(name=value, ...))")
+    return dict(value)
 
 
 def parse_schedule(key: str, value: Any) -> Schedule:
@@ -152,8 +157,8 @@ def parse_schedule(key: str, value: Any) -> Schedule:
         schedule = ConstantSchedule(float(value))
     else:
         raise ConfigError(f"{key}: expected a positive number or lin_<float>, got {value!r}")
-    if schedule.initial <= 0:
-        raise ConfigError(f"{key}: must be > 0, got {value!r}")
+    if not math.isfinite(schedule.initial) or schedule.initial <= 0:
+        raise ConfigError(f"{key}: expected a finite number > 0, got {value!r}")
     return schedule
 
 
@@ -166,11 +171,12 @@ def parse_ent_coef(value: Any) -> EntropyCoef:
             initial = float(value[5:])
         except ValueError:
             initial = -1.0
-        if initial > 0:
+        if math.isfinite(initial) and initial > 0:
             return EntropyCoef(initial=initial, learned=True)
-    elif isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+    elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
         return EntropyCoef(initial=float(value), learned=False)
-    raise ConfigError(f"ent_coef: expected 'auto', 'auto_<positive float>' or a positive float, got {value!r}")
+    raise ConfigError(f"ent_coef: expected 'auto', 'auto_<positive finite float>' or a positive finite float, "
+                      f"got {value!r}")
 
 
 def parse_activation(value: Any) -> str:
@@ -273,10 +279,12 @@ def _bool(kwargs: Mapping[str, Any], key: str, default: bool) -> bool:
 
 
 def _policy_kwargs(kwargs: Any, defaults: SACConfig, crossq: bool) -> dict[str, Any]:
-    if not isinstance(kwargs, Mapping):
-        raise ConfigError(f"policy_kwargs: expected a dict, got {kwargs!r}")
+    kwargs = literal_mapping(kwargs, "policy_kwargs")
     valid = POLICY_KWARGS_KEYS + (BATCH_NORM_KEYS if crossq else ())
     for key in kwargs:
+        if key in GSDE_POLICY_KWARGS:
+            raise ConfigError(f"policy_kwargs.{key} is a gSDE setting, and gSDE (use_sde) is not supported yet by "
+                              "rlbench; remove it")
         if key in BATCH_NORM_KEYS and not crossq:
             raise ConfigError(f"policy_kwargs.{key}: BatchRenorm is CrossQ's; use --algo crossq")
         if key not in valid:
@@ -310,8 +318,6 @@ def _policy_kwargs(kwargs: Any, defaults: SACConfig, crossq: bool) -> dict[str, 
         values["adam_b1"] = _number(optimizer_kwargs, "b1", float, 0, 1, high_open=True)
     if "n_critics" in kwargs:
         values["n_critics"] = _number(kwargs, "n_critics", int, 1)
-    if "log_std_init" in kwargs:
-        _number(kwargs, "log_std_init", float)  # accepted for RL Zoo files; only gSDE uses it (as SBX)
     return values
 
 

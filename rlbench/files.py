@@ -27,9 +27,12 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
     """A binary file to write `path` through: a temporary file in the same folder that is fsynced and
     renamed over `path` when the block ends, then the folder is fsynced. If the block raises, the
     temporary file is removed and `path` is untouched; if the process dies, a `.<name>.*.tmp` file
-    remains, which `remove_stale_temporaries` cleans up."""
+    remains, which `remove_stale_temporaries` cleans up. An OSError (a full disk, a quota) names `path`."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    except OSError as error:
+        raise _naming(error, path) from None
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as file:
@@ -37,14 +40,20 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError) and str(path) not in str(error):
+            raise _naming(error, path) from error
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    return OSError(error.errno, f"could not write {path}: {error.strerror or error}")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import runpy
+import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ def read_file(conf: str | Path) -> dict[str, Any]:
     elif path.suffix == ".py":
         if not path.is_file():
             raise ConfigError(f"hyperparameter file not found: {path}")
-        table = runpy.run_path(str(path)).get("hyperparams")
+        table = _run_python_config(path)
     else:
         try:
             table = getattr(importlib.import_module(str(conf)), "hyperparams", None)
@@ -52,6 +53,19 @@ def read_file(conf: str | Path) -> dict[str, Any]:
     if not isinstance(table, Mapping):
         raise ConfigError(f"{conf}: expected a mapping of env ids to hyperparameters")
     return dict(table)
+
+
+def _run_python_config(path: Path) -> Any:
+    """The `hyperparams` of a .py config (the user's own code, run as such); its errors become one line
+    naming the file and line instead of a traceback."""
+    try:
+        return runpy.run_path(str(path)).get("hyperparams")
+    except SyntaxError as error:
+        raise ConfigError(f"{path}:{error.lineno}: syntax error in the hyperparameter file: {error.msg}") from None
+    except Exception as error:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == path]
+        where = f"{path}:{frames[-1].lineno}" if frames else str(path)
+        raise ConfigError(f"{where}: the hyperparameter file raised {type(error).__name__}: {error}") from None
 
 
 def select_entry(table: Mapping[str, Any], env_id: str, source: str, verbose: int = 1) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from rlbench.buffers.uniform import buffer_from_arrays, buffer_to_arrays, bytes_per_transition, make_uniform_buffer
+from rlbench.buffers.uniform import buffer_from_arrays, buffer_to_arrays, make_uniform_buffer
 from rlbench.checkpoint import (
     Checkpoint,
     prune_periodic_checkpoints,
@@ -44,8 +44,8 @@ from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.evaluation import EvalResult, evaluate
 from rlbench.loggers.base import Logger
 from rlbench.loop_state import EpisodeTracker, Evaluations, HostState, PendingTransitions, host_metrics
+from rlbench.memory import check_buffer_memory
 from rlbench.registry import AlgoSpec
-from rlbench.types import EnvSpec
 
 ROLLOUT_METRICS = ("rollout/ep_rew_mean", "rollout/ep_len_mean", "time/episodes", "time/fps")
 EVAL_METRICS = ("eval/mean_reward", "eval/std_reward", "eval/mean_ep_length")
@@ -92,38 +92,6 @@ class TrainResult:
     @property
     def evaluations(self) -> Evaluations:
         return self.host.evaluations
-
-
-def available_memory_bytes() -> int | None:
-    """Memory a new device buffer can use: free accelerator memory, or the host's MemAvailable."""
-    device = jax.devices()[0]
-    if device.platform != "cpu":
-        stats = device.memory_stats() or {}
-        if "bytes_limit" in stats:
-            return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int) -> None:
-    """Print the replay buffer's size, and refuse (exit 2) one that cannot fit before allocating it."""
-    per_row = bytes_per_transition(spec)
-    total = capacity * per_row
-    available = available_memory_bytes()
-    if verbose:
-        print(f"Replay buffer: {capacity:,} transitions x {per_row} B = {total / 2**20:,.1f} MiB "
-              f"on {jax.devices()[0].platform}")
-    if available is not None and total > available:
-        raise ConfigError(
-            f"replay buffer needs {total / 2**30:.2f} GiB ({capacity:,} x {per_row} B) but only "
-            f"{available / 2**30:.2f} GiB is available; lower buffer_size (e.g. -params buffer_size:"
-            f"{max(1, int(available * 0.8) // per_row)})"
-        )
 
 
 def train(

@@ -19,8 +19,9 @@ import numpy as np
 from rlbench import hyperparams
 from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
 from rlbench.cli.train import latest_run_id, select_device
-from rlbench.config import normalize_entry, parse_env_wrappers
+from rlbench.config import literal_mapping, normalize_entry
 from rlbench.envs.make import check_env_id, make_single_env
+from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers, trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_key_values
 
@@ -45,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="env (and stochastic-action) seed")
     p.add_argument("--env-kwargs", nargs="+", default=None, metavar="KEY:VALUE",
                    help="env kwargs; override the run's saved env_kwargs")
-    p.add_argument("--gym-packages", nargs="+", default=[], metavar="MODULE", help="modules to import first")
+    p.add_argument("--gym-packages", nargs="+", default=[], metavar="MODULE",
+                   help="modules to import first (their wrappers are trusted in env_wrapper)")
+    p.add_argument("--trust-wrappers", nargs="+", default=[], metavar="MODULE",
+                   help="modules whose wrappers the run's config.yml may name, besides gymnasium's and rlbench's")
     p.add_argument("--record", default=None, metavar="PATH.mp4",
                    help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)")
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu", "cuda"), help="JAX backend")
@@ -88,18 +92,17 @@ def find_model(args: argparse.Namespace) -> Path:
     return path
 
 
-def saved_env_settings(model: Path, env_name: str, manifest: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def saved_env_settings(model: Path, env_name: str, manifest: dict[str, Any], trusted: Sequence[str]
+                       ) -> tuple[dict[str, Any], tuple[EnvWrapper, ...]]:
     """(env_kwargs, env_wrappers) from the run's config.yml (checked like any hyperparameter file),
-    else from the manifest."""
+    else from the manifest. Both are files read back: wrappers resolve only from `trusted` modules."""
     config_file = model.parent / env_name / "config.yml"
     if config_file.is_file():
         entry = normalize_entry(hyperparams.read_file(config_file), str(config_file))
     else:
         entry = normalize_entry(dict(manifest["hyperparams"]), str(model))
-    env_kwargs = entry.get("env_kwargs") or {}
-    if not isinstance(env_kwargs, dict):
-        raise ConfigError(f"{config_file}: env_kwargs must be a dict, got {env_kwargs!r}")
-    return dict(env_kwargs), parse_env_wrappers(entry.get("env_wrapper"))
+    return (literal_mapping(entry.get("env_kwargs"), f"env_kwargs in {config_file}"),
+            parse_env_wrappers(entry.get("env_wrapper"), trusted))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         manifest = checkpoint.manifest
         if manifest["algo"] != args.algo:
             raise ConfigError(f"{model} was trained with --algo {manifest['algo']}, not {args.algo}")
-        env_kwargs, wrappers = saved_env_settings(model, args.env.replace(":", "_"), manifest)
+        env_kwargs, wrappers = saved_env_settings(model, args.env.replace(":", "_"), manifest,
+                                                  trusted_modules([*args.gym_packages, *args.trust_wrappers]))
         if args.env_kwargs is not None:
             env_kwargs |= parse_key_values(args.env_kwargs, "--env-kwargs")
         from rlbench.policy import load_policy

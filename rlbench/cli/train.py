@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,17 +30,21 @@ import yaml
 from rlbench import hyperparams
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, library_versions, read_checkpoint
-from rlbench.config import RunConfig, normalize_entry, split_entry
+from rlbench.config import RunConfig, literal_mapping, normalize_entry, positive_int, split_entry
 from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env, original_spaces
+from rlbench.envs.wrappers import EnvWrapper, trusted_modules
 from rlbench.errors import ConfigError, EnvWorkerError
+from rlbench.files import atomic_write_text
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.base import MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
 from rlbench.loggers.tensorboard import TensorBoardLogger, import_tensorboardx
 from rlbench.loggers.tracking import WandbTracker, import_wandb
+from rlbench.memory import check_buffer_memory, check_learner_memory
+from rlbench.redact import redact_argv, redact_values
 from rlbench.registry import ALGORITHMS, AlgoSpec, get_algo
-from rlbench.runner import CheckpointSettings, check_buffer_memory, train
+from rlbench.runner import CheckpointSettings, train
 from rlbench.types import EnvSpec
 
 
@@ -61,6 +66,7 @@ def add_bool_flag(p: argparse.ArgumentParser, *names: str, help: str) -> None:
 
 
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal, checkpoint written, resumable
+MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
 
 # Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other).
 ARCHITECTURE_KEYS = ("net_arch", "activation_fn", "dropout_rate", "layer_norm", "n_critics", "batch_norm",
@@ -93,7 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-conf", "--conf-file", default=None,
                    help="hyperparameter file (.yml/.yaml, .py or module); default hyperparams/<algo>.yml")
     p.add_argument("--gym-packages", nargs="+", default=[], metavar="MODULE",
-                   help="modules to import before making the env (they register custom envs)")
+                   help="modules to import before making the env (they register custom envs; their wrappers "
+                        "are trusted in env_wrapper)")
+    p.add_argument("--trust-wrappers", nargs="+", default=[], metavar="MODULE",
+                   help="modules whose gymnasium.Wrapper classes env_wrapper may name, besides gymnasium's and "
+                        "rlbench's (a file read back, such as a checkpoint's manifest, can name no others)")
     p.add_argument("--log-interval", type=int, default=-1,
                    help="episodes between training-metric logs (-1: default 4; < -1: never)")
     p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2), help="0 quiet, 1 info")
@@ -222,31 +232,42 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
     except LiteralError as error:
         raise ConfigError(str(error)) from None
     merged = hyperparams.merge(base, overrides)
-    run_keys, env_wrappers, learner_keys = split_entry(merged, f"{source} / -params")
-    n_envs = _positive_int(run_keys.get("n_envs", 1), "n_envs")
+    where = f"{source} / -params" if args.hyperparams else source
+    run_keys, env_wrappers, learner_keys = split_entry(
+        merged, where, trusted_modules([*args.gym_packages, *args.trust_wrappers]))
+    n_envs = positive_int(run_keys.get("n_envs", 1), "n_envs")
     n_timesteps = args.n_timesteps if args.n_timesteps != -1 else run_keys.get("n_timesteps")
     if n_timesteps is None:
         raise ConfigError(f"n_timesteps is not set in {source} for {args.env}; pass -n N")
     if resume is not None and args.n_timesteps != -1:
         # As SB3's learn(reset_num_timesteps=False): -n counts the steps to add to the checkpoint's.
-        n_timesteps = resume.manifest["counters"]["env_steps"] + _positive_int(args.n_timesteps, "-n")
-    n_timesteps = _positive_int(n_timesteps, "n_timesteps (-n)")
-    learner_config = algo.build_config(learner_keys, n_envs, f"{source} / -params")
+        n_timesteps = resume.manifest["counters"]["env_steps"] + positive_int(args.n_timesteps, "-n")
+    n_timesteps = positive_int(n_timesteps, "n_timesteps (-n)")
+    learner_config = algo.build_config(learner_keys, n_envs, where)
     if resume is not None:
         check_resume_overrides(resume, base, merged, algo.config_to_hyperparams(learner_config))
-    env_kwargs = dict(run_keys.get("env_kwargs") or {}) | env_kwargs_cli
+    file_env_kwargs = literal_mapping(run_keys.get("env_kwargs"), "env_kwargs")
+    env_kwargs = file_env_kwargs | env_kwargs_cli
     # Unlike RL Zoo, the file's env_kwargs reach the evaluation env too, unless --eval-env-kwargs is given.
-    file_env_kwargs = dict(run_keys.get("env_kwargs") or {})
     eval_env_kwargs = env_kwargs if eval_env_kwargs_cli is None else file_env_kwargs | eval_env_kwargs_cli
     for name, value in (("--eval-episodes", args.eval_episodes), ("--n-eval-envs", args.n_eval_envs)):
-        _positive_int(value, name)
-    spaces = check_buffer_fits(learner_config.buffer_size, args.env, env_kwargs, env_wrappers, args.verbose)
-    if resume is not None:
-        check_spaces(resume, spaces, args.allow_space_bounds_mismatch)
-        check_resume_state(resume, algo, learner_config, spaces)
+        positive_int(value, name)
     if args.keep_checkpoints < 0:
         raise ConfigError(f"--keep-checkpoints: expected a non-negative integer (0 keeps all), got "
                           f"{args.keep_checkpoints}")
+    if args.seed > MAX_SEED:
+        raise ConfigError(f"--seed {args.seed} is too large: seeds are in [0, 2**32-1] (as SB3 and RL Zoo), "
+                          "or negative to draw one")
+    check_log_folder(args.log_folder)
+    spaces = probe_env(args.env, env_kwargs, env_wrappers, "--env-kwargs / env_kwargs")
+    if args.eval_freq > 0 and eval_env_kwargs != env_kwargs:
+        probe_env(args.env, eval_env_kwargs, env_wrappers, "--eval-env-kwargs")
+    spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+    check_buffer_memory(learner_config.buffer_size, spec, args.verbose)
+    check_learner_memory(algo, learner_config, spec)
+    if resume is not None:
+        check_spaces(resume, spaces, args.allow_space_bounds_mismatch)
+        check_resume_state(resume, algo, learner_config, spaces)
     if resume is not None:
         seed = int(resume.manifest["seed"])  # every RNG continues from the checkpoint
         if args.seed >= 0 and args.seed != seed and args.verbose:
@@ -263,7 +284,7 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
         verbose=args.verbose, progress=args.progress,
     )
     resolved = {"n_timesteps": n_timesteps, "n_envs": n_envs, "policy": "MlpPolicy", "env_kwargs": env_kwargs,
-                **({"env_wrapper": [{path: dict(kw)} for path, kw in env_wrappers]} if env_wrappers else {}),
+                **({"env_wrapper": [wrapper.to_entry() for wrapper in env_wrappers]} if env_wrappers else {}),
                 **algo.config_to_hyperparams(learner_config)}
     return Experiment(algo=algo, run=run, learner_config=learner_config, hyperparams=dict(sorted(resolved.items())),
                       spaces=spaces, resume=resume)
@@ -344,27 +365,46 @@ def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mi
             print(f"Warning: {message}", file=sys.stderr)
 
 
-def check_buffer_fits(
-    capacity: int, env_id: str, env_kwargs: Mapping[str, Any], wrappers: Any, verbose: int
-) -> dict[str, Any]:
-    """Build one env for its spaces, then refuse a replay buffer that cannot fit (before any file).
+def probe_env(env_id: str, env_kwargs: Mapping[str, Any], wrappers: Sequence[EnvWrapper], what: str
+              ) -> dict[str, Any]:
+    """Build one env, reset it and take one step, so that kwargs the env rejects (an unknown name, a value
+    of the wrong type that fails only when stepping) are a ConfigError now, before any folder exists.
     Returns the spaces as the manifest records them."""
-    env = make_single_env(env_id, env_kwargs, wrappers)
+    try:
+        env = make_single_env(env_id, env_kwargs, wrappers)
+    except ConfigError:
+        raise
+    except Exception as error:
+        raise ConfigError(f"{what}: cannot make {env_id} with {dict(env_kwargs)}: {_one_line(error)}") from None
     try:
         obs_space, action_space = original_spaces(env)
-        obs_dim = int(np.prod(obs_space.shape))
-        action_dim = int(np.prod(action_space.shape))
         spaces = {"observation": describe_space(obs_space), "action": describe_space(action_space)}
+        env.reset(seed=0)
+        env.step(np.zeros(env.action_space.shape, env.action_space.dtype))
+    except Exception as error:
+        raise ConfigError(f"{what}: {env_id} with {dict(env_kwargs)} fails to reset or step: "
+                          f"{_one_line(error)}") from None
     finally:
         env.close()
-    check_buffer_memory(capacity, EnvSpec(obs_dim, action_dim), verbose)
     return spaces
 
 
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
-        raise ConfigError(f"{name}: expected a positive integer, got {value!r}")
-    return int(value)
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def check_log_folder(log_folder: str) -> None:
+    """`-f` must be a folder this process can create run folders in (checked before anything is created)."""
+    path = Path(log_folder)
+    existing = path
+    while not existing.exists():  # the nearest existing ancestor is where the folders will be created
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"-f/--log-folder {log_folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only file system (EROFS)
+        raise ConfigError(f"-f/--log-folder {log_folder}: cannot create folders in {existing} (read-only or no "
+                          "write permission); choose another log folder with -f")
 
 
 def latest_run_id(algo_dir: Path, env_id: str) -> int:
@@ -392,13 +432,25 @@ def create_run_dir(log_folder: str, algo: str, env_id: str, use_uuid: bool) -> P
 
 
 def write_run_files(run_dir: Path, exp: Experiment, args: argparse.Namespace, argv: Sequence[str]) -> None:
-    """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out."""
+    """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out; written
+    atomically, with credentials (a --storage password) masked."""
     params_dir = run_dir / exp.run.env_id.replace(":", "_")
     params_dir.mkdir()
-    saved_args = dict(sorted({**vars(args), "seed": exp.run.seed}.items()))
-    (params_dir / "config.yml").write_text(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True))
-    (params_dir / "args.yml").write_text(yaml.safe_dump(_plain(saved_args), sort_keys=True))
-    (params_dir / "command.txt").write_text(shlex.join(["python", "train.py", *argv]) + "\n")
+    saved_args = redact_values(dict(sorted({**vars(args), "seed": exp.run.seed}.items())))
+    files = {"config.yml": yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True),
+             "args.yml": yaml.safe_dump(_plain(saved_args), sort_keys=True),
+             "command.txt": command_line(argv) + "\n"}
+    for name, text in files.items():
+        path = params_dir / name
+        try:
+            atomic_write_text(path, text)
+        except OSError as error:
+            raise OSError(error.errno, f"could not write {path}: {error.strerror or error}") from None
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """The command as the user typed it (for command.txt and W&B), with credentials masked."""
+    return shlex.join(["python", "train.py", *redact_argv(argv)])
 
 
 def _plain(value: Any) -> Any:
@@ -452,8 +504,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     model_name = exp.run.env_id.replace(":", "_")
-    run_dir = create_run_dir(args.log_folder, exp.algo.name, model_name, args.uuid)
-    write_run_files(run_dir, exp, args, argv)
+    try:
+        run_dir = create_run_dir(args.log_folder, exp.algo.name, model_name, args.uuid)
+    except OSError as error:
+        print(f"error: cannot create a run folder under {args.log_folder}: {error.strerror or error}", file=sys.stderr)
+        return 1
+    try:
+        write_run_files(run_dir, exp, args, argv)
+    except OSError as error:  # a full disk at start: no half-written file, no empty run folder left behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     if args.verbose:
         print(f"Seed: {exp.run.seed}\nLog folder: {run_dir}")
         if exp.resume is not None:
@@ -500,8 +561,8 @@ def start_tracking(args: argparse.Namespace, exp: Experiment, run_dir: Path, arg
     versions, git commit and backend. A resumed run continues the checkpoint's W&B run id."""
     name = f"{exp.run.env_id}__{exp.algo.name}__{exp.run.seed}__{int(time.time())}"
     config = {**_plain(exp.hyperparams), "algo": exp.algo.name, "env_id": exp.run.env_id, "seed": exp.run.seed,
-              "args": _plain({**vars(args), "seed": exp.run.seed}),
-              "command": shlex.join(["python", "train.py", *argv]), "versions": library_versions(),
+              "args": _plain(redact_values({**vars(args), "seed": exp.run.seed})),
+              "command": command_line(argv), "versions": library_versions(),
               "git_commit": git_commit(), "backend": jax.default_backend(), "run_dir": str(run_dir)}
     run_id = exp.resume.manifest.get("wandb_run_id") if exp.resume is not None else None
     return WandbTracker(project=args.wandb_project_name, entity=args.wandb_entity, group=args.wandb_group,

@@ -15,13 +15,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
 import multiprocessing
+import os
 import signal
+import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -29,6 +32,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.async_vector_env import AsyncState
 
+from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.loop_state import EpisodeRecord
 from rlbench.types import EnvSpec
@@ -62,15 +66,16 @@ def check_env_id(env_id: str) -> None:
 def make_single_env(
     env_id: str,
     env_kwargs: Mapping[str, Any],
-    wrappers: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    wrappers: Sequence[EnvWrapper] = (),
     packages: Sequence[str] = (),
     record_episodes: bool = False,
     render_mode: str | None = None,
 ) -> gym.Env:
     """One env with flat float32 Box observations and a [-1, 1] Box action space.
 
-    `wrappers` (dotted class path, kwargs) wrap the env in order right after `gym.make`, as RL Zoo's
-    env_wrapper; `packages` are imported first (they register custom envs, also in subprocesses).
+    `wrappers` (checked by `rlbench.envs.wrappers.parse_env_wrappers`) wrap the env in order right after
+    `gym.make`, as RL Zoo's env_wrapper; `packages` are imported first (they register custom envs, also in
+    subprocesses).
     """
     if multiprocessing.parent_process() is not None:  # a subprocess worker
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -78,9 +83,10 @@ def make_single_env(
         importlib.import_module(module)
     import_env_packages(env_id)
     env = gym.make(env_id, **dict(env_kwargs), **({"render_mode": render_mode} if render_mode else {}))
-    for path, kwargs in wrappers:
-        module_name, _, name = path.rpartition(".")
-        env = getattr(importlib.import_module(module_name), name)(env, **dict(kwargs))
+    if "Bullet" in env_id:
+        env = QuietBulletConnect(env)
+    for wrapper in wrappers:  # checked by rlbench.envs.wrappers: trusted classes, literal kwargs
+        env = wrapper(env)
     if not isinstance(env.action_space, gym.spaces.Box):
         raise ConfigError(f"{env_id}: rlbench's learners need a continuous (Box) action space, got {env.action_space}")
     if not isinstance(env.observation_space, gym.spaces.Box):
@@ -94,6 +100,32 @@ def make_single_env(
         ones = np.ones(env.action_space.shape, np.float32)  # float32 bounds: no precision warning
         env = gym.wrappers.RescaleAction(env, min_action=-ones, max_action=ones)
     return EpisodeRecorder(env) if record_episodes else env
+
+
+@contextlib.contextmanager
+def native_stdout_silenced() -> Iterator[None]:
+    """Send what native code writes to the process's stdout (fd 1) to /dev/null for the block."""
+    sys.stdout.flush()
+    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+class QuietBulletConnect(gym.Wrapper):
+    """PyBullet envs connect to their physics server on their first reset, and its C code prints
+    `argv[0]=` lines to stdout then, once per env: noise in every run's output. Only that reset is
+    silenced (at the file-descriptor level, the print being native); later resets print nothing anyway."""
+
+    def reset(self, **kwargs):
+        if getattr(self.unwrapped, "physicsClientId", 0) >= 0:  # already connected
+            return super().reset(**kwargs)
+        with native_stdout_silenced():
+            return super().reset(**kwargs)
 
 
 def original_spaces(env: gym.Env) -> tuple[gym.spaces.Box, gym.spaces.Box]:
@@ -202,7 +234,7 @@ def make_vector_env(
     n_envs: int,
     vec_env: str,
     env_kwargs: Mapping[str, Any],
-    wrappers: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    wrappers: Sequence[EnvWrapper] = (),
     packages: Sequence[str] = (),
     record_episodes: bool = False,
 ) -> VectorEnv:

@@ -98,9 +98,18 @@ class WandbTracker:
     def summarize(self, values: Mapping[str, Any], files: list[Path], base: Path) -> None:
         for key, value in values.items():
             self.run.summary[key] = value
+        # One save call for all files (W&B prints one "Symlinked N files" line per call): they are linked
+        # into a staging folder beside the run's own files, and that folder is saved as one glob.
+        stage = Path(self.run.dir).parent / "rlbench-files"
+        stage.mkdir(exist_ok=True)
         for path in files:
             if path.exists():
-                self.run.save(str(path), base_path=str(base), policy="now")
+                link = stage / path.relative_to(base)
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.unlink(missing_ok=True)
+                link.symlink_to(path.resolve())
+        if any(stage.iterdir()):
+            self.run.save(str(stage / "*"), base_path=str(stage), policy="now")
 
     def finish(self, exit_code: int) -> None:
         if self.finished:

@@ -1,0 +1,91 @@
+"""Memory checks made before anything is allocated: a run that cannot fit is refused with exit 2 and
+a setting to lower, instead of a JAX out-of-memory traceback after the run folder exists (RELIABILITY H1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlbench.buffers.uniform import bytes_per_transition, make_uniform_buffer
+from rlbench.errors import ConfigError
+from rlbench.types import EnvSpec
+
+FLOAT_BYTES = 4
+# Per hidden unit and batch row, a gradient step keeps the pre-activation, the activation and their
+# gradients (4 values), and normalisation layers about as much again: 8 is a safe upper estimate.
+ACTIVATION_VALUES_PER_UNIT = 8
+
+
+def available_memory_bytes() -> int | None:
+    """Memory a new device buffer can use: free accelerator memory, or the host's MemAvailable."""
+    device = jax.devices()[0]
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        if "bytes_limit" in stats:
+            return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int) -> None:
+    """Print the replay buffer's size, and refuse (exit 2) one that cannot fit before allocating it."""
+    per_row = bytes_per_transition(spec)
+    total = capacity * per_row
+    available = available_memory_bytes()
+    if verbose:
+        print(f"Replay buffer: {capacity:,} transitions x {per_row} B = {total / 2**20:,.1f} MiB "
+              f"on {jax.devices()[0].platform}")
+    if available is not None and total > available:
+        raise ConfigError(
+            f"replay buffer needs {total / 2**30:.2f} GiB ({capacity:,} x {per_row} B) but only "
+            f"{available / 2**30:.2f} GiB is available; lower buffer_size (e.g. -params buffer_size:"
+            f"{max(1, int(available * 0.8) // per_row)})"
+        )
+
+
+def learner_state_bytes(algo: Any, cfg: Any, spec: EnvSpec) -> int:
+    """Bytes of the learner state (parameters, optimizer moments, targets, statistics), from its
+    abstract shapes: nothing is allocated or computed."""
+    learner = algo.make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec))
+    state = jax.eval_shape(learner.init_fn, jax.random.key(0))
+    return sum(int(np.prod(leaf.shape)) * (8 if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+                                           else leaf.dtype.itemsize)
+               for leaf in jax.tree_util.tree_leaves(state))
+
+
+def update_activation_bytes(cfg: Any, spec: EnvSpec) -> int:
+    """An upper estimate of one training iteration's temporaries: the sampled batches of every gradient
+    step, and one step's activations (CrossQ's critic sees obs and next_obs in one pass: twice the rows)."""
+    row = 2 * spec.obs_dim + spec.action_dim + 2
+    batches = cfg.gradient_steps * cfg.batch_size * row * FLOAT_BYTES
+    critic_rows = cfg.batch_size * (2 if cfg.critic.batch_norm else 1)
+    critic_units = cfg.n_critics * (sum(cfg.critic.hidden) + 1)
+    actor_units = sum(cfg.actor.hidden) + 2 * spec.action_dim
+    per_step = (critic_rows * critic_units + 2 * cfg.batch_size * actor_units) * ACTIVATION_VALUES_PER_UNIT
+    return batches + per_step * FLOAT_BYTES
+
+
+def check_learner_memory(algo: Any, cfg: Any, spec: EnvSpec) -> None:
+    """Refuse (exit 2) networks or batches whose update cannot fit beside the replay buffer."""
+    available = available_memory_bytes()
+    if available is None:
+        return
+    state = learner_state_bytes(algo, cfg, spec)
+    # The state, its gradients and the updated state can be alive at once inside an update.
+    needed = 3 * state + update_activation_bytes(cfg, spec)
+    free = available - cfg.buffer_size * bytes_per_transition(spec)
+    if needed > free:
+        raise ConfigError(
+            f"the learner needs about {needed / 2**30:.2f} GiB (state {state / 2**30:.2f} GiB for net_arch "
+            f"pi={list(cfg.actor.hidden)} qf={list(cfg.critic.hidden)}, temporaries for batch_size "
+            f"{cfg.batch_size} x gradient_steps {cfg.gradient_steps}) but only {max(free, 0) / 2**30:.2f} GiB is "
+            "available beside the replay buffer; lower batch_size, net_arch or gradient_steps"
+        )
