@@ -39,7 +39,9 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     manifest = checkpoint.manifest
     algo = get_algo(manifest["algo"])
     where = str(checkpoint.path)
-    _, _, learner_keys = split_entry(normalize_entry(dict(manifest["hyperparams"]), where), where)
+    entry = normalize_entry(dict(manifest["hyperparams"]), where)
+    entry.pop("env_wrapper", None)  # acting builds no env: the wrappers are enjoy.py's, checked there
+    _, _, learner_keys = split_entry(entry, where, trusted_wrapper_modules=())
     cfg = algo.build_config(learner_keys, int(manifest.get("n_envs", 1)), where)
     spaces = manifest["spaces"]
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))

@@ -108,8 +108,8 @@ class WandbTracker:
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.unlink(missing_ok=True)
                 link.symlink_to(path.resolve())
-        if any(stage.iterdir()):
-            self.run.save(str(stage / "*"), base_path=str(stage), policy="now")
+        if any(stage.iterdir()):  # "[!.]*", not "*": W&B refuses a glob that is a bare "*" below its base
+            self.run.save(str(stage / "[!.]*"), base_path=str(stage), policy="now")
 
     def finish(self, exit_code: int) -> None:
         if self.finished:
