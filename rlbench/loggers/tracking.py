@@ -100,7 +100,10 @@ class WandbTracker:
             self.run.summary[key] = value
         # One save call for all files (W&B prints one "Symlinked N files" line per call): they are linked
         # into a staging folder beside the run's own files, and that folder is saved as one glob.
-        stage = Path(self.run.dir).parent / "rlbench-files"
+        files_dir = Path(self.run.dir)
+        if not files_dir.is_dir():  # WANDB_MODE=disabled: W&B keeps no files
+            return
+        stage = files_dir.parent / "rlbench-files"
         stage.mkdir(exist_ok=True)
         for path in files:
             if path.exists():
