@@ -83,6 +83,7 @@ def test_offline_run_files_hold_the_evaluations_config_and_seed_the_run_saved(tm
     assert run["summary"]["final_eval_mean_reward"] == pytest.approx(means[-1])
     assert run["exit_code"] == 0 and not run["preempting"]
     assert (wandb_dir / "files" / "evaluations.npz").is_file() and (wandb_dir / "files" / "Pendulum-v1.zip").is_file()
+    assert (proc.stdout + proc.stderr).count("Symlinked") == 1  # one line for both files (issue 20, item 17)
 
     scalars = tensorboard_scalars(tmp_path / "tb" / "Pendulum-v1" / "sac_1")
     assert [step for step, _ in scalars["eval/mean_reward"]] == [200, 400, 600]
