@@ -35,7 +35,7 @@ def import_wandb() -> Any:
     try:
         import wandb
     except ImportError:
-        raise ConfigError('--track needs Weights & Biases: pip install -e ".[tracking]" (or pip install wandb)'
+        raise ConfigError('--track needs Weights & Biases, a dependency of rlbench: pip install -e . (or pip install wandb)'
                           ) from None
     return wandb
 
