@@ -35,8 +35,8 @@ def import_wandb() -> Any:
     try:
         import wandb
     except ImportError:
-        raise ConfigError('--track needs Weights & Biases, a dependency of rlbench: pip install -e . (or pip install wandb)'
-                          ) from None
+        raise ConfigError("--track needs Weights & Biases, a dependency of rlbench: pip install -e . "
+                          "(or pip install wandb)") from None
     return wandb
 
 
