@@ -14,6 +14,10 @@ compile time and peak memory are its own, and adds:
 - `achieved_gflops` and `fraction_of_peak`: against the machine's measured matrix-multiply peak
   (the best of a few square and network-shaped float32 products, measured once per invocation);
 - `peak_rss_mib` (host) and, on a GPU, `peak_device_mib`.
+
+`--first-step` measures instead the time to the first gradient step (`first_grad_step_s`: building the
+envs and learner, every compilation, the random warm-up, up to the end of the first update), cold (an
+empty compilation cache) then warm (the cache the cold process filled), each in a fresh process.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -184,6 +189,43 @@ def rlbench_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, steps:
     return row
 
 
+def first_step_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int],
+                   precision: str = "float32") -> dict:
+    """Seconds from nothing built to the end of the first gradient step: envs, learner, every compilation,
+    the warm-up steps (random actions, no compilation), the first update."""
+    from rlbench.config import RunConfig
+    from rlbench.loggers.base import MultiLogger
+    from rlbench.registry import ALGORITHMS
+    from rlbench.runner import train
+
+    cfg = bench_config(algo, gradient_steps, qf, precision)
+    start = time.perf_counter()
+    first: dict[str, float] = {}
+
+    def on_iteration(env_steps: int, state) -> None:
+        if env_steps > WARMUP_STEPS and "end" not in first:
+            jax.block_until_ready(state)
+            first["end"] = time.perf_counter()
+
+    run = RunConfig(env_id=env_id, n_timesteps=WARMUP_STEPS + n_envs, n_envs=n_envs, eval_freq=-1, verbose=0, seed=0)
+    train(run, ALGORITHMS[algo], cfg, lambda names: MultiLogger([]), on_iteration=on_iteration)
+    return {"system": "rlbench", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps,
+            "qf": qf, "precision": precision, "first_grad_step_s": round(first["end"] - start, 2)}
+
+
+def first_step_rows(case: dict, device: str) -> list[dict]:
+    """The cold and the warm row of one case: two fresh processes sharing a new, empty cache folder."""
+    case = {k: v for k, v in case.items() if k != "steps"}
+    with tempfile.TemporaryDirectory(prefix="rlbench-cache-") as cache:
+        rows = []
+        for state in ("cold", "warm"):
+            command = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--compile-cache", cache,
+                       "--one-first-step", json.dumps(case)]
+            done = subprocess.run(command, capture_output=True, text=True)
+            rows.append({**row_from(done, {"system": "rlbench", **case}), "compile_cache": state})
+    return rows
+
+
 def rlbench_row_in_subprocess(case: dict, device: str) -> dict:
     """One row in a fresh interpreter: its compile time and peak memory are not shared with other rows."""
     command = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--one-row", json.dumps(case)]
@@ -244,10 +286,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peer-device", default="cpu", choices=("cpu", "gpu"), help="JAX backend for the peer's rows")
     p.add_argument("--output", default=None,
                    help="also write the rows as JSON lines here, each as soon as it is measured")
+    p.add_argument("--first-step", action="store_true",
+                   help="measure the time to the first gradient step, cold and warm compilation cache, instead")
+    p.add_argument("--compile-cache", default=None, metavar="DIR|none",
+                   help="compilation cache of the rlbench rows (default as train.py's)")
     p.add_argument("--one-row", default=None, help=argparse.SUPPRESS)  # internal: one case as JSON
+    p.add_argument("--one-first-step", default=None, help=argparse.SUPPRESS)  # internal: likewise
     args = p.parse_args(argv)
 
+    from rlbench import compile_cache
     from rlbench.cli.train import select_device
+
+    cache = compile_cache.enable(args.compile_cache)
 
     if args.peer and not (Path(args.peer).exists() and args.peer_script.exists()):
         p.error(f"--peer {args.peer} / --peer-script {args.peer_script}: not found (both must exist to run SBX "
@@ -257,14 +307,19 @@ def main(argv: list[str] | None = None) -> int:
         case = json.loads(args.one_row)
         print(json.dumps(rlbench_row(**case)), flush=True)
         return 0
+    if args.one_first_step is not None:
+        print(json.dumps(first_step_row(**json.loads(args.one_first_step))), flush=True)
+        return 0
     if args.case:
         cases = [(a, int(e), int(g), int(s), args.qf or [1024, 1024] if a == "crossq" else args.qf or [256, 256])
                  for a, e, g, s in args.case]
     else:
         cases = DEFAULT_CASES
     info = machine()
-    info["matmul_gflops"] = {"float32": matmul_peak_gflops(jnp.float32), "bfloat16": matmul_peak_gflops(jnp.bfloat16)}
-    peak = {dtype: max(rates.values()) for dtype, rates in info["matmul_gflops"].items()}
+    if not args.first_step:  # the matrix-multiply peak is the throughput rows' yardstick only
+        info["matmul_gflops"] = {"float32": matmul_peak_gflops(jnp.float32),
+                                 "bfloat16": matmul_peak_gflops(jnp.bfloat16)}
+        peak = {dtype: max(rates.values()) for dtype, rates in info["matmul_gflops"].items()}
     output = Path(args.output) if args.output else None
     if output is not None:
         output.write_text("")
@@ -279,8 +334,16 @@ def main(argv: list[str] | None = None) -> int:
             with output.open("a") as file:
                 file.write(json.dumps(row) + "\n")
 
+    info["compile_cache"] = "fresh per case (cold, then warm)" if args.first_step else str(cache or "off")
     emit({"machine": info})
     for algo, n_envs, gradient_steps, steps, qf in cases:
+        if args.first_step:
+            for precision in args.precision:
+                case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps,
+                        "qf": qf, "precision": precision}
+                for row in first_step_rows(case, args.device):
+                    emit(row)
+            continue
         for _ in range(args.repeats):
             for precision in args.precision:
                 case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps,

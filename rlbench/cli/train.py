@@ -27,7 +27,7 @@ import jax
 import numpy as np
 import yaml
 
-from rlbench import hyperparams
+from rlbench import compile_cache, hyperparams
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, library_versions, read_checkpoint
 from rlbench.config import RunConfig, literal_mapping, normalize_entry, positive_int, split_entry
@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JAX backend: auto (GPU if present), cpu, or gpu")
     p.add_argument("--num-threads", type=int, default=-1,
                    help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU")
+    p.add_argument("--compile-cache", default=None, metavar="DIR|none",
+                   help=f"persistent compilation cache folder (default: ${compile_cache.ENV_VAR}, else "
+                        "~/.cache/rlbench/jax); none turns it off")
     p.add_argument("-i", "--trained-agent", default="",
                    help="continue training from a checkpoint (.zip): counters, schedules, PRNG keys, optimizer "
                         "state, envs and, if saved, the replay buffer continue; -n adds steps to it")
@@ -493,6 +496,13 @@ class StopRequest:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    try:
+        cache = compile_cache.enable(args.compile_cache)  # before anything compiles
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.verbose:
+        print(compile_cache.describe(cache))
     if args.optimize_hyperparameters:
         return run_optimization(args)
     try:

@@ -1,0 +1,97 @@
+"""The persistent compilation cache (issue 19): where it is, that it really hits, that a warm run equals a cold
+one bit for bit (RELIABILITY I1-I4), that two processes filling it at once are safe, and that a torn entry
+is compiled again rather than fatal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rlbench import compile_cache
+from rlbench.errors import ConfigError
+from tests.conftest import REPO_ROOT
+
+TINY = ["--algo", "sac", "--env", "Pendulum-v1", "--seed", "5", "-n", "300", "--eval-freq", "-1",
+        "-params", "learning_starts:100", "batch_size:16", "buffer_size:1000", "policy_kwargs:dict(net_arch=[16])"]
+
+
+def train_process(tmp_path: Path, cache: Path, name: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT, "JAX_PLATFORMS": "cpu"}
+    return subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / name), "--compile-cache", str(cache),
+                             *TINY], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen) -> str:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    return out + err
+
+
+def learner_state(tmp_path: Path, name: str) -> bytes:
+    (model,) = (tmp_path / name).rglob("Pendulum-v1.zip")
+    with zipfile.ZipFile(model) as archive:
+        return archive.read("state.msgpack")
+
+
+def entries(cache: Path) -> set[str]:
+    return {p.name for p in cache.glob("*-cache")}
+
+
+def test_cache_folder_comes_from_flag_then_variable_then_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv(compile_cache.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compile_cache.resolve_cache_dir(None) == tmp_path / "xdg" / "rlbench" / "jax"
+    monkeypatch.setenv(compile_cache.ENV_VAR, str(tmp_path / "var"))
+    assert compile_cache.resolve_cache_dir(None) == tmp_path / "var"
+    assert compile_cache.resolve_cache_dir(str(tmp_path / "flag")) == tmp_path / "flag"
+    assert compile_cache.resolve_cache_dir("none") is None
+    monkeypatch.setenv(compile_cache.ENV_VAR, "none")
+    assert compile_cache.resolve_cache_dir(None) is None
+
+
+def test_a_folder_others_can_write_to_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)  # the umask may have removed the group and other write bits
+    with pytest.raises(ConfigError, match="other users can write to it"):
+        compile_cache.enable(str(shared))
+
+
+def test_warm_run_hits_and_is_bit_identical_to_the_cold_run(tmp_path):
+    cache = tmp_path / "cache"
+    out = finish(train_process(tmp_path, cache, "cold"))
+    assert f"Compilation cache: {cache}" in out
+    cold_entries = entries(cache)
+    assert any(name.startswith("jit_update_then_act") for name in cold_entries), cold_entries
+    finish(train_process(tmp_path, cache, "warm"))
+    assert entries(cache) == cold_entries  # every compilation of the warm run was a hit
+    assert learner_state(tmp_path, "warm") == learner_state(tmp_path, "cold")
+    finish(train_process(tmp_path, Path("none"), "off"))  # `--compile-cache none`: no cache at all
+    assert learner_state(tmp_path, "off") == learner_state(tmp_path, "cold")
+    assert not (Path(REPO_ROOT) / "none").exists()
+
+
+def test_two_processes_filling_one_cache_at_once_both_succeed(tmp_path):
+    cache = tmp_path / "cache"
+    first, second = train_process(tmp_path, cache, "a"), train_process(tmp_path, cache, "b")
+    finish(first), finish(second)
+    assert learner_state(tmp_path, "a") == learner_state(tmp_path, "b")
+    filled = entries(cache)
+    finish(train_process(tmp_path, cache, "c"))  # the entries they wrote are whole: all hits
+    assert entries(cache) == filled and learner_state(tmp_path, "c") == learner_state(tmp_path, "a")
+
+
+def test_torn_or_foreign_entries_are_compiled_again_not_fatal(tmp_path):
+    cache = tmp_path / "cache"
+    finish(train_process(tmp_path, cache, "cold"))
+    for i, entry in enumerate(sorted(cache.glob("*-cache"))):
+        data = entry.read_bytes()  # half of them torn (a killed writer), half foreign bytes
+        entry.write_bytes(data[: len(data) // 2] if i % 2 else b"not an executable of this jaxlib" * 10)
+    out = finish(train_process(tmp_path, cache, "after"))
+    assert "Error reading persistent compilation cache entry" in out  # JAX's warning: reported, then compiled
+    assert learner_state(tmp_path, "after") == learner_state(tmp_path, "cold")
