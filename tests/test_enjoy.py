@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlbench.cli.enjoy import build_parser, video_path
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train
 from tests.conftest import REPO_ROOT
@@ -143,12 +144,14 @@ def test_record_video_names_the_file_as_rl_zoo_in_its_output_folder(logs, tmp_pa
     default = run / "videos" / "final-model-sac-Pendulum-v1-step-0-to-step-12.mp4"
     assert f"Recorded 12 frames to {default}" in done.stdout
     assert read_video(default).shape == (12, 500, 500, 3)
-    for flags, name in [(["--load-best"], "best-model-sac-Pendulum-v1-step-0-to-step-12.mp4"),
-                        (["--load-checkpoint", "200"], "checkpoint-200-sac-Pendulum-v1-step-0-to-step-12.mp4"),
-                        (["--load-last-checkpoint"], "checkpoint-300-sac-Pendulum-v1-step-0-to-step-12.mp4")]:
-        done = run_script(*base, "--output-folder", str(tmp_path / "videos"), *flags)
-        assert done.returncode == 0, done.stderr
-        assert (tmp_path / "videos" / name).is_file()
+    done = run_script(*base, "--output-folder", str(tmp_path / "videos"), "--load-checkpoint", "200")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "videos" / "checkpoint-200-sac-Pendulum-v1-step-0-to-step-12.mp4").is_file()
+    parser = build_parser(record_video=True)
+    for flags, model, name in [(["--load-best"], "best_model.zip", "best-model"),
+                               (["--load-last-checkpoint"], "rl_model_300_steps.zip", "checkpoint-300")]:
+        args = parser.parse_args(["--algo", "sac", "--env", "Pendulum-v1", "-n", "12", "-o", "v", *flags])
+        assert video_path(args, run / model) == Path("v", f"{name}-sac-Pendulum-v1-step-0-to-step-12.mp4")
     done = run_script(*base, "-o", str(tmp_path / "one.gif"))
     assert done.returncode == 0 and read_video(tmp_path / "one.gif").shape[0] == 12
     assert not list(tmp_path.rglob("*.tmp"))  # ffmpeg wrote to temporaries, renamed when complete
