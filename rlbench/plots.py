@@ -5,6 +5,11 @@ writes one PNG per env (mean over seeds of the mean eval return, with a 95% boot
 x in env steps) and prints a markdown table of the final evaluation: mean +/- standard error over
 seeds, and the interquartile mean (IQM). With several envs it adds rliable-style aggregates (IQM, mean,
 median of normalised scores with stratified bootstrap intervals; Agarwal et al. 2021).
+
+Runs are aligned by env steps, never by evaluation index: a group's curve covers only the env steps
+every one of its runs reached, on the union of their evaluation points there; a run not evaluated at
+one of those points is linearly interpolated between its neighbours, and the legend and table say so.
+Runs covering different ranges get a warning naming the range kept.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from rlbench.errors import ConfigError
+from rlbench.files import atomic_write_text
 
 RUN_NAME = re.compile(r"(?P<env>.+)_(?P<id>\d+)(_[0-9a-f-]{36})?")
 
@@ -27,9 +34,20 @@ RUN_NAME = re.compile(r"(?P<env>.+)_(?P<id>\d+)(_[0-9a-f-]{36})?")
 class Group:
     env: str
     algo: str
-    timesteps: np.ndarray  # [n_evals] shared by all runs (cut to the shortest)
-    returns: np.ndarray  # [n_seeds, n_evals], mean over each evaluation's episodes
+    timesteps: np.ndarray  # [n_points]: env steps every run reached (the union of their evaluation points)
+    returns: np.ndarray  # [n_seeds, n_points], mean over each evaluation's episodes
     runs: list[Path]
+    interpolated: bool = False  # some run was not evaluated at some point and was interpolated there
+
+
+def import_plot_packages() -> None:
+    """matplotlib and scipy (the plots extra), checked before any work: ConfigError naming the install."""
+    try:
+        import matplotlib  # noqa: F401
+        import scipy.stats  # noqa: F401
+    except ImportError as error:
+        raise ConfigError(f'plots need the plots extra ({error}): pip install -e ".[plots]" '
+                          "(or pip install matplotlib scipy)") from None
 
 
 def find_runs(folders: list[Path]) -> dict[tuple[str, str], list[Path]]:
@@ -43,14 +61,35 @@ def find_runs(folders: list[Path]) -> dict[tuple[str, str], list[Path]]:
     return dict(found)
 
 
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def load_group(env: str, algo: str, runs: list[Path]) -> Group | None:
-    """The runs' evaluations, cut to the shortest; None when one of them has no evaluation yet."""
-    data = [np.load(run / "evaluations.npz") for run in runs]
-    n = min(len(d["timesteps"]) for d in data)
-    if n == 0:
+    """The runs' mean evaluation returns aligned by env steps (see the module docstring); None when no
+    run has an evaluation yet or the runs share no env steps (with a warning)."""
+    curves = []
+    for run in runs:
+        data = np.load(run / "evaluations.npz")
+        if len(data["timesteps"]) == 0:
+            warn(f"{run}: no evaluation yet; left out of {env} {algo}")
+        else:
+            curves.append((run, data["timesteps"], data["results"].mean(axis=1)))
+    if not curves:
         return None
-    return Group(env, algo, data[0]["timesteps"][:n], np.array([d["results"][:n].mean(axis=1) for d in data]),
-                 list(runs))
+    start = max(int(steps[0]) for _, steps, _ in curves)
+    end = min(int(steps[-1]) for _, steps, _ in curves)
+    ranges = {(int(steps[0]), int(steps[-1])) for _, steps, _ in curves}
+    if len(ranges) > 1:
+        spans = ", ".join(f"{run.name} {int(steps[0])}-{int(steps[-1])}" for run, steps, _ in curves)
+        kept = f"kept only {start}-{end}, the env steps every run reached" if start <= end else "nothing in common"
+        warn(f"{env} {algo}: runs cover different env-step ranges ({spans}); {kept}")
+    if start > end:
+        return None
+    grid = np.unique(np.concatenate([steps[(steps >= start) & (steps <= end)] for _, steps, _ in curves]))
+    returns = np.array([np.interp(grid, steps, values) for _, steps, values in curves])
+    interpolated = any(not np.isin(grid, steps).all() for _, steps, _ in curves)
+    return Group(env, algo, grid, returns, [run for run, _, _ in curves], interpolated)
 
 
 def collect(folders: list[Path]) -> list[Group]:
@@ -60,11 +99,15 @@ def collect(folders: list[Path]) -> list[Group]:
 
 def iqm(values: np.ndarray) -> float:
     """Interquartile mean: the mean of the middle half (a quarter trimmed from each end; rliable's IQM)."""
+    from scipy import stats
+
     return float(stats.trim_mean(values, 0.25))
 
 
 def confidence_band(returns: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """95% bootstrap interval of the mean over seeds, per evaluation (degenerate with one seed)."""
+    from scipy import stats
+
     if returns.shape[0] < 2:
         return returns[0], returns[0]
     result = stats.bootstrap((returns,), np.mean, axis=0, confidence_level=0.95, n_resamples=2000,
@@ -83,7 +126,8 @@ def markdown_table(groups: list[Group]) -> str:
     lines = ["| env | algo | seeds | env steps | final return (mean +/- s.e.) | IQM |", "|---|---|---|---|---|---|"]
     for g in groups:
         s = final_stats(g.returns)
-        lines.append(f"| {g.env} | {g.algo} | {s['n']} | {int(g.timesteps[-1])} | "
+        steps = f"{int(g.timesteps[-1])}" + (" (interpolated)" if g.interpolated else "")
+        lines.append(f"| {g.env} | {g.algo} | {s['n']} | {steps} | "
                      f"{s['mean']:.1f} +/- {s['stderr']:.1f} | {s['iqm']:.1f} |")
     return "\n".join(lines)
 
@@ -129,7 +173,8 @@ def plot(groups: list[Group], output: Path, prefix: str = "",
         fig, ax = plt.subplots(figsize=(6, 4))
         for g in (g for g in groups if g.env == env):
             low, high = confidence_band(g.returns)
-            (line,) = ax.plot(g.timesteps, g.returns.mean(axis=0), label=f"{g.algo} (n={len(g.runs)})")
+            label = f"{g.algo} (n={len(g.runs)}" + (", interpolated to common env steps)" if g.interpolated else ")")
+            (line,) = ax.plot(g.timesteps, g.returns.mean(axis=0), label=label)
             ax.fill_between(g.timesteps, low, high, alpha=0.25)
             points = (markers or {}).get((env, g.algo))
             if points:
@@ -151,6 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", type=Path, default=Path("plots"), help="folder for the PNG files")
     p.add_argument("--table", type=Path, default=None, help="also write the markdown table here")
     args = p.parse_args(argv)
+    try:
+        missing = [str(folder) for folder in args.folders if not folder.is_dir()]
+        if missing:
+            raise ConfigError(f"log folder not found: {', '.join(missing)}")
+        import_plot_packages()
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     groups = collect(args.folders)
     if not groups:
         print(f"error: no evaluations.npz under {', '.join(map(str, args.folders))}", file=sys.stderr)
@@ -161,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         table += "\n\nAcross envs (final returns normalised per env by the runs compared):\n\n" + aggregate
     print(table)
     if args.table:
-        args.table.write_text(table + "\n")
+        atomic_write_text(args.table, table + "\n")
     for path in plot(groups, args.output):
         print(f"wrote {path}")
     return 0

@@ -203,3 +203,48 @@ def test_summary_and_references_by_hand():
     assert envs == {"HalfCheetah-v4", "Hopper-v4", "Walker2d-v4", "Ant-v4", "Humanoid-v4", "Pendulum-v1"}
     mujoco = envs - {"Pendulum-v1"}
     assert all(len(REFERENCES[(env, algo)]) == 3 for env in mujoco for algo in ("sac", "crossq", "droq"))
+
+
+def test_report_names_no_absolute_path(tmp_path, capsys, monkeypatch):
+    """Issue 20 item 20: a report is committed, so its command and run paths are relative (the runs to the
+    log folder, -f and --output to the working directory); here with a hand-made finished run."""
+    from rlbench.bench.returns import DONE_FILE, build_parser, check_args, resolve_settings
+
+    work = tmp_path / "repo"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    log, output = tmp_path / "runs", tmp_path / "report" / "returns.md"
+    argv = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "--seed-list", "1", "-f", str(log),
+            f"--output={output}", "-n", "200", "--eval-freq", "100", "--report-only"]
+    args = build_parser().parse_args(argv[1:])
+    (cell,) = check_args(args)
+    run = cell.folder(log)
+    run.mkdir(parents=True)
+    np.savez(run / "evaluations.npz", timesteps=np.array([100, 200]), results=np.array([[-900.0], [-500.0]]),
+             ep_lengths=np.full((2, 1), 200))
+    (run / DONE_FILE).write_text(json.dumps({"settings": resolve_settings([cell], args)[cell], "wall_time_s": 3}))
+
+    assert bench_main(argv) == 0
+    report = output.read_text()
+    assert str(tmp_path) not in report and " /" not in report and "`/" not in report
+    assert "python -m rlbench.bench returns --algos sac --envs Pendulum-v1 --seed-list 1 -f ../runs " \
+           "--output=../report/returns.md -n 200" in report
+    assert "Runs: `<algo>/<env>_<seed>` in the log folder (-f; RL Zoo layout)" in report
+    assert "| sac | Pendulum-v1 | 1 | sac/Pendulum-v1_1 | 200 | -500.0 | 3 |" in report
+
+
+def test_missing_plots_extra_exits_2_before_training(tmp_path):
+    """The report draws curves: without matplotlib the grid must not train for hours and then fail."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+    from tests.test_scripts import without_module
+
+    done = subprocess.run([sys.executable, "-m", "rlbench.bench", *grid_args(tmp_path / "logs", tmp_path / "r.md")],
+                          cwd=REPO_ROOT, env=without_module(tmp_path, "matplotlib"), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: plots need the plots extra") and 'pip install -e ".[plots]"' in done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["stubs"]

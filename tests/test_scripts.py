@@ -99,3 +99,72 @@ def test_sweep_refuses_bad_jobs_before_running(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "jobs=two: expected a positive integer" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def write_evaluations(run, timesteps, returns):
+    """An evaluations.npz as train.py writes it: two episodes per evaluation, whose mean is `returns`."""
+    run.mkdir(parents=True)
+    returns = np.asarray(returns, dtype=float)
+    np.savez(run / "evaluations.npz", timesteps=np.asarray(timesteps), results=np.stack([returns - 1, returns + 1], 1),
+             ep_lengths=np.full((len(timesteps), 2), 200))
+
+
+def test_runs_evaluated_at_different_steps_are_aligned_by_env_steps(tmp_path, capsys):
+    """The issue's case: runs at [1000, 2000, 3000] and [500, 1000] share only env step 1000, where the
+    mean is (1 + 20) / 2 = 10.5; cutting by evaluation index would have averaged 2 and 20 'at 2000'."""
+    write_evaluations(tmp_path / "logs" / "sac" / "Pendulum-v1_1", [1000, 2000, 3000], [1, 2, 3])
+    write_evaluations(tmp_path / "logs" / "sac" / "Pendulum-v1_2", [500, 1000], [10, 20])
+    assert plots_main([str(tmp_path / "logs"), "-o", str(tmp_path / "plots")]) == 0
+    captured = capsys.readouterr()
+    assert "| Pendulum-v1 | sac | 2 | 1000 | 10.5 +/- 9.5 | 10.5 |" in captured.out
+    assert ("warning: Pendulum-v1 sac: runs cover different env-step ranges (Pendulum-v1_1 1000-3000, "
+            "Pendulum-v1_2 500-1000); kept only 1000-1000, the env steps every run reached") in captured.err
+
+
+def test_runs_between_each_others_evaluations_are_interpolated_by_hand(tmp_path, capsys):
+    from rlbench.plots import load_group
+
+    first, second = tmp_path / "Pendulum-v1_1", tmp_path / "Pendulum-v1_2"
+    write_evaluations(first, [1000, 2000, 3000], [1, 2, 3])
+    write_evaluations(second, [500, 1500, 2500], [10, 20, 30])
+    group = load_group("Pendulum-v1", "sac", [first, second])
+    # Common range 1000-2500, on both runs' points there. First run at 1500 and 2500: 1.5, 2.5 (halfway);
+    # second at 1000: halfway between 10 (500) and 20 (1500) = 15, at 2000: 25.
+    np.testing.assert_array_equal(group.timesteps, [1000, 1500, 2000, 2500])
+    np.testing.assert_allclose(group.returns, [[1, 1.5, 2, 2.5], [15, 20, 25, 30]])
+    np.testing.assert_allclose(group.returns.mean(axis=0), [8, 10.75, 13.5, 16.25])
+    assert group.interpolated
+    same = load_group("Pendulum-v1", "sac", [first, first])
+    assert not same.interpolated and capsys.readouterr().err.count("warning: ") == 1
+    from rlbench.plots import markdown_table
+
+    assert "| Pendulum-v1 | sac | 2 | 2500 (interpolated) | 16.2 +/- 13.8 |" in markdown_table([group])
+
+
+def test_a_missing_log_folder_is_one_line_exit_2(tmp_path, capsys):
+    write_evaluations(tmp_path / "logs" / "sac" / "Pendulum-v1_1", [1000], [1])
+    code = plots_main([str(tmp_path / "logs"), str(tmp_path / "lgos"), "-o", str(tmp_path / "plots")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err == f"error: log folder not found: {tmp_path / 'lgos'}\n"
+    assert not (tmp_path / "plots").exists()
+
+
+def without_module(tmp_path, name):
+    """Environment for a subprocess in which `import name` fails as when the package is not installed:
+    a module of that name first on PYTHONPATH raises ImportError."""
+    stubs = tmp_path / "stubs"
+    stubs.mkdir(exist_ok=True)
+    (stubs / f"{name}.py").write_text(f"raise ImportError(\"No module named '{name}'\", name='{name}')\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(stubs), REPO_ROOT])}
+
+
+def test_plots_without_matplotlib_exit_2_with_the_install_command_before_any_output(tmp_path):
+    write_evaluations(tmp_path / "logs" / "sac" / "Pendulum-v1_1", [1000], [1])
+    done = subprocess.run([sys.executable, "scripts/plot_results.py", str(tmp_path / "logs"), "-o",
+                           str(tmp_path / "plots"), "--table", str(tmp_path / "table.md")], cwd=REPO_ROOT,
+                          env=without_module(tmp_path, "matplotlib"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: plots need the plots extra (No module named 'matplotlib'): "
+                                  'pip install -e ".[plots]"') and done.stderr.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "stubs"]

@@ -415,6 +415,24 @@ def machine_line() -> str:
             f"({jax.default_backend()}), gymnasium {gymnasium.__version__}")
 
 
+def shown_command(argv: Sequence[str]) -> str:
+    """The command as the report prints it: an absolute path (the value of -f, --output, ...) made relative
+    to the working directory, so a committed report names no machine's folders and reruns from there."""
+
+    def relative(value: str) -> str:
+        return os.path.relpath(value) if os.path.isabs(value) else value
+
+    shown = []
+    for token in argv:
+        flag, equals, value = token.partition("=")
+        if token.startswith("-") and equals:
+            token = f"{flag}={relative(value)}"
+        elif token.startswith("-f") and not token.startswith("--") and len(token) > 2:
+            token = "-f" + relative(token[2:])  # argparse's attached form, -f/path
+        shown.append(relative(token))
+    return f"python -m rlbench.bench returns {shlex.join(shown)}"
+
+
 def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], args: argparse.Namespace,
                  argv: Sequence[str], finished: set[Cell], failures: list[str]) -> Path | None:
     """The markdown report and its PNGs (one per env, `<output stem>_<env>.png` beside it); None when
@@ -442,11 +460,11 @@ def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], 
     lines = [
         "# Returns benchmark", "",
         f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}", "",
-        "Command:", "", f"    python -m rlbench.bench returns {shlex.join(argv)}", "",
+        "Command:", "", f"    {shown_command(argv)}", "",
         f"Machine: {machine_line()}", "",
-        f"Runs: `{log}/<algo>/<env>_<seed>` (RL Zoo layout), one train.py run each with the hyperparameter file "
-        f"entry of its env (`hyperparams/<algo>.yml`) and these -params: {params}. Evaluation every "
-        f"{first['eval_freq']} env steps, {episodes} each. Statistics over seeds of each run's "
+        "Runs: `<algo>/<env>_<seed>` in the log folder (-f; RL Zoo layout), one train.py run each with the "
+        f"hyperparameter file entry of its env (`hyperparams/<algo>.yml`) and these -params: {params}. Evaluation "
+        f"every {first['eval_freq']} env steps, {episodes} each. Statistics over seeds of each run's "
         "mean evaluation return: mean, IQM (mean of the middle half) and a 95% percentile-bootstrap interval "
         "of the mean (2000 resamples). Published: the same env, algorithm and env steps (- when none).", "",
     ]
@@ -469,6 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         cells = check_args(args)
+        plots.import_plot_packages()  # the report's curves: before hours of training, not after
         settings = resolve_settings(cells, args)
         finished = {c for c in cells if is_finished(c, settings[c], args.log_folder)}
     except ConfigError as error:

@@ -2,13 +2,16 @@
 
 The policy is rebuilt from the checkpoint's manifest. The run's saved config.yml is read only for
 the env's kwargs and wrappers, with the same literal-only parsing as training (a YAML tag or code in
-it exits 2). Exit codes: 0 success, 1 missing or corrupt model, 2 bad input.
+it exits 2). `scripts/record_video.py` is this command with RL Zoo's record_video flags
+(`main(record_video=True)`). Exit codes: 0 success, 1 missing or corrupt model, 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,10 +27,18 @@ from rlbench.envs.make import check_env_id, make_single_env
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers, trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_key_values
+from rlbench.loggers.monitor import MonitorFile
+from rlbench.video import VideoWriter, find_ffmpeg
+
+RECORD_VIDEO_DESCRIPTION = "Record a trained agent to an mp4, headless (RL Zoo's record_video, on enjoy.py's loader)."
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="enjoy.py", description=__doc__.splitlines()[0])
+def build_parser(record_video: bool = False) -> argparse.ArgumentParser:
+    """enjoy.py's flags; with `record_video`, record_video.py's: -o/--output-folder instead of --record."""
+    if record_video:
+        p = argparse.ArgumentParser(prog="record_video.py", description=RECORD_VIDEO_DESCRIPTION)
+    else:
+        p = argparse.ArgumentParser(prog="enjoy.py", description=__doc__.splitlines()[0])
     p.add_argument("--env", default="Pendulum-v1", help="gymnasium environment id")
     p.add_argument("--algo", default="sac", help="algorithm the model was trained with")
     p.add_argument("-f", "--folder", default="logs", help="log folder (the -f of train.py)")
@@ -50,9 +61,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="modules to import first (their wrappers are trusted in env_wrapper)")
     p.add_argument("--trust-wrappers", nargs="+", default=[], metavar="MODULE",
                    help="modules whose wrappers the run's config.yml may name, besides gymnasium's and rlbench's")
-    p.add_argument("--record", default=None, metavar="PATH.mp4",
-                   help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)")
+    if record_video:
+        p.add_argument("-o", "--output-folder", default=None, metavar="FOLDER",
+                       help="folder for the video, named as RL Zoo names it (final-model-<algo>-<env>-step-0-to-"
+                            "step-<n>.mp4, best-model-..., checkpoint-<steps>-...); default: <run folder>/videos. "
+                            "A path ending in .mp4 or .gif is the video file itself")
+    else:
+        p.add_argument("--record", default=None, metavar="PATH.mp4",
+                       help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)")
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu", "cuda"), help="JAX backend")
+    p.add_argument("--num-threads", type=int, default=-1, choices=(-1, 1),
+                   help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU (as train.py's)")
+    p.add_argument("--reward-log", default="", metavar="DIR",
+                   help="write each env's episodes to DIR/<index>.monitor.csv (SB3's Monitor file, as RL Zoo)")
+    p.add_argument("--custom-objects", action="store_true",
+                   help="accepted for RL Zoo's command lines and not needed: a checkpoint holds arrays and a "
+                        "manifest, nothing pickled")
     p.add_argument("-P", "--progress", action="store_true", help="show a progress bar")
     p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2))
     return p
@@ -92,6 +116,25 @@ def find_model(args: argparse.Namespace) -> Path:
     return path
 
 
+def video_path(args: argparse.Namespace, model: Path) -> Path:
+    """Where record_video.py writes: -o as a file (.mp4/.gif), or RL Zoo's name in -o (default <run>/videos)."""
+    if args.output_folder and args.output_folder.endswith((".mp4", ".gif")):
+        return Path(args.output_folder)
+    folder = Path(args.output_folder) if args.output_folder else model.parent / "videos"
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"-o/--output-folder: {folder} exists and is not a folder (or name a .mp4 / .gif file)")
+    checkpoint = re.fullmatch(r"rl_model_(\d+)_steps\.zip", model.name)
+    kind = ("best-model" if model.name == "best_model.zip" else
+            f"checkpoint-{checkpoint[1]}" if checkpoint else "final-model")
+    env_name = args.env.replace(":", "_").replace("/", "-")
+    return folder / f"{kind}-{args.algo}-{env_name}-step-0-to-step-{args.n_timesteps}.mp4"
+
+
+def check_reward_log(folder: str) -> None:
+    if folder and Path(folder).exists() and not Path(folder).is_dir():
+        raise ConfigError(f"--reward-log: {folder} exists and is not a folder")
+
+
 def saved_env_settings(model: Path, env_name: str, manifest: dict[str, Any], trusted: Sequence[str]
                        ) -> tuple[dict[str, Any], tuple[EnvWrapper, ...]]:
     """(env_kwargs, env_wrappers) from the run's config.yml (checked like any hyperparameter file),
@@ -105,21 +148,32 @@ def saved_env_settings(model: Path, env_name: str, manifest: dict[str, Any], tru
             parse_env_wrappers(entry.get("env_wrapper"), trusted))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
+    args = build_parser(record_video).parse_args(argv)
+    if record_video:
+        args.record, args.no_render = "", True  # the file name needs the model: set once it is found
+    recording = args.record is not None
     try:
         if args.n_timesteps < 1 or args.n_envs < 1:
             raise ConfigError(f"-n and --n-envs must be positive, got {args.n_timesteps} and {args.n_envs}")
         if args.record and not args.record.endswith((".mp4", ".gif")):
             raise ConfigError(f"--record: expected a .mp4 (or .gif) path, got {args.record!r}")
+        check_reward_log(args.reward_log)
+        ffmpeg = find_ffmpeg() if recording else ""
+        if args.custom_objects:
+            print("--custom-objects: not needed (a checkpoint holds arrays and a manifest, nothing pickled)",
+                  file=sys.stderr)
         headless = not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
-        if headless and args.record:
+        if headless and recording:
             os.environ.setdefault("MUJOCO_GL", "egl")  # before gymnasium imports mujoco's renderer
-        select_device("cpu" if args.device == "auto" else args.device, -1)
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (classic control): no display to open
+        select_device("cpu" if args.device == "auto" else args.device, args.num_threads)
         for module in args.gym_packages:
             __import__(module)
         check_env_id(args.env)
         model = find_model(args)
+        if record_video:
+            args.record = str(video_path(args, model))
         checkpoint = read_checkpoint(model, load_replay_buffer=False)
         manifest = checkpoint.manifest
         if manifest["algo"] != args.algo:
@@ -138,13 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     # --record renders offscreen (rgb_array) even with --no-render, which only means "no window".
-    render = "rgb_array" if args.record else (None if args.no_render or headless else "human")
+    render = "rgb_array" if recording else (None if args.no_render or headless else "human")
     envs = [make_single_env(args.env, env_kwargs, wrappers, args.gym_packages, render_mode=render if i == 0 else None)
             for i in range(args.n_envs)]
     try:
         if args.verbose:
             print(f"Loaded {model} ({manifest['algo']}, {manifest['counters']['env_steps']} env steps)")
-        returns = run_episodes(envs, policy, args)
+        returns = run_episodes(envs, policy, args, ffmpeg)
     finally:
         for env in envs:
             env.close()
@@ -153,24 +207,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace) -> list[float]:
-    """Step every env `n_timesteps` times (each resets when its episode ends); print each episode."""
+def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace, ffmpeg: str) -> list[float]:
+    """Step every env `n_timesteps` times (each resets when its episode ends); print each episode, and
+    record the first env's frames (`args.record`) and each env's episodes (`args.reward_log`)."""
     from rich.progress import track
 
-    writer = None
-    if args.record:
-        import imageio.v2 as imageio
-
-        Path(args.record).parent.mkdir(parents=True, exist_ok=True)
-        fps = envs[0].metadata.get("render_fps", 30)
-        writer = imageio.get_writer(args.record, fps=fps, macro_block_size=1)
-    obs = np.stack([env.reset(seed=args.seed + i)[0] for i, env in enumerate(envs)])
-    episode_return, episode_length = np.zeros(len(envs)), np.zeros(len(envs), int)
     finished: list[float] = []
-    try:
+    with contextlib.ExitStack() as cleanup:
+        video = None
+        if args.record:
+            video = cleanup.enter_context(VideoWriter(Path(args.record), envs[0].metadata.get("render_fps", 30),
+                                                      ffmpeg))
+        monitors = []
+        if args.reward_log:
+            Path(args.reward_log).mkdir(parents=True, exist_ok=True)
+            monitors = [MonitorFile(Path(args.reward_log), i, args.env) for i in range(len(envs))]
+            for monitor in monitors:
+                cleanup.callback(monitor.close)
+        obs = np.stack([env.reset(seed=args.seed + i)[0] for i, env in enumerate(envs)])
+        episode_return, episode_length = np.zeros(len(envs)), np.zeros(len(envs), int)
         for _ in track(range(args.n_timesteps), description="enjoy", disable=not args.progress):
-            if writer is not None:
-                writer.append_data(envs[0].render())  # the state the action is chosen in
+            if video is not None:
+                video.append(envs[0].render())  # the state the action is chosen in
             actions = policy(obs, deterministic=not args.stochastic)
             for i, env in enumerate(envs):
                 obs[i], reward, terminated, truncated, _ = env.step(actions[i])
@@ -178,14 +236,13 @@ def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace) -> list
                 episode_length[i] += 1
                 if terminated or truncated:
                     finished.append(float(episode_return[i]))
+                    if monitors:
+                        monitors[i].episode(float(episode_return[i]), int(episode_length[i]))
                     if args.verbose:
                         print(f"Episode {len(finished)} (env {i}): return {episode_return[i]:.2f}, "
                               f"length {episode_length[i]}")
                     episode_return[i], episode_length[i] = 0.0, 0
                     obs[i] = env.reset()[0]
-    finally:
-        if writer is not None:
-            writer.close()
-            if args.verbose:
-                print(f"Recorded {args.n_timesteps} frames to {args.record}")
+    if video is not None and args.verbose:
+        print(f"Recorded {video.frames} frames to {args.record}")
     return finished
