@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rlbench import hyperparams
+from rlbench import compile_cache, hyperparams
 from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
 from rlbench.cli.train import latest_run_id, select_device
 from rlbench.config import literal_mapping, normalize_entry
@@ -70,6 +70,8 @@ def build_parser(record_video: bool = False) -> argparse.ArgumentParser:
         p.add_argument("--record", default=None, metavar="PATH.mp4",
                        help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)")
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu", "cuda"), help="JAX backend")
+    p.add_argument("--compile-cache", default=None, metavar="DIR|none",
+                   help="persistent compilation cache folder, as train.py's (none turns it off)")
     p.add_argument("--num-threads", type=int, default=-1, choices=(-1, 1),
                    help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU (as train.py's)")
     p.add_argument("--reward-log", default="", metavar="DIR",
@@ -168,6 +170,7 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
             os.environ.setdefault("MUJOCO_GL", "egl")  # before gymnasium imports mujoco's renderer
             os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (classic control): no display to open
         select_device("cpu" if args.device == "auto" else args.device, args.num_threads)
+        compile_cache.enable(args.compile_cache)
         for module in args.gym_packages:
             __import__(module)
         check_env_id(args.env)
