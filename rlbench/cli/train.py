@@ -31,7 +31,7 @@ from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, library_versions, read_checkpoint
 from rlbench.config import RunConfig, normalize_entry, split_entry
 from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env, original_spaces
-from rlbench.errors import ConfigError, EnvWorkerError
+from rlbench.errors import ConfigError, RunFailure
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.base import MultiLogger
 from rlbench.loggers.console import ConsoleLogger
@@ -548,7 +548,7 @@ def train_and_report(args: argparse.Namespace, exp: Experiment, run_dir: Path, m
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except EnvWorkerError as error:
+    except RunFailure as error:  # an env, an evaluation or a divergence; the note names the checkpoint
         print(f"error: {error}", *getattr(error, "__notes__", []), sep="\n", file=sys.stderr)
         return 1
     except OSError as error:
