@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
@@ -84,8 +85,10 @@ def make_single_env(
     for module in packages:
         importlib.import_module(module)
     import_env_packages(env_id)
-    with warnings.catch_warnings():
-        if worker:  # AsyncVectorEnv built this env in the trainer first: its warnings (v4 ids...) were shown once
+    # AsyncVectorEnv built this env in the trainer first, which showed its warnings (an out-of-date -v4
+    # id...) once; workers need not repeat them. (Not in the trainer: catch_warnings resets the "once" filter.)
+    with warnings.catch_warnings() if worker else contextlib.nullcontext():
+        if worker:
             warnings.simplefilter("ignore")
         env = gym.make(env_id, **dict(env_kwargs), **({"render_mode": render_mode} if render_mode else {}))
     for path, kwargs in wrappers:
@@ -266,13 +269,23 @@ def step_vector_env(env: VectorEnv, actions: np.ndarray) -> tuple[Any, ...]:
                 proc.join(timeout=1.0)
         dead = [i for i, proc in enumerate(env.processes) if proc.exitcode is not None and i not in failed]
         detail = ", ".join(
-            f"worker {i}" + (" raised" if i in failed else f" exited with code {env.processes[i].exitcode}")
+            f"worker {i}" + (" raised" if i in failed else f" exited with code {_exit_code(env.processes[i].exitcode)}")
             for i in sorted(set(failed) | set(dead))
         )
-        # Only a worker that raised sent its traceback (gymnasium logs it); a killed one sends nothing.
+        if dead and not failed:  # the parent only saw the pipe close; a killed worker sends no traceback
+            raise EnvWorkerError(f"environment {detail} failed") from error
+        # A worker that raised sent its traceback, which gymnasium has logged.
         where = " (the worker's traceback is printed above)" if failed else ""
         raise EnvWorkerError(f"environment {detail or 'worker'} failed: {type(error).__name__}: {error}{where}"
                              ) from error
+
+
+def _exit_code(code: int) -> str:
+    """-9 -> "-9 (SIGKILL)": multiprocessing's negative exit codes are the signals that ended a process."""
+    try:
+        return f"{code} ({signal.Signals(-code).name})" if code < 0 else str(code)
+    except ValueError:
+        return str(code)
 
 
 def _failed_sync_env(error: BaseException) -> tuple[int | None, TracebackType | None]:
