@@ -377,8 +377,10 @@ class _Loop:
                 self.verified = _Verified(host.env_steps, self.copy_state(self.state), metrics)
             return metrics
         paths = non_finite_paths(self.state)
-        where = [*infinite, *([f"learner state {', '.join(paths[:3])}" + (f" and {len(paths) - 3} more arrays"
-                                                                          if len(paths) > 3 else "")] if paths else [])]
+        where = [", ".join(infinite)] if infinite else []
+        if paths:
+            where.append(f"learner state {', '.join(paths[:3])}" + (f" and {len(paths) - 3} more arrays"
+                                                                     if len(paths) > 3 else ""))
         last = ", ".join(f"{name}={value:.4g}" for name, value in self.verified.metrics.items()) or "none logged yet"
         raise DivergenceError(
             f"training diverged at env step {host.env_steps}: non-finite {'; '.join(where)}. Last finite check at "
