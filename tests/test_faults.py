@@ -155,3 +155,31 @@ def test_learner_state_check_gives_one_flag_per_seed():
 
     states = {"params": jax.numpy.array([[1.0, 2.0], [1.0, np.nan]]), "step": jax.numpy.array([1, 1])}
     np.testing.assert_array_equal(jax.vmap(all_finite)(states), [True, False])
+
+
+def test_env_workers_do_not_outlive_a_killed_trainer(tmp_path):
+    """C10: the workers ignore SIGTERM, so only their pipe tells them that the trainer is gone; after a
+    SIGKILL of the trainer alone, every process of its group (workers, forkserver) exits by itself."""
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "train.py", "-f", str(tmp_path), "--env", "Pendulum-v1", "--vec-env", "subproc",
+         "-n", "100000", "--eval-freq", "-1", "--log-interval", "1", *TINY, "n_envs:2"],
+        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    progress = tmp_path / "sac" / "Pendulum-v1_1" / "progress.csv"
+    while not (progress.exists() and len(progress.read_text().splitlines()) > 2) and time.time() < deadline:
+        assert proc.poll() is None, "train.py ended early"
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)  # training, with its workers stepping
+    proc.wait(timeout=60)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"processes of group {proc.pid} outlived the trainer by 10 s")
