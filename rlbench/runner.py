@@ -381,7 +381,8 @@ class _Loop:
         if paths:
             where.append(f"learner state {', '.join(paths[:3])}" + (f" and {len(paths) - 3} more arrays"
                                                                      if len(paths) > 3 else ""))
-        last = ", ".join(f"{name}={value:.4g}" for name, value in self.verified.metrics.items()) or "none logged yet"
+        last = ", ".join(f"{name}={value:.4g}" for name, value in self.verified.metrics.items()
+                         if not np.isnan(value)) or "none logged yet"  # NaN: no actor step in that iteration
         raise DivergenceError(
             f"training diverged at env step {host.env_steps}: non-finite {'; '.join(where)}. Last finite check at "
             f"env step {self.verified.env_steps}: {last}. Lower learning_rate, or check the env's rewards")

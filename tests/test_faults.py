@@ -3,6 +3,7 @@ loop writes for other tools (SB3 Monitor files) or shows (the progress bar's rat
 
 import csv
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -96,6 +97,21 @@ def test_divergence_stops_with_a_finite_checkpoint_from_before_it(tmp_path, caps
     resumed = main(["-f", str(tmp_path / "resumed"), "--algo", "sac", "--env", "tests.envs:BlowUp-v0", "-i",
                     str(checkpoint), "--eval-freq", "-1", "-n", "10", "--verbose", "0"])
     assert resumed in (0, 1)  # the env still returns 1e38: it may diverge again, but the state loads
+
+
+def test_periodic_checkpoint_refuses_a_diverged_learner_state(tmp_path, capsys):
+    """C12 where only the critic diverges (the actor is not updated yet: its actions stay finite) and no
+    metrics are logged: the next periodic checkpoint finds the NaN and writes the last finite state instead."""
+    code = main(["-f", str(tmp_path), "--env", "tests.envs:BlowUp-v0", "--eval-freq", "-1", "-n", "3000",
+                 "--log-interval", "-2", "--save-freq", "40", *TINY, "policy_delay:1000"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "error: training diverged at env step 320: non-finite " in err and "learner state critic." in err
+    assert re.search(r"Last finite check at env step 280: train/critic_loss=\d", err)
+    saved = read_checkpoint(tmp_path / "sac" / "tests.envs_BlowUp-v0_1" / "rl_model_320_steps.zip")
+    assert saved.manifest["divergence"] == {"detected_at_env_steps": 320, "learner_state_from_env_steps": 280}
+    state = jax.tree.leaves(msgpack_restore(saved.state_bytes))
+    assert all(np.isfinite(leaf).all() for leaf in state if np.asarray(leaf).dtype.kind == "f")
 
 
 def run_with_monitor(tmp_path, **overrides):
