@@ -5,5 +5,17 @@ class ConfigError(ValueError):
     """Bad user input (flag, hyperparameter, file, env id). Raised before anything is written; exit 2."""
 
 
-class EnvWorkerError(RuntimeError):
-    """A subprocess environment raised or died; the message names the worker index."""
+class RunFailure(RuntimeError):
+    """Training stopped by a failure; a note names the checkpoint written first. Exit 1."""
+
+
+class EnvWorkerError(RunFailure):
+    """A training or evaluation environment raised, or its subprocess died; the message names its index."""
+
+
+class EvaluationError(RunFailure):
+    """An evaluation failed (its env, or a non-finite return)."""
+
+
+class DivergenceError(RunFailure):
+    """The learner state or its losses became non-finite (NaN or inf)."""

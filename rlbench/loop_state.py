@@ -62,16 +62,17 @@ class EpisodeTracker:
         self.returns = np.zeros(self.n_envs)
         self.lengths = np.zeros(self.n_envs, dtype=np.int64)
 
-    def step(self, reward: np.ndarray, done: np.ndarray) -> int:
-        """Account one vector step; returns how many episodes ended."""
+    def step(self, reward: np.ndarray, done: np.ndarray) -> list[tuple[int, float, int]]:
+        """Account one vector step; returns the episodes that ended: (env index, return, length)."""
         self.returns += reward
         self.lengths += 1
-        ended = np.flatnonzero(done)
-        for i in ended:
-            self.finished_returns.append(float(self.returns[i]))
-            self.finished_lengths.append(int(self.lengths[i]))
+        ended = []
+        for i in np.flatnonzero(done):
+            ended.append((int(i), float(self.returns[i]), int(self.lengths[i])))
+            self.finished_returns.append(ended[-1][1])
+            self.finished_lengths.append(ended[-1][2])
             self.restart(i)
-        return len(ended)
+        return ended
 
     def restart(self, i: int) -> None:
         self.returns[i] = 0.0

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from rlbench.algos.common.finite import all_finite, non_finite_paths
 from rlbench.buffers.uniform import buffer_from_arrays, buffer_to_arrays, make_uniform_buffer
 from rlbench.checkpoint import (
     Checkpoint,
@@ -40,9 +42,10 @@ from rlbench.envs.make import (
     restore_episodes,
     step_vector_env,
 )
-from rlbench.errors import ConfigError, EnvWorkerError
+from rlbench.errors import ConfigError, DivergenceError, EnvWorkerError, EvaluationError, RunFailure
 from rlbench.evaluation import EvalResult, evaluate
 from rlbench.loggers.base import Logger
+from rlbench.loggers.monitor import MonitorFiles
 from rlbench.loop_state import EpisodeTracker, Evaluations, HostState, PendingTransitions, host_metrics
 from rlbench.memory import check_buffer_memory
 from rlbench.registry import AlgoSpec
@@ -60,8 +63,10 @@ class CheckpointSettings:
       with the replay buffer when `save_replay_buffer`;
     - `best_model.zip` at each new best evaluation (no buffer);
     - `<model_name>.zip` at the end (buffer when `save_replay_buffer`);
-    - `rl_model_<steps>_steps.zip` when stopped by a signal or a failed env worker, always with the
-      buffer: that checkpoint exists to be resumed.
+    - `rl_model_<steps>_steps.zip` when stopped by a signal or a failure (an env, an evaluation, a
+      divergence), always with the buffer: that checkpoint exists to be resumed. After a divergence it
+      holds the last learner state found finite, and its manifest says from which env step.
+    No checkpoint ever holds a NaN or inf learner state.
     """
 
     run_dir: Path
@@ -112,6 +117,8 @@ def train(
     each training iteration (benchmarks block on the state there to time steady-state throughput).
     `resume` continues from a checkpoint; `stop_requested()` is polled once per vector step and,
     when it returns a reason, the loop writes a checkpoint and returns with `interrupted` set.
+    A failing env or evaluation, or a diverging learner, raises a RunFailure after writing a checkpoint
+    (when `checkpoints` is given); `run_dir` also receives evaluations.npz and SB3 Monitor files.
     """
     env = make_vector_env(run.env_id, run.n_envs, run.vec_env, run.env_kwargs, run.env_wrappers, run.gym_packages,
                           record_episodes=True)
@@ -160,6 +167,8 @@ class _Loop:
         self.act_deterministic = jax.jit(learner.act_deterministic_fn)
         self.insert = jax.jit(buffer.add_fn, donate_argnums=0)
         self.update = jax.jit(update_then_act, donate_argnums=(0, 1))
+        self.all_finite = jax.jit(all_finite)
+        self.copy_state = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation
 
     def start(self, resume: Checkpoint | None) -> None:
         run, cfg, spec = self.run, self.cfg, self.spec
@@ -219,69 +228,86 @@ class _Loop:
         host.obs = obs
 
     def train(self, logger, on_eval, on_iteration, stop_requested) -> TrainResult:
-        run, host = self.run, self.host
-        n_envs = run.n_envs
-        eval_every = max(run.eval_freq // n_envs, 1)
-        periodic = self.checkpoints is not None and self.checkpoints.save_freq > 0
-        save_every = max(self.checkpoints.save_freq // n_envs, 1) if periodic else 0
+        host = self.host
         start = time.perf_counter()
         start_steps = host.env_steps
+        self.verified = _Verified(host.env_steps, self.copy_state(self.state), host_metrics(host.metrics))
         interrupted, last_checkpoint = None, None
-        progress = _progress_bar(run)
-        with progress:
-            task = progress.add_task("training", total=run.n_timesteps, completed=host.env_steps, fps=0.0,
-                                     last_eval="-")
-            while host.env_steps < run.n_timesteps:
-                if stop_requested is not None and (interrupted := stop_requested()):
-                    break
-                try:
-                    self._vector_step()
-                except EnvWorkerError as error:
-                    if self.checkpoints is not None:
-                        path = self._save_periodic(with_buffer=True, envs_usable=False, urgent=True)
-                        error.add_note(f"checkpoint written before the failure: {path}")
-                    raise
-                if self.eval_env is not None and host.vector_steps % eval_every == 0:
-                    result = self._evaluate(logger)
-                    progress.update(task, last_eval=f"{result.mean:.1f}")
-                    if on_eval is not None:
-                        on_eval(host.env_steps, result)
-                if on_iteration is not None and host.pending.count == 0:
-                    on_iteration(host.env_steps, self.state)
-                n_episodes = len(host.episodes.finished_returns)
-                if run.log_interval > 0 and n_episodes - host.episodes_at_last_log >= run.log_interval:
-                    host.episodes_at_last_log = n_episodes
-                    fps = (host.env_steps - start_steps) / (time.perf_counter() - start)
-                    logger.log(host.episodes.summary() | {"time/fps": fps} | host_metrics(host.metrics),
-                               host.env_steps)
-                if save_every and host.vector_steps % save_every == 0:
-                    last_checkpoint = self._save_periodic(with_buffer=self.checkpoints.save_replay_buffer)
-                    prune_periodic_checkpoints(self.checkpoints.run_dir, self.checkpoints.keep)
-                if run.progress:
-                    progress.update(task, completed=host.env_steps,
-                                    fps=(host.env_steps - start_steps) / (time.perf_counter() - start))
-
-        self.state = jax.block_until_ready(self.state)
-        if self.checkpoints is not None:
-            if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
-                last_checkpoint = self._save_periodic(with_buffer=True, urgent=True)
-            else:
-                last_checkpoint = self.checkpoints.run_dir / f"{self.checkpoints.model_name}.zip"
-                self._save(last_checkpoint, "final", with_buffer=self.checkpoints.save_replay_buffer)
+        progress = _progress_bar(self.run)
+        self.rate = TrainingRate()
+        self.monitor = None if self.run_dir is None else MonitorFiles(self.run_dir, self.run.n_envs, self.run.env_id)
+        try:
+            with progress:
+                task = progress.add_task("training", total=self.run.n_timesteps, completed=host.env_steps,
+                                         rate="-", eta="-", last_eval="-")
+                while host.env_steps < self.run.n_timesteps:
+                    if stop_requested is not None and (interrupted := stop_requested()):
+                        break
+                    last_checkpoint = self._iteration(logger, on_eval, on_iteration, progress, task,
+                                                      start, start_steps) or last_checkpoint
+            self.state = jax.block_until_ready(self.state)
+            if self.checkpoints is not None:
+                if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
+                    last_checkpoint = self._save_periodic(with_buffer=True, urgent=True)
+                else:
+                    last_checkpoint = self.checkpoints.run_dir / f"{self.checkpoints.model_name}.zip"
+                    self._save(last_checkpoint, "final", with_buffer=self.checkpoints.save_replay_buffer)
+        except RunFailure as error:
+            if self.checkpoints is not None:
+                error.add_note(self._save_after_failure(error))
+            raise
+        finally:
+            if self.monitor is not None:
+                self.monitor.close()
         return TrainResult(state=self.state, buffer_state=self.buffer_state, host=host,
                            wall_time=time.perf_counter() - start, interrupted=interrupted,
                            checkpoint=last_checkpoint)
 
-    def _vector_step(self) -> None:
-        """Act, step the envs, stage the transitions and, once train_freq vector steps are staged, train."""
+    def _iteration(self, logger, on_eval, on_iteration, progress, task, start, start_steps) -> Path | None:
+        """One vector step and what falls due after it: evaluation, logging, a periodic checkpoint."""
+        run, host = self.run, self.host
+        trained = self._vector_step()
+        if trained and self.rate.start_steps is None:
+            self.rate.start(host.env_steps)  # the first iteration, and its compilation, are behind us
+        if self.eval_env is not None and host.vector_steps % max(run.eval_freq // run.n_envs, 1) == 0:
+            result = self._evaluate(logger)
+            progress.update(task, last_eval=f"{result.mean:.1f}")
+            if on_eval is not None:
+                on_eval(host.env_steps, result)
+        if on_iteration is not None and host.pending.count == 0:
+            on_iteration(host.env_steps, self.state)
+        n_episodes = len(host.episodes.finished_returns)
+        if run.log_interval > 0 and n_episodes - host.episodes_at_last_log >= run.log_interval:
+            host.episodes_at_last_log = n_episodes
+            fps = (host.env_steps - start_steps) / (time.perf_counter() - start)
+            logger.log(host.episodes.summary() | {"time/fps": fps} | self._verify_finite(), host.env_steps)
+        checkpoint = None
+        if self.checkpoints is not None and self.checkpoints.save_freq > 0 and \
+                host.vector_steps % max(self.checkpoints.save_freq // run.n_envs, 1) == 0:
+            checkpoint = self._save_periodic(with_buffer=self.checkpoints.save_replay_buffer)
+            prune_periodic_checkpoints(self.checkpoints.run_dir, self.checkpoints.keep)
+        if run.progress:
+            rate, eta = self.rate.rate(host.env_steps), self.rate.eta(host.env_steps, run.n_timesteps)
+            progress.update(task, completed=host.env_steps, rate="-" if rate is None else f"{rate:.0f}",
+                            eta="-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta)))
+        return checkpoint
+
+    def _vector_step(self) -> bool:
+        """Act, step the envs, stage the transitions and, once train_freq vector steps are staged, train.
+        Returns whether a training iteration ran."""
         cfg, host = self.cfg, self.host
         if host.env_steps < cfg.learning_starts:
             action = host.warmup_rng.uniform(-1.0, 1.0, (self.run.n_envs, self.spec.action_dim)).astype(np.float32)
-        elif host.next_action is not None:
-            action = np.asarray(host.next_action)
         else:
-            action, host.act_key = self.act(self.state, host.obs, host.act_key)
-            action = np.asarray(action)
+            if host.next_action is not None:
+                action = np.asarray(host.next_action)
+            else:
+                action, host.act_key = self.act(self.state, host.obs, host.act_key)
+                action = np.asarray(action)
+            if not np.isfinite(action).all():  # on the host already: a NaN actor never drives the envs
+                self._verify_finite()
+                raise DivergenceError(f"non-finite action at env step {host.env_steps} from a finite learner "
+                                      "state: the observations hold NaN or inf")
         host.next_action = None
         next_obs, reward, terminated, truncated, infos = step_vector_env(self.env, action)
         done = terminated | truncated
@@ -289,24 +315,61 @@ class _Loop:
         host.obs = next_obs
         host.env_steps += self.run.n_envs
         host.vector_steps += 1
-        host.episodes.step(reward, done)
-        if host.pending.full:
-            batch = host.pending.take()
-            if host.env_steps > host.update_start:
-                progress_remaining = np.float32(1.0 - host.env_steps / self.run.n_timesteps)
-                self.state, self.buffer_state, host.metrics, host.next_action, host.act_key = self.update(
-                    self.state, self.buffer_state, batch, progress_remaining, host.obs, host.act_key)
-            else:
-                self.buffer_state = self.insert(self.buffer_state, batch)
+        for index, episode_return, length in host.episodes.step(reward, done):
+            if self.monitor is not None:
+                self.monitor.episode(index, episode_return, length)
+        if not host.pending.full:
+            return False
+        batch = host.pending.take()
+        if host.env_steps <= host.update_start:
+            self.buffer_state = self.insert(self.buffer_state, batch)
+            return False
+        progress_remaining = np.float32(1.0 - host.env_steps / self.run.n_timesteps)
+        self.state, self.buffer_state, host.metrics, host.next_action, host.act_key = self.update(
+            self.state, self.buffer_state, batch, progress_remaining, host.obs, host.act_key)
+        return True
+
+    def _verify_finite(self) -> dict[str, float]:
+        """The learner's last metrics as floats, after checking them and the learner state for NaN and inf.
+
+        Called where the metrics come to the host anyway (log intervals, evaluations, checkpoints), so it
+        costs one small reduction there. A passing check keeps a device copy of the learner state: what
+        a checkpoint written after a divergence holds instead of the diverged one.
+        """
+        host = self.host
+        metrics = host_metrics(host.metrics)
+        # NaN metrics are normal: an iteration without an actor step reports NaN actor losses.
+        infinite = [name for name, value in metrics.items() if np.isinf(value)]
+        if bool(self.all_finite(self.state)) and not infinite:
+            if self.verified.env_steps != host.env_steps:
+                self.verified = _Verified(host.env_steps, self.copy_state(self.state), metrics)
+            return metrics
+        paths = non_finite_paths(self.state)
+        where = [", ".join(infinite)] if infinite else []
+        if paths:
+            where.append(f"learner state {', '.join(paths[:3])}" + (f" and {len(paths) - 3} more arrays"
+                                                                     if len(paths) > 3 else ""))
+        last = ", ".join(f"{name}={value:.4g}" for name, value in self.verified.metrics.items()
+                         if not np.isnan(value)) or "none logged yet"  # NaN: no actor step in that iteration
+        raise DivergenceError(
+            f"training diverged at env step {host.env_steps}: non-finite {'; '.join(where)}. Last finite check at "
+            f"env step {self.verified.env_steps}: {last}. Lower learning_rate, or check the env's rewards")
 
     def _evaluate(self, logger) -> EvalResult:
         run, host = self.run, self.host
+        self._verify_finite()  # a diverged policy is not worth evaluating, nor a best_model
 
         def policy(o, state=self.state):
             return np.asarray(self.act_deterministic(state, o))
 
         eval_seed = run.seed + EVAL_SEED_OFFSET + len(host.evaluations.timesteps)
-        result = evaluate(policy, self.eval_env, run.eval_episodes, seed=eval_seed)
+        try:
+            result = evaluate(policy, self.eval_env, run.eval_episodes, seed=eval_seed)
+        except Exception as error:
+            raise EvaluationError(f"evaluation at env step {host.env_steps} failed: {error}") from error
+        if not np.isfinite(result.returns).all():
+            raise EvaluationError(f"evaluation at env step {host.env_steps} returned non-finite episode returns "
+                                  f"{result.returns.tolist()} from a finite policy: check the env's rewards")
         host.evaluations.append(host.env_steps, result.returns, result.lengths)
         if self.run_dir is not None:
             host.evaluations.save(self.run_dir / "evaluations.npz")
@@ -322,33 +385,93 @@ class _Loop:
                 self._save(self.checkpoints.run_dir / "best_model.zip", "best", with_buffer=False)
         return result
 
-    def _save_periodic(self, with_buffer: bool, envs_usable: bool = True, urgent: bool = False) -> Path:
+    def _save_after_failure(self, error: RunFailure) -> str:
+        """Write the checkpoint a failure leaves to resume from; returns the note saying where (or why not)."""
+        host, state, extra = self.host, self.state, {}
+        if isinstance(error, DivergenceError):
+            state = self.verified.state
+            host.metrics, host.next_action = self.verified.metrics, None  # the next action came from NaN
+            extra = {"divergence": {"detected_at_env_steps": host.env_steps,
+                                    "learner_state_from_env_steps": self.verified.env_steps}}
+        path = self.checkpoints.run_dir / f"rl_model_{host.env_steps}_steps.zip"
+        try:
+            self._save(path, "failure", with_buffer=True, envs_usable=not isinstance(error, EnvWorkerError),
+                       compress=False, state=state, extra=extra)
+        except (OSError, RunFailure) as save_error:
+            return f"no checkpoint written: {save_error}"
+        if isinstance(error, DivergenceError):
+            return f"checkpoint with the learner state from env step {self.verified.env_steps}: {path}"
+        return f"checkpoint written before the failure: {path}"
+
+    def _save_periodic(self, with_buffer: bool, urgent: bool = False) -> Path:
         path = self.checkpoints.run_dir / f"rl_model_{self.host.env_steps}_steps.zip"
-        self._save(path, "interrupt" if urgent else "checkpoint", with_buffer, envs_usable, compress=not urgent)
+        self._save(path, "interrupt" if urgent else "checkpoint", with_buffer, compress=not urgent)
         return path
 
-    def _save(self, path: Path, kind: str, with_buffer: bool, envs_usable: bool = True, compress: bool = True) -> None:
+    def _save(self, path: Path, kind: str, with_buffer: bool, envs_usable: bool = True, compress: bool = True,
+              state: Any = None, extra: Mapping[str, Any] | None = None) -> None:
+        """Write a checkpoint of `state` (default: the current learner state, checked finite first)."""
         host = self.host
+        if state is None:
+            self._verify_finite()
+            state = self.state
         info, host_arrays = host.to_checkpoint(episode_records(self.env) if envs_usable else None)
         arrays = {f"host/{name}": value for name, value in host_arrays.items()}
         if with_buffer:
             arrays |= {f"replay_buffer/{name}": value for name, value in buffer_to_arrays(self.buffer_state).items()}
+        non_finite = [name for name, value in arrays.items()
+                      if np.issubdtype(value.dtype, np.inexact) and not np.isfinite(value).all()]
+        if non_finite:  # stored from the envs' own outputs: no learner state can be swapped in for them
+            raise EnvWorkerError(f"the environments returned NaN or inf ({', '.join(non_finite)}); "
+                                 f"{path.name} is not written with them")
         manifest = {
-            **self.checkpoints.manifest, "kind": kind, "host": info, "replay_buffer": with_buffer,
-            "counters": {"env_steps": host.env_steps, "gradient_steps": int(self.state.step),
+            **self.checkpoints.manifest, "kind": kind, "host": info, "replay_buffer": with_buffer, **(extra or {}),
+            "counters": {"env_steps": host.env_steps, "gradient_steps": int(state.step),
                          "episodes": len(host.episodes.finished_returns)},
         }
         try:
-            write_checkpoint(path, manifest, state_to_bytes(self.state), arrays, compress=compress)
+            write_checkpoint(path, manifest, state_to_bytes(state), arrays, compress=compress)
         except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
             raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
 
 
+@dataclass
+class _Verified:
+    """The learner state at the last passing finiteness check (a device copy), with its metrics."""
+
+    env_steps: int
+    state: Any
+    metrics: dict[str, float]
+
+
+class TrainingRate:
+    """Env steps per second and the time left, for the progress bar, measured from the end of the
+    first training iteration: before it, random warm-up steps run far faster than training, and the
+    iteration itself waits for compilation; either would make the rate and the ETA wrong for the run."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
+        self.start_steps: int | None = None
+        self.start_time = 0.0
+
+    def start(self, env_steps: int) -> None:
+        self.start_steps, self.start_time = env_steps, self.clock()
+
+    def rate(self, env_steps: int) -> float | None:
+        if self.start_steps is None or env_steps == self.start_steps:
+            return None
+        return (env_steps - self.start_steps) / max(self.clock() - self.start_time, 1e-9)
+
+    def eta(self, env_steps: int, total: int) -> float | None:
+        rate = self.rate(env_steps)
+        return None if rate is None else (total - env_steps) / rate
+
+
 def _progress_bar(run: RunConfig):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[fps]:.0f} steps/s"), TextColumn("last eval {task.fields[last_eval]}"),
-        TimeRemainingColumn(), disable=not run.progress,
+        TextColumn("{task.fields[rate]} steps/s"), TextColumn("last eval {task.fields[last_eval]}"),
+        TextColumn("ETA {task.fields[eta]}"), disable=not run.progress,
     )

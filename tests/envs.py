@@ -56,8 +56,26 @@ class CrashEnv(CountingEnv):
         return super().step(action)
 
 
+class BlowUpEnv(CountingEnv):
+    """Reward 1, then `huge` (finite in float32) once the env has taken `at_step` steps in all: the
+    critic's values overflow and the learner diverges, while everything the env returns stays finite."""
+
+    def __init__(self, at_step: int = 300, huge: float = 1e38):
+        super().__init__()
+        self.at_step, self.huge, self.total_steps = at_step, huge, 0
+
+    def step(self, action):
+        self.total_steps += 1
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, self.huge if self.total_steps >= self.at_step else 1.0, terminated, truncated, info
+
+
 gym.register("InfiniteHorizon-v0", entry_point=CountingEnv, kwargs={"constant_obs": True}, max_episode_steps=8)
 gym.register("TerminateAt8-v0", entry_point=CountingEnv, kwargs={"constant_obs": True, "terminate_at": 8})
 gym.register("Counting-v0", entry_point=CountingEnv, max_episode_steps=7)
 gym.register("CountingBoth-v0", entry_point=CountingEnv, kwargs={"terminate_at": 5}, max_episode_steps=5)
 gym.register("Crash-v0", entry_point=CrashEnv)
+gym.register("BlowUp-v0", entry_point=BlowUpEnv, max_episode_steps=50)
+# Two versions of one env: making the older one warns that it is out of date, as MuJoCo's -v4 ids do.
+gym.register("Versioned-v0", entry_point=CountingEnv, max_episode_steps=7)
+gym.register("Versioned-v1", entry_point=CountingEnv, max_episode_steps=7)

@@ -100,9 +100,20 @@ def test_sigterm_mid_run_checkpoints_exits_75_and_resumes_bit_identically(tmp_pa
         state_hash(run_dir(tmp_path / "b", "sac", 1) / "Pendulum-v1.zip")
 
 
-def test_ctrl_c_to_the_process_group_with_subprocess_envs_checkpoints_and_resumes(tmp_path):
-    """C5: Ctrl-C reaches the trainer and its env workers; the workers ignore it, the trainer
-    checkpoints and exits 75, and the run resumes to its end with the counters carried over."""
+def process_group_exists(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_to_the_process_group_with_subprocess_envs_checkpoints_and_resumes(tmp_path, signum):
+    """C4, C5: Ctrl-C, or a scheduler's SIGTERM (SLURM signals the whole process group), reaches the trainer,
+    its env workers and the forkserver; the workers ignore it, the trainer checkpoints and exits 75, no
+    process of the group outlives it, and the run resumes exactly (every worker replays its episode) to
+    its end, with its own Monitor files."""
     argv = [*SAC_TINY, "n_envs:2", "-n", "3000", "--vec-env", "subproc", "--eval-freq", "-1", "--verbose", "1",
             "--log-interval", "1"]
     log = tmp_path / "stopped.log"
@@ -110,9 +121,10 @@ def test_ctrl_c_to_the_process_group_with_subprocess_envs_checkpoints_and_resume
         proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path), *argv], cwd=REPO_ROOT,
                                 stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         wait_for(log, lambda: "train/critic_loss" in log.read_text() or proc.poll() is not None)
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signum)  # kill -<SIG> -- -<pgid>
         assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
-    assert "SIGINT received" in log.read_text()
+    wait_for("the env workers to exit", lambda: not process_group_exists(proc.pid), timeout=10)
+    assert f"{signal.Signals(signum).name} received" in log.read_text()
     (checkpoint,) = run_dir(tmp_path, "sac", 1).glob("rl_model_*_steps.zip")
     steps = read_checkpoint(checkpoint).manifest["counters"]["env_steps"]
     assert 0 < steps < 3000
@@ -122,6 +134,9 @@ def test_ctrl_c_to_the_process_group_with_subprocess_envs_checkpoints_and_resume
     assert "could not be restored" not in resumed.stdout  # both workers replayed their episodes exactly
     final = read_checkpoint(run_dir(tmp_path, "sac", 2) / "Pendulum-v1.zip").manifest["counters"]
     assert final["env_steps"] == 3000
+    monitor = (run_dir(tmp_path, "sac", 2) / "0.monitor.csv").read_text().splitlines()
+    # Each env ends an episode every 200 of its steps: 7 in 1500; those after the resume are in the new folder.
+    assert len(monitor) == 2 + 7 - steps // 2 // 200
 
 
 def test_failed_env_worker_writes_a_checkpoint_first(tmp_path, capsys):

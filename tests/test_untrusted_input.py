@@ -131,7 +131,7 @@ def test_untrusted_or_non_wrapper_names_are_refused_without_importing(marker_dir
 
 def test_a_trusted_module_still_needs_a_wrapper_class_and_literal_kwargs(marker_dir):
     trusted = trusted_modules(["tests.marker_wrappers"])
-    with pytest.raises(ConfigError, match="touch_marker.*not a gymnasium.Wrapper subclass"):
+    with pytest.raises(ConfigError, match=r"touch_marker.*not a gymnasium\.Wrapper subclass"):
         parse_env_wrappers(["tests.marker_wrappers.touch_marker"], trusted)
     assert not (marker_dir / "called").exists()
     import datetime
@@ -235,11 +235,10 @@ def test_every_float_setting_checks_finiteness():
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--env-kwargs", "nonexistent_kw:1"], r"--env-kwargs / env_kwargs: cannot make Pendulum-v1 with "
-                                               r"\{'nonexistent_kw': 1\}: TypeError"),
-        (["--env-kwargs", "g:'abc'"], r"--env-kwargs / env_kwargs: Pendulum-v1 with \{'g': 'abc'\} fails to reset "
-                                      r"or step"),
-        (["--eval-env-kwargs", "g:'abc'"], r"--eval-env-kwargs: Pendulum-v1 with \{'g': 'abc'\} fails"),
+        (["--env-kwargs", "nonexistent_kw:1"], r"--env-kwargs / env_kwargs: Pendulum-v1 fails with "
+                                               r"nonexistent_kw=1: TypeError"),
+        (["--env-kwargs", "g:'abc'"], r"--env-kwargs / env_kwargs: Pendulum-v1 fails with g='abc': TypeError"),
+        (["--eval-env-kwargs", "g:'abc'"], r"--eval-env-kwargs: Pendulum-v1 fails with g='abc': TypeError"),
         (["--seed", "99999999999999999999"], r"--seed 99999999999999999999 is too large"),
         (["--seed", str(2**64)], r"is too large: seeds are in \[0, 2\*\*32-1\]"),
         (["-params", "batch_size:100000000"], r"the learner needs about .* GiB .* lower batch_size"),

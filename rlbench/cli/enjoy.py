@@ -27,7 +27,7 @@ from rlbench.envs.make import check_env_id, make_single_env
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers, trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_key_values
-from rlbench.loggers.monitor import MonitorFile
+from rlbench.loggers.monitor import MonitorFiles
 from rlbench.video import VideoWriter, find_ffmpeg
 
 RECORD_VIDEO_DESCRIPTION = "Record a trained agent to an mp4, headless (RL Zoo's record_video, on enjoy.py's loader)."
@@ -221,12 +221,11 @@ def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace, ffmpeg:
         if args.record:
             video = cleanup.enter_context(VideoWriter(Path(args.record), envs[0].metadata.get("render_fps", 30),
                                                       ffmpeg))
-        monitors = []
+        monitors = None
         if args.reward_log:
             Path(args.reward_log).mkdir(parents=True, exist_ok=True)
-            monitors = [MonitorFile(Path(args.reward_log), i, args.env) for i in range(len(envs))]
-            for monitor in monitors:
-                cleanup.callback(monitor.close)
+            monitors = MonitorFiles(Path(args.reward_log), len(envs), args.env)
+            cleanup.callback(monitors.close)
         obs = np.stack([env.reset(seed=args.seed + i)[0] for i, env in enumerate(envs)])
         episode_return, episode_length = np.zeros(len(envs)), np.zeros(len(envs), int)
         for _ in track(range(args.n_timesteps), description="enjoy", disable=not args.progress):
@@ -239,8 +238,8 @@ def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace, ffmpeg:
                 episode_length[i] += 1
                 if terminated or truncated:
                     finished.append(float(episode_return[i]))
-                    if monitors:
-                        monitors[i].episode(float(episode_return[i]), int(episode_length[i]))
+                    if monitors is not None:
+                        monitors.episode(i, float(episode_return[i]), int(episode_length[i]))
                     if args.verbose:
                         print(f"Episode {len(finished)} (env {i}): return {episode_return[i]:.2f}, "
                               f"length {episode_length[i]}")

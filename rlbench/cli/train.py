@@ -31,9 +31,9 @@ from rlbench import compile_cache, hyperparams
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, library_versions, read_checkpoint
 from rlbench.config import RunConfig, literal_mapping, normalize_entry, positive_int, split_entry
-from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env, original_spaces
-from rlbench.envs.wrappers import EnvWrapper, trusted_modules
-from rlbench.errors import ConfigError, EnvWorkerError
+from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, check_env_runs
+from rlbench.envs.wrappers import trusted_modules
+from rlbench.errors import ConfigError, RunFailure
 from rlbench.files import atomic_write_text
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.base import MultiLogger
@@ -262,9 +262,12 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
         raise ConfigError(f"--seed {args.seed} is too large: seeds are in [0, 2**32-1] (as SB3 and RL Zoo), "
                           "or negative to draw one")
     check_log_folder(args.log_folder)
-    spaces = probe_env(args.env, env_kwargs, env_wrappers, "--env-kwargs / env_kwargs")
+    # One env built, reset and stepped with each set of kwargs: what the env rejects is refused now, not
+    # at the first step or the first evaluation (after training).
+    spaces = dict(zip(("observation", "action"), map(describe_space, check_env_runs(
+        args.env, env_kwargs, env_wrappers, args.gym_packages, "--env-kwargs / env_kwargs")), strict=True))
     if args.eval_freq > 0 and eval_env_kwargs != env_kwargs:
-        probe_env(args.env, eval_env_kwargs, env_wrappers, "--eval-env-kwargs")
+        check_env_runs(args.env, eval_env_kwargs, env_wrappers, args.gym_packages, "--eval-env-kwargs")
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
     check_buffer_memory(learner_config.buffer_size, spec, args.verbose)
     check_learner_memory(algo, learner_config, spec)
@@ -366,35 +369,6 @@ def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mi
             if not allow_bounds_mismatch:
                 raise ConfigError(message + "; pass --allow-space-bounds-mismatch to resume anyway")
             print(f"Warning: {message}", file=sys.stderr)
-
-
-def probe_env(env_id: str, env_kwargs: Mapping[str, Any], wrappers: Sequence[EnvWrapper], what: str
-              ) -> dict[str, Any]:
-    """Build one env, reset it and take one step, so that kwargs the env rejects (an unknown name, a value
-    of the wrong type that fails only when stepping) are a ConfigError now, before any folder exists.
-    Returns the spaces as the manifest records them."""
-    try:
-        env = make_single_env(env_id, env_kwargs, wrappers)
-    except ConfigError:
-        raise
-    except Exception as error:
-        raise ConfigError(f"{what}: cannot make {env_id} with {dict(env_kwargs)}: {_one_line(error)}") from None
-    try:
-        obs_space, action_space = original_spaces(env)
-        spaces = {"observation": describe_space(obs_space), "action": describe_space(action_space)}
-        env.reset(seed=0)
-        env.step(np.zeros(env.action_space.shape, env.action_space.dtype))
-    except Exception as error:
-        raise ConfigError(f"{what}: {env_id} with {dict(env_kwargs)} fails to reset or step: "
-                          f"{_one_line(error)}") from None
-    finally:
-        env.close()
-    return spaces
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def check_log_folder(log_folder: str) -> None:
@@ -619,7 +593,7 @@ def train_and_report(args: argparse.Namespace, exp: Experiment, run_dir: Path, m
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except EnvWorkerError as error:
+    except RunFailure as error:  # an env, an evaluation or a divergence; the note names the checkpoint
         print(f"error: {error}", *getattr(error, "__notes__", []), sep="\n", file=sys.stderr)
         return 1
     except OSError as error:

@@ -6,8 +6,10 @@
   observation of the next episode, and the true final observation in `info["final_obs"]`, which the
   loop stores as `next_obs` so a truncated transition bootstraps from where it really ended.
 - Subprocess workers start with forkserver: forking a process after JAX has started its threads
-  can deadlock the child. Workers ignore SIGINT: Ctrl-C reaches the whole process group, and the
-  trainer, not its envs, decides how to stop (it checkpoints first, which needs the envs).
+  can deadlock the child. Workers ignore SIGINT and SIGTERM: Ctrl-C, and a scheduler's SIGTERM
+  (SLURM signals the whole process group), reach the workers too, and the trainer, not its envs,
+  decides how to stop (it checkpoints first, which needs the envs). Workers are therefore stopped
+  with SIGKILL after a failure, and exit by themselves when the trainer's end of their pipe closes.
 - Training envs carry an `EpisodeRecorder`: gymnasium has no general way to save an env's state,
   but an env is a deterministic function of how its episode started (seed or RNG state) and the
   actions since, so a resumed run rebuilds each env by replaying them, then checks the observation.
@@ -23,8 +25,10 @@ import multiprocessing
 import os
 import signal
 import sys
+import traceback
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
 import gymnasium as gym
@@ -77,12 +81,19 @@ def make_single_env(
     `gym.make`, as RL Zoo's env_wrapper; `packages` are imported first (they register custom envs, also in
     subprocesses).
     """
-    if multiprocessing.parent_process() is not None:  # a subprocess worker
+    worker = multiprocessing.parent_process() is not None
+    if worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for module in packages:
         importlib.import_module(module)
     import_env_packages(env_id)
-    env = gym.make(env_id, **dict(env_kwargs), **({"render_mode": render_mode} if render_mode else {}))
+    # AsyncVectorEnv built this env in the trainer first, which showed its warnings (an out-of-date -v4
+    # id...) once; workers need not repeat them. (Not in the trainer: catch_warnings resets the "once" filter.)
+    with warnings.catch_warnings() if worker else contextlib.nullcontext():
+        if worker:
+            warnings.simplefilter("ignore")
+        env = gym.make(env_id, **dict(env_kwargs), **({"render_mode": render_mode} if render_mode else {}))
     if "Bullet" in env_id:
         env = QuietBulletConnect(env)
     for wrapper in wrappers:  # checked by rlbench.envs.wrappers: trusted classes, literal kwargs
@@ -269,37 +280,93 @@ def env_spec(env: VectorEnv) -> EnvSpec:
 
 
 def step_vector_env(env: VectorEnv, actions: np.ndarray) -> tuple[Any, ...]:
-    """`env.step` that turns a failed or dead subprocess worker into an EnvWorkerError naming it."""
+    """`env.step` that turns a failing env into an EnvWorkerError naming its index: an in-process env
+    that raised, or a subprocess worker that raised (gymnasium prints its traceback) or died."""
     try:
         return env.step(actions)
     except Exception as error:
         if not isinstance(env, AsyncVectorEnv):
-            raise
+            index, env_frames = _failed_sync_env(error)
+            name = "environment" if index is None else f"environment {index}"
+            # As gymnasium does for a subprocess worker: the env's own frames, for whoever debugs it.
+            print(f"Traceback of {name}:", file=sys.stderr)
+            traceback.print_exception(type(error), error, env_frames, file=sys.stderr)
+            raise EnvWorkerError(f"{name} raised {type(error).__name__}: {error} (its traceback is printed above)"
+                                 ) from error
         failed = [i for i, pipe in enumerate(env.parent_pipes) if pipe is None]  # gymnasium's mark
         if isinstance(error, EOFError | ConnectionError):  # a worker's pipe closed: wait for its exit code
             for proc in env.processes:
                 proc.join(timeout=1.0)
-        dead = [i for i, proc in enumerate(env.processes) if proc.exitcode is not None]
-        workers = sorted(set(failed) | set(dead))
+        dead = [i for i, proc in enumerate(env.processes) if proc.exitcode is not None and i not in failed]
         detail = ", ".join(
-            f"worker {i}" + (f" exited with code {env.processes[i].exitcode}" if i in dead else " raised")
-            for i in workers
+            f"worker {i}" + (" raised" if i in failed else f" exited with code {_exit_code(env.processes[i].exitcode)}")
+            for i in sorted(set(failed) | set(dead))
         )
-        raise EnvWorkerError(
-            f"environment {detail or 'worker'} failed: {type(error).__name__}: {error} "
-            "(the worker's traceback is printed above)"
-        ) from error
+        if dead and not failed:  # the parent only saw the pipe close; a killed worker sends no traceback
+            raise EnvWorkerError(f"environment {detail} failed") from error
+        # A worker that raised sent its traceback, which gymnasium has logged.
+        where = " (the worker's traceback is printed above)" if failed else ""
+        raise EnvWorkerError(f"environment {detail or 'worker'} failed: {type(error).__name__}: {error}{where}"
+                             ) from error
+
+
+def _exit_code(code: int) -> str:
+    """-9 -> "-9 (SIGKILL)": multiprocessing's negative exit codes are the signals that ended a process."""
+    try:
+        return f"{code} ({signal.Signals(-code).name})" if code < 0 else str(code)
+    except ValueError:
+        return str(code)
+
+
+def _failed_sync_env(error: BaseException) -> tuple[int | None, TracebackType | None]:
+    """(index of the env whose step raised inside SyncVectorEnv.step: its loop variable `i`, the
+    traceback from that env's frames on)."""
+    frame = error.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code is SyncVectorEnv.step.__code__:
+            index = frame.tb_frame.f_locals.get("i")
+            return (index if isinstance(index, int) else None), frame.tb_next
+        frame = frame.tb_next
+    return None, error.__traceback__
 
 
 def close_vector_env(env: VectorEnv, failed: bool) -> None:
-    """Close; after a failure, terminate subprocess workers instead of waiting on a broken step."""
+    """Close; after a failure, kill subprocess workers instead of waiting on a broken step."""
     if failed and isinstance(env, AsyncVectorEnv):
         # gymnasium's close first waits for the pending step, which re-raises the worker's failure
-        # (EOFError from a dead one); nothing is pending any more once the step has failed.
+        # (EOFError from a dead one); nothing is pending any more once the step has failed. Its
+        # terminate sends SIGTERM, which the workers ignore: kill them first.
         env._state = AsyncState.DEFAULT
+        for process in env.processes:
+            if process.is_alive():
+                process.kill()
         env.close(terminate=True)
     else:
         env.close()
+
+
+def check_env_runs(env_id: str, env_kwargs: Mapping[str, Any], wrappers: Sequence[EnvWrapper],
+                   packages: Sequence[str], flag: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    """Build one env with `env_kwargs`, reset it and take one step, then close it: ConfigError (one line
+    naming `flag`) when any of that fails, so that kwargs an env accepts but cannot use (a string where
+    it computes with a number) are refused before training, not at the first step or evaluation.
+    Returns the env's `original_spaces`."""
+    env = None
+    try:
+        env = make_single_env(env_id, env_kwargs, wrappers, packages)
+        spaces = original_spaces(env)
+        env.reset(seed=0)
+        env.step(np.zeros(env.action_space.shape, env.action_space.dtype))  # the middle of [-1, 1]
+    except ConfigError:
+        raise
+    except Exception as error:
+        shown = ", ".join(f"{k}={v!r}" for k, v in env_kwargs.items()) or "no kwargs"
+        message = " ".join(str(error).split())  # one line
+        raise ConfigError(f"{flag}: {env_id} fails with {shown}: {type(error).__name__}: {message}") from None
+    finally:
+        if env is not None:
+            env.close()
+    return spaces
 
 
 def final_observations(next_obs: np.ndarray, infos: Mapping[str, Any], done: np.ndarray) -> np.ndarray:

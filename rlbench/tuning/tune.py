@@ -28,7 +28,7 @@ import jax
 import numpy as np
 import optuna
 
-from rlbench.errors import ConfigError
+from rlbench.errors import ConfigError, RunFailure
 from rlbench.loggers.base import MultiLogger
 from rlbench.runner import train
 from rlbench.tuning import spaces
@@ -174,7 +174,7 @@ def run_worker(args: argparse.Namespace, plan: dict[str, Any], index: int, n_tri
     while ran < n_trials:
         fail_stale_trials(study, index)
         if budget_left(study, plan["budget"]):
-            study.optimize(objective, n_trials=1, catch=(TrialFailed, ConfigError))
+            study.optimize(objective, n_trials=1, catch=(TrialFailed, ConfigError, RunFailure))
             ran += 1
         elif study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             # The running trials hold the last places; one may still fail or belong to a dead worker,

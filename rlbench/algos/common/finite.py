@@ -1,0 +1,29 @@
+"""Divergence checks: is every float in a learner state finite?
+
+`all_finite` is a function of one learner state (a scalar bool); under `jax.vmap` over a leading
+seed axis it gives one flag per seed, so a run of several seeds can stop only the seeds that diverged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _float_leaves(tree: Any) -> list[tuple[Any, jax.Array]]:
+    return [(path, leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+            if jnp.issubdtype(leaf.dtype, jnp.inexact)]  # PRNG keys and step counters cannot be NaN
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """True when no float leaf of `tree` holds a NaN or an infinity."""
+    return jnp.all(jnp.stack([jnp.isfinite(leaf).all() for _, leaf in _float_leaves(tree)]))
+
+
+def non_finite_paths(tree: Any) -> list[str]:
+    """The dotted paths of the leaves holding NaN or inf (host side: for the error message only)."""
+    return [jax.tree_util.keystr(path, simple=True, separator=".") for path, leaf in _float_leaves(tree)
+            if not np.isfinite(np.asarray(leaf)).all()]
