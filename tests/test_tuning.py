@@ -290,12 +290,14 @@ def test_an_unreachable_storage_is_one_line_with_the_password_masked(tmp_path):
     """Item 2 of issue 20: the --storage password never appears in what tuning prints (here: the connection
     error, in a real process, where a traceback or warning would show)."""
     url = f"postgresql://rlbench:{FAKE_PASSWORD}@127.0.0.1:{closed_port()}/optuna"
-    done = subprocess.run([sys.executable, "train.py", "-f", str(tmp_path / "logs"), "-optimize", *TINY,
-                           "--storage", url], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1, done.stderr
-    assert done.stderr.startswith("error: --storage postgresql://rlbench:***@127.0.0.1:") and "refused" in done.stderr
-    assert done.stderr.count("\n") == 1, done.stderr
-    assert FAKE_PASSWORD not in done.stdout + done.stderr
+    for mode, code in (["-optimize"], 1), (["--trial-id", "0"], 2):  # --trial-id: before any run folder
+        done = subprocess.run([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *mode, *TINY,
+                               "--storage", url], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == code, done.stderr
+        assert "--storage postgresql://rlbench:***@127.0.0.1:" in done.stderr and "refused" in done.stderr
+        assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+        assert FAKE_PASSWORD not in done.stdout + done.stderr
+    assert not (tmp_path / "logs").exists()
 
 
 def test_the_storage_password_is_stored_and_printed_nowhere(tmp_path, capsys, postgres_url):

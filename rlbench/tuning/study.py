@@ -96,16 +96,15 @@ def make_pruner(name: str, n_startup_trials: int, n_evaluations: int) -> optuna.
     raise ConfigError(f"--pruner {name!r}: valid: {', '.join(PRUNERS)}")
 
 
-def create_or_load(storage, name: str, sampler, pruner) -> optuna.Study:
+def create_or_load(storage, name: str) -> optuna.Study:
     """Several processes may create the same study at the same moment (E5): one wins, all load it.
     Optuna logs one line: "A new study created" or "Using an existing study"."""
     for _ in range(5):
         try:
-            return optuna.create_study(storage=storage, study_name=name, sampler=sampler, pruner=pruner,
-                                       direction="maximize", load_if_exists=True)
+            return optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True)
         except optuna.exceptions.DuplicatedStudyError:
             time.sleep(0.2)
-    return optuna.load_study(storage=storage, study_name=name, sampler=sampler, pruner=pruner)
+    return optuna.load_study(storage=storage, study_name=name)
 
 
 def load_existing(storage, name: str | None, storage_label: str) -> optuna.Study:

@@ -49,6 +49,7 @@ from rlbench.tuning.study import (
     PRUNERS,
     SURPLUS_ATTR,
     Heartbeat,
+    StorageUnavailable,
     budget_left,
     create_or_load,
     fail_running_trials,
@@ -100,7 +101,11 @@ def load_trial(args: argparse.Namespace, env_name: str) -> tuple[dict[str, Any],
     url = storage_url(args, env_name)
     if "://" not in url and not Path(url).exists():
         raise ConfigError(f"--trial-id: no study storage at {redact(url)} (give --storage)")
-    study = load_existing(make_storage(url), study_name(args, env_name), redact(url))
+    try:
+        storage = make_storage(url)
+    except StorageUnavailable as error:  # train.py shows a ConfigError as one line, before any run folder
+        raise ConfigError(f"--trial-id: {error}") from None
+    study = load_existing(storage, study_name(args, env_name), redact(url))
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     if args.trial_id not in trials:
         raise ConfigError(f"--trial-id {args.trial_id}: no such trial in study {study.study_name!r}; trials: "
@@ -141,7 +146,7 @@ def optimize(args: argparse.Namespace, resolve, argv: Sequence[str]) -> int:
     n_evaluations = args.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
     plan = dict(storage=storage_url(args, env_name), study=study_name(args, env_name), seed=seed,
                 n_evaluations=n_evaluations, budget=args.max_total_trials)
-    study = create_or_load(make_storage(plan["storage"]), plan["study"], None, None)
+    study = create_or_load(make_storage(plan["storage"]), plan["study"])
     study.set_user_attr("command", shlex.join(["python", "train.py", *redact_argv(argv)]))
     print(f"Study {plan['study']} in {redact(plan['storage'])}: {args.n_trials} trials on {args.n_jobs} worker(s), "
           f"sampler {args.sampler}, pruner {args.pruner}, {n_evaluations} evaluation(s) per trial, seed {seed}")
