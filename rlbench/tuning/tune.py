@@ -165,7 +165,8 @@ def optimize(args: argparse.Namespace, resolve, argv: Sequence[str]) -> int:
             raise
         finally:
             workers_interrupted = join_workers(workers, study, stop)
-    return report(args, exp, study, env_name, interrupted=stop() is not None or workers_interrupted)
+        # Still under the handlers: a second signal must not cut the report short.
+        return report(args, exp, study, env_name, interrupted=stop() is not None or workers_interrupted)
 
 
 class StopSignal:
