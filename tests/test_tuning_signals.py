@@ -136,7 +136,7 @@ def test_a_sigkilled_main_process_leaves_no_worker_running(tmp_path):
 def test_a_worker_whose_parent_died_before_it_could_watch_exits_at_once():
     """The race the kernel's parent-death signal misses: the parent died between the spawn and the prctl
     call, so the worker already has another parent. Here the expected parent pid is not the real one."""
-    code = ("import time; from rlbench.tuning.tune import exit_with_parent; exit_with_parent(2**22 + 1); "
+    code = ("import time; from rlbench.tuning.processes import exit_with_parent; exit_with_parent(2**22 + 1); "
             "time.sleep(60)")  # pid_max is at most 2**22: no process has that pid
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
