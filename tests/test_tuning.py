@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import optuna
@@ -18,7 +19,8 @@ import yaml
 from optuna.trial import TrialState
 
 from rlbench.cli.train import main
-from rlbench.tuning import spaces
+from rlbench.errors import ConfigError
+from rlbench.tuning import samplers, spaces
 from rlbench.tuning.study import make_storage
 from rlbench.tuning.tune import trial_seed
 from tests.conftest import REPO_ROOT
@@ -262,18 +264,9 @@ def closed_port():
 
 
 def test_sampler_auto_offline_fails_with_one_line_naming_the_other_samplers(tmp_path, capsys, monkeypatch):
-    """Issue 20 item 13: OptunaHub fetches AutoSampler's code from GitHub at first use. Every route out (git,
-    the GitHub API through requests) goes through a proxy on a closed local port here, so this test is
-    offline on any machine: exit 2 with one line, in bounded time, before any study file exists."""
-    proxy = f"http://127.0.0.1:{closed_port()}"
-    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.setenv(name, proxy)
-    for name in ("no_proxy", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)  # no user http.proxy overriding the proxy above
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
-    monkeypatch.setenv("OPTUNAHUB_CACHE_HOME", str(tmp_path / "optunahub-cache"))  # nothing cached yet
+    """Issue 20 item 13: OptunaHub fetches AutoSampler's code from GitHub at first use. A proxy on a closed
+    local port makes this test offline on any machine: exit 2 with one line, before any study file exists."""
+    offline(monkeypatch, tmp_path, f"http://127.0.0.1:{closed_port()}")
     started = time.monotonic()
     assert optimize(tmp_path, "--n-trials", "1", "--sampler", "auto") == 2
     assert time.monotonic() - started < 60
@@ -281,6 +274,42 @@ def test_sampler_auto_offline_fails_with_one_line_naming_the_other_samplers(tmp_
     assert err.count("\n") == 1 and err.startswith("error: --sampler auto: cannot load OptunaHub's AutoSampler")
     assert "use --sampler random, tpe, cmaes instead" in err
     assert not (tmp_path / "logs").exists()
+
+
+def offline(monkeypatch, tmp_path, proxy):
+    """Every route out of optunahub (git, the GitHub API through requests) goes through `proxy`; nothing cached."""
+    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, proxy)
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)  # no user http.proxy overriding the proxy above
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
+    monkeypatch.setenv("OPTUNAHUB_CACHE_HOME", str(tmp_path / "optunahub-cache"))
+
+
+def test_sampler_auto_gives_up_in_bounded_time_on_a_network_that_never_answers(tmp_path, monkeypatch):
+    """A proxy that accepts connections and never answers (a network that drops packets): the fetch is
+    abandoned after AUTO_FETCH_TIMEOUT_S and nothing it started (git) is left running."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    offline(monkeypatch, tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}")
+    monkeypatch.setattr(samplers, "AUTO_FETCH_TIMEOUT_S", 3)
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"no answer within 3 s.*use --sampler random, tpe, cmaes instead"):
+        samplers.fetch_auto_sampler()
+    assert time.monotonic() - started < 30
+    silent.close()
+    left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if samplers.AUTO_SAMPLER_REF.encode() in read_or_empty(p)]
+    assert left == []
+
+
+def read_or_empty(path):
+    try:
+        return path.read_bytes()
+    except OSError:  # the process exited meanwhile
+        return b""
 
 
 FAKE_PASSWORD = "Fake-Pa55word-4e1b"

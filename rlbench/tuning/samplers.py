@@ -98,18 +98,19 @@ def fetch_auto_sampler() -> None:
             "    optunahub.load_module(sys.argv[1], ref=sys.argv[2])\n"
             "except Exception as error:\n"
             "    sys.exit(' '.join(str(error).split()) or type(error).__name__)\n")
-    # Its own session: on a timeout the whole group (git included) is killed.
+    # Its own session, so that on a timeout or Ctrl-C the whole group (git included) can be killed.
     child = subprocess.Popen([sys.executable, "-c", load, AUTO_SAMPLER, AUTO_SAMPLER_REF], stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         _, stderr = child.communicate(timeout=AUTO_FETCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
-        reason = f"no answer within {AUTO_FETCH_TIMEOUT_S} s"
-    else:
-        if child.returncode == 0:
-            return
-        reason = (stderr.strip().splitlines() or [f"exit code {child.returncode}"])[-1][:300]
+        stderr = f"no answer within {AUTO_FETCH_TIMEOUT_S} s"
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    if child.returncode == 0:
+        return
+    reason = (stderr.strip().splitlines() or [f"exit code {child.returncode}"])[-1][:300]
     raise ConfigError(f"--sampler auto: cannot load OptunaHub's AutoSampler ({reason}); it is fetched "
                       f"from GitHub once, then cached, and needs cmaes, scipy and torch; {others}")
