@@ -1,13 +1,16 @@
 """Optuna tuning (-optimize): every sampler and pruner on a tiny study, --trial-id, all-pruned
-reports, failing trials, and workers sharing one study on a journal file and on PostgreSQL with a
-worker killed mid-trial (RELIABILITY E1-E9)."""
+reports, failing trials, workers sharing one study on a journal file and on PostgreSQL with a
+worker killed mid-trial (RELIABILITY E1-E9), sampler seeds per worker, --sampler auto offline, and
+storage passwords kept out of output and the database. Signals: test_tuning_signals.py."""
 
 import csv
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import optuna
@@ -16,7 +19,8 @@ import yaml
 from optuna.trial import TrialState
 
 from rlbench.cli.train import main
-from rlbench.tuning import spaces
+from rlbench.errors import ConfigError
+from rlbench.tuning import samplers, spaces
 from rlbench.tuning.study import make_storage
 from rlbench.tuning.tune import trial_seed
 from tests.conftest import REPO_ROOT
@@ -218,3 +222,125 @@ def test_workers_share_a_postgresql_study_and_heartbeat_retries_a_killed_workers
     period and is retried once with the same parameters; exactly --max-total-trials are counted."""
     name = f"pg_{os.getpid()}_{int(time.time())}"
     check_distributed(distributed_study(tmp_path, postgres_url, name))
+
+
+def first_params(storage, name):
+    return [t.params for t in optuna.load_study(storage=make_storage(storage), study_name=name).get_trials()]
+
+
+def test_the_same_seed_reproduces_a_fresh_study_and_a_rerun_draws_new_trials(tmp_path):
+    """Issue 20 item 12: a fresh single-worker study with a fixed --seed is reproducible; rerunning the
+    command on the same study (a retry, another machine) must not draw the trials it already ran."""
+    argv = ["--n-trials", "1", "--sampler", "random", "--pruner", "none", "--no-optim-plots"]
+    first, second = str(tmp_path / "first.log"), str(tmp_path / "second.log")
+    assert optimize(tmp_path, *argv, "--storage", first) == 0
+    assert optimize(tmp_path, *argv, "--storage", second) == 0
+    assert first_params(first, "sac_Pendulum-v1") == first_params(second, "sac_Pendulum-v1")
+    assert optimize(tmp_path, *argv, "--storage", first) == 0
+    trial_0, trial_1 = first_params(first, "sac_Pendulum-v1")
+    assert trial_0 != trial_1
+
+
+def test_two_processes_with_the_same_seed_draw_different_trials_and_log_the_study_once(tmp_path):
+    """Issue 20 items 12 and 17: the same command started on two machines (two processes, one storage, one --seed)."""
+    storage = str(tmp_path / "study.log")
+    logs = [(tmp_path / f"worker{i}.log").open("w") for i in range(2)]
+    procs = [worker(tmp_path, storage, "shared", "--n-trials", "1", log=log) for log in logs]
+    codes = [p.wait(timeout=600) for p in procs]
+    for log in logs:
+        log.close()
+    outputs = [(tmp_path / f"worker{i}.log").read_text() for i in range(2)]
+    assert codes == [0, 0], outputs
+    trial_0, trial_1 = first_params(storage, "shared")
+    assert trial_0 != trial_1
+    for out in outputs:  # each process: Optuna's one line about the study, never both
+        assert out.count("A new study created") + out.count("Using an existing study") == 1, out
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_sampler_auto_offline_fails_with_one_line_naming_the_other_samplers(tmp_path, capsys, monkeypatch):
+    """Issue 20 item 13: OptunaHub fetches AutoSampler's code from GitHub at first use. A proxy on a closed
+    local port makes this test offline on any machine: exit 2 with one line, before any study file exists."""
+    offline(monkeypatch, tmp_path, f"http://127.0.0.1:{closed_port()}")
+    started = time.monotonic()
+    assert optimize(tmp_path, "--n-trials", "1", "--sampler", "auto") == 2
+    assert time.monotonic() - started < 60
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --sampler auto: cannot load OptunaHub's AutoSampler")
+    assert "use --sampler random, tpe, cmaes instead" in err
+    assert not (tmp_path / "logs").exists()
+
+
+def offline(monkeypatch, tmp_path, proxy):
+    """Every route out of optunahub (git, the GitHub API through requests) goes through `proxy`; nothing cached."""
+    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, proxy)
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)  # no user http.proxy overriding the proxy above
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
+    monkeypatch.setenv("OPTUNAHUB_CACHE_HOME", str(tmp_path / "optunahub-cache"))
+
+
+def test_sampler_auto_gives_up_in_bounded_time_on_a_network_that_never_answers(tmp_path, monkeypatch):
+    """A proxy that accepts connections and never answers (a network that drops packets): the fetch is
+    abandoned after AUTO_FETCH_TIMEOUT_S and nothing it started (git) is left running."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    offline(monkeypatch, tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}")
+    monkeypatch.setattr(samplers, "AUTO_FETCH_TIMEOUT_S", 3)
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"no answer within 3 s.*use --sampler random, tpe, cmaes instead"):
+        samplers.fetch_auto_sampler()
+    assert time.monotonic() - started < 30
+    silent.close()
+    left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if samplers.AUTO_SAMPLER_REF.encode() in read_or_empty(p)]
+    assert left == []
+
+
+def read_or_empty(path):
+    try:
+        return path.read_bytes()
+    except OSError:  # the process exited meanwhile
+        return b""
+
+
+FAKE_PASSWORD = "Fake-Pa55word-4e1b"
+
+
+def test_an_unreachable_storage_is_one_line_with_the_password_masked(tmp_path):
+    """Item 2 of issue 20: the --storage password never appears in what tuning prints (here: the connection
+    error, in a real process, where a traceback or warning would show)."""
+    url = f"postgresql://rlbench:{FAKE_PASSWORD}@127.0.0.1:{closed_port()}/optuna"
+    for mode, code in (["-optimize"], 1), (["--trial-id", "0"], 2):  # --trial-id: before any run folder
+        done = subprocess.run([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *mode, *TINY,
+                               "--storage", url], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == code, done.stderr
+        assert "--storage postgresql://rlbench:***@127.0.0.1:" in done.stderr and "refused" in done.stderr
+        assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+        assert FAKE_PASSWORD not in done.stdout + done.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+def test_the_storage_password_is_stored_and_printed_nowhere(tmp_path, capsys, postgres_url):
+    """The study's `command` attribute lives in the shared database: masked there, in the banner and in every
+    trial attribute. The test server trusts local connections, so any password is accepted."""
+    url = postgres_url.replace("://rlbench@", f"://rlbench:{FAKE_PASSWORD}@")
+    assert url != postgres_url
+    name = f"redact_{os.getpid()}_{int(time.time())}"
+    assert optimize(tmp_path, "--n-trials", "1", "--sampler", "random", "--pruner", "none", "--no-optim-plots",
+                    "--storage", url, "--study-name", name) == 0
+    out, err = capsys.readouterr()
+    assert FAKE_PASSWORD not in out + err and "rlbench:***@" in out
+    study = optuna.load_study(storage=make_storage(postgres_url), study_name=name)
+    assert "postgresql://rlbench:***@127.0.0.1" in study.user_attrs["command"]
+    study_system_attrs = study._storage.get_study_system_attrs(study._study_id)
+    stored = repr([study.user_attrs, study_system_attrs, [(t.user_attrs, t.system_attrs) for t in study.trials]])
+    assert FAKE_PASSWORD not in stored

@@ -141,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop every worker once the study has this many COMPLETE/PRUNED/FAIL trials")
     add_bool_flag(p, "--no-optim-plots", help="skip the optimization-history and importance plots")
     p.add_argument("--n-jobs", type=int, default=1, help="parallel worker processes")
-    p.add_argument("--sampler", default="tpe", choices=("random", "tpe", "cmaes"))
+    p.add_argument("--sampler", default="tpe", choices=("random", "tpe", "cmaes", "auto"),
+                   help="auto: OptunaHub's AutoSampler (fetched from GitHub at first use, then cached)")
     p.add_argument("--pruner", default="median", choices=("halving", "median", "hyperband", "none"))
     p.add_argument("--n-startup-trials", type=int, default=10, help="random trials before the sampler/pruner act")
     p.add_argument("--n-evaluations", type=int, default=None,
@@ -478,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verbose:
         print(compile_cache.describe(cache))
     if args.optimize_hyperparameters:
-        return run_optimization(args)
+        return run_optimization(args, argv)
     try:
         exp = resolve(args)
     except ConfigError as error:
@@ -522,9 +523,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             tracker.finish(code)
 
 
-def run_optimization(args: argparse.Namespace) -> int:
-    """-optimize: Optuna is imported only here (exit 2 with the install hint when missing)."""
+def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """-optimize: Optuna is imported only here (exit 2 with the install hint when missing). Exit 1 when
+    the storage server cannot be reached."""
     try:
+        from rlbench.tuning.study import StorageUnavailable
         from rlbench.tuning.tune import optimize
     except ImportError as error:
         print(f'error: -optimize needs Optuna ({error}): pip install -e ".[tuning]"', file=sys.stderr)
@@ -534,10 +537,13 @@ def run_optimization(args: argparse.Namespace) -> int:
               "--optimization-log-path for per-trial files)", file=sys.stderr)
         return 2
     try:
-        return optimize(args, resolve)
+        return optimize(args, resolve, argv)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except StorageUnavailable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
 
 
 def start_tracking(args: argparse.Namespace, exp: Experiment, run_dir: Path, argv: Sequence[str]) -> WandbTracker:

@@ -7,7 +7,7 @@ through its retry; a trial that started in a race past the budget is closed at o
 `surplus`, and not counted. So workers sharing a study stop at exactly the budget.
 
 Killed workers: with an RDB storage (SQLite, PostgreSQL) Optuna's heartbeat marks a trial whose
-worker stopped beating FAIL after the grace period, and `RetryFailedTrialCallback` enqueues it
+worker stopped beating FAIL after the grace period, and `RetryHeartbeatStaleTrialCallback` enqueues it
 once more with the same parameters. The journal storage has no heartbeat in Optuna, so rlbench
 keeps one: each running trial stamps a system attribute every HEARTBEAT_S, and a worker about to
 start a trial fails and retries (once) any RUNNING trial silent for longer than GRACE_S.
@@ -15,6 +15,7 @@ start a trial fails and retries (once) any RUNNING trial silent for longer than 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import threading
@@ -25,23 +26,27 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.storages import RetryFailedTrialCallback
+from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from rlbench.errors import ConfigError
+from rlbench.redact import redact
 
 HEARTBEAT_S = 2
 GRACE_S = 10
 HEARTBEAT_ATTR = "rlbench_heartbeat"
 SURPLUS_ATTR = "surplus"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-SAMPLERS = ("random", "tpe", "cmaes")
 PRUNERS = ("median", "halving", "hyperband", "none")
+
+
+class StorageUnavailable(RuntimeError):
+    """The storage server refused or could not be reached (exit 1: the same command may work later)."""
 
 
 def make_storage(url: str, heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_S) -> optuna.storages.BaseStorage:
     """A path (default *.log) is a journal file; sqlite:/// and postgresql:// URLs are RDB storages
-    with Optuna's heartbeat and one retry of a failed trial."""
+    with Optuna's heartbeat and one retry of a failed trial. Errors show the URL with its password masked."""
     if "://" not in url:
         path = Path(url)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,31 +54,34 @@ def make_storage(url: str, heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_
 
         return JournalStorage(JournalFileBackend(str(path)))
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
-        raise ConfigError(f"--storage {url!r}: expected a journal file path, sqlite:///..., or "
+        raise ConfigError(f"--storage {redact(url)!r}: expected a journal file path, sqlite:///..., or "
                           "postgresql://user:password@host/db")
+    from sqlalchemy.exc import OperationalError
+
     try:
-        return optuna.storages.RDBStorage(
-            url, heartbeat_interval=heartbeat_s, grace_period=grace_s,
-            heartbeat_stale_trial_callback=RetryFailedTrialCallback(max_retry=1),
-            engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
-        )
-    except Exception as error:  # unreachable server, bad credentials, missing driver
-        raise ConfigError(f"--storage {url}: cannot open ({type(error).__name__}: {str(error)[:300]})") from None
+        with warnings.catch_warnings():
+            # Optuna marks the heartbeat and its retry callback experimental; rlbench relies on both (tested).
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(
+                url, heartbeat_interval=heartbeat_s, grace_period=grace_s,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
+                engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
+            )
+    except OperationalError as error:  # unreachable server, refused credentials
+        reason = first_line(error.orig or error)
+        raise StorageUnavailable(f"--storage {redact(url)}: cannot connect ({reason})") from None
+    except Exception as error:  # a malformed URL, a missing driver
+        reason = f"{type(error).__name__}: {first_line(error)}"
+        raise ConfigError(f"--storage {redact(url)}: cannot open ({reason})") from None
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message, credentials masked (driver errors may quote the URL)."""
+    return redact(next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__))
 
 
 def is_rdb(storage: optuna.storages.BaseStorage) -> bool:
     return isinstance(storage, optuna.storages.RDBStorage)
-
-
-def make_sampler(name: str, seed: int, n_startup_trials: int) -> optuna.samplers.BaseSampler:
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "tpe":
-        return optuna.samplers.TPESampler(n_startup_trials=n_startup_trials, seed=seed, multivariate=True)
-    if name == "cmaes":
-        return optuna.samplers.CmaEsSampler(n_startup_trials=n_startup_trials, seed=seed,
-                                            warn_independent_sampling=False)
-    raise ConfigError(f"--sampler {name!r}: valid: {', '.join(SAMPLERS)}")
 
 
 def make_pruner(name: str, n_startup_trials: int, n_evaluations: int) -> optuna.pruners.BasePruner:
@@ -88,22 +96,23 @@ def make_pruner(name: str, n_startup_trials: int, n_evaluations: int) -> optuna.
     raise ConfigError(f"--pruner {name!r}: valid: {', '.join(PRUNERS)}")
 
 
-def create_or_load(storage, name: str, sampler, pruner) -> optuna.Study:
-    """Several workers may create the same study at the same moment (E5): one wins, all load it."""
+def create_or_load(storage, name: str) -> optuna.Study:
+    """Several processes may create the same study at the same moment (E5): one wins, all load it.
+    Optuna logs one line: "A new study created" or "Using an existing study"."""
     for _ in range(5):
         try:
-            return optuna.create_study(storage=storage, study_name=name, sampler=sampler, pruner=pruner,
-                                       direction="maximize", load_if_exists=True)
+            return optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True)
         except optuna.exceptions.DuplicatedStudyError:
             time.sleep(0.2)
-    return optuna.load_study(storage=storage, study_name=name, sampler=sampler, pruner=pruner)
+    return optuna.load_study(storage=storage, study_name=name)
 
 
 def load_existing(storage, name: str | None, storage_label: str) -> optuna.Study:
     """The named study, or ConfigError listing the studies the storage holds (E8)."""
     names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
     if name not in names:
-        raise ConfigError(f"study {name!r} not found in {storage_label}; studies there: {', '.join(names) or 'none'}")
+        raise ConfigError(f"study {name!r} not found in {redact(storage_label)}; studies there: "
+                          f"{', '.join(names) or 'none'}")
     return optuna.load_study(storage=storage, study_name=name)
 
 
@@ -178,8 +187,19 @@ def fail_stale_journal_trials(study: optuna.Study, grace_s: float = GRACE_S) -> 
                 study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
             except Exception:  # another worker failed it first, or it just finished
                 continue
-            RetryFailedTrialCallback(max_retry=1)(study, study._storage.get_trial(trial._trial_id))
+            RetryHeartbeatStaleTrialCallback(max_retry=1)(study, study._storage.get_trial(trial._trial_id))
             failed.append(trial.number)
+    return failed
+
+
+def fail_running_trials(study: optuna.Study, worker: str) -> list[int]:
+    """FAIL the RUNNING trials of one worker (its `worker` attribute, host:pid); returns their numbers."""
+    failed = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if trial.user_attrs.get("worker") == worker:
+            with contextlib.suppress(Exception):  # it finished meanwhile
+                study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+                failed.append(trial.number)
     return failed
 
 

@@ -6,6 +6,10 @@ loads the study and runs trials one at a time until its share of --n-trials is d
 hyperparameter file and -params, seed the run with (seed, trial number), train, report every
 evaluation to the pruner, and return the last evaluation's mean return. A non-finite return or
 parameter fails the trial; so does a sampled combination the config rejects (the study goes on).
+
+SIGINT and SIGTERM (to the main process, to a worker or to the whole process group) stop every
+running trial at its next env step as FAIL; no new trial starts, the report is written and the exit
+code is 75. Workers never outlive the main process, even one killed with SIGKILL.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import json
 import math
 import multiprocessing
 import os
-import socket
+import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,32 +35,36 @@ import optuna
 
 from rlbench.errors import ConfigError, RunFailure
 from rlbench.loggers.base import MultiLogger
+from rlbench.redact import redact, redact_argv
 from rlbench.runner import train
 from rlbench.tuning import spaces
+from rlbench.tuning.processes import EXIT_INTERRUPTED, StopSignal, exit_with_parent, join_workers, worker_id
+from rlbench.tuning.samplers import SAMPLERS, fetch_auto_sampler, make_sampler
 from rlbench.tuning.study import (
     GRACE_S,
     HEARTBEAT_S,
     PRUNERS,
-    SAMPLERS,
     SURPLUS_ATTR,
     Heartbeat,
+    StorageUnavailable,
     budget_left,
     create_or_load,
     fail_stale_journal_trials,
     is_rdb,
     is_surplus,
     make_pruner,
-    make_sampler,
     make_storage,
     n_counted,
     write_report,
 )
 
-EXIT_INTERRUPTED = 75
-
 
 class TrialFailed(Exception):
     """A trial that must end FAIL, not COMPLETE: non-finite results, or past the budget."""
+
+
+class TrialInterrupted(Exception):
+    """SIGINT or SIGTERM stopped the trial before its end: FAIL (Optuna's state for an unfinished trial)."""
 
 
 def storage_url(args: argparse.Namespace, env_name: str) -> str:
@@ -77,8 +86,12 @@ def load_trial(args: argparse.Namespace, env_name: str) -> tuple[dict[str, Any],
 
     url = storage_url(args, env_name)
     if "://" not in url and not Path(url).exists():
-        raise ConfigError(f"--trial-id: no study storage at {url} (give --storage)")
-    study = load_existing(make_storage(url), study_name(args, env_name), url)
+        raise ConfigError(f"--trial-id: no study storage at {redact(url)} (give --storage)")
+    try:
+        storage = make_storage(url)
+    except StorageUnavailable as error:  # train.py shows a ConfigError as one line, before any run folder
+        raise ConfigError(f"--trial-id: {error}") from None
+    study = load_existing(storage, study_name(args, env_name), redact(url))
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     if args.trial_id not in trials:
         raise ConfigError(f"--trial-id {args.trial_id}: no such trial in study {study.study_name!r}; trials: "
@@ -107,38 +120,54 @@ def check_tuning_args(args: argparse.Namespace) -> None:
               "(Optuna's guidance); prefer the default journal file or PostgreSQL", file=sys.stderr)
 
 
-def optimize(args: argparse.Namespace, resolve) -> int:
-    """Run the study; write the report; 0 with a completed trial, 1 without ("no completed trials")."""
+def optimize(args: argparse.Namespace, resolve, argv: Sequence[str]) -> int:
+    """Run the study; write the report; 0 with a completed trial, 1 without ("no completed trials"),
+    75 when SIGINT or SIGTERM stopped it. `argv` is the command line, stored (credentials masked) in the study."""
     check_tuning_args(args)
     exp = resolve(args)  # validates the file, the env and -params once, before any trial or file
+    if args.sampler == "auto":
+        fetch_auto_sampler()
     env_name = exp.run.env_id.replace(":", "_")
     seed = exp.run.seed
     n_evaluations = args.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
     plan = dict(storage=storage_url(args, env_name), study=study_name(args, env_name), seed=seed,
                 n_evaluations=n_evaluations, budget=args.max_total_trials)
-    storage = make_storage(plan["storage"])
-    study = create_or_load(storage, plan["study"], None, None)
-    study.set_user_attr("command", " ".join(["python", "train.py", *sys.argv[1:]]))
-    print(f"Study {plan['study']} in {plan['storage']}: {args.n_trials} trials on {args.n_jobs} worker(s), "
+    study = create_or_load(make_storage(plan["storage"]), plan["study"])
+    study.set_user_attr("command", shlex.join(["python", "train.py", *redact_argv(argv)]))
+    print(f"Study {plan['study']} in {redact(plan['storage'])}: {args.n_trials} trials on {args.n_jobs} worker(s), "
           f"sampler {args.sampler}, pruner {args.pruner}, {n_evaluations} evaluation(s) per trial, seed {seed}")
     shares = [args.n_trials // args.n_jobs + (i < args.n_trials % args.n_jobs) for i in range(args.n_jobs)]
     context = multiprocessing.get_context("spawn")  # never fork a process that runs JAX
-    workers = [context.Process(target=run_worker, args=(args, plan, i, shares[i]), daemon=False)
-               for i in range(1, args.n_jobs) if shares[i] > 0]
-    interrupted = False
-    try:
-        for worker in workers:
-            worker.start()
-        run_worker(args, plan, 0, shares[0], resolve)
-    except KeyboardInterrupt:
-        interrupted = True  # Optuna has marked the running trial FAIL
-    finally:
-        for worker in workers:
-            worker.join()
-    return report(args, exp, study, env_name, interrupted)
+    stop = StopSignal(context.Event(), announce=True)
+    workers = [context.Process(target=worker_main, args=(args, plan, i, shares[i], os.getpid(), stop.event),
+                               daemon=False) for i in range(1, args.n_jobs) if shares[i] > 0]
+    with stop:
+        try:
+            for worker in workers:
+                worker.start()
+            run_worker(args, plan, 0, shares[0], resolve, stop)
+        except BaseException:
+            stop.request("error")  # this process is going down: so are its workers
+            raise
+        finally:
+            workers_interrupted = join_workers(workers, study, stop)
+        # Still under the handlers: a second signal must not cut the report short.
+        return report(args, exp, study, env_name, interrupted=stop() is not None or workers_interrupted)
 
 
-def report(args, exp, study: optuna.Study, env_name: str, interrupted: bool) -> int:
+def worker_main(args: argparse.Namespace, plan: dict[str, Any], index: int, n_trials: int, parent_pid: int,
+                stop_event: Any) -> None:
+    """A spawned worker process: exit 75 when a stop was requested."""
+    exit_with_parent(parent_pid)
+    from rlbench.cli.train import resolve
+
+    with StopSignal(stop_event) as stop:
+        run_worker(args, plan, index, n_trials, resolve, stop)
+    if stop():
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def report(args, exp, study: optuna.Study, env_name: str, *, interrupted: bool) -> int:
     stem = (f"report_{env_name}_{args.n_trials}-trials-{exp.run.n_timesteps}-{args.sampler}-{args.pruner}_"
             f"{int(time.time())}")
     paths = write_report(study, Path(args.log_folder) / args.algo, stem, args.algo, exp.run.env_id,
@@ -161,20 +190,20 @@ def report(args, exp, study: optuna.Study, env_name: str, interrupted: bool) -> 
     return 0
 
 
-def run_worker(args: argparse.Namespace, plan: dict[str, Any], index: int, n_trials: int, resolve=None) -> None:
-    """One worker: trials one at a time until `n_trials` ran or the study's budget is reached."""
-    if resolve is None:  # a spawned worker process
-        from rlbench.cli.train import resolve
-    storage = make_storage(plan["storage"])
-    sampler = make_sampler(args.sampler, plan["seed"] + index, args.n_startup_trials)
+def run_worker(args: argparse.Namespace, plan: dict[str, Any], index: int, n_trials: int, resolve,
+               stop: StopSignal) -> None:
+    """One worker: trials one at a time until `n_trials` ran, the study's budget is reached or a stop is requested."""
+    sampler = make_sampler(args.sampler, plan["seed"], args.n_startup_trials)
     pruner = make_pruner(args.pruner, args.n_startup_trials, plan["n_evaluations"])
-    study = create_or_load(storage, plan["study"], sampler, pruner)
-    objective = Objective(args, plan, study, resolve)
+    # The main process created the study: loading it here keeps Optuna's "study created/used" line to one.
+    study = optuna.load_study(study_name=plan["study"], storage=make_storage(plan["storage"]), sampler=sampler,
+                              pruner=pruner)
+    objective = Objective(args, plan, study, resolve, stop)
     ran = 0
-    while ran < n_trials:
+    while ran < n_trials and not stop():
         fail_stale_trials(study, index)
         if budget_left(study, plan["budget"]):
-            study.optimize(objective, n_trials=1, catch=(TrialFailed, ConfigError, RunFailure))
+            study.optimize(objective, n_trials=1, catch=(TrialFailed, TrialInterrupted, ConfigError, RunFailure))
             ran += 1
         elif study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             # The running trials hold the last places; one may still fail or belong to a dead worker,
@@ -195,8 +224,8 @@ def fail_stale_trials(study: optuna.Study, index: int) -> None:
 
 
 class Objective:
-    def __init__(self, args, plan, study, resolve):
-        self.args, self.plan, self.study, self.resolve = args, plan, study, resolve
+    def __init__(self, args, plan, study, resolve, stop: StopSignal):
+        self.args, self.plan, self.study, self.resolve, self.stop = args, plan, study, resolve, stop
 
     def __call__(self, trial: optuna.Trial) -> float:
         args, plan = self.args, self.plan
@@ -205,7 +234,7 @@ class Objective:
             raise TrialFailed(f"trial {trial.number} started past --max-total-trials {plan['budget']}")
         seed = trial_seed(plan["seed"], trial.number)
         trial.set_user_attr("seed", seed)
-        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
+        trial.set_user_attr("worker", worker_id())
         hyperparams = spaces.sample(args.algo, trial)
         trial.set_user_attr("hyperparams", hyperparams)
         trial_args = copy.copy(args)
@@ -233,7 +262,9 @@ class Objective:
         heartbeat = contextlib.nullcontext() if is_rdb(self.study._storage) else Heartbeat(self.study, trial)
         with heartbeat:
             result = train(run, exp.algo, exp.learner_config, lambda names: MultiLogger([]), run_dir=run_dir,
-                           on_eval=on_eval)
+                           on_eval=on_eval, stop_requested=self.stop)
+        if result.interrupted:
+            raise TrialInterrupted(f"{result.interrupted} at {result.env_steps} env steps")
         if not all(bool(jax.numpy.isfinite(leaf).all()) for leaf in jax.tree_util.tree_leaves(
                 (result.state.actor.params, result.state.critic.params))):
             raise TrialFailed("non-finite parameters after training")
