@@ -524,13 +524,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """-optimize: Optuna is imported only here (exit 2 with the install hint when missing). Exit 1 when
+    """-optimize: Optuna is imported only here (keeping plain runs light). Exit 1 when
     the storage server cannot be reached."""
     try:
         from rlbench.tuning.study import StorageUnavailable
         from rlbench.tuning.tune import optimize
     except ImportError as error:
-        print(f'error: -optimize needs Optuna ({error}): pip install -e ".[tuning]"', file=sys.stderr)
+        print(f"error: -optimize needs Optuna, a dependency of rlbench ({error}): pip install -e .", file=sys.stderr)
         return 2
     if args.track or args.tensorboard_log or args.trained_agent or args.save_freq > 0:
         print("error: -optimize runs trials without --track, -tb, -i or --save-freq (use "
