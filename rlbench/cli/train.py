@@ -8,6 +8,7 @@ SIGINT or SIGTERM after writing a checkpoint to resume from (EX_TEMPFAIL: try ag
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import shlex
@@ -27,8 +28,16 @@ import numpy as np
 import yaml
 
 from rlbench import hyperparams
-from rlbench.buffers.uniform import make_uniform_buffer
-from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, library_versions, read_checkpoint
+from rlbench.buffers.uniform import check_buffer_arrays, make_uniform_buffer
+from rlbench.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    check_state_fits,
+    library_versions,
+    read_checkpoint,
+    state_size_bound,
+)
+from rlbench.checkpoint_schema import Expected, resume_expectations
 from rlbench.config import RunConfig, normalize_entry, split_entry
 from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, make_single_env, original_spaces
 from rlbench.errors import ConfigError, EnvWorkerError
@@ -242,7 +251,7 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
         _positive_int(value, name)
     spaces = check_buffer_fits(learner_config.buffer_size, args.env, env_kwargs, env_wrappers, args.verbose)
     if resume is not None:
-        check_spaces(resume, spaces, args.allow_space_bounds_mismatch)
+        check_spaces(resume, spaces, args.allow_space_bounds_mismatch, args.env)
         check_resume_state(resume, algo, learner_config, spaces)
     if args.keep_checkpoints < 0:
         raise ConfigError(f"--keep-checkpoints: expected a non-negative integer (0 keeps all), got "
@@ -270,14 +279,27 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
 
 
 def load_resume_checkpoint(args: argparse.Namespace, algo: AlgoSpec) -> Checkpoint:
-    """Read and verify `-i PATH` (CheckpointError, exit 1, when torn or corrupt); its algorithm must
-    be the one asked for."""
-    resume = read_checkpoint(Path(args.trained_agent))
-    saved_algo = resume.manifest.get("algo")
-    if saved_algo != algo.name:
-        raise ConfigError(f"{resume.path} was trained with --algo {saved_algo}, but --algo {algo.name} was given; "
-                          f"resume it with --algo {saved_algo}")
-    return resume
+    """Read and verify `-i PATH` (CheckpointError, exit 1, when torn, corrupt or forged). Before any member
+    is decompressed: the manifest must hold every key a resume reads, its algorithm must be the one asked
+    for, its replay buffer must fit in memory, and no member may be larger than its saved configuration
+    needs."""
+    path = Path(args.trained_agent)
+
+    def expect(manifest: dict[str, Any]) -> Expected:
+        expected = resume_expectations(manifest)
+        if manifest["algo"] != algo.name:
+            raise ConfigError(f"{path} was trained with --algo {manifest['algo']}, but --algo {algo.name} was "
+                              f"given; resume it with --algo {manifest['algo']}")
+        spaces = manifest["spaces"]
+        spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+        # The saved configuration: a resume keeps its architecture (check_resume_overrides), hence its state size.
+        _, _, learner_keys = split_entry(normalize_entry(dict(manifest["hyperparams"]), str(path)), str(path))
+        learner_config = algo.build_config(learner_keys, manifest["n_envs"], str(path))
+        check_buffer_memory(learner_config.buffer_size, spec, verbose=0)
+        learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
+        return dataclasses.replace(expected, state_bytes=state_size_bound(learner.init_fn))
+
+    return read_checkpoint(path, expect=expect)
 
 
 def check_resume_overrides(resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any],
@@ -314,10 +336,17 @@ def check_resume_state(resume: Checkpoint, algo: AlgoSpec, learner_config: Any, 
         check_state_fits(learner.init_fn, resume.state_bytes)
     except ValueError as error:
         raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
-    saved_capacity = resume.arrays.get("replay_buffer/capacity")
-    if saved_capacity is not None and int(saved_capacity) != learner_config.buffer_size:
-        raise ConfigError(f"cannot resume from {resume.path}: its replay buffer has buffer_size={int(saved_capacity)}, "
+    saved_buffer = resume.group("replay_buffer")
+    if not saved_buffer:
+        return
+    saved_capacity = int(saved_buffer["capacity"])
+    if saved_capacity != learner_config.buffer_size:
+        raise ConfigError(f"cannot resume from {resume.path}: its replay buffer has buffer_size={saved_capacity}, "
                           f"the configuration {learner_config.buffer_size}; drop the buffer_size override")
+    try:
+        check_buffer_arrays(learner_config.buffer_size, spec, saved_buffer)
+    except ValueError as error:
+        raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
 
 
 def describe_space(space: Any) -> dict[str, Any]:
@@ -326,10 +355,13 @@ def describe_space(space: Any) -> dict[str, Any]:
             "high": np.asarray(space.high, np.float64).ravel().tolist()}
 
 
-def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mismatch: bool) -> None:
+def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mismatch: bool, env_id: str) -> None:
     """The env must match the checkpoint's spaces: shapes and dtypes always (B2, B4); bounds unless
-    --allow-space-bounds-mismatch (B3)."""
+    --allow-space-bounds-mismatch (B3). Another env id with the same spaces is allowed, with a warning."""
     saved = resume.manifest["spaces"]
+    if resume.manifest["env_id"] != env_id:
+        print(f"Warning: {resume.path} was trained on {resume.manifest['env_id']}, this run uses --env {env_id}",
+              file=sys.stderr)
     for name in ("observation", "action"):
         was, now = saved[name], current[name]
         if (was["shape"], was["dtype"]) != (now["shape"], now["dtype"]):
