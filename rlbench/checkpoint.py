@@ -257,9 +257,6 @@ def _read(path: Path, load_replay_buffer: bool, parse_arrays: bool,
                 if name.startswith("replay_buffer/") and not load_replay_buffer:
                     continue
                 header = _check_npy_header(archive, info, expected) if name != STATE else None
-                if name == STATE and expected.state_bytes is not None and info.file_size > expected.state_bytes:
-                    raise ManifestError(f"{STATE} declares {info.file_size} bytes, more than this configuration's "
-                                        f"learner state needs ({expected.state_bytes})")
                 checksum, data = _read_member(archive, info, keep=parse_arrays or name == STATE)
                 if checksum != manifest["members"][name]:
                     raise ManifestError(f"checksum mismatch in {name}")
@@ -280,10 +277,10 @@ def _read(path: Path, load_replay_buffer: bool, parse_arrays: bool,
 
 def _listed_members(archive: zipfile.ZipFile, manifest: dict[str, Any], expected: Expected,
                     file_size: int) -> dict[str, zipfile.ZipInfo]:
-    """The members the manifest lists, each checked against its declared sizes; ManifestError for any
-    member unlisted, missing, repeated, or larger than the manifest, its compression or the file allow."""
+    """The members the manifest lists; ManifestError for any member unlisted, missing, repeated or no
+    part of a checkpoint, and for any declared size that `_check_declared_size` refuses."""
     counts = Counter(archive.namelist())
-    listed, sizes = manifest["members"], manifest.get("sizes") or {}
+    listed = manifest["members"]
     for name, count in counts.items():
         if name not in listed and name != MANIFEST:
             raise ManifestError(f"unexpected member {name} not listed in the manifest")
@@ -298,22 +295,34 @@ def _listed_members(archive: zipfile.ZipFile, manifest: dict[str, Any], expected
         if f"{name}.npy" not in listed:
             raise ManifestError(f"member {name}.npy is missing (a resumable checkpoint holds it)")
     infos = {name: archive.getinfo(name) for name in listed}
-    for name, info in infos.items():
-        if name in sizes and info.file_size != sizes[name]:
-            raise ManifestError(f"{name} declares {info.file_size} bytes, the manifest lists {sizes[name]}")
-        if info.header_offset + info.compress_size > file_size:
-            raise ManifestError(f"{name} declares {info.compress_size} compressed bytes, more than the file holds")
-        stored = info.compress_type == zipfile.ZIP_STORED
-        if stored and info.file_size != info.compress_size:
-            raise ManifestError(f"{name} is stored uncompressed in {info.compress_size} bytes but declares "
-                                f"{info.file_size}")
-        if not stored and not (info.compress_type == zipfile.ZIP_DEFLATED and name.startswith(COMPRESSED_PREFIXES)):
-            raise ManifestError(f"{name} uses compression method {info.compress_type}; rlbench stores it "
-                                f"{'deflated or ' if name.startswith(COMPRESSED_PREFIXES) else ''}uncompressed")
-        if not stored and info.file_size > MAX_DEFLATE_RATIO * info.compress_size + 1024:
-            raise ManifestError(f"{name} declares {info.file_size} bytes from {info.compress_size} compressed "
-                                "bytes, more than deflate can produce")
+    for info in infos.values():
+        _check_declared_size(info, (manifest.get("sizes") or {}).get(info.filename), expected, file_size)
     return infos
+
+
+def _check_declared_size(info: zipfile.ZipInfo, listed_size: int | None, expected: Expected, file_size: int) -> None:
+    """A member's declared size must match the manifest's and fit its compression: a stored member holds
+    exactly its bytes (so the file bounds it), a deflated one (the replay buffer's) no more than deflate
+    can produce. The learner state must fit the configuration's."""
+    name, size, compressed = info.filename, info.file_size, info.compress_size
+    if listed_size is not None and size != listed_size:
+        raise ManifestError(f"{name} declares {size} bytes, the manifest lists {listed_size}")
+    if info.header_offset + compressed > file_size:
+        raise ManifestError(f"{name} declares {compressed} compressed bytes, more than the file holds")
+    deflatable = name.startswith(COMPRESSED_PREFIXES)
+    if info.compress_type == zipfile.ZIP_STORED:
+        if size != compressed:
+            raise ManifestError(f"{name} is stored uncompressed in {compressed} bytes but declares {size}")
+    elif info.compress_type == zipfile.ZIP_DEFLATED and deflatable:
+        if size > MAX_DEFLATE_RATIO * compressed + 1024:
+            raise ManifestError(f"{name} declares {size} bytes from {compressed} compressed bytes, more than "
+                                "deflate can produce")
+    else:
+        raise ManifestError(f"{name} uses compression method {info.compress_type}; rlbench stores it "
+                            f"{'deflated or ' if deflatable else ''}uncompressed")
+    if name == STATE and expected.state_bytes is not None and size > expected.state_bytes:
+        raise ManifestError(f"{STATE} declares {size} bytes, more than this configuration's learner state "
+                            f"needs ({expected.state_bytes})")
 
 
 def _check_npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected: Expected) -> tuple:
