@@ -28,7 +28,8 @@ import re
 import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,6 @@ from flax import serialization
 
 from rlbench import __version__
 from rlbench.checkpoint_schema import ARCHIVE_SCHEMA, Expected, ManifestError, check_schema, describe_shape, shape_fits
-from rlbench.errors import ConfigError
 from rlbench.files import atomic_writer, remove_stale_temporaries
 
 FORMAT_VERSION = 2  # 1: the foundation's .msgpack + .json pair, without host state
@@ -247,10 +247,15 @@ def _read(path: Path, load_replay_buffer: bool, parse_arrays: bool,
     """Verify every checksum (all members, or all but the replay buffer's); `parse_arrays=False` only
     verifies, leaving `arrays` empty. Every member's declared size is checked before it is read."""
     file_size = _check_file(path).stat().st_size
-    try:
-        with zipfile.ZipFile(path) as archive:
+    with _reported_as_corrupt(path):
+        archive = zipfile.ZipFile(path)
+    with archive:
+        with _reported_as_corrupt(path):
             manifest = _parse_manifest(archive)
-            expected = expect(manifest) if expect is not None else Expected()
+        # Only its ManifestError means a corrupt file: a ConfigError (exit 2), or a bug, must not read as one.
+        with _reported_as_corrupt(path, only_manifest=True):
+            expected = Expected() if expect is None else expect(manifest)
+        with _reported_as_corrupt(path):
             infos = _listed_members(archive, manifest, expected, file_size)
             state_bytes, arrays = b"", {}
             for name, info in infos.items():
@@ -264,15 +269,21 @@ def _read(path: Path, load_replay_buffer: bool, parse_arrays: bool,
                     state_bytes = bytes(data)
                 elif parse_arrays:
                     arrays[name.removesuffix(".npy")] = _array(data, *header)
-    except ManifestError as error:
-        raise CheckpointError(path, str(error)) from None
-    except ConfigError:  # from `expect`: the checkpoint is sound but does not fit this run (exit 2)
-        raise
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as error:
-        raise CheckpointError(path, f"not a zip archive or truncated: {error}") from None
     if not state_bytes:
         raise CheckpointError(path, "no learner state")
     return Checkpoint(path=path, manifest=manifest, state_bytes=state_bytes, arrays=arrays)
+
+
+@contextmanager
+def _reported_as_corrupt(path: Path, only_manifest: bool = False) -> Iterator[None]:
+    """ManifestError, and (unless `only_manifest`) the errors of a torn or malformed archive, as CheckpointError."""
+    torn = () if only_manifest else (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error)
+    try:
+        yield
+    except ManifestError as error:
+        raise CheckpointError(path, str(error)) from None
+    except torn as error:
+        raise CheckpointError(path, f"not a zip archive or truncated: {error}") from None
 
 
 def _listed_members(archive: zipfile.ZipFile, manifest: dict[str, Any], expected: Expected,
@@ -354,12 +365,16 @@ def _check_npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected:
 def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, keep: bool) -> tuple[str, bytearray]:
     """(SHA-256, the bytes if `keep`), read in chunks: a stream whose data runs past its declared size is
     cut there (and then fails its CRC), so memory never exceeds the size already checked."""
-    digest, data = hashlib.sha256(), bytearray()
+    digest, data = hashlib.sha256(), bytearray(info.file_size if keep else 0)
+    view, filled = memoryview(data), 0
     with archive.open(info) as stream:
         while chunk := stream.read(READ_CHUNK):
             digest.update(chunk)
             if keep:
-                data += chunk
+                view[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+    if filled != info.file_size:
+        raise ManifestError(f"{info.filename} holds {filled} bytes, its header declares {info.file_size}")
     return digest.hexdigest(), data
 
 

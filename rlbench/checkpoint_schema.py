@@ -45,6 +45,13 @@ class OrNone:
     kind: Any
 
 
+@dataclass(frozen=True)
+class AtLeast:
+    """An integer no smaller than `minimum` (sizes a learner cannot be built with at 0)."""
+
+    minimum: int
+
+
 _EXPECTED = {int: "a non-negative integer", float: "a number", str: "a string", bool: "true or false",
              dict: "a mapping", list: "a list"}
 
@@ -61,6 +68,9 @@ def check_schema(value: Any, schema: Any, key: str = "") -> None:
             if name not in value and not isinstance(item, OrNone):
                 raise ManifestError(f"the manifest has no {_join(key, name)}")
             check_schema(value.get(name), item, _join(key, name))
+    elif isinstance(schema, AtLeast):
+        if type(value) is not int or value < schema.minimum:
+            raise ManifestError(f"manifest {key}: expected an integer >= {schema.minimum}, got {_shown(value)}")
     elif isinstance(schema, ListOf | MapOf):
         _check_type(value, list if isinstance(schema, ListOf) else dict, key)
         items = enumerate(value) if isinstance(schema, ListOf) else value.items()
@@ -78,8 +88,12 @@ def _check_type(value: Any, kind: type, key: str) -> None:
     else:
         valid = isinstance(value, kind)
     if not valid:
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-        raise ManifestError(f"manifest {key}: expected {_EXPECTED[kind]}, got {shown}")
+        raise ManifestError(f"manifest {key}: expected {_EXPECTED[kind]}, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _join(key: str, name: str) -> str:
@@ -89,12 +103,12 @@ def _join(key: str, name: str) -> str:
 # What every reader needs: the members' checksums and (written since sizes were added) their sizes.
 ARCHIVE_SCHEMA = {"format_version": int, "members": MapOf(str), "sizes": OrNone(MapOf(int))}
 
-_SPACE = {"shape": ListOf(int), "dtype": str, "low": ListOf(float), "high": ListOf(float)}
+_SPACE = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high": ListOf(float)}
 
 # What resuming reads (rlbench.cli.train.resolve, rlbench.runner.Runner.start, HostState.from_checkpoint).
 RESUME_SCHEMA = {
-    "algo": str, "env_id": str, "seed": int, "n_envs": int, "n_timesteps": int, "replay_buffer": bool,
-    "hyperparams": {"buffer_size": int},
+    "algo": str, "env_id": str, "seed": int, "n_envs": AtLeast(1), "n_timesteps": int, "replay_buffer": bool,
+    "hyperparams": {"buffer_size": AtLeast(1)},
     "spaces": {"observation": _SPACE, "action": _SPACE},
     "counters": {"env_steps": int, "gradient_steps": int, "episodes": int},
     "host": {"env_steps": int, "vector_steps": int, "episodes_at_last_log": int, "update_start": int,

@@ -236,12 +236,13 @@ def assign(value, *keys):
     (assign(7, "algo"), "manifest algo: expected a string, got 7"),
     (delete("env_id"), "the manifest has no env_id"),
     (assign(["x"], "spaces", "observation", "shape"),
-     "manifest spaces.observation.shape[0]: expected a non-negative integer, got 'x'"),
-    (assign("2", "n_envs"), "manifest n_envs: expected a non-negative integer, got '2'"),
+     "manifest spaces.observation.shape[0]: expected an integer >= 1, got 'x'"),
+    (assign("2", "n_envs"), "manifest n_envs: expected an integer >= 1, got '2'"),
+    (assign(0, "n_envs"), "manifest n_envs: expected an integer >= 1, got 0"),
     (delete("host", "pending_count"), "the manifest has no host.pending_count"),
     (assign([], "host"), "manifest host: expected a mapping, got []"),
     (assign({"state.msgpack": 5}, "members"), "manifest members['state.msgpack']: expected a string, got 5"),
-    (assign(-1, "hyperparams", "buffer_size"), "manifest hyperparams.buffer_size: expected a non-negative integer"),
+    (assign(0, "hyperparams", "buffer_size"), "manifest hyperparams.buffer_size: expected an integer >= 1, got 0"),
 ])
 def test_manifest_missing_or_mistyped_key_is_named(tmp_path, capsys, model, edit, reason):
     """Item 10: a one-line error naming the key and what it should be, not a KeyError or TypeError."""

@@ -295,7 +295,8 @@ def load_resume_checkpoint(args: argparse.Namespace, algo: AlgoSpec) -> Checkpoi
         # The saved configuration: a resume keeps its architecture (check_resume_overrides), hence its state size.
         _, _, learner_keys = split_entry(normalize_entry(dict(manifest["hyperparams"]), str(path)), str(path))
         learner_config = algo.build_config(learner_keys, manifest["n_envs"], str(path))
-        check_buffer_memory(learner_config.buffer_size, spec, verbose=0)
+        if manifest["replay_buffer"]:  # it is restored at its saved size (without one, -params may shrink it)
+            check_buffer_memory(learner_config.buffer_size, spec, verbose=0)
         learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
         return dataclasses.replace(expected, state_bytes=state_size_bound(learner.init_fn))
 
