@@ -356,9 +356,11 @@ def _check_npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected:
     if info.file_size != needed:
         raise ManifestError(f"{name} declares {info.file_size} bytes, its header {dtype}{list(shape)} "
                             f"needs {needed}")
-    want = expected.shape_of(name.removesuffix(".npy"))
+    want, want_dtype = expected.shape_of(name.removesuffix(".npy")), expected.dtypes.get(name.removesuffix(".npy"))
     if want is not None and not shape_fits(shape, want):
         raise ManifestError(f"{name} has shape {list(shape)}, expected {describe_shape(want)}")
+    if want_dtype is not None and dtype != want_dtype:
+        raise ManifestError(f"{name} holds {dtype}, expected {want_dtype}")
     return shape, fortran_order, dtype, offset
 
 

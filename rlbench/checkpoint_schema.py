@@ -141,6 +141,7 @@ class Expected:
 
     shapes: Mapping[str, Shape] = field(default_factory=dict)  # "host/obs" -> (n_envs, obs_dim)
     optional: Mapping[str, Shape | None] = field(default_factory=dict)
+    dtypes: Mapping[str, str] = field(default_factory=dict)  # where only one dtype is written
     closed: bool = False
     state_bytes: int | None = None  # the largest learner state the configuration can produce
 
@@ -185,4 +186,4 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
     unshaped = ["host/eval_timesteps", "host/eval_results", "host/eval_ep_lengths",
                 *(f"host/episode_actions_{i}" for i in range(n_envs))]
     return Expected(shapes=shapes, optional={"host/next_action": (n_envs, action_dim), **dict.fromkeys(unshaped)},
-                    closed=True)
+                    dtypes={"replay_buffer/rows": "float32"}, closed=True)

@@ -192,8 +192,9 @@ def test_forged_member_listed_in_the_manifest_is_refused_by_name(tmp_path, capsy
 
 
 @pytest.mark.parametrize("rows,reason", [
-    (np.zeros((300, ROW_WIDTH + 1), np.float32), r"replay_buffer/rows.npy has shape [300, 10], expected [<=1000, 9]"),
-    (np.zeros((1200, ROW_WIDTH), np.float32), r"replay_buffer/rows.npy has shape [1200, 9], expected [<=1000, 9]"),
+    (np.zeros((300, ROW_WIDTH + 1), np.float32), "replay_buffer/rows.npy has shape [300, 10], expected [<=1000, 9]"),
+    (np.zeros((1200, ROW_WIDTH), np.float32), "replay_buffer/rows.npy has shape [1200, 9], expected [<=1000, 9]"),
+    (np.zeros((300, ROW_WIDTH), np.float64), "replay_buffer/rows.npy holds float64, expected float32"),
 ])
 def test_replay_buffer_of_the_wrong_shape_is_refused_before_the_run_folder(tmp_path, capsys, model, rows, reason):
     """Item 10: today exit 2 with a raw numpy message after the folder exists."""
@@ -201,13 +202,28 @@ def test_replay_buffer_of_the_wrong_shape_is_refused_before_the_run_folder(tmp_p
     assert_refused(tmp_path, capsys, forged, reason, "-n", "100")
 
 
-def test_replay_buffer_of_another_dtype_is_refused_naming_the_member(tmp_path, capsys, model):
-    forged = forge(model, tmp_path / "rows.zip", {"replay_buffer/rows.npy": npy(np.zeros((300, 9), np.float64))})
+def test_replay_buffer_position_outside_the_buffer_exits_2_before_the_run_folder(tmp_path, capsys, model):
+    """Today the ring position is taken modulo the capacity, silently: the next inserts land elsewhere."""
+    forged = forge(model, tmp_path / "position.zip", {"replay_buffer/position.npy": npy(np.asarray(5000, np.int32))})
     assert resume(tmp_path, forged, "-n", "100") == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"error: cannot resume from {forged}: replay_buffer/rows.npy holds float64[300, 9], "
-                          "expected float32[n, 9] with n <= buffer_size=1000"), err
+    assert capsys.readouterr().err == (f"error: cannot resume from {forged}: replay_buffer/position.npy holds 5000, "
+                                       "expected an integer in [0, 1000)\n")
     assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize("rows,position,message", [
+    (np.zeros((5, 5), np.float32), 0, r"replay_buffer/rows.npy holds float32\[5, 5\], expected float32\[n, 5\] "
+                                      r"with n <= buffer_size=4 \(obs_dim=1, action_dim=1\)"),
+    (np.zeros((3, 5), np.float32), 4, r"replay_buffer/position.npy holds 4, expected an integer in \[0, 4\)"),
+])
+def test_buffer_from_arrays_names_the_member_that_does_not_fit(rows, position, message):
+    """The runner's own check (for callers other than train.py -i): no raw numpy broadcast error."""
+    from rlbench.buffers.uniform import buffer_from_arrays, make_uniform_buffer
+    from rlbench.types import EnvSpec
+
+    arrays = {"rows": rows, "position": np.asarray(position, np.int32), "capacity": np.asarray(4)}
+    with pytest.raises(ValueError, match=message):
+        buffer_from_arrays(make_uniform_buffer(4, EnvSpec(1, 1)), arrays)
 
 
 def delete(*keys):
