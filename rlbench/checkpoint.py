@@ -226,6 +226,7 @@ def _parse_manifest(archive: zipfile.ZipFile) -> dict[str, Any]:
     if MANIFEST not in archive.namelist():
         raise ManifestError("no manifest.json: the write did not complete")
     info = archive.getinfo(MANIFEST)
+    _check_declared_size(info, None, Expected(), Path(archive.filename).stat().st_size)
     if info.file_size > MAX_MANIFEST_BYTES:
         raise ManifestError(f"{MANIFEST} declares {info.file_size} bytes, more than a manifest can hold "
                             f"({MAX_MANIFEST_BYTES})")

@@ -107,7 +107,7 @@ _SPACE = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high
 
 # What resuming reads (rlbench.cli.train.resolve, rlbench.runner.Runner.start, HostState.from_checkpoint).
 RESUME_SCHEMA = {
-    "algo": str, "env_id": str, "seed": int, "n_envs": AtLeast(1), "n_timesteps": int, "replay_buffer": bool,
+    "algo": str, "env_id": str, "seed": int, "n_envs": AtLeast(1), "replay_buffer": bool,
     "hyperparams": {"buffer_size": AtLeast(1)},
     "spaces": {"observation": _SPACE, "action": _SPACE},
     "counters": {"env_steps": int, "gradient_steps": int, "episodes": int},
