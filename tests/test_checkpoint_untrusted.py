@@ -3,7 +3,9 @@ refused with `corrupt or incomplete checkpoint: <path> (<reason>)` and exit 1 be
 exists, and a small file never makes the reader allocate more than the configuration needs."""
 
 import hashlib
+import io
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -56,8 +58,6 @@ def forge(model, target, replace=(), edit=None):
 
 
 def npy(array):
-    import io
-
     buffer = io.BytesIO()
     np.lib.format.write_array(buffer, array, allow_pickle=array.dtype.hasobject)  # a pickle: forged on purpose
     return buffer.getvalue()
@@ -103,8 +103,6 @@ def write_zip(path, entries):
 
 
 def npy_header(rows: int) -> bytes:
-    import io
-
     buffer = io.BytesIO()
     np.lib.format.write_array_header_1_0(buffer, {"descr": "<f4", "fortran_order": False, "shape": (rows, ROW_WIDTH)})
     return buffer.getvalue()
@@ -154,8 +152,6 @@ print("measured", code, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - be
 ])
 def test_member_inflating_to_2_gib_is_refused_before_it_is_decompressed(tmp_path, model, variant, reason):
     """A 2 GiB member in a file of a few MB: refused quickly, peak RSS well under the 2 GiB."""
-    import re
-
     forged = bomb(model, tmp_path / "bomb.zip", variant)
     assert forged.stat().st_size < 8 * 2**20
     proc = subprocess.run([sys.executable, "-c", MEASURE, "-f", str(tmp_path / "logs"), *TINY, "-i", str(forged)],
