@@ -112,7 +112,9 @@ RESUME_SCHEMA = {
     "spaces": {"observation": _SPACE, "action": _SPACE},
     "counters": {"env_steps": int, "gradient_steps": int, "episodes": int},
     "host": {"env_steps": int, "vector_steps": int, "episodes_at_last_log": int, "update_start": int,
-             "pending_count": int, "best_mean_reward": OrNone(float), "warmup_rng": dict,
+             "pending_count": int, "best_mean_reward": OrNone(float),
+             "warmup_rng": {"bit_generator": str, "state": {"state": int, "inc": int}, "has_uint32": int,
+                            "uinteger": int},
              "metrics": OrNone(MapOf(float)), "episode_starts": OrNone(ListOf(OrNone(dict)))},
     "wandb_run_id": OrNone(str),
 }
@@ -168,6 +170,13 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
     HostState.to_checkpoint and buffer_to_arrays write). Raises ManifestError."""
     check_schema(manifest, RESUME_SCHEMA)
     n_envs, host = manifest["n_envs"], manifest["host"]
+    try:  # numpy knows which values a PCG64 state may hold
+        np.random.default_rng().bit_generator.state = host["warmup_rng"]
+    except (ValueError, OverflowError) as error:
+        raise ManifestError(f"manifest host.warmup_rng: not a PCG64 generator state ({error})") from None
+    if host["episode_starts"] is not None and len(host["episode_starts"]) != n_envs:
+        raise ManifestError(f"manifest host.episode_starts: {len(host['episode_starts'])} entries, expected one "
+                            f"per env (n_envs={n_envs})")
     obs_dim, action_dim = (math.prod(manifest["spaces"][name]["shape"]) for name in ("observation", "action"))
     pending, episodes = host["pending_count"], manifest["counters"]["episodes"]
     shapes: dict[str, Shape] = {
@@ -182,8 +191,11 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
         width = row_width(EnvSpec(obs_dim, action_dim))
         shapes |= {"replay_buffer/rows": (UpTo(manifest["hyperparams"]["buffer_size"]), width),
                    "replay_buffer/position": (), "replay_buffer/capacity": ()}
-    # Their lengths vary with the evaluations and episodes run; stored uncompressed, the file bounds them.
-    unshaped = ["host/eval_timesteps", "host/eval_results", "host/eval_ep_lengths",
-                *(f"host/episode_actions_{i}" for i in range(n_envs))]
-    return Expected(shapes=shapes, optional={"host/next_action": (n_envs, action_dim), **dict.fromkeys(unshaped)},
-                    dtypes={"replay_buffer/rows": "float32"}, closed=True)
+    optional: dict[str, Shape | None] = {
+        "host/next_action": (n_envs, action_dim),
+        # The actions each env took since its episode began: at most one per vector step.
+        **{f"host/episode_actions_{i}": (UpTo(host["vector_steps"]), action_dim) for i in range(n_envs)},
+        # As many as evaluations were run, of as many episodes as asked: stored, so the file bounds them.
+        **dict.fromkeys(["host/eval_timesteps", "host/eval_results", "host/eval_ep_lengths"]),
+    }
+    return Expected(shapes=shapes, optional=optional, dtypes={"replay_buffer/rows": "float32"}, closed=True)

@@ -184,6 +184,8 @@ def test_unlisted_member_is_named(tmp_path, capsys, model):
     ("host/obs.npy", npy(np.zeros((1, 3), "S9")), "host/obs.npy holds dtype |S9; checkpoints hold only numeric"),
     ("host/obs.npy", npy(np.zeros((1, 4), np.float32)), "host/obs.npy has shape [1, 4], expected [1, 3]"),
     ("host/obs.npy", None, "member host/obs.npy is missing"),
+    ("host/episode_actions_0.npy", npy(np.zeros((301, 1), np.float32)),
+     "host/episode_actions_0.npy has shape [301, 1], expected [<=300, 1]"),
 ])
 def test_forged_member_listed_in_the_manifest_is_refused_by_name(tmp_path, capsys, model, name, data, reason):
     """The manifest's checksums and sizes match the forged members: the archive's own checks pass."""
@@ -257,6 +259,12 @@ def assign(value, *keys):
     (assign(0, "n_envs"), "manifest n_envs: expected an integer >= 1, got 0"),
     (delete("host", "pending_count"), "the manifest has no host.pending_count"),
     (assign([], "host"), "manifest host: expected a mapping, got []"),
+    (assign("MT19937", "host", "warmup_rng", "bit_generator"),
+     "manifest host.warmup_rng: not a PCG64 generator state (state must be for a PCG64 RNG)"),
+    (assign("x", "host", "warmup_rng", "state", "inc"),
+     "manifest host.warmup_rng.state.inc: expected a non-negative integer, got 'x'"),
+    (assign([None, None], "host", "episode_starts"),
+     "manifest host.episode_starts: 2 entries, expected one per env (n_envs=1)"),
     (assign({"state.msgpack": 5}, "members"), "manifest members['state.msgpack']: expected a string, got 5"),
     (assign(0, "hyperparams", "buffer_size"), "manifest hyperparams.buffer_size: expected an integer >= 1, got 0"),
 ])
