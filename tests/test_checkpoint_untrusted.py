@@ -286,6 +286,11 @@ def test_resuming_under_another_env_id_warns_naming_both(tmp_path, capsys, model
     assert resume(tmp_path, forged, "-n", "1") == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if "Pendulum-v0" in line]
     assert warnings == [f"Warning: {forged} was trained on Pendulum-v0, this run uses --env Pendulum-v1"]
+    # Other spaces: the one-line error alone, which names the saved env already.
+    assert main(["-f", str(tmp_path / "other"), *TINY[:2], "--env", "MountainCarContinuous-v0", *TINY[4:],
+                 "-i", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: observation space mismatch") and len(err.splitlines()) == 1, err
 
 
 def test_a_checkpoint_from_before_member_sizes_still_resumes(tmp_path, capsys, model):

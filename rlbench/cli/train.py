@@ -360,9 +360,6 @@ def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mi
     """The env must match the checkpoint's spaces: shapes and dtypes always (B2, B4); bounds unless
     --allow-space-bounds-mismatch (B3). Another env id with the same spaces is allowed, with a warning."""
     saved = resume.manifest["spaces"]
-    if resume.manifest["env_id"] != env_id:
-        print(f"Warning: {resume.path} was trained on {resume.manifest['env_id']}, this run uses --env {env_id}",
-              file=sys.stderr)
     for name in ("observation", "action"):
         was, now = saved[name], current[name]
         if (was["shape"], was["dtype"]) != (now["shape"], now["dtype"]):
@@ -375,6 +372,9 @@ def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mi
             if not allow_bounds_mismatch:
                 raise ConfigError(message + "; pass --allow-space-bounds-mismatch to resume anyway")
             print(f"Warning: {message}", file=sys.stderr)
+    if resume.manifest["env_id"] != env_id:  # after the checks above, whose errors name the saved env already
+        print(f"Warning: {resume.path} was trained on {resume.manifest['env_id']}, this run uses --env {env_id}",
+              file=sys.stderr)
 
 
 def check_buffer_fits(
