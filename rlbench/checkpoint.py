@@ -7,12 +7,14 @@ Members, in the order they are written:
     host/<name>.npy        the host loop's arrays (observations, pending transitions, returns, ...)
     replay_buffer/<name>.npy   optional: the filled rows of the replay buffer and its ring position
     manifest.json          format version, algorithm, env, resolved hyperparameters, spaces,
-                           counters, library versions, and the SHA-256 of every member above
+                           counters, library versions, and the SHA-256 and size of every member above
 
 The manifest is written last, and the archive is renamed to its final name only once complete and
 fsynced (`files.atomic_writer`): a file under a checkpoint's name is whole, and a torn or tampered
 one fails `read_checkpoint` with `corrupt or incomplete checkpoint: <path> (<reason>)`. Arrays are
-`.npy` members read with `allow_pickle=False`; nothing in the archive can carry code.
+numeric `.npy` members, never pickled; nothing in the archive can carry code. A reader trusts no
+declared size: each member's is checked against the manifest, its compression, its .npy header and
+the shapes the reader expects (`checkpoint_schema`) before it is decompressed, in bounded chunks.
 """
 
 from __future__ import annotations
@@ -20,9 +22,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import platform
 import re
 import zipfile
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ import numpy as np
 from flax import serialization
 
 from rlbench import __version__
+from rlbench.checkpoint_schema import ARCHIVE_SCHEMA, Expected, ManifestError, check_schema, describe_shape, shape_fits
 from rlbench.files import atomic_writer, remove_stale_temporaries
 
 FORMAT_VERSION = 2  # 1: the foundation's .msgpack + .json pair, without host state
@@ -40,6 +48,10 @@ MANIFEST = "manifest.json"
 STATE = "state.msgpack"
 PERIODIC_PATTERN = re.compile(r"^rl_model_(\d+)_steps\.zip$")
 COMPRESSED_PREFIXES = ("replay_buffer/",)  # large and compressible; the rest is stored as is
+MAX_MANIFEST_BYTES = 64 << 20  # far above any real manifest (its per-env episode starts grow with n_envs)
+MAX_DEFLATE_RATIO = 1032  # deflate's limit: a member declaring more output per compressed byte is forged
+READ_CHUNK = 1 << 20  # members are read (and inflated) this much at a time
+NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
 class CheckpointError(Exception):
@@ -83,12 +95,24 @@ def state_from_bytes(template: Any, data: bytes) -> Any:
 def check_state_fits(init_fn: Any, data: bytes) -> None:
     """Check, without computing anything, that a saved learner state fits the state `init_fn` builds:
     same structure, and the same shape and dtype at every leaf (flax alone would accept other shapes)."""
+    _restore_checked(_state_shapes(init_fn), data)
+
+
+def state_size_bound(init_fn: Any) -> int:
+    """The most bytes the msgpack of `init_fn`'s learner state can take: its arrays, plus a generous
+    allowance per leaf for its keys and headers (a few dozen bytes in practice)."""
+    leaves = jax.tree_util.tree_leaves(_state_shapes(init_fn))
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in leaves) + 1024 * (len(leaves) + 1)
+
+
+def _state_shapes(init_fn: Any) -> Any:
+    """The learner state's shapes and dtypes, the PRNG key as raw key data, without computing anything."""
 
     def init_raw(key):
         state = init_fn(key)
         return state.replace(key=jax.random.key_data(state.key))
 
-    _restore_checked(jax.eval_shape(init_raw, jax.random.key(0)), data)
+    return jax.eval_shape(init_raw, jax.random.key(0))
 
 
 def _restore_checked(template: Any, data: bytes) -> Any:
@@ -138,7 +162,8 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 def write_checkpoint(path: Path, manifest: dict[str, Any], state_bytes: bytes,
                      arrays: dict[str, np.ndarray], compress: bool = True) -> None:
-    """Write the archive atomically; `manifest` gains the format version, versions and checksums.
+    """Write the archive atomically; `manifest` gains the format version, versions, and each member's
+    checksum and size (readers check the sizes before decompressing anything).
 
     `compress=False` stores the replay buffer as is: deflate runs at tens of MB/s on float data that
     barely shrinks (a 1M-transition HalfCheetah buffer: 160 MiB -> ~150 MiB), too slow for the
@@ -146,7 +171,7 @@ def write_checkpoint(path: Path, manifest: dict[str, Any], state_bytes: bytes,
     """
     path = Path(path)
     remove_stale_temporaries(path.parent)  # what a writer killed mid-save left behind
-    checksums = {}
+    checksums, sizes = {}, {}
     with atomic_writer(path) as file, zipfile.ZipFile(file, "w", allowZip64=True) as archive:
         # Serialised one member at a time: the buffer's bytes can be hundreds of MiB.
         members = ((STATE, state_bytes), *((f"{name}.npy", value) for name, value in arrays.items()))
@@ -155,9 +180,9 @@ def write_checkpoint(path: Path, manifest: dict[str, Any], state_bytes: bytes,
             deflate = compress and name.startswith(COMPRESSED_PREFIXES)
             compression = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
             archive.writestr(name, data, compress_type=compression, compresslevel=1)
-            checksums[name] = hashlib.sha256(data).hexdigest()
+            checksums[name], sizes[name] = hashlib.sha256(data).hexdigest(), len(data)
         full_manifest = {"format_version": FORMAT_VERSION, **manifest, "versions": library_versions(),
-                         "members": checksums}
+                         "members": checksums, "sizes": sizes}
         archive.writestr(MANIFEST, json.dumps(full_manifest, indent=2, sort_keys=True, default=_json_default))
 
 
@@ -171,12 +196,17 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
-def read_checkpoint(path: Path, load_replay_buffer: bool = True) -> Checkpoint:
+def read_checkpoint(path: Path, load_replay_buffer: bool = True,
+                    expect: Callable[[dict[str, Any]], Expected] | None = None) -> Checkpoint:
     """Read and verify every member; raise CheckpointError naming the path, the reason and, when the
-    folder holds one, the newest valid periodic checkpoint."""
+    folder holds one, the newest valid periodic checkpoint.
+
+    `expect(manifest)` checks the manifest (ManifestError) and says which members must exist, with
+    which shapes, and how large the learner state may be; every declared size is checked against it
+    before anything is decompressed."""
     path = Path(path)
     try:
-        return _read(path, load_replay_buffer, parse_arrays=True)
+        return _read(path, load_replay_buffer, parse_arrays=True, expect=expect)
     except CheckpointError as error:
         fallback = newest_valid_checkpoint(path.parent, exclude=path) if path.parent.is_dir() else None
         raise CheckpointError(error.path, error.reason, fallback) from None
@@ -192,48 +222,169 @@ def _check_file(path: Path) -> Path:
     return path
 
 
-def _parse_manifest(path: Path, archive: zipfile.ZipFile) -> dict[str, Any]:
+def _parse_manifest(archive: zipfile.ZipFile) -> dict[str, Any]:
     if MANIFEST not in archive.namelist():
-        raise CheckpointError(path, "no manifest.json: the write did not complete")
+        raise ManifestError("no manifest.json: the write did not complete")
+    info = archive.getinfo(MANIFEST)
+    _check_declared_size(info, None, Expected(), Path(archive.filename).stat().st_size)
+    if info.file_size > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{MANIFEST} declares {info.file_size} bytes, more than a manifest can hold "
+                            f"({MAX_MANIFEST_BYTES})")
     try:
-        manifest = json.loads(archive.read(MANIFEST))
-    except (json.JSONDecodeError, UnicodeDecodeError, zipfile.BadZipFile) as error:
-        raise CheckpointError(path, f"unreadable manifest: {error}") from None
+        manifest = json.loads(_read_member(archive, info, keep=True)[1])
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ManifestError(f"unreadable manifest: {error}") from None
     if not isinstance(manifest, dict) or "format_version" not in manifest:
-        raise CheckpointError(path, "manifest has no format_version: not an rlbench checkpoint")
+        raise ManifestError("manifest has no format_version: not an rlbench checkpoint")
     if manifest["format_version"] != FORMAT_VERSION:
-        raise CheckpointError(path, f"format version {manifest['format_version']}, this rlbench reads "
-                                    f"version {FORMAT_VERSION}")
+        raise ManifestError(f"format version {manifest['format_version']!r}, this rlbench reads version "
+                            f"{FORMAT_VERSION}")
+    check_schema(manifest, ARCHIVE_SCHEMA)
     return manifest
 
 
-def _read(path: Path, load_replay_buffer: bool, parse_arrays: bool) -> Checkpoint:
+def _read(path: Path, load_replay_buffer: bool, parse_arrays: bool,
+          expect: Callable[[dict[str, Any]], Expected] | None = None) -> Checkpoint:
     """Verify every checksum (all members, or all but the replay buffer's); `parse_arrays=False` only
-    verifies, leaving `arrays` empty."""
-    _check_file(path)
-    try:
-        with zipfile.ZipFile(path) as archive:
-            manifest = _parse_manifest(path, archive)
-            expected = manifest.get("members", {})
-            present = set(archive.namelist()) - {MANIFEST}
-            if present != set(expected):
-                raise CheckpointError(path, f"members {sorted(present ^ set(expected))} differ from the manifest")
+    verifies, leaving `arrays` empty. Every member's declared size is checked before it is read."""
+    file_size = _check_file(path).stat().st_size
+    with _reported_as_corrupt(path):
+        archive = zipfile.ZipFile(path)
+    with archive:
+        with _reported_as_corrupt(path):
+            manifest = _parse_manifest(archive)
+        # Only its ManifestError means a corrupt file: a ConfigError (exit 2), or a bug, must not read as one.
+        with _reported_as_corrupt(path, only_manifest=True):
+            expected = Expected() if expect is None else expect(manifest)
+        with _reported_as_corrupt(path):
+            infos = _listed_members(archive, manifest, expected, file_size)
             state_bytes, arrays = b"", {}
-            for name, checksum in expected.items():
+            for name, info in infos.items():
                 if name.startswith("replay_buffer/") and not load_replay_buffer:
                     continue
-                data = archive.read(name)
-                if hashlib.sha256(data).hexdigest() != checksum:
-                    raise CheckpointError(path, f"checksum mismatch in {name}")
+                header = _check_npy_header(archive, info, expected) if name != STATE else None
+                checksum, data = _read_member(archive, info, keep=parse_arrays or name == STATE)
+                if checksum != manifest["members"][name]:
+                    raise ManifestError(f"checksum mismatch in {name}")
                 if name == STATE:
-                    state_bytes = data
+                    state_bytes = bytes(data)
                 elif parse_arrays:
-                    arrays[name.removesuffix(".npy")] = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
-        raise CheckpointError(path, f"not a zip archive or truncated: {error}") from None
+                    arrays[name.removesuffix(".npy")] = _array(data, *header)
     if not state_bytes:
         raise CheckpointError(path, "no learner state")
     return Checkpoint(path=path, manifest=manifest, state_bytes=state_bytes, arrays=arrays)
+
+
+@contextmanager
+def _reported_as_corrupt(path: Path, only_manifest: bool = False) -> Iterator[None]:
+    """ManifestError, and (unless `only_manifest`) the errors of a torn or malformed archive, as CheckpointError."""
+    torn = () if only_manifest else (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error)
+    try:
+        yield
+    except ManifestError as error:
+        raise CheckpointError(path, str(error)) from None
+    except torn as error:
+        raise CheckpointError(path, f"not a zip archive or truncated: {error}") from None
+
+
+def _listed_members(archive: zipfile.ZipFile, manifest: dict[str, Any], expected: Expected,
+                    file_size: int) -> dict[str, zipfile.ZipInfo]:
+    """The members the manifest lists; ManifestError for any member unlisted, missing, repeated or no
+    part of a checkpoint, and for any declared size that `_check_declared_size` refuses."""
+    counts = Counter(archive.namelist())
+    listed = manifest["members"]
+    for name, count in counts.items():
+        if name not in listed and name != MANIFEST:
+            raise ManifestError(f"unexpected member {name} not listed in the manifest")
+        if count > 1:
+            raise ManifestError(f"member {name} appears {count} times")
+    for name in listed:
+        if name not in counts:
+            raise ManifestError(f"member {name} listed in the manifest is missing")
+        if name != STATE and not (name.endswith(".npy") and expected.allows(name.removesuffix(".npy"))):
+            raise ManifestError(f"unexpected member {name}: not part of an rlbench checkpoint")
+    for name in expected.shapes:
+        if f"{name}.npy" not in listed:
+            raise ManifestError(f"member {name}.npy is missing (a resumable checkpoint holds it)")
+    infos = {name: archive.getinfo(name) for name in listed}
+    for info in infos.values():
+        _check_declared_size(info, (manifest.get("sizes") or {}).get(info.filename), expected, file_size)
+    return infos
+
+
+def _check_declared_size(info: zipfile.ZipInfo, listed_size: int | None, expected: Expected, file_size: int) -> None:
+    """A member's declared size must match the manifest's and fit its compression: a stored member holds
+    exactly its bytes (so the file bounds it), a deflated one (the replay buffer's) no more than deflate
+    can produce. The learner state must fit the configuration's."""
+    name, size, compressed = info.filename, info.file_size, info.compress_size
+    if listed_size is not None and size != listed_size:
+        raise ManifestError(f"{name} declares {size} bytes, the manifest lists {listed_size}")
+    if info.header_offset + compressed > file_size:
+        raise ManifestError(f"{name} declares {compressed} compressed bytes, more than the file holds")
+    deflatable = name.startswith(COMPRESSED_PREFIXES)
+    if info.compress_type == zipfile.ZIP_STORED:
+        if size != compressed:
+            raise ManifestError(f"{name} is stored uncompressed in {compressed} bytes but declares {size}")
+    elif info.compress_type == zipfile.ZIP_DEFLATED and deflatable:
+        if size > MAX_DEFLATE_RATIO * compressed + 1024:
+            raise ManifestError(f"{name} declares {size} bytes from {compressed} compressed bytes, more than "
+                                "deflate can produce")
+    else:
+        raise ManifestError(f"{name} uses compression method {info.compress_type}; rlbench stores it "
+                            f"{'deflated or ' if deflatable else ''}uncompressed")
+    if name == STATE and expected.state_bytes is not None and size > expected.state_bytes:
+        raise ManifestError(f"{STATE} declares {size} bytes, more than this configuration's learner state "
+                            f"needs ({expected.state_bytes})")
+
+
+def _check_npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected: Expected) -> tuple:
+    """Read only the .npy header (a bounded read) and check that the member's declared size is exactly
+    what its shape and dtype need, and the shape what `expected` requires. Returns (shape, fortran
+    order, dtype, data offset)."""
+    name = info.filename
+    try:
+        with archive.open(info) as stream:
+            version = np.lib.format.read_magic(stream)
+            if version not in NPY_HEADER_READERS:
+                raise ValueError(f"unsupported .npy format version {version}")
+            shape, fortran_order, dtype = NPY_HEADER_READERS[version](stream)
+            offset = stream.tell()
+    except ValueError as error:
+        raise ManifestError(f"{name} is not a .npy array ({error})") from None
+    if dtype.hasobject or dtype.kind not in "biuf":
+        raise ManifestError(f"{name} holds dtype {dtype}; checkpoints hold only numeric arrays")
+    needed = offset + math.prod(shape) * dtype.itemsize
+    if info.file_size != needed:
+        raise ManifestError(f"{name} declares {info.file_size} bytes, its header {dtype}{list(shape)} "
+                            f"needs {needed}")
+    want, want_dtype = expected.shape_of(name.removesuffix(".npy")), expected.dtypes.get(name.removesuffix(".npy"))
+    if want is not None and not shape_fits(shape, want):
+        raise ManifestError(f"{name} has shape {list(shape)}, expected {describe_shape(want)}")
+    if want_dtype is not None and dtype != want_dtype:
+        raise ManifestError(f"{name} holds {dtype}, expected {want_dtype}")
+    return shape, fortran_order, dtype, offset
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, keep: bool) -> tuple[str, bytearray]:
+    """(SHA-256, the bytes if `keep`), read in chunks: a stream whose data runs past its declared size is
+    cut there (and then fails its CRC), so memory never exceeds the size already checked."""
+    digest, data = hashlib.sha256(), bytearray(info.file_size if keep else 0)
+    view, filled = memoryview(data), 0
+    with archive.open(info) as stream:
+        while chunk := stream.read(READ_CHUNK):
+            digest.update(chunk)
+            if keep:
+                view[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+    if filled != info.file_size:
+        raise ManifestError(f"{info.filename} holds {filled} bytes, its header declares {info.file_size}")
+    return digest.hexdigest(), data
+
+
+def _array(data: bytearray, shape: tuple[int, ...], fortran_order: bool, dtype: np.dtype, offset: int) -> np.ndarray:
+    """The array over the member's bytes, without copying them (the header was checked already)."""
+    flat = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=offset)
+    return flat.reshape(shape, order="F" if fortran_order else "C")
 
 
 # -- finding checkpoints ------------------------------------------------------------------------

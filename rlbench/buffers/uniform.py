@@ -110,18 +110,27 @@ def buffer_to_arrays(state: BufferState) -> dict[str, np.ndarray]:
             "capacity": np.asarray(state.rows.shape[0], np.int64)}
 
 
-def buffer_from_arrays(buffer: UniformBuffer, arrays: dict[str, np.ndarray]) -> BufferState:
-    """A buffer state with the saved rows; raises ValueError when capacity or row layout differ."""
-    rows = arrays["rows"]
-    width = row_width(buffer.spec)
-    if int(arrays["capacity"]) != buffer.capacity:
+def check_buffer_arrays(capacity: int, spec: EnvSpec, arrays: dict[str, np.ndarray]) -> None:
+    """Raise ValueError, naming the checkpoint member and the shape it needs, when saved buffer arrays do
+    not fit a buffer of `capacity` transitions for `spec`."""
+    rows, width = arrays["rows"], row_width(spec)
+    if int(arrays["capacity"]) != capacity:
         raise ValueError(f"replay buffer size mismatch: saved buffer_size={int(arrays['capacity'])}, "
-                         f"configured buffer_size={buffer.capacity}")
-    if rows.ndim != 2 or rows.shape[1] != width or rows.dtype != np.float32:
-        raise ValueError(f"replay buffer layout mismatch: saved rows {rows.dtype}{list(rows.shape)}, "
-                         f"expected float32[n, {width}] for obs_dim={buffer.spec.obs_dim}, "
-                         f"action_dim={buffer.spec.action_dim}")
-    full = np.zeros((buffer.capacity, width), np.float32)
+                         f"configured buffer_size={capacity}")
+    if rows.ndim != 2 or rows.shape[1] != width or rows.dtype != np.float32 or len(rows) > capacity:
+        raise ValueError(f"replay_buffer/rows.npy holds {rows.dtype}{list(rows.shape)}, expected float32[n, {width}] "
+                         f"with n <= buffer_size={capacity} (obs_dim={spec.obs_dim}, action_dim={spec.action_dim})")
+    position = arrays["position"]
+    if position.shape != () or position.dtype.kind not in "iu" or not 0 <= int(position) < capacity:
+        shown = position.tolist() if position.shape == () else f"{position.dtype}{list(position.shape)}"
+        raise ValueError(f"replay_buffer/position.npy holds {shown}, expected an integer in [0, {capacity})")
+
+
+def buffer_from_arrays(buffer: UniformBuffer, arrays: dict[str, np.ndarray]) -> BufferState:
+    """A buffer state with the saved rows; raises ValueError when they do not fit (`check_buffer_arrays`)."""
+    check_buffer_arrays(buffer.capacity, buffer.spec, arrays)
+    rows = arrays["rows"]
+    full = np.zeros((buffer.capacity, row_width(buffer.spec)), np.float32)
     full[: len(rows)] = rows
     return BufferState(rows=jnp.asarray(full), position=jnp.asarray(arrays["position"], jnp.int32),
                        size=jnp.asarray(len(rows), jnp.int32))

@@ -8,6 +8,7 @@ SIGINT or SIGTERM after writing a checkpoint to resume from (EX_TEMPFAIL: try ag
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import shlex
@@ -28,8 +29,16 @@ import numpy as np
 import yaml
 
 from rlbench import compile_cache, hyperparams
-from rlbench.buffers.uniform import make_uniform_buffer
-from rlbench.checkpoint import Checkpoint, CheckpointError, check_state_fits, library_versions, read_checkpoint
+from rlbench.buffers.uniform import check_buffer_arrays, make_uniform_buffer
+from rlbench.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    check_state_fits,
+    library_versions,
+    read_checkpoint,
+    state_size_bound,
+)
+from rlbench.checkpoint_schema import Expected, resume_expectations
 from rlbench.config import RunConfig, literal_mapping, normalize_entry, positive_int, split_entry
 from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, check_env_runs
 from rlbench.envs.wrappers import trusted_modules
@@ -273,7 +282,7 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
     check_buffer_memory(learner_config.buffer_size, spec, args.verbose)
     check_learner_memory(algo, learner_config, spec)
     if resume is not None:
-        check_spaces(resume, spaces, args.allow_space_bounds_mismatch)
+        check_spaces(resume, spaces, args.allow_space_bounds_mismatch, args.env)
         check_resume_state(resume, algo, learner_config, spaces)
     if resume is not None:
         seed = int(resume.manifest["seed"])  # every RNG continues from the checkpoint
@@ -298,14 +307,30 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
 
 
 def load_resume_checkpoint(args: argparse.Namespace, algo: AlgoSpec) -> Checkpoint:
-    """Read and verify `-i PATH` (CheckpointError, exit 1, when torn or corrupt); its algorithm must
-    be the one asked for."""
-    resume = read_checkpoint(Path(args.trained_agent))
-    saved_algo = resume.manifest.get("algo")
-    if saved_algo != algo.name:
-        raise ConfigError(f"{resume.path} was trained with --algo {saved_algo}, but --algo {algo.name} was given; "
-                          f"resume it with --algo {saved_algo}")
-    return resume
+    """Read and verify `-i PATH` (CheckpointError, exit 1, when torn, corrupt or forged). Before any member
+    is decompressed: the manifest must hold every key a resume reads, its algorithm must be the one asked
+    for, its replay buffer must fit in memory, and no member may be larger than its saved configuration
+    needs."""
+    path = Path(args.trained_agent)
+
+    def expect(manifest: dict[str, Any]) -> Expected:
+        expected = resume_expectations(manifest)
+        if manifest["algo"] != algo.name:
+            raise ConfigError(f"{path} was trained with --algo {manifest['algo']}, but --algo {algo.name} was "
+                              f"given; resume it with --algo {manifest['algo']}")
+        spaces = manifest["spaces"]
+        spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+        # The saved configuration: a resume keeps its architecture (check_resume_overrides), hence its state size.
+        entry = normalize_entry(dict(manifest["hyperparams"]), str(path))
+        entry.pop("env_wrapper", None)  # only the learner's size matters here; resolve() checks the wrappers
+        _, _, learner_keys = split_entry(entry, str(path), trusted_wrapper_modules=())
+        learner_config = algo.build_config(learner_keys, manifest["n_envs"], str(path))
+        if manifest["replay_buffer"]:  # it is restored at its saved size (without one, -params may shrink it)
+            check_buffer_memory(learner_config.buffer_size, spec, verbose=0)
+        learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
+        return dataclasses.replace(expected, state_bytes=state_size_bound(learner.init_fn))
+
+    return read_checkpoint(path, expect=expect)
 
 
 def check_resume_overrides(resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any],
@@ -342,10 +367,17 @@ def check_resume_state(resume: Checkpoint, algo: AlgoSpec, learner_config: Any, 
         check_state_fits(learner.init_fn, resume.state_bytes)
     except ValueError as error:
         raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
-    saved_capacity = resume.arrays.get("replay_buffer/capacity")
-    if saved_capacity is not None and int(saved_capacity) != learner_config.buffer_size:
-        raise ConfigError(f"cannot resume from {resume.path}: its replay buffer has buffer_size={int(saved_capacity)}, "
+    saved_buffer = resume.group("replay_buffer")
+    if not saved_buffer:
+        return
+    saved_capacity = int(saved_buffer["capacity"])
+    if saved_capacity != learner_config.buffer_size:
+        raise ConfigError(f"cannot resume from {resume.path}: its replay buffer has buffer_size={saved_capacity}, "
                           f"the configuration {learner_config.buffer_size}; drop the buffer_size override")
+    try:
+        check_buffer_arrays(learner_config.buffer_size, spec, saved_buffer)
+    except ValueError as error:
+        raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
 
 
 def describe_space(space: Any) -> dict[str, Any]:
@@ -354,9 +386,9 @@ def describe_space(space: Any) -> dict[str, Any]:
             "high": np.asarray(space.high, np.float64).ravel().tolist()}
 
 
-def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mismatch: bool) -> None:
+def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mismatch: bool, env_id: str) -> None:
     """The env must match the checkpoint's spaces: shapes and dtypes always (B2, B4); bounds unless
-    --allow-space-bounds-mismatch (B3)."""
+    --allow-space-bounds-mismatch (B3). Another env id with the same spaces is allowed, with a warning."""
     saved = resume.manifest["spaces"]
     for name in ("observation", "action"):
         was, now = saved[name], current[name]
@@ -370,6 +402,9 @@ def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mi
             if not allow_bounds_mismatch:
                 raise ConfigError(message + "; pass --allow-space-bounds-mismatch to resume anyway")
             print(f"Warning: {message}", file=sys.stderr)
+    if resume.manifest["env_id"] != env_id:  # after the checks above, whose errors name the saved env already
+        print(f"Warning: {resume.path} was trained on {resume.manifest['env_id']}, this run uses --env {env_id}",
+              file=sys.stderr)
 
 
 def check_log_folder(log_folder: str) -> None:

@@ -1,0 +1,201 @@
+"""What a checkpoint must hold before any of it is trusted: the manifest's keys and types, and the
+shape of every array member a resume reads, all derived from the manifest alone.
+
+A checkpoint is input like any other (a file from another machine, or an edited one): `read_checkpoint`
+checks each member's declared size against these before decompressing it, so a small forged archive
+cannot make the reader allocate gigabytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlbench.buffers.uniform import row_width
+from rlbench.types import EnvSpec
+
+
+class ManifestError(ValueError):
+    """A manifest or member that does not match the checkpoint format (the file is corrupt: exit 1)."""
+
+
+# -- a small typed schema: dicts nest, and these mark lists, maps and nullable values ------------------
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Any
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A JSON object with any keys, each value of type `item`."""
+
+    item: Any
+
+
+@dataclass(frozen=True)
+class OrNone:
+    """The value may be null, or the key absent (keys that older checkpoints lack)."""
+
+    kind: Any
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """An integer no smaller than `minimum` (sizes a learner cannot be built with at 0)."""
+
+    minimum: int
+
+
+_EXPECTED = {int: "a non-negative integer", float: "a number", str: "a string", bool: "true or false",
+             dict: "a mapping", list: "a list"}
+
+
+def check_schema(value: Any, schema: Any, key: str = "") -> None:
+    """Raise ManifestError naming the first key that is missing or not of its schema's type. `int` means a
+    non-negative integer (counts, sizes, seeds); keys the schema does not name are not checked."""
+    if isinstance(schema, OrNone):
+        if value is not None:
+            check_schema(value, schema.kind, key)
+    elif isinstance(schema, dict):
+        _check_type(value, dict, key)
+        for name, item in schema.items():
+            if name not in value and not isinstance(item, OrNone):
+                raise ManifestError(f"the manifest has no {_join(key, name)}")
+            check_schema(value.get(name), item, _join(key, name))
+    elif isinstance(schema, AtLeast):
+        if type(value) is not int or value < schema.minimum:
+            raise ManifestError(f"manifest {key}: expected an integer >= {schema.minimum}, got {_shown(value)}")
+    elif isinstance(schema, ListOf | MapOf):
+        _check_type(value, list if isinstance(schema, ListOf) else dict, key)
+        items = enumerate(value) if isinstance(schema, ListOf) else value.items()
+        for index, item in items:
+            check_schema(item, schema.item, f"{key}[{index!r}]")
+    else:
+        _check_type(value, schema, key)
+
+
+def _check_type(value: Any, kind: type, key: str) -> None:
+    if kind is int:
+        valid = type(value) is int and value >= 0
+    elif kind is float:
+        valid = type(value) in (int, float)
+    else:
+        valid = isinstance(value, kind)
+    if not valid:
+        raise ManifestError(f"manifest {key}: expected {_EXPECTED[kind]}, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _join(key: str, name: str) -> str:
+    return f"{key}.{name}" if key else name
+
+
+# What every reader needs: the members' checksums and (written since sizes were added) their sizes.
+ARCHIVE_SCHEMA = {"format_version": int, "members": MapOf(str), "sizes": OrNone(MapOf(int))}
+
+_SPACE = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high": ListOf(float)}
+
+# What resuming reads (rlbench.cli.train.resolve, rlbench.runner.Runner.start, HostState.from_checkpoint).
+RESUME_SCHEMA = {
+    "algo": str, "env_id": str, "seed": int, "n_envs": AtLeast(1), "replay_buffer": bool,
+    "hyperparams": {"buffer_size": AtLeast(1)},
+    "spaces": {"observation": _SPACE, "action": _SPACE},
+    "counters": {"env_steps": int, "gradient_steps": int, "episodes": int},
+    "host": {"env_steps": int, "vector_steps": int, "episodes_at_last_log": int, "update_start": int,
+             "pending_count": int, "best_mean_reward": OrNone(float),
+             "warmup_rng": {"bit_generator": str, "state": {"state": int, "inc": int}, "has_uint32": int,
+                            "uinteger": int},
+             "metrics": OrNone(MapOf(float)), "episode_starts": OrNone(ListOf(OrNone(dict)))},
+    "wandb_run_id": OrNone(str),
+}
+
+
+# -- expected member shapes ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class UpTo:
+    """An axis of any length up to `limit` (the replay buffer's filled rows)."""
+
+    limit: int
+
+    def __repr__(self) -> str:
+        return f"<={self.limit}"
+
+
+Shape = tuple[int | UpTo, ...]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a reader requires of the members, checked before any is decompressed: `shapes` members must be
+    present, `optional` ones may be (a None shape: any, for members stored uncompressed, whose size
+    the file's bounds); with `closed`, no other array member may be."""
+
+    shapes: Mapping[str, Shape] = field(default_factory=dict)  # "host/obs" -> (n_envs, obs_dim)
+    optional: Mapping[str, Shape | None] = field(default_factory=dict)
+    dtypes: Mapping[str, str] = field(default_factory=dict)  # where only one dtype is written
+    closed: bool = False
+    state_bytes: int | None = None  # the largest learner state the configuration can produce
+
+    def allows(self, name: str) -> bool:
+        return not self.closed or name in self.shapes or name in self.optional
+
+    def shape_of(self, name: str) -> Shape | None:
+        return self.shapes.get(name, self.optional.get(name))
+
+
+def shape_fits(shape: tuple[int, ...], expected: Shape) -> bool:
+    return len(shape) == len(expected) and all(
+        size <= want.limit if isinstance(want, UpTo) else size == want
+        for size, want in zip(shape, expected, strict=True)
+    )
+
+
+def describe_shape(shape: Shape) -> str:
+    return f"[{', '.join(map(repr, shape))}]"
+
+
+def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
+    """Check the keys a resume reads, then derive every array's shape from them (the layout
+    HostState.to_checkpoint and buffer_to_arrays write). Raises ManifestError."""
+    check_schema(manifest, RESUME_SCHEMA)
+    n_envs, host = manifest["n_envs"], manifest["host"]
+    try:  # numpy knows which values a PCG64 state may hold
+        np.random.default_rng().bit_generator.state = host["warmup_rng"]
+    except (ValueError, OverflowError) as error:
+        raise ManifestError(f"manifest host.warmup_rng: not a PCG64 generator state ({error})") from None
+    if host["episode_starts"] is not None and len(host["episode_starts"]) != n_envs:
+        raise ManifestError(f"manifest host.episode_starts: {len(host['episode_starts'])} entries, expected one "
+                            f"per env (n_envs={n_envs})")
+    obs_dim, action_dim = (math.prod(manifest["spaces"][name]["shape"]) for name in ("observation", "action"))
+    pending, episodes = host["pending_count"], manifest["counters"]["episodes"]
+    shapes: dict[str, Shape] = {
+        "host/obs": (n_envs, obs_dim), "host/act_key": np.shape(jax.random.key_data(jax.random.key(0))),
+        "host/episode_returns": (n_envs,), "host/episode_lengths": (n_envs,),
+        "host/finished_returns": (episodes,), "host/finished_lengths": (episodes,),
+        "host/pending_obs": (pending, obs_dim), "host/pending_next_obs": (pending, obs_dim),
+        "host/pending_action": (pending, action_dim), "host/pending_reward": (pending,),
+        "host/pending_terminated": (pending,),
+    }
+    if manifest["replay_buffer"]:
+        width = row_width(EnvSpec(obs_dim, action_dim))
+        shapes |= {"replay_buffer/rows": (UpTo(manifest["hyperparams"]["buffer_size"]), width),
+                   "replay_buffer/position": (), "replay_buffer/capacity": ()}
+    optional: dict[str, Shape | None] = {
+        "host/next_action": (n_envs, action_dim),
+        # The actions each env took since its episode began: at most one per vector step.
+        **{f"host/episode_actions_{i}": (UpTo(host["vector_steps"]), action_dim) for i in range(n_envs)},
+        # As many as evaluations were run, of as many episodes as asked: stored, so the file bounds them.
+        **dict.fromkeys(["host/eval_timesteps", "host/eval_results", "host/eval_ep_lengths"]),
+    }
+    return Expected(shapes=shapes, optional=optional, dtypes={"replay_buffer/rows": "float32"}, closed=True)
