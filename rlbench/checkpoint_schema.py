@@ -120,6 +120,13 @@ RESUME_SCHEMA = {
 }
 
 
+# What loading a policy reads (rlbench.policy.load_policy, enjoy.py): no host state, no buffer.
+POLICY_SCHEMA = {
+    "algo": str, "env_id": str, "n_envs": OrNone(AtLeast(1)), "hyperparams": dict,
+    "spaces": {"observation": _SPACE, "action": _SPACE}, "counters": {"env_steps": int},
+}
+
+
 # -- expected member shapes ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -163,6 +170,13 @@ def shape_fits(shape: tuple[int, ...], expected: Shape) -> bool:
 
 def describe_shape(shape: Shape) -> str:
     return f"[{', '.join(map(repr, shape))}]"
+
+
+def policy_expectations(manifest: Mapping[str, Any]) -> Expected:
+    """Check the keys a policy is rebuilt from; any member layout (the learner state is checked against
+    the configuration when it is restored). Raises ManifestError."""
+    check_schema(manifest, POLICY_SCHEMA)
+    return Expected()
 
 
 def resume_expectations(manifest: Mapping[str, Any]) -> Expected:

@@ -325,3 +325,14 @@ def test_read_only_log_folder_exits_2(tmp_path):
 def test_crossq_pendulum_entry_is_rl_zoos():
     entry = yaml.safe_load((Path(REPO_ROOT) / "hyperparams" / "crossq.yml").read_text())["Pendulum-v1"]
     assert entry["policy_delay"] == 2 and entry["policy_kwargs"] == "dict(net_arch=[256, 256])"
+
+
+def test_enjoy_names_a_missing_manifest_key_instead_of_a_traceback(trained, tmp_path, capsys):
+    logs = copy_run(trained, tmp_path)
+    model = logs / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip"
+    forged = tmp_path / "forged.zip"
+    forge_manifest(model, forged, lambda m: m.pop("hyperparams"))
+    forged.replace(model)
+    assert enjoy(["--algo", "sac", "--env", "Pendulum-v1", "-f", str(logs), "-n", "5", "--no-render"]) == 1
+    err = capsys.readouterr().err
+    assert "the manifest has no hyperparams" in err and err.count("\n") == 1

@@ -39,6 +39,7 @@ import numpy as np
 from rlbench import plots
 from rlbench.bench import cpu_model
 from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, read_checkpoint
+from rlbench.checkpoint_schema import resume_expectations
 from rlbench.cli import train as train_cli
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
@@ -258,7 +259,7 @@ def resumable_checkpoint(staging: Path, settings: Mapping[str, Any]) -> tuple[Pa
         if path is None:
             continue
         try:
-            manifest = read_checkpoint(path, load_replay_buffer=False).manifest
+            manifest = read_checkpoint(path, load_replay_buffer=False, expect=resume_expectations).manifest
         except CheckpointError:
             continue
         steps = int(manifest["counters"]["env_steps"])

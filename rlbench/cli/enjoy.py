@@ -21,6 +21,7 @@ import numpy as np
 
 from rlbench import compile_cache, hyperparams
 from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
+from rlbench.checkpoint_schema import policy_expectations
 from rlbench.cli.train import latest_run_id, select_device
 from rlbench.config import literal_mapping, normalize_entry
 from rlbench.envs.make import check_env_id, make_single_env
@@ -177,7 +178,7 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
         model = find_model(args)
         if record_video:
             args.record = str(video_path(args, model))
-        checkpoint = read_checkpoint(model, load_replay_buffer=False)
+        checkpoint = read_checkpoint(model, load_replay_buffer=False, expect=policy_expectations)
         manifest = checkpoint.manifest
         if manifest["algo"] != args.algo:
             raise ConfigError(f"{model} was trained with --algo {manifest['algo']}, not {args.algo}")
