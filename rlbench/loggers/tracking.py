@@ -25,6 +25,14 @@ from typing import Any
 from rlbench.errors import ConfigError
 
 ONLINE_TIMEOUT_S = 10
+
+
+def online_timeout_s() -> float:
+    """W&B's own WANDB_INIT_TIMEOUT when set, else ONLINE_TIMEOUT_S."""
+    try:
+        return float(os.environ.get("WANDB_INIT_TIMEOUT", ONLINE_TIMEOUT_S))
+    except ValueError:
+        return ONLINE_TIMEOUT_S
 # W&B buffers its local log (.wandb) and, by default, writes it every 15 s: a killed run loses up to
 # that much. Writing is one append, microseconds; every 2 s bounds the loss on kill -9 or OOM.
 LOG_FLUSH_INTERVAL_S = 2.0
@@ -69,7 +77,8 @@ class WandbTracker:
             self.run = wandb.init(mode="offline", settings=wandb.Settings(**settings), **common)
         else:
             try:
-                self.run = wandb.init(mode="online", settings=wandb.Settings(init_timeout=ONLINE_TIMEOUT_S, **settings),
+                online = wandb.Settings(init_timeout=online_timeout_s(), **settings)
+                self.run = wandb.init(mode="online", settings=online,
                                       **common)
             except Exception as error:  # no network, server down, bad key: keep training, offline
                 print(f"W&B: online start failed after {time.perf_counter() - start:.0f} s "
