@@ -117,3 +117,8 @@ def test_pybullet_env_ids_work_without_connect_noise(tmp_path, capfd):
                    "policy_kwargs:dict(net_arch=[8])", "--verbose", "0") == 0
     # PyBullet's C code prints "argv[0]=" on every env's first connection (probe, training and eval envs).
     assert "argv[0]" not in capfd.readouterr().out
+    run_dir = tmp_path / "logs" / "sac" / "HalfCheetahBulletEnv-v0_1"
+    evaluations = np.load(run_dir / "evaluations.npz")
+    np.testing.assert_array_equal(evaluations["timesteps"], [10, 20])
+    assert evaluations["results"].shape == (2, 1) and np.isfinite(evaluations["results"]).all()
+    assert yaml.safe_load((run_dir / "HalfCheetahBulletEnv-v0" / "config.yml").read_text())["buffer_size"] == 1000

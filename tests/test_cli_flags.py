@@ -23,6 +23,14 @@ def saved(tmp_path, name):
     return yaml.safe_load(next((tmp_path / "logs").rglob(name)).read_text())
 
 
+def run_files(run_dir, env_id="Pendulum-v1"):
+    """(config.yml, args.yml, progress.csv rows) of one finished run: what a run that exits 0 must write."""
+    params = run_dir / env_id.replace(":", "_")
+    rows = (run_dir / "progress.csv").read_text().splitlines()
+    assert rows[0].startswith("time/env_steps,") and (run_dir / f"{env_id.replace(':', '_')}.zip").is_file()
+    return yaml.safe_load((params / "config.yml").read_text()), yaml.safe_load((params / "args.yml").read_text()), rows
+
+
 @pytest.mark.parametrize("argv,value", [([], False), (["--uuid"], True), (["--uuid", "false"], False),
                                         (["--uuid", "True"], True), (["--no-uuid"], False)])
 def test_boolean_flags_are_real_booleans(argv, value):
@@ -46,6 +54,9 @@ def test_later_features_exit_2_not_supported_yet(tmp_path, capsys, argv, name):
 
 def test_false_booleans_of_later_features_are_accepted(tmp_path):
     assert run_cli(tmp_path, "-n", "20", *QUIET, "--track", "false", "--save-replay-buffer", "false", *TINY) == 0
+    _, args, _ = run_files(tmp_path / "logs" / "sac" / "Pendulum-v1_1")
+    assert args["track"] is False and args["save_replay_buffer"] is False
+    assert not list((tmp_path / "logs").rglob("wandb"))
 
 
 def test_device_gpu_without_gpu_exits_2_listing_devices(tmp_path, capsys):
@@ -111,6 +122,10 @@ def test_gym_packages_register_custom_envs(tmp_path):
     # Counting-v0 is registered by importing tests.envs, here and in each subprocess worker.
     assert run_cli(tmp_path, "--gym-packages", "tests.envs", "--env", "Counting-v0", "-n", "14", *QUIET, *TINY,
                    "--vec-env", "subproc") == 0
+    _, args, _ = run_files(tmp_path / "logs" / "sac" / "Counting-v0_1", "Counting-v0")
+    assert args["gym_packages"] == ["tests.envs"] and args["vec_env"] == "subproc"
+    # Counting-v0 episodes last 7 steps: the 14 steps end two, as the Monitor file records them.
+    assert (tmp_path / "logs" / "sac" / "Counting-v0_1" / "0.monitor.csv").read_text().splitlines()[2:] != []
 
 
 def test_yaml_anchors_and_python_config(tmp_path):
@@ -129,13 +144,24 @@ def test_module_path_config(tmp_path):
 
 
 def test_issue_command_lines_parse_and_run(tmp_path):
+    runs = tmp_path / "logs"
     assert run_cli(tmp_path, "-n", "20", *QUIET, "-params", "learning_rate:'lin_7.3e-4'", "ent_coef:auto_0.1",
                    "train_freq:4", "gradient_steps:4", "learning_starts:1000") == 0
+    config, _, _ = run_files(runs / "sac" / "Pendulum-v1_1")
+    assert (config["learning_rate"], config["ent_coef"], config["train_freq"], config["gradient_steps"]) == (
+        "lin_0.00073", "auto_0.1", 4, 4)
     policy = "policy_kwargs:dict(net_arch=dict(pi=[16,16],qf=[16,16]), dropout_rate=0.01, batch_norm_actor=False)"
     assert run_cli(tmp_path, "--algo", "crossq", "-n", "20", *QUIET, "-params", "learning_starts:10", policy) == 0
+    config, _, _ = run_files(runs / "crossq" / "Pendulum-v1_1")
+    assert config["policy_kwargs"]["dropout_rate"] == 0.01 and config["policy_kwargs"]["batch_norm_actor"] is False
+    assert config["policy_kwargs"]["net_arch"] == {"pi": [16, 16], "qf": [16, 16]}
     assert run_cli(tmp_path, "-n", "8", *QUIET, "-param", "n_envs:4", "gradient_steps:-1", "learning_starts:4",
                    "policy_kwargs:dict(net_arch=[8])", "--vec-env", "subproc") == 0
+    config, args, _ = run_files(runs / "sac" / "Pendulum-v1_2")
+    assert config["n_envs"] == 4 and config["gradient_steps"] == 4 and args["vec_env"] == "subproc"  # -1: per env step
     assert run_cli(tmp_path, "-n", "20", *QUIET, *TINY, "--env-kwargs", "g:8.0", "--eval-env-kwargs", "g:5.0") == 0
+    config, args, _ = run_files(runs / "sac" / "Pendulum-v1_3")
+    assert config["env_kwargs"] == {"g": 8.0} and args["eval_env_kwargs"] == ["g:5.0"]
 
 
 def test_config_errors_come_before_any_env_is_built(tmp_path, capsys, monkeypatch):
