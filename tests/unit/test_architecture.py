@@ -4,7 +4,9 @@ import ast
 import os
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "rlbench"
+from tests.conftest import REPO_ROOT
+
+PACKAGE = Path(REPO_ROOT) / "rlbench"
 CORE = ("algos", "networks", "buffers")
 FORBIDDEN = ("gymnasium", "yaml", "wandb", "optuna", "rich", "rlbench.loggers", "rlbench.runner", "rlbench.cli",
              "rlbench.envs", "rlbench.config", "rlbench.hyperparams", "rlbench.registry", "pickle")

@@ -1,0 +1,1 @@
+"""Learning thresholds (marked slow): the learners must actually learn."""

@@ -1,0 +1,1 @@
+"""Pure unit tests: hand-computed values, equivalences, trace counts; no env process, seconds each."""
