@@ -80,6 +80,19 @@ def test_speed_rows_end_to_end(tmp_path, capsys):
     assert theirs == {"system": "stand-in", "algo": "sac", "n_envs": 1, "gradient_steps": 1, "steps": 40,
                       "qf": [32, 32], "cuda_visible": "", "device": "cpu"}  # the CPU peer sees no GPU
 
+def test_first_step_rows_are_cold_then_warm_in_a_fresh_cache(tmp_path):
+    """--first-step: per case, two fresh processes sharing a new cache (the first fills it, the second
+    loads from it); the matrix-multiply peak, a throughput yardstick, is not measured. That the second
+    process really hits is tested in test_compile_cache.py."""
+    output = tmp_path / "rows.jsonl"
+    assert speed_main(["--first-step", "--case", "sac", "1", "1", "0", "--qf", "32", "32", "--device", "cpu",
+                       "--output", str(output)]) == 0
+    machine, cold, warm = [json.loads(line) for line in output.read_text().splitlines()]
+    assert machine["machine"]["compile_cache"] == "fresh per case (cold, then warm)"
+    assert "matmul_gflops" not in machine["machine"]
+    for row, state in ((cold, "cold"), (warm, "warm")):
+        assert row["compile_cache"] == state and row["first_grad_step_s"] > 0 and "error" not in row
+        assert (row["algo"], row["qf"], row["n_envs"]) == ("sac", [32, 32], 1)
 
 
 def python_run(code: str) -> subprocess.CompletedProcess:
