@@ -32,8 +32,10 @@ WIDTH, GAMMA, TAU, LR = 256, 0.99, 0.005, 3e-4
 
 def _mlp_init(key, sizes):
     keys = jax.random.split(key, len(sizes) - 1)
-    return [{"w": jax.random.normal(k, (i, o)) / np.sqrt(i), "b": jnp.zeros(o)}
-            for k, i, o in zip(keys, sizes[:-1], sizes[1:], strict=True)]
+    return [
+        {"w": jax.random.normal(k, (i, o)) / np.sqrt(i), "b": jnp.zeros(o)}
+        for k, i, o in zip(keys, sizes[:-1], sizes[1:], strict=True)
+    ]
 
 
 def _mlp(layers, x):
@@ -66,9 +68,19 @@ def bare_init(key):
     actor = _mlp_init(actor_key, [OBS_DIM, WIDTH, WIDTH, 2 * ACTION_DIM])
     critics = jax.vmap(lambda k: _mlp_init(k, [OBS_DIM + ACTION_DIM, WIDTH, WIDTH, 1]))(jax.random.split(critic_key))
     zeros = lambda tree: jax.tree.map(jnp.zeros_like, tree)  # noqa: E731
-    return {"actor": actor, "actor_m": zeros(actor), "actor_v": zeros(actor), "critics": critics,
-            "target": critics, "critics_m": zeros(critics), "critics_v": zeros(critics),
-            "log_alpha": jnp.zeros(()), "log_alpha_m": jnp.zeros(()), "log_alpha_v": jnp.zeros(()), "t": jnp.zeros(())}
+    return {
+        "actor": actor,
+        "actor_m": zeros(actor),
+        "actor_v": zeros(actor),
+        "critics": critics,
+        "target": critics,
+        "critics_m": zeros(critics),
+        "critics_v": zeros(critics),
+        "log_alpha": jnp.zeros(()),
+        "log_alpha_m": jnp.zeros(()),
+        "log_alpha_v": jnp.zeros(()),
+        "t": jnp.zeros(()),
+    }
 
 
 def bare_gradient_step(s, batch_and_key):
@@ -90,9 +102,19 @@ def bare_gradient_step(s, batch_and_key):
     actor, actor_m, actor_v = _adam(s["actor"], grads, s["actor_m"], s["actor_v"], t)
     alpha_grad = -jax.lax.stop_gradient(log_prob - ACTION_DIM).mean()
     log_alpha, log_alpha_m, log_alpha_v = _adam(s["log_alpha"], alpha_grad, s["log_alpha_m"], s["log_alpha_v"], t)
-    return {"actor": actor, "actor_m": actor_m, "actor_v": actor_v, "critics": critics, "target": target_params,
-            "critics_m": critics_m, "critics_v": critics_v, "log_alpha": log_alpha, "log_alpha_m": log_alpha_m,
-            "log_alpha_v": log_alpha_v, "t": t}, None
+    return {
+        "actor": actor,
+        "actor_m": actor_m,
+        "actor_v": actor_v,
+        "critics": critics,
+        "target": target_params,
+        "critics_m": critics_m,
+        "critics_v": critics_v,
+        "log_alpha": log_alpha,
+        "log_alpha_m": log_alpha_m,
+        "log_alpha_v": log_alpha_v,
+        "t": t,
+    }, None
 
 
 def main() -> None:
@@ -114,8 +136,10 @@ def main() -> None:
     bare_batches = (batches.obs, batches.action, batches.reward, batches.next_obs, batches.terminated)
 
     states = {"rlbench": jax.jit(learner.init_fn)(jax.random.key(0)), "bare": jax.jit(bare_init)(jax.random.key(0))}
-    calls = {"rlbench": lambda s: rlbench_steps(s, batches, keys, progress)[0],
-             "bare": lambda s: bare_steps(s, bare_batches, keys)}
+    calls = {
+        "rlbench": lambda s: rlbench_steps(s, batches, keys, progress)[0],
+        "bare": lambda s: bare_steps(s, bare_batches, keys),
+    }
     rates: dict[str, list[float]] = {name: [] for name in calls}
     for name, call in calls.items():  # compile and warm up
         states[name] = jax.block_until_ready(call(states[name]))
@@ -127,8 +151,16 @@ def main() -> None:
             jax.block_until_ready(states[name])
             rates[name].append(round(args.calls * n / (time.perf_counter() - start), 1))
     medians = {name: statistics.median(r) for name, r in rates.items()}
-    print(json.dumps({"gradient_steps_per_call": n, "grad_steps_per_s": rates, "median": medians,
-                      "rlbench_over_bare": round(medians["rlbench"] / medians["bare"], 3)}))
+    print(
+        json.dumps(
+            {
+                "gradient_steps_per_call": n,
+                "grad_steps_per_s": rates,
+                "median": medians,
+                "rlbench_over_bare": round(medians["rlbench"] / medians["bare"], 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

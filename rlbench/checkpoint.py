@@ -78,6 +78,7 @@ class Checkpoint:
 
 # -- learner state ------------------------------------------------------------------------------
 
+
 def state_to_bytes(state: Any) -> bytes:
     """Every array leaf of the learner state, PRNG key included (as its raw uint32 key data)."""
     state = state.replace(key=jax.random.key_data(state.key))
@@ -123,8 +124,10 @@ def _restore_checked(template: Any, data: bytes) -> Any:
     saved_leaves = jax.tree_util.tree_leaves_with_path(restored)
     expected_leaves = jax.tree_util.tree_leaves(template)
     if len(saved_leaves) != len(expected_leaves):
-        raise ValueError(f"the saved learner state has {len(saved_leaves)} arrays, this configuration "
-                         f"{len(expected_leaves)} (a different entropy coefficient mode or architecture?)")
+        raise ValueError(
+            f"the saved learner state has {len(saved_leaves)} arrays, this configuration "
+            f"{len(expected_leaves)} (a different entropy coefficient mode or architecture?)"
+        )
     for (path, saved), expected in zip(saved_leaves, expected_leaves, strict=True):
         shape, dtype = np.shape(saved), np.asarray(saved).dtype
         if shape != tuple(expected.shape) or dtype != expected.dtype:
@@ -154,14 +157,16 @@ def library_versions() -> dict[str, str]:
 
 # -- the archive --------------------------------------------------------------------------------
 
+
 def _npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.lib.format.write_array(buffer, np.asarray(array, order="C"), allow_pickle=False)  # keeps 0-d arrays 0-d
     return buffer.getvalue()
 
 
-def write_checkpoint(path: Path, manifest: dict[str, Any], state_bytes: bytes,
-                     arrays: dict[str, np.ndarray], compress: bool = True) -> None:
+def write_checkpoint(
+    path: Path, manifest: dict[str, Any], state_bytes: bytes, arrays: dict[str, np.ndarray], compress: bool = True
+) -> None:
     """Write the archive atomically; `manifest` gains the format version, versions, and each member's
     checksum and size (readers check the sizes before decompressing anything).
 
@@ -181,8 +186,13 @@ def write_checkpoint(path: Path, manifest: dict[str, Any], state_bytes: bytes,
             compression = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
             archive.writestr(name, data, compress_type=compression, compresslevel=1)
             checksums[name], sizes[name] = hashlib.sha256(data).hexdigest(), len(data)
-        full_manifest = {"format_version": FORMAT_VERSION, **manifest, "versions": library_versions(),
-                         "members": checksums, "sizes": sizes}
+        full_manifest = {
+            "format_version": FORMAT_VERSION,
+            **manifest,
+            "versions": library_versions(),
+            "members": checksums,
+            "sizes": sizes,
+        }
         archive.writestr(MANIFEST, json.dumps(full_manifest, indent=2, sort_keys=True, default=_json_default))
 
 
@@ -196,8 +206,9 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
-def read_checkpoint(path: Path, load_replay_buffer: bool = True,
-                    expect: Callable[[dict[str, Any]], Expected] | None = None) -> Checkpoint:
+def read_checkpoint(
+    path: Path, load_replay_buffer: bool = True, expect: Callable[[dict[str, Any]], Expected] | None = None
+) -> Checkpoint:
     """Read and verify every member; raise CheckpointError naming the path, the reason and, when the
     folder holds one, the newest valid periodic checkpoint.
 
@@ -228,8 +239,9 @@ def _parse_manifest(archive: zipfile.ZipFile) -> dict[str, Any]:
     info = archive.getinfo(MANIFEST)
     _check_declared_size(info, None, Expected(), Path(archive.filename).stat().st_size)
     if info.file_size > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"{MANIFEST} declares {info.file_size} bytes, more than a manifest can hold "
-                            f"({MAX_MANIFEST_BYTES})")
+        raise ManifestError(
+            f"{MANIFEST} declares {info.file_size} bytes, more than a manifest can hold ({MAX_MANIFEST_BYTES})"
+        )
     try:
         manifest = json.loads(_read_member(archive, info, keep=True)[1])
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -237,14 +249,16 @@ def _parse_manifest(archive: zipfile.ZipFile) -> dict[str, Any]:
     if not isinstance(manifest, dict) or "format_version" not in manifest:
         raise ManifestError("manifest has no format_version: not an rlbench checkpoint")
     if manifest["format_version"] != FORMAT_VERSION:
-        raise ManifestError(f"format version {manifest['format_version']!r}, this rlbench reads version "
-                            f"{FORMAT_VERSION}")
+        raise ManifestError(
+            f"format version {manifest['format_version']!r}, this rlbench reads version {FORMAT_VERSION}"
+        )
     check_schema(manifest, ARCHIVE_SCHEMA)
     return manifest
 
 
-def _read(path: Path, load_replay_buffer: bool, parse_arrays: bool,
-          expect: Callable[[dict[str, Any]], Expected] | None = None) -> Checkpoint:
+def _read(
+    path: Path, load_replay_buffer: bool, parse_arrays: bool, expect: Callable[[dict[str, Any]], Expected] | None = None
+) -> Checkpoint:
     """Verify every checksum (all members, or all but the replay buffer's); `parse_arrays=False` only
     verifies, leaving `arrays` empty. Every member's declared size is checked before it is read."""
     file_size = _check_file(path).stat().st_size
@@ -287,8 +301,9 @@ def _reported_as_corrupt(path: Path, only_manifest: bool = False) -> Iterator[No
         raise CheckpointError(path, f"not a zip archive or truncated: {error}") from None
 
 
-def _listed_members(archive: zipfile.ZipFile, manifest: dict[str, Any], expected: Expected,
-                    file_size: int) -> dict[str, zipfile.ZipInfo]:
+def _listed_members(
+    archive: zipfile.ZipFile, manifest: dict[str, Any], expected: Expected, file_size: int
+) -> dict[str, zipfile.ZipInfo]:
     """The members the manifest lists; ManifestError for any member unlisted, missing, repeated or no
     part of a checkpoint, and for any declared size that `_check_declared_size` refuses."""
     counts = Counter(archive.namelist())
@@ -327,14 +342,19 @@ def _check_declared_size(info: zipfile.ZipInfo, listed_size: int | None, expecte
             raise ManifestError(f"{name} is stored uncompressed in {compressed} bytes but declares {size}")
     elif info.compress_type == zipfile.ZIP_DEFLATED and deflatable:
         if size > MAX_DEFLATE_RATIO * compressed + 1024:
-            raise ManifestError(f"{name} declares {size} bytes from {compressed} compressed bytes, more than "
-                                "deflate can produce")
+            raise ManifestError(
+                f"{name} declares {size} bytes from {compressed} compressed bytes, more than deflate can produce"
+            )
     else:
-        raise ManifestError(f"{name} uses compression method {info.compress_type}; rlbench stores it "
-                            f"{'deflated or ' if deflatable else ''}uncompressed")
+        raise ManifestError(
+            f"{name} uses compression method {info.compress_type}; rlbench stores it "
+            f"{'deflated or ' if deflatable else ''}uncompressed"
+        )
     if name == STATE and expected.state_bytes is not None and size > expected.state_bytes:
-        raise ManifestError(f"{STATE} declares {size} bytes, more than this configuration's learner state "
-                            f"needs ({expected.state_bytes})")
+        raise ManifestError(
+            f"{STATE} declares {size} bytes, more than this configuration's learner state "
+            f"needs ({expected.state_bytes})"
+        )
 
 
 def _check_npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected: Expected) -> tuple:
@@ -355,8 +375,7 @@ def _check_npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected:
         raise ManifestError(f"{name} holds dtype {dtype}; checkpoints hold only numeric arrays")
     needed = offset + math.prod(shape) * dtype.itemsize
     if info.file_size != needed:
-        raise ManifestError(f"{name} declares {info.file_size} bytes, its header {dtype}{list(shape)} "
-                            f"needs {needed}")
+        raise ManifestError(f"{name} declares {info.file_size} bytes, its header {dtype}{list(shape)} needs {needed}")
     want, want_dtype = expected.shape_of(name.removesuffix(".npy")), expected.dtypes.get(name.removesuffix(".npy"))
     if want is not None and not shape_fits(shape, want):
         raise ManifestError(f"{name} has shape {list(shape)}, expected {describe_shape(want)}")
@@ -388,6 +407,7 @@ def _array(data: bytearray, shape: tuple[int, ...], fortran_order: bool, dtype: 
 
 
 # -- finding checkpoints ------------------------------------------------------------------------
+
 
 def periodic_checkpoints(folder: Path) -> list[tuple[int, Path]]:
     """`rl_model_<steps>_steps.zip` files in `folder`, oldest first."""

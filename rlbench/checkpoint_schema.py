@@ -26,6 +26,7 @@ class ManifestError(ValueError):
 
 # -- a small typed schema: dicts nest, and these mark lists, maps and nullable values ------------------
 
+
 @dataclass(frozen=True)
 class ListOf:
     item: Any
@@ -52,8 +53,14 @@ class AtLeast:
     minimum: int
 
 
-_EXPECTED = {int: "a non-negative integer", float: "a number", str: "a string", bool: "true or false",
-             dict: "a mapping", list: "a list"}
+_EXPECTED = {
+    int: "a non-negative integer",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    dict: "a mapping",
+    list: "a list",
+}
 
 
 def check_schema(value: Any, schema: Any, key: str = "") -> None:
@@ -107,27 +114,42 @@ _SPACE = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high
 
 # What resuming reads (rlbench.cli.train.resolve, rlbench.runner.Runner.start, HostState.from_checkpoint).
 RESUME_SCHEMA = {
-    "algo": str, "env_id": str, "seed": int, "n_envs": AtLeast(1), "replay_buffer": bool,
+    "algo": str,
+    "env_id": str,
+    "seed": int,
+    "n_envs": AtLeast(1),
+    "replay_buffer": bool,
     "hyperparams": {"buffer_size": AtLeast(1)},
     "spaces": {"observation": _SPACE, "action": _SPACE},
     "counters": {"env_steps": int, "gradient_steps": int, "episodes": int},
-    "host": {"env_steps": int, "vector_steps": int, "episodes_at_last_log": int, "update_start": int,
-             "pending_count": int, "best_mean_reward": OrNone(float),
-             "warmup_rng": {"bit_generator": str, "state": {"state": int, "inc": int}, "has_uint32": int,
-                            "uinteger": int},
-             "metrics": OrNone(MapOf(float)), "episode_starts": OrNone(ListOf(OrNone(dict)))},
+    "host": {
+        "env_steps": int,
+        "vector_steps": int,
+        "episodes_at_last_log": int,
+        "update_start": int,
+        "pending_count": int,
+        "best_mean_reward": OrNone(float),
+        "warmup_rng": {"bit_generator": str, "state": {"state": int, "inc": int}, "has_uint32": int, "uinteger": int},
+        "metrics": OrNone(MapOf(float)),
+        "episode_starts": OrNone(ListOf(OrNone(dict))),
+    },
     "wandb_run_id": OrNone(str),
 }
 
 
 # What loading a policy reads (rlbench.policy.load_policy, enjoy.py): no host state, no buffer.
 POLICY_SCHEMA = {
-    "algo": str, "env_id": str, "n_envs": OrNone(AtLeast(1)), "hyperparams": dict,
-    "spaces": {"observation": _SPACE, "action": _SPACE}, "counters": {"env_steps": int},
+    "algo": str,
+    "env_id": str,
+    "n_envs": OrNone(AtLeast(1)),
+    "hyperparams": dict,
+    "spaces": {"observation": _SPACE, "action": _SPACE},
+    "counters": {"env_steps": int},
 }
 
 
 # -- expected member shapes ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class UpTo:
@@ -189,22 +211,32 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
     except (ValueError, OverflowError) as error:
         raise ManifestError(f"manifest host.warmup_rng: not a PCG64 generator state ({error})") from None
     if host["episode_starts"] is not None and len(host["episode_starts"]) != n_envs:
-        raise ManifestError(f"manifest host.episode_starts: {len(host['episode_starts'])} entries, expected one "
-                            f"per env (n_envs={n_envs})")
+        raise ManifestError(
+            f"manifest host.episode_starts: {len(host['episode_starts'])} entries, expected one "
+            f"per env (n_envs={n_envs})"
+        )
     obs_dim, action_dim = (math.prod(manifest["spaces"][name]["shape"]) for name in ("observation", "action"))
     pending, episodes = host["pending_count"], manifest["counters"]["episodes"]
     shapes: dict[str, Shape] = {
-        "host/obs": (n_envs, obs_dim), "host/act_key": np.shape(jax.random.key_data(jax.random.key(0))),
-        "host/episode_returns": (n_envs,), "host/episode_lengths": (n_envs,),
-        "host/finished_returns": (episodes,), "host/finished_lengths": (episodes,),
-        "host/pending_obs": (pending, obs_dim), "host/pending_next_obs": (pending, obs_dim),
-        "host/pending_action": (pending, action_dim), "host/pending_reward": (pending,),
+        "host/obs": (n_envs, obs_dim),
+        "host/act_key": np.shape(jax.random.key_data(jax.random.key(0))),
+        "host/episode_returns": (n_envs,),
+        "host/episode_lengths": (n_envs,),
+        "host/finished_returns": (episodes,),
+        "host/finished_lengths": (episodes,),
+        "host/pending_obs": (pending, obs_dim),
+        "host/pending_next_obs": (pending, obs_dim),
+        "host/pending_action": (pending, action_dim),
+        "host/pending_reward": (pending,),
         "host/pending_terminated": (pending,),
     }
     if manifest["replay_buffer"]:
         width = row_width(EnvSpec(obs_dim, action_dim))
-        shapes |= {"replay_buffer/rows": (UpTo(manifest["hyperparams"]["buffer_size"]), width),
-                   "replay_buffer/position": (), "replay_buffer/capacity": ()}
+        shapes |= {
+            "replay_buffer/rows": (UpTo(manifest["hyperparams"]["buffer_size"]), width),
+            "replay_buffer/position": (),
+            "replay_buffer/capacity": (),
+        }
     optional: dict[str, Shape | None] = {
         "host/next_action": (n_envs, action_dim),
         # The actions each env took since its episode began: at most one per vector step.

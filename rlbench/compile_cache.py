@@ -53,8 +53,10 @@ def _check_private(folder: Path, where: str) -> None:
     if not stat.S_ISDIR(info.st_mode):
         raise ConfigError(f"{where} {folder}: not a folder")
     if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ConfigError(f"{where} {folder}: other users can write to it, and a compilation cache holds code this "
-                          f"process runs; use a private folder (chmod go-w) or --compile-cache {OFF}")
+        raise ConfigError(
+            f"{where} {folder}: other users can write to it, and a compilation cache holds code this "
+            f"process runs; use a private folder (chmod go-w) or --compile-cache {OFF}"
+        )
 
 
 def enable(flag: str | None = None) -> Path | None:

@@ -46,19 +46,42 @@ class RunConfig:
 # Keys of a hyperparameter entry consumed by the run, not by the learner.
 RUN_KEYS = ("n_timesteps", "policy", "n_envs", "env_kwargs")
 # RL Zoo keys rlbench does not implement yet: accepted only with a value that turns them off.
-NOT_SUPPORTED_KEYS = ("normalize", "frame_stack", "vec_env_wrapper", "callback",
-                      "use_sde", "noise_type", "noise_std", "n_steps", "replay_buffer_class")
-SAC_KEYS = ("learning_rate", "qf_learning_rate", "buffer_size", "learning_starts", "batch_size", "tau",
-            "gamma", "train_freq", "gradient_steps", "policy_delay", "ent_coef", "target_entropy",
-            "policy_kwargs", "precision")
+NOT_SUPPORTED_KEYS = (
+    "normalize",
+    "frame_stack",
+    "vec_env_wrapper",
+    "callback",
+    "use_sde",
+    "noise_type",
+    "noise_std",
+    "n_steps",
+    "replay_buffer_class",
+)
+SAC_KEYS = (
+    "learning_rate",
+    "qf_learning_rate",
+    "buffer_size",
+    "learning_starts",
+    "batch_size",
+    "tau",
+    "gamma",
+    "train_freq",
+    "gradient_steps",
+    "policy_delay",
+    "ent_coef",
+    "target_entropy",
+    "policy_kwargs",
+    "precision",
+)
 POLICY_KWARGS_KEYS = ("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs")
 # RL Zoo policy_kwargs that only gSDE uses: refused by name until gSDE exists, never silently dropped.
 GSDE_POLICY_KWARGS = ("log_std_init", "use_expln", "full_std", "clip_mean")
 BATCH_NORM_KEYS = ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps")
 
 
-def split_entry(entry: Mapping[str, Any], where: str, trusted_wrapper_modules: Iterable[str]
-                ) -> tuple[dict[str, Any], tuple[EnvWrapper, ...], dict[str, Any]]:
+def split_entry(
+    entry: Mapping[str, Any], where: str, trusted_wrapper_modules: Iterable[str]
+) -> tuple[dict[str, Any], tuple[EnvWrapper, ...], dict[str, Any]]:
     """(run keys, env wrappers, learner keys) of a resolved hyperparameter entry; refuses RL Zoo keys
     rlbench does not implement (unless switched off) and policies other than MlpPolicy. Wrappers are
     resolved only from `trusted_wrapper_modules` (see rlbench.envs.wrappers)."""
@@ -96,15 +119,25 @@ def _unknown(key: str, valid: tuple[str, ...], where: str) -> ConfigError:
 INT_MAX = 2**63 - 1  # every integer setting must fit the int64 counters and shapes it ends up in
 
 
-def _number(params: Mapping[str, Any], key: str, kind: type, low: float | None = None,
-            high: float | None = None, *, low_open: bool = False, high_open: bool = False) -> Any:
+def _number(
+    params: Mapping[str, Any],
+    key: str,
+    kind: type,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Any:
     """params[key] as a finite `kind` (int or float) within the range; ConfigError naming the key otherwise."""
     value = params[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{key}: expected a number, got {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{key}: expected a finite number, got {value!r}"
-                          + (" (too large: a float setting must be finite)" if math.isinf(value) else ""))
+        raise ConfigError(
+            f"{key}: expected a finite number, got {value!r}"
+            + (" (too large: a float setting must be finite)" if math.isinf(value) else "")
+        )
     if kind is int:
         if isinstance(value, float) and not value.is_integer():
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
@@ -175,8 +208,9 @@ def parse_ent_coef(value: Any) -> EntropyCoef:
             return EntropyCoef(initial=initial, learned=True)
     elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
         return EntropyCoef(initial=float(value), learned=False)
-    raise ConfigError(f"ent_coef: expected 'auto', 'auto_<positive finite float>' or a positive finite float, "
-                      f"got {value!r}")
+    raise ConfigError(
+        f"ent_coef: expected 'auto', 'auto_<positive finite float>' or a positive finite float, got {value!r}"
+    )
 
 
 def parse_activation(value: Any) -> str:
@@ -192,6 +226,7 @@ def parse_activation(value: Any) -> str:
 
 def parse_net_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """A list (shared by actor and critic) or dict(pi=[...], qf=[...]) -> (actor, critic) widths."""
+
     def widths(v: Any, where: str) -> tuple[int, ...]:
         if not isinstance(v, list | tuple) or not all(
             isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in v
@@ -283,8 +318,9 @@ def _policy_kwargs(kwargs: Any, defaults: SACConfig, crossq: bool) -> dict[str, 
     valid = POLICY_KWARGS_KEYS + (BATCH_NORM_KEYS if crossq else ())
     for key in kwargs:
         if key in GSDE_POLICY_KWARGS:
-            raise ConfigError(f"policy_kwargs.{key} is a gSDE setting, and gSDE (use_sde) is not supported yet by "
-                              "rlbench; remove it")
+            raise ConfigError(
+                f"policy_kwargs.{key} is a gSDE setting, and gSDE (use_sde) is not supported yet by rlbench; remove it"
+            )
         if key in BATCH_NORM_KEYS and not crossq:
             raise ConfigError(f"policy_kwargs.{key}: BatchRenorm is CrossQ's; use --algo crossq")
         if key not in valid:
@@ -294,26 +330,45 @@ def _policy_kwargs(kwargs: Any, defaults: SACConfig, crossq: bool) -> dict[str, 
     dropout = _number({"dropout_rate": kwargs.get("dropout_rate", 0.0)}, "dropout_rate", float, 0, 1, high_open=True)
     layer_norm = _bool(kwargs, "layer_norm", False)
     norm = {
-        "batch_norm_momentum": _number({"batch_norm_momentum": kwargs.get("batch_norm_momentum", 0.99)},
-                                       "batch_norm_momentum", float, 0, 1, high_open=True),
-        "renorm_warmup_steps": _number({"renorm_warmup_steps": kwargs.get("renorm_warmup_steps", 100_000)},
-                                       "renorm_warmup_steps", int, 0),
+        "batch_norm_momentum": _number(
+            {"batch_norm_momentum": kwargs.get("batch_norm_momentum", 0.99)},
+            "batch_norm_momentum",
+            float,
+            0,
+            1,
+            high_open=True,
+        ),
+        "renorm_warmup_steps": _number(
+            {"renorm_warmup_steps": kwargs.get("renorm_warmup_steps", 100_000)}, "renorm_warmup_steps", int, 0
+        ),
     }
     critic_batch_norm = _bool(kwargs, "batch_norm", False)
     if critic_batch_norm and layer_norm:
-        warnings.warn("policy_kwargs: layer_norm together with batch_norm normalises twice; SBX advises "
-                      "layer_norm=False with CrossQ", stacklevel=2)
+        warnings.warn(
+            "policy_kwargs: layer_norm together with batch_norm normalises twice; SBX advises "
+            "layer_norm=False with CrossQ",
+            stacklevel=2,
+        )
     values: dict[str, Any] = {
-        "actor": NetworkConfig(hidden=actor_hidden, activation=activation,
-                               batch_norm=_bool(kwargs, "batch_norm_actor", False), **norm),
+        "actor": NetworkConfig(
+            hidden=actor_hidden, activation=activation, batch_norm=_bool(kwargs, "batch_norm_actor", False), **norm
+        ),
         # As SBX: dropout and layer norm regularise the critic only (DroQ).
-        "critic": NetworkConfig(hidden=critic_hidden, activation=activation, dropout_rate=dropout,
-                                layer_norm=layer_norm, batch_norm=critic_batch_norm, **norm),
+        "critic": NetworkConfig(
+            hidden=critic_hidden,
+            activation=activation,
+            dropout_rate=dropout,
+            layer_norm=layer_norm,
+            batch_norm=critic_batch_norm,
+            **norm,
+        ),
     }
     optimizer_kwargs = kwargs.get("optimizer_kwargs") or {}
     if not isinstance(optimizer_kwargs, Mapping) or set(optimizer_kwargs) - {"b1"}:
-        raise ConfigError(f"policy_kwargs.optimizer_kwargs: only dict(b1=<float>) (Adam's beta 1) is supported, "
-                          f"got {optimizer_kwargs!r}")
+        raise ConfigError(
+            f"policy_kwargs.optimizer_kwargs: only dict(b1=<float>) (Adam's beta 1) is supported, "
+            f"got {optimizer_kwargs!r}"
+        )
     if "b1" in optimizer_kwargs:
         values["adam_b1"] = _number(optimizer_kwargs, "b1", float, 0, 1, high_open=True)
     if "n_critics" in kwargs:
@@ -346,8 +401,16 @@ def sac_config_to_hyperparams(cfg: SACConfig, crossq: bool = False) -> dict[str,
             "batch_norm_momentum": cfg.critic.batch_norm_momentum,
             "renorm_warmup_steps": cfg.critic.renorm_warmup_steps,
         }
-    skip = {"learning_rate", "qf_learning_rate", "ent_coef", "target_entropy", "actor", "critic",
-            "n_critics", "adam_b1"}
+    skip = {
+        "learning_rate",
+        "qf_learning_rate",
+        "ent_coef",
+        "target_entropy",
+        "actor",
+        "critic",
+        "n_critics",
+        "adam_b1",
+    }
     if crossq:
         skip.add("tau")
     for f in fields(cfg):

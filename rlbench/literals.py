@@ -68,8 +68,6 @@ def _literal(node: ast.AST, text: str) -> Any:
     raise LiteralError(f"not a literal: {text!r} (at {ast.unparse(node)!r})")
 
 
-
-
 def parse_key_values(tokens: list[str], option: str) -> dict[str, Any]:
     """RL Zoo's `key:value key:value` lists: split on the first colon; duplicate keys are an error."""
     result: dict[str, Any] = {}

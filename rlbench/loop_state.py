@@ -35,8 +35,11 @@ class Evaluations:
         self.ep_lengths.append(lengths)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {"timesteps": np.array(self.timesteps, np.int64), "results": np.array(self.results, np.float64),
-                "ep_lengths": np.array(self.ep_lengths, np.int64)}
+        return {
+            "timesteps": np.array(self.timesteps, np.int64),
+            "results": np.array(self.results, np.float64),
+            "ep_lengths": np.array(self.ep_lengths, np.int64),
+        }
 
     def save(self, path: Path) -> None:
         buffer = io.BytesIO()
@@ -115,8 +118,9 @@ class PendingTransitions:
     def take(self) -> Transition:
         self.count = 0
         # Copies: the arrays are refilled while the device may still be reading the last batch.
-        return Transition(self.obs.copy(), self.action.copy(), self.reward.copy(),
-                          self.next_obs.copy(), self.terminated.copy())
+        return Transition(
+            self.obs.copy(), self.action.copy(), self.reward.copy(), self.next_obs.copy(), self.terminated.copy()
+        )
 
 
 @dataclass
@@ -144,13 +148,14 @@ class HostState:
     evaluations: Evaluations
     metrics: dict[str, Any]  # the last update's training metrics (device arrays until logged)
 
-    def to_checkpoint(self, records: list[EpisodeRecord | None] | None
-                      ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def to_checkpoint(self, records: list[EpisodeRecord | None] | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """(JSON part for the manifest, arrays stored as host/<name>.npy); `records` are the envs'
         episode records (None when the envs could not be asked)."""
         info = {
-            "env_steps": self.env_steps, "vector_steps": self.vector_steps,
-            "episodes_at_last_log": self.episodes_at_last_log, "update_start": self.update_start,
+            "env_steps": self.env_steps,
+            "vector_steps": self.vector_steps,
+            "episodes_at_last_log": self.episodes_at_last_log,
+            "update_start": self.update_start,
             "best_mean_reward": None if np.isneginf(self.best_mean_reward) else self.best_mean_reward,
             "warmup_rng": self.warmup_rng.bit_generator.state,  # the manifest's JSON writer takes numpy values
             "pending_count": self.pending.count,
@@ -160,11 +165,14 @@ class HostState:
         arrays = {
             "obs": self.obs,
             "act_key": np.asarray(jax.random.key_data(self.act_key)),
-            "episode_returns": self.episodes.returns, "episode_lengths": self.episodes.lengths,
+            "episode_returns": self.episodes.returns,
+            "episode_lengths": self.episodes.lengths,
             "finished_returns": np.array(self.episodes.finished_returns, np.float64),
             "finished_lengths": np.array(self.episodes.finished_lengths, np.int64),
-            **{f"pending_{name}": getattr(self.pending, name)[: self.pending.count]
-               for name in PendingTransitions.FIELDS},
+            **{
+                f"pending_{name}": getattr(self.pending, name)[: self.pending.count]
+                for name in PendingTransitions.FIELDS
+            },
             **{f"eval_{name}": value for name, value in self.evaluations.arrays().items()},
         }
         if self.next_action is not None:
@@ -175,8 +183,9 @@ class HostState:
         return info, arrays
 
     @classmethod
-    def from_checkpoint(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], spec: EnvSpec,
-                        pending_capacity: int) -> tuple[HostState, list[EpisodeRecord | None] | None]:
+    def from_checkpoint(
+        cls, info: dict[str, Any], arrays: dict[str, np.ndarray], spec: EnvSpec, pending_capacity: int
+    ) -> tuple[HostState, list[EpisodeRecord | None] | None]:
         """The host state, and the envs' episode records to replay (None: start new episodes)."""
         n_envs = len(arrays["obs"])
         rng = np.random.default_rng()
@@ -192,17 +201,26 @@ class HostState:
         episodes.finished_returns = [float(x) for x in arrays["finished_returns"]]
         episodes.finished_lengths = [int(x) for x in arrays["finished_lengths"]]
         starts = info.get("episode_starts")
-        records = None if starts is None else [
-            None if start is None else EpisodeRecord(start, arrays[f"episode_actions_{i}"])
-            for i, start in enumerate(starts)
-        ]
+        records = (
+            None
+            if starts is None
+            else [
+                None if start is None else EpisodeRecord(start, arrays[f"episode_actions_{i}"])
+                for i, start in enumerate(starts)
+            ]
+        )
         best = info["best_mean_reward"]
         host = cls(
-            env_steps=int(info["env_steps"]), vector_steps=int(info["vector_steps"]),
-            episodes_at_last_log=int(info["episodes_at_last_log"]), update_start=int(info["update_start"]),
+            env_steps=int(info["env_steps"]),
+            vector_steps=int(info["vector_steps"]),
+            episodes_at_last_log=int(info["episodes_at_last_log"]),
+            update_start=int(info["update_start"]),
             best_mean_reward=-np.inf if best is None else float(best),
-            obs=arrays["obs"], next_action=arrays.get("next_action"),
-            act_key=jax.random.wrap_key_data(arrays["act_key"]), warmup_rng=rng, pending=pending,
+            obs=arrays["obs"],
+            next_action=arrays.get("next_action"),
+            act_key=jax.random.wrap_key_data(arrays["act_key"]),
+            warmup_rng=rng,
+            pending=pending,
             episodes=episodes,
             evaluations=Evaluations.from_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("eval_")}),
             metrics=dict(info.get("metrics") or {}),

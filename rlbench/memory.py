@@ -41,8 +41,10 @@ def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int) -> None:
     total = capacity * per_row
     available = available_memory_bytes()
     if verbose:
-        print(f"Replay buffer: {capacity:,} transitions x {per_row} B = {total / 2**20:,.1f} MiB "
-              f"on {jax.devices()[0].platform}")
+        print(
+            f"Replay buffer: {capacity:,} transitions x {per_row} B = {total / 2**20:,.1f} MiB "
+            f"on {jax.devices()[0].platform}"
+        )
     if available is not None and total > available:
         raise ConfigError(
             f"replay buffer needs {total / 2**30:.2f} GiB ({capacity:,} x {per_row} B) but only "
@@ -56,9 +58,11 @@ def learner_state_bytes(algo: Any, cfg: Any, spec: EnvSpec) -> int:
     abstract shapes: nothing is allocated or computed."""
     learner = algo.make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec))
     state = jax.eval_shape(learner.init_fn, jax.random.key(0))
-    return sum(int(np.prod(leaf.shape)) * (8 if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
-                                           else leaf.dtype.itemsize)
-               for leaf in jax.tree_util.tree_leaves(state))
+    return sum(
+        int(np.prod(leaf.shape))
+        * (8 if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key) else leaf.dtype.itemsize)
+        for leaf in jax.tree_util.tree_leaves(state)
+    )
 
 
 def update_activation_bytes(cfg: Any, spec: EnvSpec) -> int:

@@ -46,8 +46,9 @@ def import_plot_packages() -> None:
         import matplotlib  # noqa: F401
         import scipy.stats  # noqa: F401
     except ImportError as error:
-        raise ConfigError(f'plots need the plots extra ({error}): pip install -e ".[plots]" '
-                          "(or pip install matplotlib scipy)") from None
+        raise ConfigError(
+            f'plots need the plots extra ({error}): pip install -e ".[plots]" (or pip install matplotlib scipy)'
+        ) from None
 
 
 def find_runs(folders: list[Path]) -> dict[tuple[str, str], list[Path]]:
@@ -110,16 +111,22 @@ def confidence_band(returns: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.
 
     if returns.shape[0] < 2:
         return returns[0], returns[0]
-    result = stats.bootstrap((returns,), np.mean, axis=0, confidence_level=0.95, n_resamples=2000,
-                             method="percentile", rng=np.random.default_rng(seed))
+    result = stats.bootstrap(
+        (returns,),
+        np.mean,
+        axis=0,
+        confidence_level=0.95,
+        n_resamples=2000,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
     return result.confidence_interval.low, result.confidence_interval.high
 
 
 def final_stats(returns: np.ndarray) -> dict[str, float]:
     final = returns[:, -1]
     stderr = float(final.std(ddof=1) / np.sqrt(len(final))) if len(final) > 1 else 0.0
-    return {"mean": float(final.mean()), "stderr": stderr, "iqm": iqm(final),
-            "n": len(final)}
+    return {"mean": float(final.mean()), "stderr": stderr, "iqm": iqm(final), "n": len(final)}
 
 
 def markdown_table(groups: list[Group]) -> str:
@@ -127,8 +134,9 @@ def markdown_table(groups: list[Group]) -> str:
     for g in groups:
         s = final_stats(g.returns)
         steps = f"{int(g.timesteps[-1])}" + (" (interpolated)" if g.interpolated else "")
-        lines.append(f"| {g.env} | {g.algo} | {s['n']} | {steps} | "
-                     f"{s['mean']:.1f} +/- {s['stderr']:.1f} | {s['iqm']:.1f} |")
+        lines.append(
+            f"| {g.env} | {g.algo} | {s['n']} | {steps} | {s['mean']:.1f} +/- {s['stderr']:.1f} | {s['iqm']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -158,8 +166,12 @@ def aggregate_table(groups: list[Group], n_resamples: int = 2000, seed: int = 0)
     return "\n".join(lines)
 
 
-def plot(groups: list[Group], output: Path, prefix: str = "",
-         markers: Mapping[tuple[str, str], Sequence[tuple[int, float]]] | None = None) -> list[Path]:
+def plot(
+    groups: list[Group],
+    output: Path,
+    prefix: str = "",
+    markers: Mapping[tuple[str, str], Sequence[tuple[int, float]]] | None = None,
+) -> list[Path]:
     """One PNG per env, `<output>/<prefix><env>.png`. `markers[(env, algo)]`: (env steps, return) points
     drawn as crosses in the algo's colour (published results)."""
     import matplotlib

@@ -51,5 +51,10 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
         state = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(0)), checkpoint.state_bytes)
     except ValueError as error:
         raise ConfigError(f"{where}: {error}") from None
-    return Policy(state=state, spec=spec, _act=jax.jit(learner.act_fn),
-                  _act_deterministic=jax.jit(learner.act_deterministic_fn), key=jax.random.key(seed))
+    return Policy(
+        state=state,
+        spec=spec,
+        _act=jax.jit(learner.act_fn),
+        _act_deterministic=jax.jit(learner.act_deterministic_fn),
+        key=jax.random.key(seed),
+    )

@@ -44,8 +44,13 @@ CROSSQ_PRESET: dict[str, Any] = {
 ALGORITHMS: dict[str, AlgoSpec] = {
     "sac": AlgoSpec("sac", {}, build_sac_config, sac_config_to_hyperparams, make_sac_learner),
     "droq": AlgoSpec("droq", DROQ_PRESET, build_sac_config, sac_config_to_hyperparams, make_sac_learner),
-    "crossq": AlgoSpec("crossq", CROSSQ_PRESET, build_crossq_config,
-                       lambda cfg: sac_config_to_hyperparams(cfg, crossq=True), make_crossq_learner),
+    "crossq": AlgoSpec(
+        "crossq",
+        CROSSQ_PRESET,
+        build_crossq_config,
+        lambda cfg: sac_config_to_hyperparams(cfg, crossq=True),
+        make_crossq_learner,
+    ),
 }
 
 

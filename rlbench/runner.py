@@ -120,8 +120,9 @@ def train(
     A failing env or evaluation, or a diverging learner, raises a RunFailure after writing a checkpoint
     (when `checkpoints` is given); `run_dir` also receives evaluations.npz and SB3 Monitor files.
     """
-    env = make_vector_env(run.env_id, run.n_envs, run.vec_env, run.env_kwargs, run.env_wrappers, run.gym_packages,
-                          record_episodes=True)
+    env = make_vector_env(
+        run.env_id, run.n_envs, run.vec_env, run.env_kwargs, run.env_wrappers, run.gym_packages, record_episodes=True
+    )
     eval_env = None
     failed = True
     try:
@@ -129,8 +130,9 @@ def train(
         check_buffer_memory(cfg.buffer_size, spec, verbose=0)  # also here for callers other than train.py
         if run.eval_freq > 0:
             eval_kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
-            eval_env = make_vector_env(run.env_id, run.n_eval_envs, "dummy", eval_kwargs, run.env_wrappers,
-                                       run.gym_packages)
+            eval_env = make_vector_env(
+                run.env_id, run.n_eval_envs, "dummy", eval_kwargs, run.env_wrappers, run.gym_packages
+            )
         buffer = make_uniform_buffer(cfg.buffer_size, spec)
         learner = algo.make_learner(cfg, spec, buffer)
         loop = _Loop(run, cfg, spec, env, eval_env, learner, buffer, run_dir, checkpoints)
@@ -179,10 +181,19 @@ class _Loop:
         pending_capacity = cfg.train_freq * run.n_envs
         if resume is None:
             self.host = HostState(
-                env_steps=0, vector_steps=0, episodes_at_last_log=0, update_start=cfg.learning_starts,
-                best_mean_reward=-np.inf, obs=obs, next_action=None, act_key=act_key,
-                warmup_rng=np.random.default_rng(run.seed), pending=PendingTransitions(pending_capacity, spec),
-                episodes=EpisodeTracker(run.n_envs), evaluations=Evaluations(), metrics={},
+                env_steps=0,
+                vector_steps=0,
+                episodes_at_last_log=0,
+                update_start=cfg.learning_starts,
+                best_mean_reward=-np.inf,
+                obs=obs,
+                next_action=None,
+                act_key=act_key,
+                warmup_rng=np.random.default_rng(run.seed),
+                pending=PendingTransitions(pending_capacity, spec),
+                episodes=EpisodeTracker(run.n_envs),
+                evaluations=Evaluations(),
+                metrics={},
             )
             return
         try:
@@ -195,11 +206,17 @@ class _Loop:
         saved = resume.group("host")
         if len(saved["obs"]) != run.n_envs or int(resume.manifest["host"]["pending_count"]) > pending_capacity:
             # n_envs changed: counters, learner and buffer carry over; episodes and pending steps cannot.
-            print(f"Resuming with n_envs={run.n_envs} (saved: {len(saved['obs'])}): episodes in progress "
-                  "restart, and transitions collected since the last update are dropped")
+            print(
+                f"Resuming with n_envs={run.n_envs} (saved: {len(saved['obs'])}): episodes in progress "
+                "restart, and transitions collected since the last update are dropped"
+            )
             info = {**resume.manifest["host"], "pending_count": 0, "episode_starts": None}
-            saved = {**saved, "obs": obs, "episode_returns": np.zeros(run.n_envs),
-                     "episode_lengths": np.zeros(run.n_envs, np.int64)}
+            saved = {
+                **saved,
+                "obs": obs,
+                "episode_returns": np.zeros(run.n_envs),
+                "episode_lengths": np.zeros(run.n_envs, np.int64),
+            }
             saved.pop("next_action", None)
             self.host, _ = HostState.from_checkpoint(info, saved, spec, pending_capacity)
         else:
@@ -207,9 +224,11 @@ class _Loop:
             self._restore_envs(records)
         if not buffer_arrays:
             self.host.update_start = max(self.host.update_start, self.host.env_steps + cfg.learning_starts)
-            print(f"{resume.path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
-                  f"transitions are collected (at {self.host.update_start} env steps); save one with "
-                  "--save-replay-buffer for an exact continuation")
+            print(
+                f"{resume.path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
+                f"transitions are collected (at {self.host.update_start} env steps); save one with "
+                "--save-replay-buffer for an exact continuation"
+            )
 
     def _restore_envs(self, records) -> None:
         """Put each training env back where it was; envs that cannot be rebuilt start new episodes."""
@@ -220,8 +239,10 @@ class _Loop:
         else:
             obs, restored = restore_episodes(self.env, records, host.obs)
         if not restored.all():
-            print(f"Envs {np.flatnonzero(~restored).tolist()} could not be restored exactly (no record, or "
-                  "a replay that differs: a non-deterministic env); they start new episodes")
+            print(
+                f"Envs {np.flatnonzero(~restored).tolist()} could not be restored exactly (no record, or "
+                "a replay that differs: a non-deterministic env); they start new episodes"
+            )
             for i in np.flatnonzero(~restored):
                 host.episodes.restart(i)
             host.next_action = None  # chosen for observations some envs no longer show
@@ -238,13 +259,16 @@ class _Loop:
         self.monitor = None if self.run_dir is None else MonitorFiles(self.run_dir, self.run.n_envs, self.run.env_id)
         try:
             with progress:
-                task = progress.add_task("training", total=self.run.n_timesteps, completed=host.env_steps,
-                                         rate="-", eta="-", last_eval="-")
+                task = progress.add_task(
+                    "training", total=self.run.n_timesteps, completed=host.env_steps, rate="-", eta="-", last_eval="-"
+                )
                 while host.env_steps < self.run.n_timesteps:
                     if stop_requested is not None and (interrupted := stop_requested()):
                         break
-                    last_checkpoint = self._iteration(logger, on_eval, on_iteration, progress, task,
-                                                      start, start_steps) or last_checkpoint
+                    last_checkpoint = (
+                        self._iteration(logger, on_eval, on_iteration, progress, task, start, start_steps)
+                        or last_checkpoint
+                    )
             self.state = jax.block_until_ready(self.state)
             if self.checkpoints is not None:
                 if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
@@ -259,9 +283,14 @@ class _Loop:
         finally:
             if self.monitor is not None:
                 self.monitor.close()
-        return TrainResult(state=self.state, buffer_state=self.buffer_state, host=host,
-                           wall_time=time.perf_counter() - start, interrupted=interrupted,
-                           checkpoint=last_checkpoint)
+        return TrainResult(
+            state=self.state,
+            buffer_state=self.buffer_state,
+            host=host,
+            wall_time=time.perf_counter() - start,
+            interrupted=interrupted,
+            checkpoint=last_checkpoint,
+        )
 
     def _iteration(self, logger, on_eval, on_iteration, progress, task, start, start_steps) -> Path | None:
         """One vector step and what falls due after it: evaluation, logging, a periodic checkpoint."""
@@ -282,14 +311,21 @@ class _Loop:
             fps = (host.env_steps - start_steps) / (time.perf_counter() - start)
             logger.log(host.episodes.summary() | {"time/fps": fps} | self._verify_finite(), host.env_steps)
         checkpoint = None
-        if self.checkpoints is not None and self.checkpoints.save_freq > 0 and \
-                host.vector_steps % max(self.checkpoints.save_freq // run.n_envs, 1) == 0:
+        if (
+            self.checkpoints is not None
+            and self.checkpoints.save_freq > 0
+            and host.vector_steps % max(self.checkpoints.save_freq // run.n_envs, 1) == 0
+        ):
             checkpoint = self._save_periodic(with_buffer=self.checkpoints.save_replay_buffer)
             prune_periodic_checkpoints(self.checkpoints.run_dir, self.checkpoints.keep)
         if run.progress:
             rate, eta = self.rate.rate(host.env_steps), self.rate.eta(host.env_steps, run.n_timesteps)
-            progress.update(task, completed=host.env_steps, rate="-" if rate is None else f"{rate:.0f}",
-                            eta="-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta)))
+            progress.update(
+                task,
+                completed=host.env_steps,
+                rate="-" if rate is None else f"{rate:.0f}",
+                eta="-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta)),
+            )
         return checkpoint
 
     def _vector_step(self) -> bool:
@@ -306,8 +342,10 @@ class _Loop:
                 action = np.asarray(action)
             if not np.isfinite(action).all():  # on the host already: a NaN actor never drives the envs
                 self._verify_finite()
-                raise DivergenceError(f"non-finite action at env step {host.env_steps} from a finite learner "
-                                      "state: the observations hold NaN or inf")
+                raise DivergenceError(
+                    f"non-finite action at env step {host.env_steps} from a finite learner "
+                    "state: the observations hold NaN or inf"
+                )
         host.next_action = None
         next_obs, reward, terminated, truncated, infos = step_vector_env(self.env, action)
         done = terminated | truncated
@@ -326,7 +364,8 @@ class _Loop:
             return False
         progress_remaining = np.float32(1.0 - host.env_steps / self.run.n_timesteps)
         self.state, self.buffer_state, host.metrics, host.next_action, host.act_key = self.update(
-            self.state, self.buffer_state, batch, progress_remaining, host.obs, host.act_key)
+            self.state, self.buffer_state, batch, progress_remaining, host.obs, host.act_key
+        )
         return True
 
     def _verify_finite(self) -> dict[str, float]:
@@ -347,13 +386,18 @@ class _Loop:
         paths = non_finite_paths(self.state)
         where = [", ".join(infinite)] if infinite else []
         if paths:
-            where.append(f"learner state {', '.join(paths[:3])}" + (f" and {len(paths) - 3} more arrays"
-                                                                     if len(paths) > 3 else ""))
-        last = ", ".join(f"{name}={value:.4g}" for name, value in self.verified.metrics.items()
-                         if not np.isnan(value)) or "none logged yet"  # NaN: no actor step in that iteration
+            where.append(
+                f"learner state {', '.join(paths[:3])}"
+                + (f" and {len(paths) - 3} more arrays" if len(paths) > 3 else "")
+            )
+        last = (
+            ", ".join(f"{name}={value:.4g}" for name, value in self.verified.metrics.items() if not np.isnan(value))
+            or "none logged yet"
+        )  # NaN: no actor step in that iteration
         raise DivergenceError(
             f"training diverged at env step {host.env_steps}: non-finite {'; '.join(where)}. Last finite check at "
-            f"env step {self.verified.env_steps}: {last}. Lower learning_rate, or check the env's rewards")
+            f"env step {self.verified.env_steps}: {last}. Lower learning_rate, or check the env's rewards"
+        )
 
     def _evaluate(self, logger) -> EvalResult:
         run, host = self.run, self.host
@@ -368,13 +412,21 @@ class _Loop:
         except Exception as error:
             raise EvaluationError(f"evaluation at env step {host.env_steps} failed: {error}") from error
         if not np.isfinite(result.returns).all():
-            raise EvaluationError(f"evaluation at env step {host.env_steps} returned non-finite episode returns "
-                                  f"{result.returns.tolist()} from a finite policy: check the env's rewards")
+            raise EvaluationError(
+                f"evaluation at env step {host.env_steps} returned non-finite episode returns "
+                f"{result.returns.tolist()} from a finite policy: check the env's rewards"
+            )
         host.evaluations.append(host.env_steps, result.returns, result.lengths)
         if self.run_dir is not None:
             host.evaluations.save(self.run_dir / "evaluations.npz")
-        logger.log({"eval/mean_reward": result.mean, "eval/std_reward": result.std,
-                    "eval/mean_ep_length": float(result.lengths.mean())}, host.env_steps)
+        logger.log(
+            {
+                "eval/mean_reward": result.mean,
+                "eval/std_reward": result.std,
+                "eval/mean_ep_length": float(result.lengths.mean()),
+            },
+            host.env_steps,
+        )
         if run.verbose:
             print(f"Eval num_timesteps={host.env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}")
         if result.mean > host.best_mean_reward:
@@ -391,12 +443,23 @@ class _Loop:
         if isinstance(error, DivergenceError):
             state = self.verified.state
             host.metrics, host.next_action = self.verified.metrics, None  # the next action came from NaN
-            extra = {"divergence": {"detected_at_env_steps": host.env_steps,
-                                    "learner_state_from_env_steps": self.verified.env_steps}}
+            extra = {
+                "divergence": {
+                    "detected_at_env_steps": host.env_steps,
+                    "learner_state_from_env_steps": self.verified.env_steps,
+                }
+            }
         path = self.checkpoints.run_dir / f"rl_model_{host.env_steps}_steps.zip"
         try:
-            self._save(path, "failure", with_buffer=True, envs_usable=not isinstance(error, EnvWorkerError),
-                       compress=False, state=state, extra=extra)
+            self._save(
+                path,
+                "failure",
+                with_buffer=True,
+                envs_usable=not isinstance(error, EnvWorkerError),
+                compress=False,
+                state=state,
+                extra=extra,
+            )
         except (OSError, RunFailure) as save_error:
             return f"no checkpoint written: {save_error}"
         if isinstance(error, DivergenceError):
@@ -408,8 +471,16 @@ class _Loop:
         self._save(path, "interrupt" if urgent else "checkpoint", with_buffer, compress=not urgent)
         return path
 
-    def _save(self, path: Path, kind: str, with_buffer: bool, envs_usable: bool = True, compress: bool = True,
-              state: Any = None, extra: Mapping[str, Any] | None = None) -> None:
+    def _save(
+        self,
+        path: Path,
+        kind: str,
+        with_buffer: bool,
+        envs_usable: bool = True,
+        compress: bool = True,
+        state: Any = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         """Write a checkpoint of `state` (default: the current learner state, checked finite first)."""
         host = self.host
         if state is None:
@@ -419,15 +490,26 @@ class _Loop:
         arrays = {f"host/{name}": value for name, value in host_arrays.items()}
         if with_buffer:
             arrays |= {f"replay_buffer/{name}": value for name, value in buffer_to_arrays(self.buffer_state).items()}
-        non_finite = [name for name, value in arrays.items()
-                      if np.issubdtype(value.dtype, np.inexact) and not np.isfinite(value).all()]
+        non_finite = [
+            name
+            for name, value in arrays.items()
+            if np.issubdtype(value.dtype, np.inexact) and not np.isfinite(value).all()
+        ]
         if non_finite:  # stored from the envs' own outputs: no learner state can be swapped in for them
-            raise EnvWorkerError(f"the environments returned NaN or inf ({', '.join(non_finite)}); "
-                                 f"{path.name} is not written with them")
+            raise EnvWorkerError(
+                f"the environments returned NaN or inf ({', '.join(non_finite)}); {path.name} is not written with them"
+            )
         manifest = {
-            **self.checkpoints.manifest, "kind": kind, "host": info, "replay_buffer": with_buffer, **(extra or {}),
-            "counters": {"env_steps": host.env_steps, "gradient_steps": int(state.step),
-                         "episodes": len(host.episodes.finished_returns)},
+            **self.checkpoints.manifest,
+            "kind": kind,
+            "host": info,
+            "replay_buffer": with_buffer,
+            **(extra or {}),
+            "counters": {
+                "env_steps": host.env_steps,
+                "gradient_steps": int(state.step),
+                "episodes": len(host.episodes.finished_returns),
+            },
         }
         try:
             write_checkpoint(path, manifest, state_to_bytes(state), arrays, compress=compress)
@@ -471,7 +553,11 @@ def _progress_bar(run: RunConfig):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]} steps/s"), TextColumn("last eval {task.fields[last_eval]}"),
-        TextColumn("ETA {task.fields[eta]}"), disable=not run.progress,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]} steps/s"),
+        TextColumn("last eval {task.fields[last_eval]}"),
+        TextColumn("ETA {task.fields[eta]}"),
+        disable=not run.progress,
     )

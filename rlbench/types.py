@@ -30,4 +30,3 @@ class EnvSpec(NamedTuple):
 
     obs_dim: int
     action_dim: int
-

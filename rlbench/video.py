@@ -35,8 +35,9 @@ def find_ffmpeg() -> str:
             raise ImportError("No module named 'pygame'")
         return str(imageio_ffmpeg.get_ffmpeg_exe())
     except (ImportError, RuntimeError) as error:
-        raise ConfigError(f"recording needs the video extra ({error}): {INSTALL} "
-                          "(or pip install imageio-ffmpeg pygame)") from None
+        raise ConfigError(
+            f"recording needs the video extra ({error}): {INSTALL} (or pip install imageio-ffmpeg pygame)"
+        ) from None
 
 
 class VideoWriter:
@@ -68,13 +69,35 @@ class VideoWriter:
     def _start(self, width: int, height: int) -> subprocess.Popen[bytes]:
         container = "gif" if self.path.suffix == ".gif" else "mp4"
         # yuv420p (what players expect) needs even sizes: pad odd ones by a pixel rather than scale.
-        encode = [] if container == "gif" else ["-vcodec", "libx264", "-pix_fmt", "yuv420p",
-                                                "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2"]
-        command = [self.ffmpeg, "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
-                   "-s", f"{width}x{height}", "-r", f"{self.fps}", "-i", "-", "-an", *encode, "-f", container,
-                   str(self.tmp)]
-        return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                process_group=0)
+        encode = (
+            []
+            if container == "gif"
+            else ["-vcodec", "libx264", "-pix_fmt", "yuv420p", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2"]
+        )
+        command = [
+            self.ffmpeg,
+            "-y",
+            "-loglevel",
+            "error",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "rgb24",
+            "-s",
+            f"{width}x{height}",
+            "-r",
+            f"{self.fps}",
+            "-i",
+            "-",
+            "-an",
+            *encode,
+            "-f",
+            container,
+            str(self.tmp),
+        ]
+        return subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0
+        )
 
     def _finish(self) -> None:
         assert self.process is not None
@@ -83,8 +106,9 @@ class VideoWriter:
             message = stderr.decode(errors="replace").strip().splitlines()
             raise RuntimeError(f"ffmpeg failed writing {self.path}: {message[-1] if message else 'no message'}")
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         try:
             if self.process is not None:
                 self._finish()

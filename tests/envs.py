@@ -18,8 +18,9 @@ class CountingEnv(gym.Env):
     `terminate_at=k` ends the episode with terminated=True at step k (no time limit implied).
     """
 
-    def __init__(self, terminate_at: int | None = None, constant_obs: bool = False, reward: float = 1.0,
-                 action_high: float = 2.0):
+    def __init__(
+        self, terminate_at: int | None = None, constant_obs: bool = False, reward: float = 1.0, action_high: float = 2.0
+    ):
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
         self.action_space = gym.spaces.Box(-action_high, action_high, (1,), np.float32)
         self.terminate_at = terminate_at

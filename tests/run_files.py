@@ -56,8 +56,9 @@ def wandb_run(run_dir: Path) -> dict[str, Any]:
         elif kind == "config":
             out["config"] |= {item.key: json.loads(item.value_json) for item in record.config.update}
         elif kind == "history":
-            out["history"].append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                                   for item in record.history.item})
+            out["history"].append(
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            )
         elif kind == "summary":
             for item in record.summary.update:
                 out["summary"][item.key or "/".join(item.nested_key)] = json.loads(item.value_json)

@@ -9,7 +9,10 @@ from pathlib import Path
 def cpu_model() -> str:
     """The CPU's model name (Linux /proc/cpuinfo), for the machine line of every benchmark's output."""
     try:
-        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name"))
+        return next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         return platform.processor() or "unknown CPU"

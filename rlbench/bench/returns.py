@@ -117,22 +117,46 @@ def build_parser() -> argparse.ArgumentParser:
     seeds = p.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", type=int, default=3, help="seeds 1..N (default 3)")
     seeds.add_argument("--seed-list", type=int, nargs="+", default=None, metavar="SEED", help="these seeds")
-    p.add_argument("-n", "--n-timesteps", type=int, default=-1,
-                   help="env steps per run (default: the hyperparameter file's n_timesteps)")
+    p.add_argument(
+        "-n",
+        "--n-timesteps",
+        type=int,
+        default=-1,
+        help="env steps per run (default: the hyperparameter file's n_timesteps)",
+    )
     p.add_argument("-f", "--log-folder", type=Path, default=DEFAULT_LOG_FOLDER, help="runs go to <folder>/<algo>/")
     p.add_argument("--eval-freq", type=int, default=10_000, help="evaluate every n env steps")
     p.add_argument("--eval-episodes", type=int, default=5, help="episodes per evaluation")
-    p.add_argument("--at-steps", type=int, default=100_000,
-                   help="the second table: returns at this many env steps (the last evaluation at or below)")
+    p.add_argument(
+        "--at-steps",
+        type=int,
+        default=100_000,
+        help="the second table: returns at this many env steps (the last evaluation at or below)",
+    )
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the markdown report; PNGs go beside it")
-    p.add_argument("-params", "--hyperparams", nargs="+", default=[], metavar="KEY:VALUE",
-                   help="hyperparameter overrides for every run, as train.py's -params")
-    p.add_argument("--params-for", nargs="+", action="append", default=[], metavar=("ALGO", "KEY:VALUE"),
-                   help="overrides for one algorithm's runs, applied after -params (repeat per algorithm), e.g. "
-                        "--params-for crossq precision:bfloat16")
-    p.add_argument("--report-only", action="store_true",
-                   help="train nothing: write the report from the grid's finished runs (e.g. while other "
-                        "invocations are still training the rest of it into the same -f)")
+    p.add_argument(
+        "-params",
+        "--hyperparams",
+        nargs="+",
+        default=[],
+        metavar="KEY:VALUE",
+        help="hyperparameter overrides for every run, as train.py's -params",
+    )
+    p.add_argument(
+        "--params-for",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar=("ALGO", "KEY:VALUE"),
+        help="overrides for one algorithm's runs, applied after -params (repeat per algorithm), e.g. "
+        "--params-for crossq precision:bfloat16",
+    )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: write the report from the grid's finished runs (e.g. while other "
+        "invocations are still training the rest of it into the same -f)",
+    )
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "cuda"), help="as train.py's")
     p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2), help="train.py's verbosity")
     p.add_argument("-P", "--progress", action="store_true", help="train.py's progress bar")
@@ -157,12 +181,17 @@ def check_args(args: argparse.Namespace) -> list[Cell]:
             check_env_id(env)
         except ConfigError as error:
             known = ", ".join(_unique(env for env, _ in REFERENCES))
-            raise ConfigError(f"{error} (valid: any registered gymnasium id; with published references: "
-                              f"{known})") from None
+            raise ConfigError(
+                f"{error} (valid: any registered gymnasium id; with published references: {known})"
+            ) from None
     seeds = _unique(args.seed_list) if args.seed_list is not None else list(range(1, args.seeds + 1))
-    checks = [("--seeds", args.seeds, 1), ("--eval-freq", args.eval_freq, 1),
-              ("--eval-episodes", args.eval_episodes, 1), ("--at-steps", args.at_steps, 1),
-              ("--seed-list", min(seeds, default=0), 0)]
+    checks = [
+        ("--seeds", args.seeds, 1),
+        ("--eval-freq", args.eval_freq, 1),
+        ("--eval-episodes", args.eval_episodes, 1),
+        ("--at-steps", args.at_steps, 1),
+        ("--seed-list", min(seeds, default=0), 0),
+    ]
     for name, value, lowest in checks:
         if value < lowest:
             raise ConfigError(f"{name}: expected an integer >= {lowest}, got {value}")
@@ -176,11 +205,27 @@ def algo_params(algo: str, args: argparse.Namespace) -> list[str]:
     return [token for token in args.hyperparams if token.partition(":")[0].strip() not in own_keys] + own
 
 
-def train_argv(cell: Cell, args: argparse.Namespace, log_folder: Path, n_timesteps: int,
-               with_params: bool = True) -> list[str]:
-    argv = ["--algo", cell.algo, "--env", cell.env, "--seed", str(cell.seed), "-f", str(log_folder),
-            "--eval-freq", str(args.eval_freq), "--eval-episodes", str(args.eval_episodes),
-            "--device", args.device, "--verbose", str(args.verbose)]
+def train_argv(
+    cell: Cell, args: argparse.Namespace, log_folder: Path, n_timesteps: int, with_params: bool = True
+) -> list[str]:
+    argv = [
+        "--algo",
+        cell.algo,
+        "--env",
+        cell.env,
+        "--seed",
+        str(cell.seed),
+        "-f",
+        str(log_folder),
+        "--eval-freq",
+        str(args.eval_freq),
+        "--eval-episodes",
+        str(args.eval_episodes),
+        "--device",
+        args.device,
+        "--verbose",
+        str(args.verbose),
+    ]
     if n_timesteps != -1:
         argv += ["-n", str(n_timesteps)]
     if args.progress:
@@ -196,16 +241,18 @@ def resolve_settings(cells: list[Cell], args: argparse.Namespace) -> dict[Cell, 
     file is written. Equal settings mean the same run; they are what bench_done.json records."""
     resolved: dict[tuple[str, str], dict[str, Any]] = {}
     for algo, env in _unique((c.algo, c.env) for c in cells):
-        train_args = train_cli.build_parser().parse_args(train_argv(Cell(algo, env, 0), args, Path(),
-                                                                    args.n_timesteps))
+        train_args = train_cli.build_parser().parse_args(train_argv(Cell(algo, env, 0), args, Path(), args.n_timesteps))
         try:
             exp = train_cli.resolve(train_args)
         except ConfigError as error:
             raise ConfigError(f"--algo {algo} --env {env}: {error}") from None
-        resolved[(algo, env)] = {"n_timesteps": exp.run.n_timesteps, "eval_freq": args.eval_freq,
-                                 "eval_episodes": args.eval_episodes, "hyperparams": exp.hyperparams}
-    return {c: _json_plain({"algo": c.algo, "env": c.env, "seed": c.seed, **resolved[(c.algo, c.env)]})
-            for c in cells}
+        resolved[(algo, env)] = {
+            "n_timesteps": exp.run.n_timesteps,
+            "eval_freq": args.eval_freq,
+            "eval_episodes": args.eval_episodes,
+            "hyperparams": exp.hyperparams,
+        }
+    return {c: _json_plain({"algo": c.algo, "env": c.env, "seed": c.seed, **resolved[(c.algo, c.env)]}) for c in cells}
 
 
 def _json_plain(value: Any) -> Any:
@@ -221,8 +268,11 @@ def _differences(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> list
         return top | {k: v for k, v in settings.get("hyperparams", {}).items() if k not in top}
 
     old, new = flat(recorded), flat(wanted)
-    return [f"{key}: {old.get(key)!r} there, {new.get(key)!r} now"
-            for key in dict.fromkeys([*old, *new]) if old.get(key) != new.get(key)]
+    return [
+        f"{key}: {old.get(key)!r} there, {new.get(key)!r} now"
+        for key in dict.fromkeys([*old, *new])
+        if old.get(key) != new.get(key)
+    ]
 
 
 def is_finished(cell: Cell, settings: Mapping[str, Any], log: Path) -> bool:
@@ -232,16 +282,20 @@ def is_finished(cell: Cell, settings: Mapping[str, Any], log: Path) -> bool:
         return False
     done = folder / DONE_FILE
     if not done.is_file() or not (folder / "evaluations.npz").is_file():
-        raise ConfigError(f"{folder} exists but is not a finished run of this benchmark (no {DONE_FILE} or "
-                          "evaluations.npz); move it away or choose another -f")
+        raise ConfigError(
+            f"{folder} exists but is not a finished run of this benchmark (no {DONE_FILE} or "
+            "evaluations.npz); move it away or choose another -f"
+        )
     try:
         recorded = json.loads(done.read_text())["settings"]
     except (ValueError, KeyError, TypeError) as error:
         raise ConfigError(f"{done}: unreadable ({error}); move the run away or choose another -f") from None
     if recorded != settings:
         changes = "; ".join(_differences(recorded, settings)[:5])
-        raise ConfigError(f"{folder} was trained with other settings ({changes}); use another -f for these "
-                          "settings, or move the run away to train it again")
+        raise ConfigError(
+            f"{folder} was trained with other settings ({changes}); use another -f for these "
+            "settings, or move the run away to train it again"
+        )
     return True
 
 
@@ -296,9 +350,13 @@ def train_cell(cell: Cell, settings: Mapping[str, Any], args: argparse.Namespace
         return code
     algo_dir, model_name = staging / cell.algo, cell.env.replace(":", "_")
     run_dir = algo_dir / f"{model_name}_{train_cli.latest_run_id(algo_dir, model_name)}"  # this run's folder
-    done = {"settings": settings, "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-            "wall_time_s": round(wall_time, 1), "resumed_from": None if resume is None else str(resume[0]),
-            "trained_in": str(run_dir)}
+    done = {
+        "settings": settings,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_time_s": round(wall_time, 1),
+        "resumed_from": None if resume is None else str(resume[0]),
+        "trained_in": str(run_dir),
+    }
     atomic_write_text(run_dir / DONE_FILE, json.dumps(done, indent=1, sort_keys=True) + "\n")
     cell.folder(log).parent.mkdir(parents=True, exist_ok=True)
     run_dir.rename(cell.folder(log))  # atomic: the run appears in the layout complete, or not at all
@@ -319,8 +377,9 @@ def remove_staging(cell: Cell, log: Path) -> None:
             break  # not empty (or already gone)
 
 
-def run_grid(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], args: argparse.Namespace,
-             finished: set[Cell]) -> tuple[list[str], int | None]:
+def run_grid(
+    cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], args: argparse.Namespace, finished: set[Cell]
+) -> tuple[list[str], int | None]:
     """Train the cells not in `finished` (which gains each run that finishes), in order. Returns the
     failures and, if a run was stopped by a signal, its exit code (the grid stops there)."""
     failures = []
@@ -342,6 +401,7 @@ def run_grid(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], args
 
 
 # -- the report ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -383,18 +443,23 @@ def returns_tables(groups: list[plots.Group], n_timesteps: Mapping[tuple[str, st
     at = [head.format("eval at")]
     for g in groups:
         steps = int(g.timesteps[-1])
-        final.append(f"| {g.env} | {g.algo} | {len(g.runs)} | {steps} | {Summary.of(g.returns[:, -1]).cells()} | "
-                     f"{reference_cells(g.env, g.algo, steps)} |")
+        final.append(
+            f"| {g.env} | {g.algo} | {len(g.runs)} | {steps} | {Summary.of(g.returns[:, -1]).cells()} | "
+            f"{reference_cells(g.env, g.algo, steps)} |"
+        )
         index = eval_index_at(g.timesteps, at_steps)
         if n_timesteps[(g.env, g.algo)] < at_steps or index is None:
             stats = "n/a | n/a | n/a | n/a"  # the runs are shorter
         else:
             stats = f"{int(g.timesteps[index])} | {Summary.of(g.returns[:, index]).cells()}"
         at.append(f"| {g.env} | {g.algo} | {len(g.runs)} | {stats} | {reference_cells(g.env, g.algo, at_steps)} |")
-    return ("## Final evaluation return\n\n" + "\n".join(final) + "\n\n"
-            f"## Evaluation return at {at_steps} env steps\n\n"
-            f"The last evaluation at or below {at_steps} env steps of each run; n/a for shorter runs.\n\n"
-            + "\n".join(at) + "\n")
+    return (
+        "## Final evaluation return\n\n" + "\n".join(final) + "\n\n"
+        f"## Evaluation return at {at_steps} env steps\n\n"
+        f"The last evaluation at or below {at_steps} env steps of each run; n/a for shorter runs.\n\n"
+        + "\n".join(at)
+        + "\n"
+    )
 
 
 def runs_table(groups: list[plots.Group], log: Path) -> str:
@@ -402,8 +467,10 @@ def runs_table(groups: list[plots.Group], log: Path) -> str:
     for g in groups:
         for run, returns in zip(g.runs, g.returns, strict=True):
             done = json.loads((run / DONE_FILE).read_text())
-            lines.append(f"| {g.algo} | {g.env} | {done['settings']['seed']} | {run.relative_to(log)} | "
-                         f"{int(g.timesteps[-1])} | {returns[-1]:.1f} | {done['wall_time_s']:.0f} |")
+            lines.append(
+                f"| {g.algo} | {g.env} | {done['settings']['seed']} | {run.relative_to(log)} | "
+                f"{int(g.timesteps[-1])} | {returns[-1]:.1f} | {done['wall_time_s']:.0f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -412,8 +479,10 @@ def machine_line() -> str:
     import gymnasium
     import jax
 
-    return (f"{cpu_model()}, {os.cpu_count()} cores; Python {platform.python_version()}, JAX {jax.__version__} "
-            f"({jax.default_backend()}), gymnasium {gymnasium.__version__}")
+    return (
+        f"{cpu_model()}, {os.cpu_count()} cores; Python {platform.python_version()}, JAX {jax.__version__} "
+        f"({jax.default_backend()}), gymnasium {gymnasium.__version__}"
+    )
 
 
 def shown_command(argv: Sequence[str]) -> str:
@@ -434,8 +503,14 @@ def shown_command(argv: Sequence[str]) -> str:
     return f"python -m rlbench.bench returns {shlex.join(shown)}"
 
 
-def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], args: argparse.Namespace,
-                 argv: Sequence[str], finished: set[Cell], failures: list[str]) -> Path | None:
+def write_report(
+    cells: list[Cell],
+    settings: Mapping[Cell, Mapping[str, Any]],
+    args: argparse.Namespace,
+    argv: Sequence[str],
+    finished: set[Cell],
+    failures: list[str],
+) -> Path | None:
     """The markdown report and its PNGs (one per env, `<output stem>_<env>.png` beside it); None when
     no run has finished."""
     log, output = args.log_folder, args.output
@@ -450,8 +525,12 @@ def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], 
         return None
     n_timesteps = {(c.env, c.algo): settings[c]["n_timesteps"] for c in cells}
     reach = {g.env: max(int(h.timesteps[-1]) for h in groups if h.env == g.env) for g in groups}
-    markers = {(g.env, g.algo): [(steps, ref.value) for steps, ref in REFERENCES.get((g.env, g.algo), {}).items()
-                                 if steps <= reach[g.env]] for g in groups}  # within the curves' x range
+    markers = {
+        (g.env, g.algo): [
+            (steps, ref.value) for steps, ref in REFERENCES.get((g.env, g.algo), {}).items() if steps <= reach[g.env]
+        ]
+        for g in groups
+    }  # within the curves' x range
     output.parent.mkdir(parents=True, exist_ok=True)
     pngs = plots.plot(groups, output.parent, prefix=f"{output.stem}_", markers=markers)
     per_algo = {algo: " ".join(algo_params(algo, args)) for algo in _unique(c.algo for c in cells)}
@@ -459,23 +538,35 @@ def write_report(cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], 
     first = settings[cells[0]]
     episodes = f"{first['eval_episodes']} deterministic episode" + ("s" if first["eval_episodes"] > 1 else "")
     lines = [
-        "# Returns benchmark", "",
-        f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}", "",
-        "Command:", "", f"    {shown_command(argv)}", "",
-        f"Machine: {machine_line()}", "",
+        "# Returns benchmark",
+        "",
+        f"Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        "",
+        "Command:",
+        "",
+        f"    {shown_command(argv)}",
+        "",
+        f"Machine: {machine_line()}",
+        "",
         "Runs: `<algo>/<env>_<seed>` in the log folder (-f; RL Zoo layout), one train.py run each with the "
         f"hyperparameter file entry of its env (`hyperparams/<algo>.yml`) and these -params: {params}. Evaluation "
         f"every {first['eval_freq']} env steps, {episodes} each. Statistics over seeds of each run's "
         "mean evaluation return: mean, IQM (mean of the middle half) and a 95% percentile-bootstrap interval "
-        "of the mean (2000 resamples). Published: the same env, algorithm and env steps (- when none).", "",
+        "of the mean (2000 resamples). Published: the same env, algorithm and env steps (- when none).",
+        "",
     ]
     if failures:
         lines += [f"Missing (failed) runs: {', '.join(failures)}", ""]
     unfinished = [f"{c.algo}/{c.name}" for c in cells if c not in finished]
     if args.report_only and unfinished:  # (when training, a cell that did not finish is a failure)
         lines += [f"Not trained yet (left out of the tables): {', '.join(unfinished)}", ""]
-    lines += [returns_tables(groups, n_timesteps, args.at_steps), "## Learning curves", "",
-              "Mean over seeds with a 95% bootstrap band; crosses: published results.", ""]
+    lines += [
+        returns_tables(groups, n_timesteps, args.at_steps),
+        "## Learning curves",
+        "",
+        "Mean over seeds with a 95% bootstrap band; crosses: published results.",
+        "",
+    ]
     lines += [f"![{png.stem.removeprefix(output.stem + '_')}]({png.name})" for png in pngs]
     lines += ["", "## Runs", "", runs_table(groups, log)]
     text = "\n".join(lines)
@@ -495,12 +586,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.report_only:
-        print(f"{len(cells)} runs: {len(finished)} finished, {len(cells) - len(finished)} not (--report-only: "
-              f"nothing is trained; log folder {args.log_folder})", flush=True)
+        print(
+            f"{len(cells)} runs: {len(finished)} finished, {len(cells) - len(finished)} not (--report-only: "
+            f"nothing is trained; log folder {args.log_folder})",
+            flush=True,
+        )
         failures = []
     else:
-        print(f"{len(cells)} runs: {len(finished)} finished earlier, {len(cells) - len(finished)} to train "
-              f"(log folder {args.log_folder})", flush=True)
+        print(
+            f"{len(cells)} runs: {len(finished)} finished earlier, {len(cells) - len(finished)} to train "
+            f"(log folder {args.log_folder})",
+            flush=True,
+        )
         try:
             failures, stopped = run_grid(cells, settings, args, finished)
         except KeyboardInterrupt:

@@ -51,8 +51,12 @@ def bench_config(algo: str, gradient_steps: int, qf: list[int], precision: str =
     from rlbench.registry import ALGORITHMS
 
     spec = ALGORITHMS[algo]
-    overrides = {"learning_starts": WARMUP_STEPS, "train_freq": 1, "gradient_steps": gradient_steps,
-                 "policy_kwargs": {"net_arch": {"pi": [256, 256], "qf": list(qf)}}}
+    overrides = {
+        "learning_starts": WARMUP_STEPS,
+        "train_freq": 1,
+        "gradient_steps": gradient_steps,
+        "policy_kwargs": {"net_arch": {"pi": [256, 256], "qf": list(qf)}},
+    }
     if precision != "float32":
         overrides["precision"] = precision
     if algo == "droq":
@@ -96,7 +100,8 @@ def random_batches(spec, n_steps: int, batch_size: int):
         action=jnp.asarray(rng.uniform(-1, 1, size=(*shape, spec.action_dim)), jnp.float32),
         reward=jnp.asarray(rng.normal(size=shape), jnp.float32),
         next_obs=jnp.asarray(rng.normal(size=(*shape, spec.obs_dim)), jnp.float32),
-        terminated=jnp.zeros(shape, jnp.float32))
+        terminated=jnp.zeros(shape, jnp.float32),
+    )
 
 
 def gradient_step_gflop(learner, cfg, spec) -> float:
@@ -129,8 +134,9 @@ def update_only_rate(learner, cfg, spec, state, seconds: float = 5.0) -> float:
     return calls * g / (time.perf_counter() - start)
 
 
-def rlbench_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int],
-                precision: str = "float32") -> dict:
+def rlbench_row(
+    algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int], precision: str = "float32"
+) -> dict:
     """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up."""
     from rlbench.buffers.uniform import make_uniform_buffer
     from rlbench.config import RunConfig
@@ -177,20 +183,32 @@ def rlbench_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, steps:
     learner = ALGORITHMS[algo].make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec))
     gflop = gradient_step_gflop(learner, cfg, spec)
     bare = update_only_rate(learner, cfg, spec, jax.jit(learner.init_fn)(jax.random.PRNGKey(0)))
-    row = {"system": "rlbench", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps,
-           "qf": qf, "precision": precision, "env_steps_per_s": round(timed / seconds, 1),
-           "grad_steps_per_s": round(grad_steps_per_s, 1), "compile_s": round(marks["compile_s"], 2),
-           "update_only_grad_steps_per_s": round(bare, 1), "loop_efficiency": round(grad_steps_per_s / bare, 3),
-           "gflop_per_grad_step": round(gflop, 4), "achieved_gflops": round(grad_steps_per_s * gflop, 1),
-           "peak_rss_mib": round(peak_rss_mib, 1)}
+    row = {
+        "system": "rlbench",
+        "algo": algo,
+        "env": env_id,
+        "n_envs": n_envs,
+        "gradient_steps": gradient_steps,
+        "qf": qf,
+        "precision": precision,
+        "env_steps_per_s": round(timed / seconds, 1),
+        "grad_steps_per_s": round(grad_steps_per_s, 1),
+        "compile_s": round(marks["compile_s"], 2),
+        "update_only_grad_steps_per_s": round(bare, 1),
+        "loop_efficiency": round(grad_steps_per_s / bare, 3),
+        "gflop_per_grad_step": round(gflop, 4),
+        "achieved_gflops": round(grad_steps_per_s * gflop, 1),
+        "peak_rss_mib": round(peak_rss_mib, 1),
+    }
     stats = jax.devices()[0].memory_stats() if jax.default_backend() == "gpu" else None
     if stats and "peak_bytes_in_use" in stats:
         row["peak_device_mib"] = round(stats["peak_bytes_in_use"] / 2**20, 1)
     return row
 
 
-def first_step_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int],
-                   precision: str = "float32") -> dict:
+def first_step_row(
+    algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int], precision: str = "float32"
+) -> dict:
     """Seconds from nothing built to the end of the first gradient step: envs, learner, every compilation,
     the warm-up steps (random actions, no compilation), the first update."""
     from rlbench.config import RunConfig
@@ -209,8 +227,16 @@ def first_step_row(algo: str, env_id: str, n_envs: int, gradient_steps: int, qf:
 
     run = RunConfig(env_id=env_id, n_timesteps=WARMUP_STEPS + n_envs, n_envs=n_envs, eval_freq=-1, verbose=0, seed=0)
     train(run, ALGORITHMS[algo], cfg, lambda names: MultiLogger([]), on_iteration=on_iteration)
-    return {"system": "rlbench", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps,
-            "qf": qf, "precision": precision, "first_grad_step_s": round(first["end"] - start, 2)}
+    return {
+        "system": "rlbench",
+        "algo": algo,
+        "env": env_id,
+        "n_envs": n_envs,
+        "gradient_steps": gradient_steps,
+        "qf": qf,
+        "precision": precision,
+        "first_grad_step_s": round(first["end"] - start, 2),
+    }
 
 
 def first_step_rows(case: dict, device: str) -> list[dict]:
@@ -219,8 +245,18 @@ def first_step_rows(case: dict, device: str) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="rlbench-cache-") as cache:
         rows = []
         for state in ("cold", "warm"):
-            command = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--compile-cache", cache,
-                       "--one-first-step", json.dumps(case)]
+            command = [
+                sys.executable,
+                "-m",
+                "rlbench.bench",
+                "speed",
+                "--device",
+                device,
+                "--compile-cache",
+                cache,
+                "--one-first-step",
+                json.dumps(case),
+            ]
             done = subprocess.run(command, capture_output=True, text=True)
             rows.append({**row_from(done, {"system": "rlbench", **case}), "compile_cache": state})
     return rows
@@ -240,10 +276,33 @@ def row_from(done: subprocess.CompletedProcess, case: dict) -> dict:
     return {**case, "error": f"exit {done.returncode}: " + " | ".join(done.stderr.strip().splitlines()[-3:])}
 
 
-def peer_row(python: str, script: Path, algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int,
-             qf: list[int], device: str = "cpu") -> dict:
-    command = [python, str(script), "--algo", algo, "--env", env_id, "--n-envs", str(n_envs),
-               "--gradient-steps", str(gradient_steps), "--steps", str(steps), "--qf", *map(str, qf)]
+def peer_row(
+    python: str,
+    script: Path,
+    algo: str,
+    env_id: str,
+    n_envs: int,
+    gradient_steps: int,
+    steps: int,
+    qf: list[int],
+    device: str = "cpu",
+) -> dict:
+    command = [
+        python,
+        str(script),
+        "--algo",
+        algo,
+        "--env",
+        env_id,
+        "--n-envs",
+        str(n_envs),
+        "--gradient-steps",
+        str(gradient_steps),
+        "--steps",
+        str(steps),
+        "--qf",
+        *map(str, qf),
+    ]
     # The peer's JAX takes its default backend: hide the GPU for a CPU row, and keep it from
     # pre-allocating most of the GPU's memory for a GPU row (as rlbench's rows do not).
     env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
@@ -254,8 +313,14 @@ def peer_row(python: str, script: Path, algo: str, env_id: str, n_envs: int, gra
 
 def machine() -> dict:
     """The machine line; XLA_FLAGS too when set, since they change what the rows measure."""
-    info = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(), "jax": jax.__version__,
-            "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()]}
+    info = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+    }
     if flags := os.environ.get("XLA_FLAGS", "").strip():
         info["xla_flags"] = flags
     return info
@@ -274,22 +339,44 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rlbench.bench speed", description=__doc__.splitlines()[0])
     p.add_argument("--env", default="HalfCheetah-v4")
     p.add_argument("--peer", default=None, help="python of a venv with sbx-rl installed, to run SBX side by side")
-    p.add_argument("--peer-script", type=Path, default=PEER_SCRIPT,
-                   help="the peer's benchmark script (default: ../shared/bench/sbx_speed.py beside the repository)")
-    p.add_argument("--case", nargs=4, action="append", metavar=("ALGO", "N_ENVS", "GRAD_STEPS", "STEPS"),
-                   help="override the cases, e.g. --case sac 1 1 3000 (critic widths from --qf)")
+    p.add_argument(
+        "--peer-script",
+        type=Path,
+        default=PEER_SCRIPT,
+        help="the peer's benchmark script (default: ../shared/bench/sbx_speed.py beside the repository)",
+    )
+    p.add_argument(
+        "--case",
+        nargs=4,
+        action="append",
+        metavar=("ALGO", "N_ENVS", "GRAD_STEPS", "STEPS"),
+        help="override the cases, e.g. --case sac 1 1 3000 (critic widths from --qf)",
+    )
     p.add_argument("--qf", type=int, nargs="+", default=None, help="critic widths for --case rows")
-    p.add_argument("--precision", nargs="+", default=["float32"], choices=PRECISIONS,
-                   help="rlbench rows for each of these precisions (the peer runs float32)")
+    p.add_argument(
+        "--precision",
+        nargs="+",
+        default=["float32"],
+        choices=PRECISIONS,
+        help="rlbench rows for each of these precisions (the peer runs float32)",
+    )
     p.add_argument("--repeats", type=int, default=1, help="alternate rlbench/peer rows this many times")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"), help="JAX backend for rlbench rows")
     p.add_argument("--peer-device", default="cpu", choices=("cpu", "gpu"), help="JAX backend for the peer's rows")
-    p.add_argument("--output", default=None,
-                   help="also write the rows as JSON lines here, each as soon as it is measured")
-    p.add_argument("--first-step", action="store_true",
-                   help="measure the time to the first gradient step, cold and warm compilation cache, instead")
-    p.add_argument("--compile-cache", default=None, metavar="DIR|none",
-                   help="compilation cache of the rlbench rows (default as train.py's)")
+    p.add_argument(
+        "--output", default=None, help="also write the rows as JSON lines here, each as soon as it is measured"
+    )
+    p.add_argument(
+        "--first-step",
+        action="store_true",
+        help="measure the time to the first gradient step, cold and warm compilation cache, instead",
+    )
+    p.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR|none",
+        help="compilation cache of the rlbench rows (default as train.py's)",
+    )
     p.add_argument("--one-row", default=None, help=argparse.SUPPRESS)  # internal: one case as JSON
     p.add_argument("--one-first-step", default=None, help=argparse.SUPPRESS)  # internal: likewise
     args = p.parse_args(argv)
@@ -300,8 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     cache = compile_cache.enable(args.compile_cache)
 
     if args.peer and not (Path(args.peer).exists() and args.peer_script.exists()):
-        p.error(f"--peer {args.peer} / --peer-script {args.peer_script}: not found (both must exist to run SBX "
-                "side by side; see ../shared/bench/README.md for the peer's venv)")
+        p.error(
+            f"--peer {args.peer} / --peer-script {args.peer_script}: not found (both must exist to run SBX "
+            "side by side; see ../shared/bench/README.md for the peer's venv)"
+        )
     select_device(args.device, -1)
     if args.one_row is not None:
         case = json.loads(args.one_row)
@@ -311,14 +400,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(first_step_row(**json.loads(args.one_first_step))), flush=True)
         return 0
     if args.case:
-        cases = [(a, int(e), int(g), int(s), args.qf or [1024, 1024] if a == "crossq" else args.qf or [256, 256])
-                 for a, e, g, s in args.case]
+        cases = [
+            (a, int(e), int(g), int(s), args.qf or [1024, 1024] if a == "crossq" else args.qf or [256, 256])
+            for a, e, g, s in args.case
+        ]
     else:
         cases = DEFAULT_CASES
     info = machine()
     if not args.first_step:  # the matrix-multiply peak is the throughput rows' yardstick only
-        info["matmul_gflops"] = {"float32": matmul_peak_gflops(jnp.float32),
-                                 "bfloat16": matmul_peak_gflops(jnp.bfloat16)}
+        info["matmul_gflops"] = {
+            "float32": matmul_peak_gflops(jnp.float32),
+            "bfloat16": matmul_peak_gflops(jnp.bfloat16),
+        }
         peak = {dtype: max(rates.values()) for dtype, rates in info["matmul_gflops"].items()}
     output = Path(args.output) if args.output else None
     if output is not None:
@@ -339,23 +432,39 @@ def main(argv: list[str] | None = None) -> int:
     for algo, n_envs, gradient_steps, steps, qf in cases:
         if args.first_step:
             for precision in args.precision:
-                case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps,
-                        "qf": qf, "precision": precision}
+                case = {
+                    "algo": algo,
+                    "env_id": args.env,
+                    "n_envs": n_envs,
+                    "gradient_steps": gradient_steps,
+                    "qf": qf,
+                    "precision": precision,
+                }
                 for row in first_step_rows(case, args.device):
                     emit(row)
             continue
         for _ in range(args.repeats):
             for precision in args.precision:
-                case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps,
-                        "steps": steps, "qf": qf, "precision": precision}
+                case = {
+                    "algo": algo,
+                    "env_id": args.env,
+                    "n_envs": n_envs,
+                    "gradient_steps": gradient_steps,
+                    "steps": steps,
+                    "qf": qf,
+                    "precision": precision,
+                }
                 row = rlbench_row_in_subprocess(case, args.device)
                 if "error" not in row:
                     row["peak_gflops"] = peak[precision]
                     row["fraction_of_peak"] = round(row["achieved_gflops"] / peak[precision], 3)
                 emit(row)
             if args.peer:
-                emit(peer_row(args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf,
-                              args.peer_device))
+                emit(
+                    peer_row(
+                        args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf, args.peer_device
+                    )
+                )
     return 1 if failed else 0
 
 

@@ -106,8 +106,11 @@ def make_uniform_buffer(capacity: int, spec: EnvSpec) -> UniformBuffer:
 def buffer_to_arrays(state: BufferState) -> dict[str, np.ndarray]:
     """The filled rows and the ring position, for a checkpoint (empty rows are not saved)."""
     size = int(state.size)
-    return {"rows": np.asarray(state.rows[:size]), "position": np.asarray(state.position),
-            "capacity": np.asarray(state.rows.shape[0], np.int64)}
+    return {
+        "rows": np.asarray(state.rows[:size]),
+        "position": np.asarray(state.position),
+        "capacity": np.asarray(state.rows.shape[0], np.int64),
+    }
 
 
 def check_buffer_arrays(capacity: int, spec: EnvSpec, arrays: dict[str, np.ndarray]) -> None:
@@ -115,11 +118,15 @@ def check_buffer_arrays(capacity: int, spec: EnvSpec, arrays: dict[str, np.ndarr
     not fit a buffer of `capacity` transitions for `spec`."""
     rows, width = arrays["rows"], row_width(spec)
     if int(arrays["capacity"]) != capacity:
-        raise ValueError(f"replay buffer size mismatch: saved buffer_size={int(arrays['capacity'])}, "
-                         f"configured buffer_size={capacity}")
+        raise ValueError(
+            f"replay buffer size mismatch: saved buffer_size={int(arrays['capacity'])}, "
+            f"configured buffer_size={capacity}"
+        )
     if rows.ndim != 2 or rows.shape[1] != width or rows.dtype != np.float32 or len(rows) > capacity:
-        raise ValueError(f"replay_buffer/rows.npy holds {rows.dtype}{list(rows.shape)}, expected float32[n, {width}] "
-                         f"with n <= buffer_size={capacity} (obs_dim={spec.obs_dim}, action_dim={spec.action_dim})")
+        raise ValueError(
+            f"replay_buffer/rows.npy holds {rows.dtype}{list(rows.shape)}, expected float32[n, {width}] "
+            f"with n <= buffer_size={capacity} (obs_dim={spec.obs_dim}, action_dim={spec.action_dim})"
+        )
     position = arrays["position"]
     if position.shape != () or position.dtype.kind not in "iu" or not 0 <= int(position) < capacity:
         shown = position.tolist() if position.shape == () else f"{position.dtype}{list(position.shape)}"
@@ -132,5 +139,8 @@ def buffer_from_arrays(buffer: UniformBuffer, arrays: dict[str, np.ndarray]) -> 
     rows = arrays["rows"]
     full = np.zeros((buffer.capacity, row_width(buffer.spec)), np.float32)
     full[: len(rows)] = rows
-    return BufferState(rows=jnp.asarray(full), position=jnp.asarray(arrays["position"], jnp.int32),
-                       size=jnp.asarray(len(rows), jnp.int32))
+    return BufferState(
+        rows=jnp.asarray(full),
+        position=jnp.asarray(arrays["position"], jnp.int32),
+        size=jnp.asarray(len(rows), jnp.int32),
+    )

@@ -47,39 +47,86 @@ def build_parser(record_video: bool = False) -> argparse.ArgumentParser:
     p.add_argument("-n", "--n-timesteps", type=int, default=1000, help="env steps to run")
     p.add_argument("--n-envs", type=int, default=1, help="number of envs (only the first is rendered)")
     p.add_argument("--no-render", action="store_true", help="no window (default when there is no display)")
-    p.add_argument("--deterministic", action="store_true", default=True,
-                   help="the policy's mean action (the default for continuous control)")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        default=True,
+        help="the policy's mean action (the default for continuous control)",
+    )
     p.add_argument("--stochastic", action="store_true", help="sample actions from the policy")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--load-best", action="store_true", help="load best_model.zip")
     group.add_argument("--load-checkpoint", type=int, metavar="N", help="load rl_model_<N>_steps.zip")
-    group.add_argument("--load-last-checkpoint", action="store_true",
-                       help="load the newest valid rl_model_*_steps.zip (torn ones are skipped, with a warning)")
+    group.add_argument(
+        "--load-last-checkpoint",
+        action="store_true",
+        help="load the newest valid rl_model_*_steps.zip (torn ones are skipped, with a warning)",
+    )
     p.add_argument("--seed", type=int, default=0, help="env (and stochastic-action) seed")
-    p.add_argument("--env-kwargs", nargs="+", default=None, metavar="KEY:VALUE",
-                   help="env kwargs; override the run's saved env_kwargs")
-    p.add_argument("--gym-packages", nargs="+", default=[], metavar="MODULE",
-                   help="modules to import first (their wrappers are trusted in env_wrapper)")
-    p.add_argument("--trust-wrappers", nargs="+", default=[], metavar="MODULE",
-                   help="modules whose wrappers the run's config.yml may name, besides gymnasium's and rlbench's")
+    p.add_argument(
+        "--env-kwargs",
+        nargs="+",
+        default=None,
+        metavar="KEY:VALUE",
+        help="env kwargs; override the run's saved env_kwargs",
+    )
+    p.add_argument(
+        "--gym-packages",
+        nargs="+",
+        default=[],
+        metavar="MODULE",
+        help="modules to import first (their wrappers are trusted in env_wrapper)",
+    )
+    p.add_argument(
+        "--trust-wrappers",
+        nargs="+",
+        default=[],
+        metavar="MODULE",
+        help="modules whose wrappers the run's config.yml may name, besides gymnasium's and rlbench's",
+    )
     if record_video:
-        p.add_argument("-o", "--output-folder", default=None, metavar="FOLDER",
-                       help="folder for the video, named as RL Zoo names it (final-model-<algo>-<env>-step-0-to-"
-                            "step-<n>.mp4, best-model-..., checkpoint-<steps>-...); default: <run folder>/videos. "
-                            "A path ending in .mp4 or .gif is the video file itself")
+        p.add_argument(
+            "-o",
+            "--output-folder",
+            default=None,
+            metavar="FOLDER",
+            help="folder for the video, named as RL Zoo names it (final-model-<algo>-<env>-step-0-to-"
+            "step-<n>.mp4, best-model-..., checkpoint-<steps>-...); default: <run folder>/videos. "
+            "A path ending in .mp4 or .gif is the video file itself",
+        )
     else:
-        p.add_argument("--record", default=None, metavar="PATH.mp4",
-                       help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)")
+        p.add_argument(
+            "--record",
+            default=None,
+            metavar="PATH.mp4",
+            help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)",
+        )
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu", "cuda"), help="JAX backend")
-    p.add_argument("--compile-cache", default=None, metavar="DIR|none",
-                   help="persistent compilation cache folder, as train.py's (none turns it off)")
-    p.add_argument("--num-threads", type=int, default=-1, choices=(-1, 1),
-                   help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU (as train.py's)")
-    p.add_argument("--reward-log", default="", metavar="DIR",
-                   help="write each env's episodes to DIR/<index>.monitor.csv (SB3's Monitor file, as RL Zoo)")
-    p.add_argument("--custom-objects", action="store_true",
-                   help="accepted for RL Zoo's command lines and not needed: a checkpoint holds arrays and a "
-                        "manifest, nothing pickled")
+    p.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR|none",
+        help="persistent compilation cache folder, as train.py's (none turns it off)",
+    )
+    p.add_argument(
+        "--num-threads",
+        type=int,
+        default=-1,
+        choices=(-1, 1),
+        help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU (as train.py's)",
+    )
+    p.add_argument(
+        "--reward-log",
+        default="",
+        metavar="DIR",
+        help="write each env's episodes to DIR/<index>.monitor.csv (SB3's Monitor file, as RL Zoo)",
+    )
+    p.add_argument(
+        "--custom-objects",
+        action="store_true",
+        help="accepted for RL Zoo's command lines and not needed: a checkpoint holds arrays and a "
+        "manifest, nothing pickled",
+    )
     p.add_argument("-P", "--progress", action="store_true", help="show a progress bar")
     p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2))
     return p
@@ -127,8 +174,13 @@ def video_path(args: argparse.Namespace, model: Path) -> Path:
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"-o/--output-folder: {folder} exists and is not a folder (or name a .mp4 / .gif file)")
     checkpoint = re.fullmatch(r"rl_model_(\d+)_steps\.zip", model.name)
-    kind = ("best-model" if model.name == "best_model.zip" else
-            f"checkpoint-{checkpoint[1]}" if checkpoint else "final-model")
+    kind = (
+        "best-model"
+        if model.name == "best_model.zip"
+        else f"checkpoint-{checkpoint[1]}"
+        if checkpoint
+        else "final-model"
+    )
     env_name = args.env.replace(":", "_").replace("/", "-")
     return folder / f"{kind}-{args.algo}-{env_name}-step-0-to-step-{args.n_timesteps}.mp4"
 
@@ -138,8 +190,9 @@ def check_reward_log(folder: str) -> None:
         raise ConfigError(f"--reward-log: {folder} exists and is not a folder")
 
 
-def saved_env_settings(model: Path, env_name: str, manifest: dict[str, Any], trusted: Sequence[str]
-                       ) -> tuple[dict[str, Any], tuple[EnvWrapper, ...]]:
+def saved_env_settings(
+    model: Path, env_name: str, manifest: dict[str, Any], trusted: Sequence[str]
+) -> tuple[dict[str, Any], tuple[EnvWrapper, ...]]:
     """(env_kwargs, env_wrappers) from the run's config.yml (checked like any hyperparameter file),
     else from the manifest. Both are files read back: wrappers resolve only from `trusted` modules."""
     config_file = model.parent / env_name / "config.yml"
@@ -147,8 +200,10 @@ def saved_env_settings(model: Path, env_name: str, manifest: dict[str, Any], tru
         entry = normalize_entry(hyperparams.read_file(config_file), str(config_file))
     else:
         entry = normalize_entry(dict(manifest["hyperparams"]), str(model))
-    return (literal_mapping(entry.get("env_kwargs"), f"env_kwargs in {config_file}"),
-            parse_env_wrappers(entry.get("env_wrapper"), trusted))
+    return (
+        literal_mapping(entry.get("env_kwargs"), f"env_kwargs in {config_file}"),
+        parse_env_wrappers(entry.get("env_wrapper"), trusted),
+    )
 
 
 def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
@@ -164,8 +219,10 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
         check_reward_log(args.reward_log)
         ffmpeg = find_ffmpeg() if recording else ""
         if args.custom_objects:
-            print("--custom-objects: not needed (a checkpoint holds arrays and a manifest, nothing pickled)",
-                  file=sys.stderr)
+            print(
+                "--custom-objects: not needed (a checkpoint holds arrays and a manifest, nothing pickled)",
+                file=sys.stderr,
+            )
         headless = not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
         if headless and recording:
             os.environ.setdefault("MUJOCO_GL", "egl")  # before gymnasium imports mujoco's renderer
@@ -182,8 +239,9 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
         manifest = checkpoint.manifest
         if manifest["algo"] != args.algo:
             raise ConfigError(f"{model} was trained with --algo {manifest['algo']}, not {args.algo}")
-        env_kwargs, wrappers = saved_env_settings(model, args.env.replace(":", "_"), manifest,
-                                                  trusted_modules([*args.gym_packages, *args.trust_wrappers]))
+        env_kwargs, wrappers = saved_env_settings(
+            model, args.env.replace(":", "_"), manifest, trusted_modules([*args.gym_packages, *args.trust_wrappers])
+        )
         if args.env_kwargs is not None:
             env_kwargs |= parse_key_values(args.env_kwargs, "--env-kwargs")
         from rlbench.policy import load_policy
@@ -197,8 +255,10 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
         return 1
     # --record renders offscreen (rgb_array) even with --no-render, which only means "no window".
     render = "rgb_array" if recording else (None if args.no_render or headless else "human")
-    envs = [make_single_env(args.env, env_kwargs, wrappers, args.gym_packages, render_mode=render if i == 0 else None)
-            for i in range(args.n_envs)]
+    envs = [
+        make_single_env(args.env, env_kwargs, wrappers, args.gym_packages, render_mode=render if i == 0 else None)
+        for i in range(args.n_envs)
+    ]
     try:
         if args.verbose:
             print(f"Loaded {model} ({manifest['algo']}, {manifest['counters']['env_steps']} env steps)")
@@ -220,8 +280,9 @@ def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace, ffmpeg:
     with contextlib.ExitStack() as cleanup:
         video = None
         if args.record:
-            video = cleanup.enter_context(VideoWriter(Path(args.record), envs[0].metadata.get("render_fps", 30),
-                                                      ffmpeg))
+            video = cleanup.enter_context(
+                VideoWriter(Path(args.record), envs[0].metadata.get("render_fps", 30), ffmpeg)
+            )
         monitors = None
         if args.reward_log:
             Path(args.reward_log).mkdir(parents=True, exist_ok=True)
@@ -242,8 +303,10 @@ def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace, ffmpeg:
                     if monitors is not None:
                         monitors.episode(i, float(episode_return[i]), int(episode_length[i]))
                     if args.verbose:
-                        print(f"Episode {len(finished)} (env {i}): return {episode_return[i]:.2f}, "
-                              f"length {episode_length[i]}")
+                        print(
+                            f"Episode {len(finished)} (env {i}): return {episode_return[i]:.2f}, "
+                            f"length {episode_length[i]}"
+                        )
                     episode_return[i], episode_length[i] = 0.0, 0
                     obs[i] = env.reset()[0]
     if video is not None and args.verbose:

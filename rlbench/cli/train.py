@@ -78,8 +78,15 @@ EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal, checkpoint written, r
 MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
 
 # Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other).
-ARCHITECTURE_KEYS = ("net_arch", "activation_fn", "dropout_rate", "layer_norm", "n_critics", "batch_norm",
-                     "batch_norm_actor")
+ARCHITECTURE_KEYS = (
+    "net_arch",
+    "activation_fn",
+    "dropout_rate",
+    "layer_norm",
+    "n_critics",
+    "batch_norm",
+    "batch_norm_actor",
+)
 
 # RL Zoo flags whose features later work brings (tracking, tuning). Accepted so that RL Zoo command
 # lines parse, but any non-default value exits 2 with "not supported yet", never ignored.
@@ -100,45 +107,93 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-episodes", type=int, default=5, help="episodes per evaluation")
     p.add_argument("--n-eval-envs", type=int, default=1, help="number of evaluation envs")
     p.add_argument("--vec-env", default="dummy", choices=VEC_ENV_KINDS, help="in-process or subprocess envs")
-    p.add_argument("-params", "--hyperparams", nargs="+", default=[], metavar="KEY:VALUE",
-                   help="override hyperparameters, e.g. learning_rate:1e-3 policy_kwargs:dict(net_arch=[64,64])")
+    p.add_argument(
+        "-params",
+        "--hyperparams",
+        nargs="+",
+        default=[],
+        metavar="KEY:VALUE",
+        help="override hyperparameters, e.g. learning_rate:1e-3 policy_kwargs:dict(net_arch=[64,64])",
+    )
     p.add_argument("--env-kwargs", nargs="+", default=[], metavar="KEY:VALUE", help="env constructor kwargs")
-    p.add_argument("--eval-env-kwargs", nargs="+", default=None, metavar="KEY:VALUE",
-                   help="kwargs of the evaluation env (default: the training env's)")
-    p.add_argument("-conf", "--conf-file", default=None,
-                   help="hyperparameter file (.yml/.yaml, .py or module); default hyperparams/<algo>.yml")
-    p.add_argument("--gym-packages", nargs="+", default=[], metavar="MODULE",
-                   help="modules to import before making the env (they register custom envs; their wrappers "
-                        "are trusted in env_wrapper)")
-    p.add_argument("--trust-wrappers", nargs="+", default=[], metavar="MODULE",
-                   help="modules whose gymnasium.Wrapper classes env_wrapper may name, besides gymnasium's and "
-                        "rlbench's (a file read back, such as a checkpoint's manifest, can name no others)")
-    p.add_argument("--log-interval", type=int, default=-1,
-                   help="episodes between training-metric logs (-1: default 4; < -1: never)")
+    p.add_argument(
+        "--eval-env-kwargs",
+        nargs="+",
+        default=None,
+        metavar="KEY:VALUE",
+        help="kwargs of the evaluation env (default: the training env's)",
+    )
+    p.add_argument(
+        "-conf",
+        "--conf-file",
+        default=None,
+        help="hyperparameter file (.yml/.yaml, .py or module); default hyperparams/<algo>.yml",
+    )
+    p.add_argument(
+        "--gym-packages",
+        nargs="+",
+        default=[],
+        metavar="MODULE",
+        help="modules to import before making the env (they register custom envs; their wrappers "
+        "are trusted in env_wrapper)",
+    )
+    p.add_argument(
+        "--trust-wrappers",
+        nargs="+",
+        default=[],
+        metavar="MODULE",
+        help="modules whose gymnasium.Wrapper classes env_wrapper may name, besides gymnasium's and "
+        "rlbench's (a file read back, such as a checkpoint's manifest, can name no others)",
+    )
+    p.add_argument(
+        "--log-interval",
+        type=int,
+        default=-1,
+        help="episodes between training-metric logs (-1: default 4; < -1: never)",
+    )
     p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2), help="0 quiet, 1 info")
     p.add_argument("-P", "--progress", action="store_true", help="show a progress bar with fps and last eval")
     add_bool_flag(p, "-uuid", "--uuid", help="append a unique id to the run folder name")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "cuda"),
-                   help="JAX backend: auto (GPU if present), cpu, or gpu")
-    p.add_argument("--num-threads", type=int, default=-1,
-                   help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU")
-    p.add_argument("--compile-cache", default=None, metavar="DIR|none",
-                   help=f"persistent compilation cache folder (default: ${compile_cache.ENV_VAR}, else "
-                        "~/.cache/rlbench/jax); none turns it off")
-    p.add_argument("-i", "--trained-agent", default="",
-                   help="continue training from a checkpoint (.zip): counters, schedules, PRNG keys, optimizer "
-                        "state, envs and, if saved, the replay buffer continue; -n adds steps to it")
-    p.add_argument("--save-freq", type=int, default=-1,
-                   help="write rl_model_<steps>_steps.zip every n env steps (< 0: never)")
-    p.add_argument("--keep-checkpoints", type=int, default=0,
-                   help="keep only the newest K rl_model_* checkpoints (0: keep all)")
+    p.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "gpu", "cuda"),
+        help="JAX backend: auto (GPU if present), cpu, or gpu",
+    )
+    p.add_argument(
+        "--num-threads", type=int, default=-1, help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU"
+    )
+    p.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR|none",
+        help=f"persistent compilation cache folder (default: ${compile_cache.ENV_VAR}, else "
+        "~/.cache/rlbench/jax); none turns it off",
+    )
+    p.add_argument(
+        "-i",
+        "--trained-agent",
+        default="",
+        help="continue training from a checkpoint (.zip): counters, schedules, PRNG keys, optimizer "
+        "state, envs and, if saved, the replay buffer continue; -n adds steps to it",
+    )
+    p.add_argument(
+        "--save-freq", type=int, default=-1, help="write rl_model_<steps>_steps.zip every n env steps (< 0: never)"
+    )
+    p.add_argument(
+        "--keep-checkpoints", type=int, default=0, help="keep only the newest K rl_model_* checkpoints (0: keep all)"
+    )
     add_bool_flag(p, "--save-replay-buffer", help="put the replay buffer in the periodic and final checkpoints")
-    add_bool_flag(p, "--allow-space-bounds-mismatch",
-                  help="with -i: accept an env whose space bounds (not shapes) differ from the checkpoint's")
+    add_bool_flag(
+        p,
+        "--allow-space-bounds-mismatch",
+        help="with -i: accept an env whose space bounds (not shapes) differ from the checkpoint's",
+    )
     # Later features: accepted, refused with a clear message until implemented.
     p.add_argument("--truncate-last-trajectory", type=str2bool, default=True, help="(HER only; no effect here)")
-    p.add_argument("-tb", "--tensorboard-log", default="",
-                   help="also write TensorBoard event files under DIR/<env_id>/<algo>_<N>")
+    p.add_argument(
+        "-tb", "--tensorboard-log", default="", help="also write TensorBoard event files under DIR/<env_id>/<algo>_<N>"
+    )
     add_bool_flag(p, "--track", help="track the run on Weights & Biases (offline when W&B is unreachable)")
     p.add_argument("--wandb-project-name", default="sb3", help="W&B project")
     p.add_argument("--wandb-entity", default=None, help="W&B entity (team or user)")
@@ -146,23 +201,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-tags", "--wandb-tags", nargs="+", default=[], help="W&B tags")
     add_bool_flag(p, "-optimize", "--optimize-hyperparameters", help="tune hyperparameters with Optuna")
     p.add_argument("--n-trials", type=int, default=500, help="trials this invocation runs (over all --n-jobs)")
-    p.add_argument("--max-total-trials", type=int, default=None,
-                   help="stop every worker once the study has this many COMPLETE/PRUNED/FAIL trials")
+    p.add_argument(
+        "--max-total-trials",
+        type=int,
+        default=None,
+        help="stop every worker once the study has this many COMPLETE/PRUNED/FAIL trials",
+    )
     add_bool_flag(p, "--no-optim-plots", help="skip the optimization-history and importance plots")
     p.add_argument("--n-jobs", type=int, default=1, help="parallel worker processes")
-    p.add_argument("--sampler", default="tpe", choices=("random", "tpe", "cmaes", "auto"),
-                   help="auto: OptunaHub's AutoSampler (fetched from GitHub at first use, then cached)")
+    p.add_argument(
+        "--sampler",
+        default="tpe",
+        choices=("random", "tpe", "cmaes", "auto"),
+        help="auto: OptunaHub's AutoSampler (fetched from GitHub at first use, then cached)",
+    )
     p.add_argument("--pruner", default="median", choices=("halving", "median", "hyperband", "none"))
     p.add_argument("--n-startup-trials", type=int, default=10, help="random trials before the sampler/pruner act")
-    p.add_argument("--n-evaluations", type=int, default=None,
-                   help="evaluations per trial (reported to the pruner); default one per 100k steps")
-    p.add_argument("--storage", default=None,
-                   help="journal file path (default logs/<algo>/optuna_<env>.log), sqlite:///f.db or "
-                        "postgresql://user:password@host/db")
+    p.add_argument(
+        "--n-evaluations",
+        type=int,
+        default=None,
+        help="evaluations per trial (reported to the pruner); default one per 100k steps",
+    )
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="journal file path (default logs/<algo>/optuna_<env>.log), sqlite:///f.db or "
+        "postgresql://user:password@host/db",
+    )
     p.add_argument("--study-name", default=None, help="default <algo>_<env>")
     p.add_argument("--trial-id", type=int, default=None, help="train with the hyperparameters of trial N")
-    p.add_argument("--optimization-log-path", default=None,
-                   help="write each trial's evaluations.npz and model under PATH/trial_<n>")
+    p.add_argument(
+        "--optimization-log-path",
+        default=None,
+        help="write each trial's evaluations.npz and model under PATH/trial_<n>",
+    )
     return p
 
 
@@ -175,8 +248,10 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.tensorboard_log:
         import_tensorboardx()  # likewise
     if args.num_threads not in (-1, 1):
-        raise ConfigError(f"--num-threads: only -1 (XLA's default) or 1 (single-threaded) are supported, "
-                          f"got {args.num_threads}; XLA sizes its CPU thread pool itself")
+        raise ConfigError(
+            f"--num-threads: only -1 (XLA's default) or 1 (single-threaded) are supported, "
+            f"got {args.num_threads}; XLA sizes its CPU thread pool itself"
+        )
 
 
 def select_device(device: str, num_threads: int) -> None:
@@ -190,8 +265,10 @@ def select_device(device: str, num_threads: int) -> None:
             jax.devices("gpu")
         except RuntimeError:
             found = ", ".join(str(d) for d in jax.devices())
-            raise ConfigError(f"--device {device}: no GPU found (devices: {found}); install rlbench[cuda] "
-                              "on a machine with an NVIDIA GPU, or use --device cpu/auto") from None
+            raise ConfigError(
+                f"--device {device}: no GPU found (devices: {found}); install rlbench[cuda] "
+                "on a machine with an NVIDIA GPU, or use --device cpu/auto"
+            ) from None
         jax.config.update("jax_platforms", "cuda")
 
 
@@ -227,8 +304,9 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
         base = dict(resume.manifest["hyperparams"])
     else:
         source = args.conf_file or str(hyperparams.default_file(algo.name))
-        entry = normalize_entry(hyperparams.select_entry(hyperparams.read_file(source), args.env, source,
-                                                         args.verbose), source)
+        entry = normalize_entry(
+            hyperparams.select_entry(hyperparams.read_file(source), args.env, source, args.verbose), source
+        )
         base = hyperparams.merge(algo.preset, entry)
     trial_seed = None
     if trial_overrides is None and args.trial_id is not None:
@@ -240,14 +318,16 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
     try:
         overrides = normalize_entry(parse_key_values(args.hyperparams, "-params"), "-params")
         env_kwargs_cli = parse_key_values(args.env_kwargs, "--env-kwargs")
-        eval_env_kwargs_cli = (None if args.eval_env_kwargs is None
-                               else parse_key_values(args.eval_env_kwargs, "--eval-env-kwargs"))
+        eval_env_kwargs_cli = (
+            None if args.eval_env_kwargs is None else parse_key_values(args.eval_env_kwargs, "--eval-env-kwargs")
+        )
     except LiteralError as error:
         raise ConfigError(str(error)) from None
     merged = hyperparams.merge(base, overrides)
     where = f"{source} / -params" if args.hyperparams else source
     run_keys, env_wrappers, learner_keys = split_entry(
-        merged, where, trusted_modules([*args.gym_packages, *args.trust_wrappers]))
+        merged, where, trusted_modules([*args.gym_packages, *args.trust_wrappers])
+    )
     n_envs = positive_int(run_keys.get("n_envs", 1), "n_envs")
     n_timesteps = args.n_timesteps if args.n_timesteps != -1 else run_keys.get("n_timesteps")
     if n_timesteps is None:
@@ -266,16 +346,26 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
     for name, value in (("--eval-episodes", args.eval_episodes), ("--n-eval-envs", args.n_eval_envs)):
         positive_int(value, name)
     if args.keep_checkpoints < 0:
-        raise ConfigError(f"--keep-checkpoints: expected a non-negative integer (0 keeps all), got "
-                          f"{args.keep_checkpoints}")
+        raise ConfigError(
+            f"--keep-checkpoints: expected a non-negative integer (0 keeps all), got {args.keep_checkpoints}"
+        )
     if args.seed > MAX_SEED:
-        raise ConfigError(f"--seed {args.seed} is too large: seeds are in [0, 2**32-1] (as SB3 and RL Zoo), "
-                          "or negative to draw one")
+        raise ConfigError(
+            f"--seed {args.seed} is too large: seeds are in [0, 2**32-1] (as SB3 and RL Zoo), or negative to draw one"
+        )
     check_log_folder(args.log_folder)
     # One env built, reset and stepped with each set of kwargs: what the env rejects is refused now, not
     # at the first step or the first evaluation (after training).
-    spaces = dict(zip(("observation", "action"), map(describe_space, check_env_runs(
-        args.env, env_kwargs, env_wrappers, args.gym_packages, "--env-kwargs / env_kwargs")), strict=True))
+    spaces = dict(
+        zip(
+            ("observation", "action"),
+            map(
+                describe_space,
+                check_env_runs(args.env, env_kwargs, env_wrappers, args.gym_packages, "--env-kwargs / env_kwargs"),
+            ),
+            strict=True,
+        )
+    )
     if args.eval_freq > 0 and eval_env_kwargs != env_kwargs:
         check_env_runs(args.env, eval_env_kwargs, env_wrappers, args.gym_packages, "--eval-env-kwargs")
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
@@ -293,17 +383,38 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
     else:
         seed = args.seed if args.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
     run = RunConfig(
-        env_id=args.env, n_timesteps=n_timesteps, n_envs=n_envs, env_kwargs=env_kwargs, seed=seed,
-        eval_env_kwargs=eval_env_kwargs, env_wrappers=env_wrappers, gym_packages=tuple(args.gym_packages),
-        vec_env=args.vec_env, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
-        n_eval_envs=args.n_eval_envs, log_interval=4 if args.log_interval == -1 else args.log_interval,
-        verbose=args.verbose, progress=args.progress,
+        env_id=args.env,
+        n_timesteps=n_timesteps,
+        n_envs=n_envs,
+        env_kwargs=env_kwargs,
+        seed=seed,
+        eval_env_kwargs=eval_env_kwargs,
+        env_wrappers=env_wrappers,
+        gym_packages=tuple(args.gym_packages),
+        vec_env=args.vec_env,
+        eval_freq=args.eval_freq,
+        eval_episodes=args.eval_episodes,
+        n_eval_envs=args.n_eval_envs,
+        log_interval=4 if args.log_interval == -1 else args.log_interval,
+        verbose=args.verbose,
+        progress=args.progress,
     )
-    resolved = {"n_timesteps": n_timesteps, "n_envs": n_envs, "policy": "MlpPolicy", "env_kwargs": env_kwargs,
-                **({"env_wrapper": [wrapper.to_entry() for wrapper in env_wrappers]} if env_wrappers else {}),
-                **algo.config_to_hyperparams(learner_config)}
-    return Experiment(algo=algo, run=run, learner_config=learner_config, hyperparams=dict(sorted(resolved.items())),
-                      spaces=spaces, resume=resume)
+    resolved = {
+        "n_timesteps": n_timesteps,
+        "n_envs": n_envs,
+        "policy": "MlpPolicy",
+        "env_kwargs": env_kwargs,
+        **({"env_wrapper": [wrapper.to_entry() for wrapper in env_wrappers]} if env_wrappers else {}),
+        **algo.config_to_hyperparams(learner_config),
+    }
+    return Experiment(
+        algo=algo,
+        run=run,
+        learner_config=learner_config,
+        hyperparams=dict(sorted(resolved.items())),
+        spaces=spaces,
+        resume=resume,
+    )
 
 
 def load_resume_checkpoint(args: argparse.Namespace, algo: AlgoSpec) -> Checkpoint:
@@ -316,8 +427,10 @@ def load_resume_checkpoint(args: argparse.Namespace, algo: AlgoSpec) -> Checkpoi
     def expect(manifest: dict[str, Any]) -> Expected:
         expected = resume_expectations(manifest)
         if manifest["algo"] != algo.name:
-            raise ConfigError(f"{path} was trained with --algo {manifest['algo']}, but --algo {algo.name} was "
-                              f"given; resume it with --algo {manifest['algo']}")
+            raise ConfigError(
+                f"{path} was trained with --algo {manifest['algo']}, but --algo {algo.name} was "
+                f"given; resume it with --algo {manifest['algo']}"
+            )
         spaces = manifest["spaces"]
         spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
         # The saved configuration: a resume keeps its architecture (check_resume_overrides), hence its state size.
@@ -333,8 +446,9 @@ def load_resume_checkpoint(args: argparse.Namespace, algo: AlgoSpec) -> Checkpoi
     return read_checkpoint(path, expect=expect)
 
 
-def check_resume_overrides(resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any],
-                           resolved: Mapping[str, Any]) -> None:
+def check_resume_overrides(
+    resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any], resolved: Mapping[str, Any]
+) -> None:
     """Refuse -params that change the saved networks (B7); report the changes that are allowed.
 
     `saved` is the checkpoint's resolved entry; the networks are compared in that resolved spelling
@@ -347,13 +461,15 @@ def check_resume_overrides(resume: Checkpoint, saved: Mapping[str, Any], merged:
             raise ConfigError(
                 f"-params policy_kwargs {key}: {new_kwargs.get(key)!r} differs from the network saved in "
                 f"{resume.path} ({saved_kwargs.get(key)!r}); the architecture cannot change on resume "
-                "(optimizer and schedule settings such as learning_rate can)")
+                "(optimizer and schedule settings such as learning_rate can)"
+            )
     saved_precision = saved.get("precision", "float32")  # checkpoints from before the key: float32
     if resolved.get("precision") != saved_precision:
         raise ConfigError(
             f"-params precision: {resolved.get('precision')!r} differs from {saved_precision!r} saved in "
             f"{resume.path}; precision cannot change on resume (a bfloat16 learner state also holds bfloat16 copies of "
-            "the transposed kernels); resume with the saved precision")
+            "the transposed kernels); resume with the saved precision"
+        )
     for key in sorted(set(saved) | set(merged)):
         if key not in ("policy_kwargs", "n_timesteps", "precision") and saved.get(key) != merged.get(key):
             print(f"Resume: {key} changed from {saved.get(key)!r} to {merged.get(key)!r}")
@@ -372,8 +488,10 @@ def check_resume_state(resume: Checkpoint, algo: AlgoSpec, learner_config: Any, 
         return
     saved_capacity = int(saved_buffer["capacity"])
     if saved_capacity != learner_config.buffer_size:
-        raise ConfigError(f"cannot resume from {resume.path}: its replay buffer has buffer_size={saved_capacity}, "
-                          f"the configuration {learner_config.buffer_size}; drop the buffer_size override")
+        raise ConfigError(
+            f"cannot resume from {resume.path}: its replay buffer has buffer_size={saved_capacity}, "
+            f"the configuration {learner_config.buffer_size}; drop the buffer_size override"
+        )
     try:
         check_buffer_arrays(learner_config.buffer_size, spec, saved_buffer)
     except ValueError as error:
@@ -381,9 +499,12 @@ def check_resume_state(resume: Checkpoint, algo: AlgoSpec, learner_config: Any, 
 
 
 def describe_space(space: Any) -> dict[str, Any]:
-    return {"shape": list(space.shape), "dtype": str(space.dtype),
-            "low": np.asarray(space.low, np.float64).ravel().tolist(),
-            "high": np.asarray(space.high, np.float64).ravel().tolist()}
+    return {
+        "shape": list(space.shape),
+        "dtype": str(space.dtype),
+        "low": np.asarray(space.low, np.float64).ravel().tolist(),
+        "high": np.asarray(space.high, np.float64).ravel().tolist(),
+    }
 
 
 def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mismatch: bool, env_id: str) -> None:
@@ -393,18 +514,24 @@ def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mi
     for name in ("observation", "action"):
         was, now = saved[name], current[name]
         if (was["shape"], was["dtype"]) != (now["shape"], now["dtype"]):
-            raise ConfigError(f"{name} space mismatch: saved={was['dtype']}{was['shape']} "
-                              f"current={now['dtype']}{now['shape']} ({resume.path} was trained on "
-                              f"{resume.manifest['env_id']})")
+            raise ConfigError(
+                f"{name} space mismatch: saved={was['dtype']}{was['shape']} "
+                f"current={now['dtype']}{now['shape']} ({resume.path} was trained on "
+                f"{resume.manifest['env_id']})"
+            )
         if (was["low"], was["high"]) != (now["low"], now["high"]):
-            message = (f"{name} space bounds differ from {resume.path}'s: saved low={was['low']} "
-                       f"high={was['high']}, current low={now['low']} high={now['high']}")
+            message = (
+                f"{name} space bounds differ from {resume.path}'s: saved low={was['low']} "
+                f"high={was['high']}, current low={now['low']} high={now['high']}"
+            )
             if not allow_bounds_mismatch:
                 raise ConfigError(message + "; pass --allow-space-bounds-mismatch to resume anyway")
             print(f"Warning: {message}", file=sys.stderr)
     if resume.manifest["env_id"] != env_id:  # after the checks above, whose errors name the saved env already
-        print(f"Warning: {resume.path} was trained on {resume.manifest['env_id']}, this run uses --env {env_id}",
-              file=sys.stderr)
+        print(
+            f"Warning: {resume.path} was trained on {resume.manifest['env_id']}, this run uses --env {env_id}",
+            file=sys.stderr,
+        )
 
 
 def check_log_folder(log_folder: str) -> None:
@@ -416,8 +543,10 @@ def check_log_folder(log_folder: str) -> None:
     if not existing.is_dir():
         raise ConfigError(f"-f/--log-folder {log_folder}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only file system (EROFS)
-        raise ConfigError(f"-f/--log-folder {log_folder}: cannot create folders in {existing} (read-only or no "
-                          "write permission); choose another log folder with -f")
+        raise ConfigError(
+            f"-f/--log-folder {log_folder}: cannot create folders in {existing} (read-only or no "
+            "write permission); choose another log folder with -f"
+        )
 
 
 def latest_run_id(algo_dir: Path, env_id: str) -> int:
@@ -450,9 +579,11 @@ def write_run_files(run_dir: Path, exp: Experiment, args: argparse.Namespace, ar
     params_dir = run_dir / exp.run.env_id.replace(":", "_")
     params_dir.mkdir()
     saved_args = redact_values(dict(sorted({**vars(args), "seed": exp.run.seed}.items())))
-    files = {"config.yml": yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True),
-             "args.yml": yaml.safe_dump(_plain(saved_args), sort_keys=True),
-             "command.txt": command_line(argv) + "\n"}
+    files = {
+        "config.yml": yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True),
+        "args.yml": yaml.safe_dump(_plain(saved_args), sort_keys=True),
+        "command.txt": command_line(argv) + "\n",
+    }
     for name, text in files.items():
         path = params_dir / name
         try:
@@ -496,8 +627,11 @@ class StopRequest:
         if self.reason is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.reason = signal.Signals(signum).name
-        print(f"\n{self.reason} received: writing a checkpoint, then stopping "
-              "(Ctrl-C again aborts without one)", file=sys.stderr, flush=True)
+        print(
+            f"\n{self.reason} received: writing a checkpoint, then stopping (Ctrl-C again aborts without one)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def __call__(self) -> str | None:
         return self.reason
@@ -539,13 +673,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Seed: {exp.run.seed}\nLog folder: {run_dir}")
         if exp.resume is not None:
             counters = exp.resume.manifest["counters"]
-            print(f"Resuming from {exp.resume.path} at {counters['env_steps']} env steps "
-                  f"({counters['gradient_steps']} gradient steps), until {exp.run.n_timesteps}")
+            print(
+                f"Resuming from {exp.resume.path} at {counters['env_steps']} env steps "
+                f"({counters['gradient_steps']} gradient steps), until {exp.run.n_timesteps}"
+            )
             print("Hyperparameters (merged: checkpoint < -params < -n):")
         else:
             source = args.conf_file or hyperparams.default_file(exp.algo.name)
-            print(f"Hyperparameters (merged: {exp.algo.name} defaults < {exp.algo.name} preset < {source} "
-                  f"< -params < -n):")
+            print(
+                f"Hyperparameters (merged: {exp.algo.name} defaults < {exp.algo.name} preset < {source} "
+                f"< -params < -n):"
+            )
         print(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True), end="")
 
     tracker = start_tracking(args, exp, run_dir, argv) if args.track else None
@@ -568,8 +706,11 @@ def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"error: -optimize needs Optuna, a dependency of rlbench ({error}): pip install -e .", file=sys.stderr)
         return 2
     if args.track or args.tensorboard_log or args.trained_agent or args.save_freq > 0:
-        print("error: -optimize runs trials without --track, -tb, -i or --save-freq (use "
-              "--optimization-log-path for per-trial files)", file=sys.stderr)
+        print(
+            "error: -optimize runs trials without --track, -tb, -i or --save-freq (use "
+            "--optimization-log-path for per-trial files)",
+            file=sys.stderr,
+        )
         return 2
     try:
         return optimize(args, resolve, argv)
@@ -585,52 +726,89 @@ def start_tracking(args: argparse.Namespace, exp: Experiment, run_dir: Path, arg
     """The W&B run: RL Zoo's name and flags; config = hyperparameters, arguments, seed, command line,
     versions, git commit and backend. A resumed run continues the checkpoint's W&B run id."""
     name = f"{exp.run.env_id}__{exp.algo.name}__{exp.run.seed}__{int(time.time())}"
-    config = {**_plain(exp.hyperparams), "algo": exp.algo.name, "env_id": exp.run.env_id, "seed": exp.run.seed,
-              "args": _plain(redact_values({**vars(args), "seed": exp.run.seed})),
-              "command": command_line(argv), "versions": library_versions(),
-              "git_commit": git_commit(), "backend": jax.default_backend(), "run_dir": str(run_dir)}
+    config = {
+        **_plain(exp.hyperparams),
+        "algo": exp.algo.name,
+        "env_id": exp.run.env_id,
+        "seed": exp.run.seed,
+        "args": _plain(redact_values({**vars(args), "seed": exp.run.seed})),
+        "command": command_line(argv),
+        "versions": library_versions(),
+        "git_commit": git_commit(),
+        "backend": jax.default_backend(),
+        "run_dir": str(run_dir),
+    }
     run_id = exp.resume.manifest.get("wandb_run_id") if exp.resume is not None else None
-    return WandbTracker(project=args.wandb_project_name, entity=args.wandb_entity, group=args.wandb_group,
-                        tags=list(args.wandb_tags), name=name, config=config, run_id=run_id)
+    return WandbTracker(
+        project=args.wandb_project_name,
+        entity=args.wandb_entity,
+        group=args.wandb_group,
+        tags=list(args.wandb_tags),
+        name=name,
+        config=config,
+        run_id=run_id,
+    )
 
 
 def git_commit() -> str | None:
     """The project's commit when it runs from a git checkout (None otherwise)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     commit = out.stdout.strip()
     return commit if out.returncode == 0 and commit else None
 
 
-def train_and_report(args: argparse.Namespace, exp: Experiment, run_dir: Path, model_name: str,
-                     tracker: WandbTracker | None) -> int:
+def train_and_report(
+    args: argparse.Namespace, exp: Experiment, run_dir: Path, model_name: str, tracker: WandbTracker | None
+) -> int:
     def make_logger(metric_names: Sequence[str]) -> MultiLogger:
         loggers: list[Any] = [CSVLogger(run_dir / "progress.csv", metric_names)]
         if args.verbose:
             loggers.append(ConsoleLogger())
         if args.tensorboard_log:
-            loggers.append(TensorBoardLogger(Path(args.tensorboard_log) / model_name / f"{exp.algo.name}_"
-                                             f"{run_dir.name[len(model_name) + 1:]}"))
+            loggers.append(
+                TensorBoardLogger(
+                    Path(args.tensorboard_log) / model_name / f"{exp.algo.name}_{run_dir.name[len(model_name) + 1 :]}"
+                )
+            )
         if tracker is not None:
             loggers.append(tracker)
         return MultiLogger(loggers)
 
     settings = CheckpointSettings(
-        run_dir=run_dir, model_name=model_name, save_freq=args.save_freq, keep=args.keep_checkpoints,
+        run_dir=run_dir,
+        model_name=model_name,
+        save_freq=args.save_freq,
+        keep=args.keep_checkpoints,
         save_replay_buffer=args.save_replay_buffer,
-        manifest={"algo": exp.algo.name, "env_id": exp.run.env_id, "seed": exp.run.seed,
-                  "n_timesteps": exp.run.n_timesteps, "n_envs": exp.run.n_envs,
-                  "hyperparams": _plain(exp.hyperparams), "spaces": exp.spaces,
-                  "resumed_from": None if exp.resume is None else str(exp.resume.path),
-                  "wandb_run_id": None if tracker is None else tracker.id},
+        manifest={
+            "algo": exp.algo.name,
+            "env_id": exp.run.env_id,
+            "seed": exp.run.seed,
+            "n_timesteps": exp.run.n_timesteps,
+            "n_envs": exp.run.n_envs,
+            "hyperparams": _plain(exp.hyperparams),
+            "spaces": exp.spaces,
+            "resumed_from": None if exp.resume is None else str(exp.resume.path),
+            "wandb_run_id": None if tracker is None else tracker.id,
+        },
     )
     try:
         with StopRequest() as stop:
-            result = train(exp.run, exp.algo, exp.learner_config, make_logger, run_dir=run_dir,
-                           checkpoints=settings, resume=exp.resume, stop_requested=stop)
+            result = train(
+                exp.run,
+                exp.algo,
+                exp.learner_config,
+                make_logger,
+                run_dir=run_dir,
+                checkpoints=settings,
+                resume=exp.resume,
+                stop_requested=stop,
+            )
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -650,13 +828,17 @@ def train_and_report(args: argparse.Namespace, exp: Experiment, run_dir: Path, m
         evaluations = result.evaluations
         summary = {"env_steps": result.env_steps, "wall_time_s": result.wall_time}
         if evaluations.results:
-            summary |= {"final_eval_mean_reward": float(np.mean(evaluations.results[-1])),
-                        "best_eval_mean_reward": float(max(np.mean(r) for r in evaluations.results))}
+            summary |= {
+                "final_eval_mean_reward": float(np.mean(evaluations.results[-1])),
+                "best_eval_mean_reward": float(max(np.mean(r) for r in evaluations.results)),
+            }
         tracker.summarize(summary, [run_dir / "evaluations.npz", result.checkpoint], base=run_dir)
     if result.interrupted:
-        print(f"Stopped by {result.interrupted} at {result.env_steps} env steps; checkpoint: {result.checkpoint}\n"
-              f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {result.checkpoint}",
-              file=sys.stderr)
+        print(
+            f"Stopped by {result.interrupted} at {result.env_steps} env steps; checkpoint: {result.checkpoint}\n"
+            f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {result.checkpoint}",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     if args.verbose:
         print(f"Trained {result.env_steps} env steps in {result.wall_time:.1f} s; model: {result.checkpoint}")

@@ -219,13 +219,17 @@ def episode_records(env: VectorEnv) -> list[EpisodeRecord | None] | None:
     try:
         return list(env.call("episode_record"))
     except Exception as error:  # a broken worker must not stop the checkpoint that follows
-        warnings.warn(f"could not record the envs' episodes ({type(error).__name__}: {error}); "
-                      "a resume from this checkpoint starts new episodes", stacklevel=2)
+        warnings.warn(
+            f"could not record the envs' episodes ({type(error).__name__}: {error}); "
+            "a resume from this checkpoint starts new episodes",
+            stacklevel=2,
+        )
         return None
 
 
-def restore_episodes(env: VectorEnv, records: Sequence[EpisodeRecord | None], saved_obs: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def restore_episodes(
+    env: VectorEnv, records: Sequence[EpisodeRecord | None], saved_obs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Replay each env's record; returns (observations, restored [n_envs] bool). An env without a
     record, or whose replay does not reproduce the saved observation bit for bit (a non-deterministic
     env), starts a new episode from its own RNG instead and is reported as not restored."""
@@ -251,8 +255,9 @@ def make_vector_env(
 ) -> VectorEnv:
     if vec_env not in VEC_ENV_KINDS:
         raise ConfigError(f"--vec-env: unknown {vec_env!r}; valid: {', '.join(VEC_ENV_KINDS)}")
-    make = functools.partial(make_single_env, env_id, dict(env_kwargs), tuple(wrappers), tuple(packages),
-                             record_episodes)
+    make = functools.partial(
+        make_single_env, env_id, dict(env_kwargs), tuple(wrappers), tuple(packages), record_episodes
+    )
     env_fns = [make] * n_envs
     if vec_env == "subproc":
         env: VectorEnv = AsyncVectorEnv(env_fns, context="forkserver", autoreset_mode=AutoresetMode.SAME_STEP)
@@ -291,8 +296,9 @@ def step_vector_env(env: VectorEnv, actions: np.ndarray) -> tuple[Any, ...]:
             # As gymnasium does for a subprocess worker: the env's own frames, for whoever debugs it.
             print(f"Traceback of {name}:", file=sys.stderr)
             traceback.print_exception(type(error), error, env_frames, file=sys.stderr)
-            raise EnvWorkerError(f"{name} raised {type(error).__name__}: {error} (its traceback is printed above)"
-                                 ) from error
+            raise EnvWorkerError(
+                f"{name} raised {type(error).__name__}: {error} (its traceback is printed above)"
+            ) from error
         failed = [i for i, pipe in enumerate(env.parent_pipes) if pipe is None]  # gymnasium's mark
         if isinstance(error, EOFError | ConnectionError):  # a worker's pipe closed: wait for its exit code
             for proc in env.processes:
@@ -306,8 +312,9 @@ def step_vector_env(env: VectorEnv, actions: np.ndarray) -> tuple[Any, ...]:
             raise EnvWorkerError(f"environment {detail} failed") from error
         # A worker that raised sent its traceback, which gymnasium has logged.
         where = " (the worker's traceback is printed above)" if failed else ""
-        raise EnvWorkerError(f"environment {detail or 'worker'} failed: {type(error).__name__}: {error}{where}"
-                             ) from error
+        raise EnvWorkerError(
+            f"environment {detail or 'worker'} failed: {type(error).__name__}: {error}{where}"
+        ) from error
 
 
 def _exit_code(code: int) -> str:
@@ -345,8 +352,9 @@ def close_vector_env(env: VectorEnv, failed: bool) -> None:
         env.close()
 
 
-def check_env_runs(env_id: str, env_kwargs: Mapping[str, Any], wrappers: Sequence[EnvWrapper],
-                   packages: Sequence[str], flag: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+def check_env_runs(
+    env_id: str, env_kwargs: Mapping[str, Any], wrappers: Sequence[EnvWrapper], packages: Sequence[str], flag: str
+) -> tuple[gym.spaces.Box, gym.spaces.Box]:
     """Build one env with `env_kwargs`, reset it and take one step, then close it: ConfigError (one line
     naming `flag`) when any of that fails, so that kwargs an env accepts but cannot use (a string where
     it computes with a number) are refused before training, not at the first step or evaluation.

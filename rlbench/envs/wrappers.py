@@ -92,14 +92,16 @@ def load_wrapper_class(name: Any, trusted: Iterable[str]) -> type[gym.Wrapper]:
     if not _is_trusted(module_name, trusted):
         raise ConfigError(
             f"env_wrapper {name!r}: module {module_name!r} is not trusted (trusted: {', '.join(trusted)}); "
-            f"if it is your own, pass --trust-wrappers {module_name.split('.')[0]}")
+            f"if it is your own, pass --trust-wrappers {module_name.split('.')[0]}"
+        )
     try:
         wrapper_class = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as error:
         raise ConfigError(f"env_wrapper: cannot import {name!r} ({error})") from None
     if not (isinstance(wrapper_class, type) and issubclass(wrapper_class, gym.Wrapper)):
-        raise ConfigError(f"env_wrapper {name!r}: not a gymnasium.Wrapper subclass "
-                          f"(got {type(wrapper_class).__name__})")
+        raise ConfigError(
+            f"env_wrapper {name!r}: not a gymnasium.Wrapper subclass (got {type(wrapper_class).__name__})"
+        )
     return wrapper_class
 
 
@@ -117,8 +119,10 @@ def _literal_kwargs(name: str, kwargs: Mapping[Any, Any]) -> dict[str, Any]:
                     raise ConfigError(f"env_wrapper {name!r}: {where} has a non-string key {key!r}")
                 check(item, f"{where}.{key}")
             return
-        raise ConfigError(f"env_wrapper {name!r}: {where} must be a literal (number, string, bool, None, list or "
-                          f"dict), got {type(value).__name__}")
+        raise ConfigError(
+            f"env_wrapper {name!r}: {where} must be a literal (number, string, bool, None, list or "
+            f"dict), got {type(value).__name__}"
+        )
 
     for key, value in kwargs.items():
         if not isinstance(key, str) or not key.isidentifier():

@@ -8,8 +8,11 @@ from collections.abc import Mapping
 
 class ConsoleLogger:
     def log(self, metrics: Mapping[str, float], step: int) -> None:
-        rows = [(name, value) for name, value in sorted(metrics.items())
-                if not (isinstance(value, float) and math.isnan(value))]
+        rows = [
+            (name, value)
+            for name, value in sorted(metrics.items())
+            if not (isinstance(value, float) and math.isnan(value))
+        ]
         rows.insert(0, ("time/env_steps", step))
         width = max(len(name) for name, _ in rows)
         lines = [f"| {name:<{width}} | {_fmt(value):>12} |" for name, value in rows]

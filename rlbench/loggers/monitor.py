@@ -27,8 +27,9 @@ class MonitorFiles:
             file.flush()
 
     def episode(self, env_index: int, episode_return: float, length: int) -> None:
-        self.writers[env_index].writerow({"r": round(float(episode_return), 6), "l": int(length),
-                                          "t": round(time.time() - self.t_start, 6)})
+        self.writers[env_index].writerow(
+            {"r": round(float(episode_return), 6), "l": int(length), "t": round(time.time() - self.t_start, 6)}
+        )
         self.files[env_index].flush()
 
     def close(self) -> None:

@@ -33,6 +33,8 @@ def online_timeout_s() -> float:
         return float(os.environ.get("WANDB_INIT_TIMEOUT", ONLINE_TIMEOUT_S))
     except ValueError:
         return ONLINE_TIMEOUT_S
+
+
 # W&B buffers its local log (.wandb) and, by default, writes it every 15 s: a killed run loses up to
 # that much. Writing is one append, microseconds; every 2 s bounds the loss on kill -9 or OOM.
 LOG_FLUSH_INTERVAL_S = 2.0
@@ -43,8 +45,9 @@ def import_wandb() -> Any:
     try:
         import wandb
     except ImportError:
-        raise ConfigError("--track needs Weights & Biases, a dependency of rlbench: pip install -e . "
-                          "(or pip install wandb)") from None
+        raise ConfigError(
+            "--track needs Weights & Biases, a dependency of rlbench: pip install -e . (or pip install wandb)"
+        ) from None
     return wandb
 
 
@@ -60,12 +63,29 @@ def has_credentials(wandb: Any) -> bool:
 class WandbTracker:
     """The W&B run of one training run; also a Logger (log / close)."""
 
-    def __init__(self, *, project: str, entity: str | None, group: str | None, tags: list[str], name: str,
-                 config: Mapping[str, Any], run_id: str | None = None):
+    def __init__(
+        self,
+        *,
+        project: str,
+        entity: str | None,
+        group: str | None,
+        tags: list[str],
+        name: str,
+        config: Mapping[str, Any],
+        run_id: str | None = None,
+    ):
         wandb = import_wandb()
         self.wandb = wandb
-        common = dict(project=project, entity=entity, group=group, tags=tags or None, name=name,
-                      config=dict(config), id=run_id, resume="allow" if run_id else None)
+        common = dict(
+            project=project,
+            entity=entity,
+            group=group,
+            tags=tags or None,
+            name=name,
+            config=dict(config),
+            id=run_id,
+            resume="allow" if run_id else None,
+        )
         settings = {"x_transaction_log_flush_interval": LOG_FLUSH_INTERVAL_S}
         settings = {k: v for k, v in settings.items() if k in getattr(wandb.Settings, "model_fields", {})}
         mode = os.environ.get("WANDB_MODE")
@@ -78,11 +98,14 @@ class WandbTracker:
         else:
             try:
                 online = wandb.Settings(init_timeout=online_timeout_s(), **settings)
-                self.run = wandb.init(mode="online", settings=online,
-                                      **common)
+                self.run = wandb.init(mode="online", settings=online, **common)
             except Exception as error:  # no network, server down, bad key: keep training, offline
-                print(f"W&B: online start failed after {time.perf_counter() - start:.0f} s "
-                      f"({type(error).__name__}: {str(error)[:200]}): logging offline", file=sys.stderr, flush=True)
+                print(
+                    f"W&B: online start failed after {time.perf_counter() - start:.0f} s "
+                    f"({type(error).__name__}: {str(error)[:200]}): logging offline",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 self.run = wandb.init(mode="offline", settings=wandb.Settings(**settings), **common)
         self.offline = bool(getattr(self.run.settings, "_offline", False)) or self.run.settings.mode == "offline"
         self.run.define_metric(STEP_METRIC)

@@ -26,8 +26,9 @@ class SquashedGaussianActor(nn.Module):
     config: NetworkConfig
 
     @nn.compact
-    def __call__(self, obs: jax.Array, *, train: bool = False,
-                 plain_layout: bool = False) -> tuple[jax.Array, jax.Array]:
+    def __call__(
+        self, obs: jax.Array, *, train: bool = False, plain_layout: bool = False
+    ) -> tuple[jax.Array, jax.Array]:
         features = MLP(self.config, name="trunk")(obs, train=train, dropout=train, plain_layout=plain_layout)
         mean = nn.Dense(self.action_dim, name="mean")(features)
         log_std = nn.Dense(self.action_dim, name="log_std")(features)

@@ -16,8 +16,9 @@ class QNetwork(nn.Module):
     config: NetworkConfig
 
     @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False,
-                 plain_layout: bool = False) -> jax.Array:
+    def __call__(
+        self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False, plain_layout: bool = False
+    ) -> jax.Array:
         x = jnp.concatenate([obs, action], axis=-1)
         x = MLP(self.config, name="trunk")(x, train=train, dropout=dropout, plain_layout=plain_layout)
         return nn.Dense(1, name="q")(x).squeeze(-1)  # [B]
@@ -34,8 +35,9 @@ class CriticEnsemble(nn.Module):
     n_critics: int = 2
 
     @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False,
-                 plain_layout: bool = False) -> jax.Array:
+    def __call__(
+        self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False, plain_layout: bool = False
+    ) -> jax.Array:
         in_axes = None
         if plain_layout:
             # One copy of the inputs per critic: with inputs shared across the ensemble, the kernel

@@ -29,8 +29,9 @@ def keep_mask(key: jax.Array, rate: float, shape: Sequence[int]) -> jax.Array:
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
     state = jax.random.bits(key, (4,), jnp.uint32)  # the generator's 128-bit state, from the layer's key
-    _, bits = jax.lax.rng_bit_generator(state, tuple(shape), dtype=jnp.uint32,
-                                        algorithm=jax.lax.RandomAlgorithm.RNG_THREE_FRY)
+    _, bits = jax.lax.rng_bit_generator(
+        state, tuple(shape), dtype=jnp.uint32, algorithm=jax.lax.RandomAlgorithm.RNG_THREE_FRY
+    )
     # Uniform 32-bit words: P(bits < t) = t / 2^32, so dropping below round(rate * 2^32) drops at `rate`.
     return bits >= jnp.uint32(min(round(rate * _BITS), _BITS - 1))
 

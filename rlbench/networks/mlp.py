@@ -43,7 +43,6 @@ class NetworkConfig:
     precision: Precision = "float32"
 
 
-
 def plain_layout_applies(cfg: NetworkConfig) -> bool:
     """Whether a network trains through plain-layout products (networks/plain_layout.py): bfloat16 ones."""
     return cfg.precision == "bfloat16"
@@ -64,8 +63,9 @@ class MLP(nn.Module):
     config: NetworkConfig
 
     @nn.compact
-    def __call__(self, x: jax.Array, *, train: bool = False, dropout: bool = False,
-                 plain_layout: bool = False) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, *, train: bool = False, dropout: bool = False, plain_layout: bool = False
+    ) -> jax.Array:
         cfg = self.config
         if plain_layout:
             if not plain_layout_applies(cfg):
@@ -108,5 +108,6 @@ class MLP(nn.Module):
         return x
 
     def _batch_renorm(self, x: jax.Array, train: bool, x_t: jax.Array | None = None):
-        return BatchRenorm(momentum=self.config.batch_norm_momentum,
-                           warmup_steps=self.config.renorm_warmup_steps)(x, train, x_t)
+        return BatchRenorm(momentum=self.config.batch_norm_momentum, warmup_steps=self.config.renorm_warmup_steps)(
+            x, train, x_t
+        )

@@ -40,8 +40,9 @@ def _matmul(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 @jax.custom_vjp
-def dense_pair(x: jax.Array, x_t: jax.Array, kernel: jax.Array, kernel_t: jax.Array,
-               bias: jax.Array) -> tuple[jax.Array, jax.Array]:
+def dense_pair(
+    x: jax.Array, x_t: jax.Array, kernel: jax.Array, kernel_t: jax.Array, bias: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """(x W + b, W^T x^T + b) for x [B, in] and x_t = x^T [in, B] (float32 activations), kernel [in, out]
     (float32 parameter) and kernel_t = W^T [out, in] (its bfloat16 copy from `transposed_kernels`)."""
     return _matmul(x, kernel) + bias, _matmul(kernel_t, x_t) + bias[:, None]
@@ -82,8 +83,10 @@ class PlainLayoutDense(nn.Module):
         if x_t is None:
             return _matmul(x, kernel) + bias
         if not self.has_variable(KERNELS_T, "kernel"):
-            raise ValueError(f"{self.name}: the plain-layout pass needs W^T in the '{KERNELS_T}' collection "
-                             "(apply with {'kernels_t': transposed_kernels(params), ...})")
+            raise ValueError(
+                f"{self.name}: the plain-layout pass needs W^T in the '{KERNELS_T}' collection "
+                "(apply with {'kernels_t': transposed_kernels(params), ...})"
+            )
         return dense_pair(x, x_t, kernel, self.get_variable(KERNELS_T, "kernel"), bias)
 
 
@@ -124,8 +127,10 @@ def transposed_kernels(params: Any) -> dict[str, Any]:
     """The `kernels_t` collection for `params`: W^T in bfloat16 for every PlainLayoutDense kernel (those
     of the MLP trunks), under the same module path; leading (ensemble) axes kept."""
     flat = traverse_util.flatten_dict(params)
-    return traverse_util.unflatten_dict({
-        path: jnp.swapaxes(value, -1, -2).astype(jnp.bfloat16)
-        for path, value in flat.items()
-        if path[-1] == "kernel" and "trunk" in path
-    })
+    return traverse_util.unflatten_dict(
+        {
+            path: jnp.swapaxes(value, -1, -2).astype(jnp.bfloat16)
+            for path, value in flat.items()
+            if path[-1] == "kernel" and "trunk" in path
+        }
+    )

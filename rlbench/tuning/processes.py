@@ -50,8 +50,12 @@ class StopSignal:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.announce and self.reason is None:
-            print(f"\n{signal.Signals(signum).name} received: the running trials stop and end as FAIL, then the "
-                  "report is written", file=sys.stderr, flush=True)
+            print(
+                f"\n{signal.Signals(signum).name} received: the running trials stop and end as FAIL, then the "
+                "report is written",
+                file=sys.stderr,
+                flush=True,
+            )
         self.request(signal.Signals(signum).name)
 
     def request(self, reason: str) -> None:
@@ -77,8 +81,10 @@ def join_workers(workers: Sequence[multiprocessing.Process], study: optuna.Study
                 worker.kill()
                 worker.join()
                 failed = fail_running_trials(study, worker_id(worker.pid))
-                print(f"Worker {worker.pid} did not stop within {STOP_GRACE_S} s: killed; its trials {failed} FAIL",
-                      file=sys.stderr)
+                print(
+                    f"Worker {worker.pid} did not stop within {STOP_GRACE_S} s: killed; its trials {failed} FAIL",
+                    file=sys.stderr,
+                )
     return any(worker.exitcode == EXIT_INTERRUPTED for worker in workers)
 
 

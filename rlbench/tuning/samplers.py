@@ -78,8 +78,9 @@ def _sampler(name: str, seed: int, n_startup_trials: int) -> optuna.samplers.Bas
     if name == "tpe":
         return optuna.samplers.TPESampler(n_startup_trials=n_startup_trials, seed=seed, multivariate=True)
     if name == "cmaes":
-        return optuna.samplers.CmaEsSampler(n_startup_trials=n_startup_trials, seed=seed,
-                                            warn_independent_sampling=False)
+        return optuna.samplers.CmaEsSampler(
+            n_startup_trials=n_startup_trials, seed=seed, warn_independent_sampling=False
+        )
     raise ConfigError(f"--sampler {name!r}: valid: {', '.join(SAMPLERS)}")
 
 
@@ -93,14 +94,22 @@ def fetch_auto_sampler() -> None:
         import optunahub  # noqa: F401
     except ImportError:
         raise ConfigError(f"--sampler auto needs optunahub (pip install optunahub); {others}") from None
-    load = ("import sys, optunahub\n"
-            "try:\n"
-            "    optunahub.load_module(sys.argv[1], ref=sys.argv[2])\n"
-            "except Exception as error:\n"
-            "    sys.exit(' '.join(str(error).split()) or type(error).__name__)\n")
+    load = (
+        "import sys, optunahub\n"
+        "try:\n"
+        "    optunahub.load_module(sys.argv[1], ref=sys.argv[2])\n"
+        "except Exception as error:\n"
+        "    sys.exit(' '.join(str(error).split()) or type(error).__name__)\n"
+    )
     # Its own session, so that on a timeout or Ctrl-C the whole group (git included) can be killed.
-    child = subprocess.Popen([sys.executable, "-c", load, AUTO_SAMPLER, AUTO_SAMPLER_REF], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", load, AUTO_SAMPLER, AUTO_SAMPLER_REF],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, stderr = child.communicate(timeout=AUTO_FETCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -112,5 +121,7 @@ def fetch_auto_sampler() -> None:
     if child.returncode == 0:
         return
     reason = (stderr.strip().splitlines() or [f"exit code {child.returncode}"])[-1][:300]
-    raise ConfigError(f"--sampler auto: cannot load OptunaHub's AutoSampler ({reason}); it is fetched "
-                      f"from GitHub once, then cached, and needs cmaes, scipy and torch; {others}")
+    raise ConfigError(
+        f"--sampler auto: cannot load OptunaHub's AutoSampler ({reason}); it is fetched "
+        f"from GitHub once, then cached, and needs cmaes, scipy and torch; {others}"
+    )

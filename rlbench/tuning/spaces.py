@@ -50,23 +50,39 @@ def suggest_droq(trial: optuna.Trial) -> None:
 
 
 def sac_hyperparams(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {"gamma": 1 - p["one_minus_gamma"], "batch_size": 2 ** p["batch_size_pow"],
-            "learning_rate": p["learning_rate"], "train_freq": p["train_freq"], "gradient_steps": p["train_freq"],
-            "tau": p["tau"], "policy_kwargs": {"net_arch": NET_ARCH[p["net_arch"]]}}
+    return {
+        "gamma": 1 - p["one_minus_gamma"],
+        "batch_size": 2 ** p["batch_size_pow"],
+        "learning_rate": p["learning_rate"],
+        "train_freq": p["train_freq"],
+        "gradient_steps": p["train_freq"],
+        "tau": p["tau"],
+        "policy_kwargs": {"net_arch": NET_ARCH[p["net_arch"]]},
+    }
 
 
 def crossq_hyperparams(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {"learning_rate": p["learning_rate"], "policy_delay": p["policy_delay"], "gamma": 1 - p["one_minus_gamma"],
-            "policy_kwargs": {"net_arch": {"pi": [p["pi_width"]] * 2, "qf": [2 ** p["qf_width_pow"]] * 2},
-                              "batch_norm_momentum": 1 - p["one_minus_momentum"],
-                              "renorm_warmup_steps": p["renorm_warmup_steps"],
-                              "optimizer_kwargs": {"b1": p["adam_b1"]}}}
+    return {
+        "learning_rate": p["learning_rate"],
+        "policy_delay": p["policy_delay"],
+        "gamma": 1 - p["one_minus_gamma"],
+        "policy_kwargs": {
+            "net_arch": {"pi": [p["pi_width"]] * 2, "qf": [2 ** p["qf_width_pow"]] * 2},
+            "batch_norm_momentum": 1 - p["one_minus_momentum"],
+            "renorm_warmup_steps": p["renorm_warmup_steps"],
+            "optimizer_kwargs": {"b1": p["adam_b1"]},
+        },
+    }
 
 
 def droq_hyperparams(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {"gradient_steps": p["gradient_steps"], "policy_delay": p["policy_delay"],
-            "qf_learning_rate": p["qf_learning_rate"], "gamma": 1 - p["one_minus_gamma"],
-            "policy_kwargs": {"dropout_rate": p["dropout_rate"]}}
+    return {
+        "gradient_steps": p["gradient_steps"],
+        "policy_delay": p["policy_delay"],
+        "qf_learning_rate": p["qf_learning_rate"],
+        "gamma": 1 - p["one_minus_gamma"],
+        "policy_kwargs": {"dropout_rate": p["dropout_rate"]},
+    }
 
 
 SPACES: dict[str, tuple[Callable[[optuna.Trial], None], Callable[[Mapping[str, Any]], dict[str, Any]]]] = {

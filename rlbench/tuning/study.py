@@ -54,8 +54,10 @@ def make_storage(url: str, heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_
 
         return JournalStorage(JournalFileBackend(str(path)))
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
-        raise ConfigError(f"--storage {redact(url)!r}: expected a journal file path, sqlite:///..., or "
-                          "postgresql://user:password@host/db")
+        raise ConfigError(
+            f"--storage {redact(url)!r}: expected a journal file path, sqlite:///..., or "
+            "postgresql://user:password@host/db"
+        )
     from sqlalchemy.exc import OperationalError
 
     try:
@@ -63,7 +65,9 @@ def make_storage(url: str, heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_
             # Optuna marks the heartbeat and its retry callback experimental; rlbench relies on both (tested).
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.storages.RDBStorage(
-                url, heartbeat_interval=heartbeat_s, grace_period=grace_s,
+                url,
+                heartbeat_interval=heartbeat_s,
+                grace_period=grace_s,
                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
                 engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
             )
@@ -111,8 +115,9 @@ def load_existing(storage, name: str | None, storage_label: str) -> optuna.Study
     """The named study, or ConfigError listing the studies the storage holds (E8)."""
     names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
     if name not in names:
-        raise ConfigError(f"study {name!r} not found in {redact(storage_label)}; studies there: "
-                          f"{', '.join(names) or 'none'}")
+        raise ConfigError(
+            f"study {name!r} not found in {redact(storage_label)}; studies there: {', '.join(names) or 'none'}"
+        )
     return optuna.load_study(storage=storage, study_name=name)
 
 
@@ -203,8 +208,15 @@ def fail_running_trials(study: optuna.Study, worker: str) -> list[int]:
     return failed
 
 
-def write_report(study: optuna.Study, folder: Path, stem: str, algo: str, env_id: str,
-                 base_hyperparams: Mapping[str, Any], plots: bool) -> dict[str, Path]:
+def write_report(
+    study: optuna.Study,
+    folder: Path,
+    stem: str,
+    algo: str,
+    env_id: str,
+    base_hyperparams: Mapping[str, Any],
+    plots: bool,
+) -> dict[str, Path]:
     """trials CSV, best parameters (JSON), a ready-to-use hyperparameter entry (YAML) and plots (PNG).
     Written whether or not any trial completed."""
     import yaml
@@ -218,15 +230,33 @@ def write_report(study: optuna.Study, folder: Path, stem: str, algo: str, env_id
         writer.writerow(["number", "state", "value", "duration_s", "seed", *param_names, "hyperparams"])
         for t in trials:
             duration = t.duration.total_seconds() if t.duration else ""
-            writer.writerow([t.number, t.state.name, "" if t.value is None else t.value, duration,
-                             t.user_attrs.get("seed", ""), *[t.params.get(n, "") for n in param_names],
-                             json.dumps(t.user_attrs.get("hyperparams", {}), sort_keys=True)])
+            writer.writerow(
+                [
+                    t.number,
+                    t.state.name,
+                    "" if t.value is None else t.value,
+                    duration,
+                    t.user_attrs.get("seed", ""),
+                    *[t.params.get(n, "") for n in param_names],
+                    json.dumps(t.user_attrs.get("hyperparams", {}), sort_keys=True),
+                ]
+            )
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     if complete:
         best = max(complete, key=lambda t: t.value)
         paths["best"] = folder / f"{stem}_best.json"
-        paths["best"].write_text(json.dumps({"number": best.number, "value": best.value, "params": best.params,
-                                             "hyperparams": best.user_attrs.get("hyperparams")}, indent=2) + "\n")
+        paths["best"].write_text(
+            json.dumps(
+                {
+                    "number": best.number,
+                    "value": best.value,
+                    "params": best.params,
+                    "hyperparams": best.user_attrs.get("hyperparams"),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         # What the best trial ran with: file entry, its sampled values and -params, resolved.
         entry = best.user_attrs.get("config") or {**dict(base_hyperparams), **best.user_attrs.get("hyperparams", {})}
         paths["entry"] = folder / f"{stem}_best.yml"

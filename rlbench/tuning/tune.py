@@ -94,8 +94,10 @@ def load_trial(args: argparse.Namespace, env_name: str) -> tuple[dict[str, Any],
     study = load_existing(storage, study_name(args, env_name), redact(url))
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     if args.trial_id not in trials:
-        raise ConfigError(f"--trial-id {args.trial_id}: no such trial in study {study.study_name!r}; trials: "
-                          f"{', '.join(f'{n} ({t.state.name})' for n, t in sorted(trials.items())) or 'none'}")
+        raise ConfigError(
+            f"--trial-id {args.trial_id}: no such trial in study {study.study_name!r}; trials: "
+            f"{', '.join(f'{n} ({t.state.name})' for n, t in sorted(trials.items())) or 'none'}"
+        )
     trial = trials[args.trial_id]
     hyperparams = dict(trial.user_attrs.get("hyperparams") or spaces.to_hyperparams(args.algo, trial.params))
     return hyperparams, trial.user_attrs.get("seed")
@@ -116,8 +118,11 @@ def check_tuning_args(args: argparse.Namespace) -> None:
     if args.n_evaluations is not None and args.n_evaluations < 1:
         raise ConfigError(f"--n-evaluations: expected a positive integer, got {args.n_evaluations}")
     if args.storage and args.storage.startswith("sqlite") and args.n_jobs > 1:
-        print("Warning: SQLite serialises writers and can raise 'database is locked' with several workers "
-              "(Optuna's guidance); prefer the default journal file or PostgreSQL", file=sys.stderr)
+        print(
+            "Warning: SQLite serialises writers and can raise 'database is locked' with several workers "
+            "(Optuna's guidance); prefer the default journal file or PostgreSQL",
+            file=sys.stderr,
+        )
 
 
 def optimize(args: argparse.Namespace, resolve, argv: Sequence[str]) -> int:
@@ -130,17 +135,27 @@ def optimize(args: argparse.Namespace, resolve, argv: Sequence[str]) -> int:
     env_name = exp.run.env_id.replace(":", "_")
     seed = exp.run.seed
     n_evaluations = args.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
-    plan = dict(storage=storage_url(args, env_name), study=study_name(args, env_name), seed=seed,
-                n_evaluations=n_evaluations, budget=args.max_total_trials)
+    plan = dict(
+        storage=storage_url(args, env_name),
+        study=study_name(args, env_name),
+        seed=seed,
+        n_evaluations=n_evaluations,
+        budget=args.max_total_trials,
+    )
     study = create_or_load(make_storage(plan["storage"]), plan["study"])
     study.set_user_attr("command", shlex.join(["python", "train.py", *redact_argv(argv)]))
-    print(f"Study {plan['study']} in {redact(plan['storage'])}: {args.n_trials} trials on {args.n_jobs} worker(s), "
-          f"sampler {args.sampler}, pruner {args.pruner}, {n_evaluations} evaluation(s) per trial, seed {seed}")
+    print(
+        f"Study {plan['study']} in {redact(plan['storage'])}: {args.n_trials} trials on {args.n_jobs} worker(s), "
+        f"sampler {args.sampler}, pruner {args.pruner}, {n_evaluations} evaluation(s) per trial, seed {seed}"
+    )
     shares = [args.n_trials // args.n_jobs + (i < args.n_trials % args.n_jobs) for i in range(args.n_jobs)]
     context = multiprocessing.get_context("spawn")  # never fork a process that runs JAX
     stop = StopSignal(context.Event(), announce=True)
-    workers = [context.Process(target=worker_main, args=(args, plan, i, shares[i], os.getpid(), stop.event),
-                               daemon=False) for i in range(1, args.n_jobs) if shares[i] > 0]
+    workers = [
+        context.Process(target=worker_main, args=(args, plan, i, shares[i], os.getpid(), stop.event), daemon=False)
+        for i in range(1, args.n_jobs)
+        if shares[i] > 0
+    ]
     with stop:
         try:
             for worker in workers:
@@ -155,8 +170,9 @@ def optimize(args: argparse.Namespace, resolve, argv: Sequence[str]) -> int:
         return report(args, exp, study, env_name, interrupted=stop() is not None or workers_interrupted)
 
 
-def worker_main(args: argparse.Namespace, plan: dict[str, Any], index: int, n_trials: int, parent_pid: int,
-                stop_event: Any) -> None:
+def worker_main(
+    args: argparse.Namespace, plan: dict[str, Any], index: int, n_trials: int, parent_pid: int, stop_event: Any
+) -> None:
     """A spawned worker process: exit 75 when a stop was requested."""
     exit_with_parent(parent_pid)
     from rlbench.cli.train import resolve
@@ -168,15 +184,26 @@ def worker_main(args: argparse.Namespace, plan: dict[str, Any], index: int, n_tr
 
 
 def report(args, exp, study: optuna.Study, env_name: str, *, interrupted: bool) -> int:
-    stem = (f"report_{env_name}_{args.n_trials}-trials-{exp.run.n_timesteps}-{args.sampler}-{args.pruner}_"
-            f"{int(time.time())}")
-    paths = write_report(study, Path(args.log_folder) / args.algo, stem, args.algo, exp.run.env_id,
-                         exp.hyperparams, plots=not args.no_optim_plots)
+    stem = (
+        f"report_{env_name}_{args.n_trials}-trials-{exp.run.n_timesteps}-{args.sampler}-{args.pruner}_"
+        f"{int(time.time())}"
+    )
+    paths = write_report(
+        study,
+        Path(args.log_folder) / args.algo,
+        stem,
+        args.algo,
+        exp.run.env_id,
+        exp.hyperparams,
+        plots=not args.no_optim_plots,
+    )
     states = {}
     for t in study.get_trials(deepcopy=False):
         states[t.state.name] = states.get(t.state.name, 0) + 1
-    print(f"Trials: {', '.join(f'{n} {s}' for s, n in sorted(states.items()))}; counted toward the budget: "
-          f"{n_counted(study)}")
+    print(
+        f"Trials: {', '.join(f'{n} {s}' for s, n in sorted(states.items()))}; counted toward the budget: "
+        f"{n_counted(study)}"
+    )
     for name, path in paths.items():
         print(f"Report ({name}): {path}")
     if interrupted:
@@ -190,14 +217,16 @@ def report(args, exp, study: optuna.Study, env_name: str, *, interrupted: bool) 
     return 0
 
 
-def run_worker(args: argparse.Namespace, plan: dict[str, Any], index: int, n_trials: int, resolve,
-               stop: StopSignal) -> None:
+def run_worker(
+    args: argparse.Namespace, plan: dict[str, Any], index: int, n_trials: int, resolve, stop: StopSignal
+) -> None:
     """One worker: trials one at a time until `n_trials` ran, the study's budget is reached or a stop is requested."""
     sampler = make_sampler(args.sampler, plan["seed"], args.n_startup_trials)
     pruner = make_pruner(args.pruner, args.n_startup_trials, plan["n_evaluations"])
     # The main process created the study: loading it here keeps Optuna's "study created/used" line to one.
-    study = optuna.load_study(study_name=plan["study"], storage=make_storage(plan["storage"]), sampler=sampler,
-                              pruner=pruner)
+    study = optuna.load_study(
+        study_name=plan["study"], storage=make_storage(plan["storage"]), sampler=sampler, pruner=pruner
+    )
     objective = Objective(args, plan, study, resolve, stop)
     ran = 0
     while ran < n_trials and not stop():
@@ -261,12 +290,21 @@ class Objective:
         # RDB storages get Optuna's own heartbeat from study.optimize.
         heartbeat = contextlib.nullcontext() if is_rdb(self.study._storage) else Heartbeat(self.study, trial)
         with heartbeat:
-            result = train(run, exp.algo, exp.learner_config, lambda names: MultiLogger([]), run_dir=run_dir,
-                           on_eval=on_eval, stop_requested=self.stop)
+            result = train(
+                run,
+                exp.algo,
+                exp.learner_config,
+                lambda names: MultiLogger([]),
+                run_dir=run_dir,
+                on_eval=on_eval,
+                stop_requested=self.stop,
+            )
         if result.interrupted:
             raise TrialInterrupted(f"{result.interrupted} at {result.env_steps} env steps")
-        if not all(bool(jax.numpy.isfinite(leaf).all()) for leaf in jax.tree_util.tree_leaves(
-                (result.state.actor.params, result.state.critic.params))):
+        if not all(
+            bool(jax.numpy.isfinite(leaf).all())
+            for leaf in jax.tree_util.tree_leaves((result.state.actor.params, result.state.critic.params))
+        ):
             raise TrialFailed("non-finite parameters after training")
         if not evaluations:
             raise TrialFailed("no evaluation ran (n_timesteps smaller than the evaluation interval?)")

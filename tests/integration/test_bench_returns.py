@@ -15,13 +15,36 @@ ALGOS = ("sac", "crossq")
 ENVS = ("Pendulum-v1", "InvertedPendulum-v4")  # InvertedPendulum: short episodes, cheap evaluations
 # learning_starts above -n: no gradient step, so no update to compile. The grid exercises the benchmark's
 # bookkeeping; training itself is covered elsewhere (and by the resume test below).
-TINY = ["-n", "600", "--eval-freq", "200", "--eval-episodes", "1", "-params", "learning_starts:1000",
-        "policy_kwargs:dict(net_arch=[8])", "batch_size:16"]
+TINY = [
+    "-n",
+    "600",
+    "--eval-freq",
+    "200",
+    "--eval-episodes",
+    "1",
+    "-params",
+    "learning_starts:1000",
+    "policy_kwargs:dict(net_arch=[8])",
+    "batch_size:16",
+]
 
 
 def grid_args(log, output, *extra):
-    return ["returns", "--algos", *ALGOS, "--envs", *ENVS, "--seeds", "2", "-f", str(log), "--output", str(output),
-            *extra, *TINY]
+    return [
+        "returns",
+        "--algos",
+        *ALGOS,
+        "--envs",
+        *ENVS,
+        "--seeds",
+        "2",
+        "-f",
+        str(log),
+        "--output",
+        str(output),
+        *extra,
+        *TINY,
+    ]
 
 
 def by_hand(values):
@@ -31,7 +54,7 @@ def by_hand(values):
     ordered = np.sort(values)
     k = len(ordered) // 4
     assert len(values) == 2
-    return f"{values.mean():.1f} | {ordered[k:len(ordered) - k].mean():.1f} | ({ordered[0]:.1f}, {ordered[-1]:.1f})"
+    return f"{values.mean():.1f} | {ordered[k : len(ordered) - k].mean():.1f} | ({ordered[0]:.1f}, {ordered[-1]:.1f})"
 
 
 def run_folders(log):
@@ -81,8 +104,9 @@ def test_grid_report_then_rerun_skips(tmp_path, capsys):
     assert run_folders(log) == folders
     assert stamps == {p: p.stat().st_mtime_ns for p in log.rglob("evaluations.npz")}
     second = output.read_text().splitlines()
-    assert [line for line in second if not line.startswith("Date: ")] == \
-           [line for line in lines if not line.startswith("Date: ")]
+    assert [line for line in second if not line.startswith("Date: ")] == [
+        line for line in lines if not line.startswith("Date: ")
+    ]
 
     # A later step count than the runs reach: n/a. --at-steps picks a report column, not other runs.
     longer = tmp_path / "longer.md"
@@ -101,11 +125,28 @@ def test_params_per_algo_and_report_only(tmp_path, capsys):
     """--params-for sets one algorithm's overrides (winning over -params); --report-only reports the finished
     part of a larger grid and trains nothing, as when several invocations train disjoint seeds into one -f."""
     log, output = tmp_path / "logs", tmp_path / "returns.md"
-    common = ["returns", "--algos", "sac", "crossq", "--envs", "Pendulum-v1", "-f", str(log), "--output",
-              str(output), *TINY, "--params-for", "crossq", "batch_size:8", "gamma:0.9"]
+    common = [
+        "returns",
+        "--algos",
+        "sac",
+        "crossq",
+        "--envs",
+        "Pendulum-v1",
+        "-f",
+        str(log),
+        "--output",
+        str(output),
+        *TINY,
+        "--params-for",
+        "crossq",
+        "batch_size:8",
+        "gamma:0.9",
+    ]
     assert bench_main([*common, "--seed-list", "1"]) == 0
-    settings = {algo: json.loads((log / algo / "Pendulum-v1_1" / "bench_done.json").read_text())["settings"]
-                for algo in ("sac", "crossq")}
+    settings = {
+        algo: json.loads((log / algo / "Pendulum-v1_1" / "bench_done.json").read_text())["settings"]
+        for algo in ("sac", "crossq")
+    }
     assert (settings["sac"]["hyperparams"]["batch_size"], settings["crossq"]["hyperparams"]["batch_size"]) == (16, 8)
     assert (settings["sac"]["hyperparams"]["gamma"], settings["crossq"]["hyperparams"]["gamma"]) == (0.99, 0.9)
     assert "crossq `learning_starts:1000 policy_kwargs:dict(net_arch=[8]) batch_size:8 gamma:0.9`" in output.read_text()
@@ -150,9 +191,29 @@ class StopAfter300Steps:
 
 def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch, capsys):
     log, output = tmp_path / "logs", tmp_path / "returns.md"
-    args = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "--seed-list", "7", "-f", str(log), "--output",
-            str(output), "-n", "600", "--eval-freq", "100", "--eval-episodes", "1", "-params", "learning_starts:400",
-            "policy_kwargs:dict(net_arch=[8])", "batch_size:16"]
+    args = [
+        "returns",
+        "--algos",
+        "sac",
+        "--envs",
+        "Pendulum-v1",
+        "--seed-list",
+        "7",
+        "-f",
+        str(log),
+        "--output",
+        str(output),
+        "-n",
+        "600",
+        "--eval-freq",
+        "100",
+        "--eval-episodes",
+        "1",
+        "-params",
+        "learning_starts:400",
+        "policy_kwargs:dict(net_arch=[8])",
+        "batch_size:16",
+    ]
     with monkeypatch.context() as patch:
         patch.setattr("rlbench.cli.train.StopRequest", StopAfter300Steps)
         assert bench_main(args) == 75
@@ -170,15 +231,32 @@ def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch, ca
     assert "| Pendulum-v1 | sac | 1 | 600 |" in output.read_text()
 
 
-@pytest.mark.parametrize(("flag", "bad", "expected"), [
-    ("--algos", "sacc", "unknown algorithm 'sacc'; did you mean 'sac'? (valid: sac, droq, crossq)"),
-    ("--envs", "Pendulum-v9", "environment 'Pendulum-v9' not found"),
-    ("--params-for", "droq", "--params-for droq: not one of --algos (sac)"),
-    ("--params-for", "sac", "--params-for sac: expected KEY:VALUE overrides after the algorithm"),
-])
+@pytest.mark.parametrize(
+    ("flag", "bad", "expected"),
+    [
+        ("--algos", "sacc", "unknown algorithm 'sacc'; did you mean 'sac'? (valid: sac, droq, crossq)"),
+        ("--envs", "Pendulum-v9", "environment 'Pendulum-v9' not found"),
+        ("--params-for", "droq", "--params-for droq: not one of --algos (sac)"),
+        ("--params-for", "sac", "--params-for sac: expected KEY:VALUE overrides after the algorithm"),
+    ],
+)
 def test_unknown_names_exit_2_before_writing(tmp_path, capsys, flag, bad, expected):
-    args = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "-f", str(tmp_path / "logs"),
-            "--output", str(tmp_path / "returns.md"), "-n", "100", "--params-for", "sac", "gamma:0.9"]
+    args = [
+        "returns",
+        "--algos",
+        "sac",
+        "--envs",
+        "Pendulum-v1",
+        "-f",
+        str(tmp_path / "logs"),
+        "--output",
+        str(tmp_path / "returns.md"),
+        "-n",
+        "100",
+        "--params-for",
+        "sac",
+        "gamma:0.9",
+    ]
     args[args.index(flag) + 1] = bad
     if bad == "sac":
         args.remove("gamma:0.9")
@@ -214,21 +292,42 @@ def test_report_names_no_absolute_path(tmp_path, capsys, monkeypatch):
     work.mkdir()
     monkeypatch.chdir(work)
     log, output = tmp_path / "runs", tmp_path / "report" / "returns.md"
-    argv = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "--seed-list", "1", "-f", str(log),
-            f"--output={output}", "-n", "200", "--eval-freq", "100", "--report-only"]
+    argv = [
+        "returns",
+        "--algos",
+        "sac",
+        "--envs",
+        "Pendulum-v1",
+        "--seed-list",
+        "1",
+        "-f",
+        str(log),
+        f"--output={output}",
+        "-n",
+        "200",
+        "--eval-freq",
+        "100",
+        "--report-only",
+    ]
     args = build_parser().parse_args(argv[1:])
     (cell,) = check_args(args)
     run = cell.folder(log)
     run.mkdir(parents=True)
-    np.savez(run / "evaluations.npz", timesteps=np.array([100, 200]), results=np.array([[-900.0], [-500.0]]),
-             ep_lengths=np.full((2, 1), 200))
+    np.savez(
+        run / "evaluations.npz",
+        timesteps=np.array([100, 200]),
+        results=np.array([[-900.0], [-500.0]]),
+        ep_lengths=np.full((2, 1), 200),
+    )
     (run / DONE_FILE).write_text(json.dumps({"settings": resolve_settings([cell], args)[cell], "wall_time_s": 3}))
 
     assert bench_main(argv) == 0
     report = output.read_text()
     assert str(tmp_path) not in report and " /" not in report and "`/" not in report
-    assert "python -m rlbench.bench returns --algos sac --envs Pendulum-v1 --seed-list 1 -f ../runs " \
-           "--output=../report/returns.md -n 200" in report
+    assert (
+        "python -m rlbench.bench returns --algos sac --envs Pendulum-v1 --seed-list 1 -f ../runs "
+        "--output=../report/returns.md -n 200" in report
+    )
     assert "Runs: `<algo>/<env>_<seed>` in the log folder (-f; RL Zoo layout)" in report
     assert "| sac | Pendulum-v1 | 1 | sac/Pendulum-v1_1 | 200 | -500.0 | 3 |" in report
 
@@ -242,9 +341,14 @@ def test_missing_plots_extra_exits_2_before_training(tmp_path):
     from tests.conftest import REPO_ROOT
     from tests.test_scripts import without_module
 
-    done = subprocess.run([sys.executable, "-m", "rlbench.bench", *grid_args(tmp_path / "logs", tmp_path / "r.md")],
-                          cwd=REPO_ROOT, env=without_module(tmp_path, "matplotlib"), capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "rlbench.bench", *grid_args(tmp_path / "logs", tmp_path / "r.md")],
+        cwd=REPO_ROOT,
+        env=without_module(tmp_path, "matplotlib"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: plots need the plots extra") and 'pip install -e ".[plots]"' in done.stderr
     assert sorted(os.listdir(tmp_path)) == ["stubs"]

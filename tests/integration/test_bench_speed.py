@@ -31,10 +31,15 @@ def test_sac_gradient_step_flops_match_a_count_by_hand():
     obs, act, hidden = 17, 6, 256
     actor = [obs, hidden, hidden, 2 * act]  # mean and log-std heads
     critic = [obs + act, hidden, hidden, 1]
-    critic_step = (dense_macs(actor) + 2 * dense_macs(critic) + 2 * dense_macs(critic)
-                   + 2 * (dense_macs(critic) + dense_macs(critic[1:])))
-    actor_step = (dense_macs(actor) + 2 * dense_macs(critic) + 2 * dense_macs(critic)
-                  + dense_macs(actor) + dense_macs(actor[1:]))
+    critic_step = (
+        dense_macs(actor)
+        + 2 * dense_macs(critic)
+        + 2 * dense_macs(critic)
+        + 2 * (dense_macs(critic) + dense_macs(critic[1:]))
+    )
+    actor_step = (
+        dense_macs(actor) + 2 * dense_macs(critic) + 2 * dense_macs(critic) + dense_macs(actor) + dense_macs(actor[1:])
+    )
     by_hand = 2 * 256 * (critic_step + actor_step) / 1e9  # 2 FLOP per multiply-accumulate, batch 256
 
     cfg = bench_config("sac", 1, [256, 256])
@@ -64,29 +69,77 @@ def test_speed_rows_end_to_end(tmp_path, capsys):
     peer = tmp_path / "peer.py"
     peer.write_text(PEER_STAND_IN)
     output = tmp_path / "rows.jsonl"
-    args = ["--case", "sac", "1", "1", "40", "--qf", "32", "32", "--device", "cpu", "--peer", sys.executable,
-            "--peer-script", str(peer), "--output", str(output)]
+    args = [
+        "--case",
+        "sac",
+        "1",
+        "1",
+        "40",
+        "--qf",
+        "32",
+        "32",
+        "--device",
+        "cpu",
+        "--peer",
+        sys.executable,
+        "--peer-script",
+        str(peer),
+        "--output",
+        str(output),
+    ]
     assert speed_main(args) == 0
     rows = [json.loads(line) for line in output.read_text().splitlines()]
     assert capsys.readouterr().out.splitlines() == [json.dumps(r) for r in rows]
     machine, ours, theirs = rows
     assert set(machine["machine"]["matmul_gflops"]) == {"float32", "bfloat16"}
     assert machine["machine"]["backend"] == "cpu"
-    assert (ours["system"], ours["algo"], ours["n_envs"], ours["gradient_steps"], ours["qf"]) == \
-           ("rlbench", "sac", 1, 1, [32, 32])
+    assert (ours["system"], ours["algo"], ours["n_envs"], ours["gradient_steps"], ours["qf"]) == (
+        "rlbench",
+        "sac",
+        1,
+        1,
+        [32, 32],
+    )
     assert ours["env_steps_per_s"] > 0 and ours["update_only_grad_steps_per_s"] > 0 and ours["compile_s"] > 0
     assert ours["grad_steps_per_s"] == pytest.approx(ours["env_steps_per_s"], rel=0.01)  # 1 step per env step
     assert ours["fraction_of_peak"] == pytest.approx(ours["achieved_gflops"] / ours["peak_gflops"], abs=1e-3)
-    assert theirs == {"system": "stand-in", "algo": "sac", "n_envs": 1, "gradient_steps": 1, "steps": 40,
-                      "qf": [32, 32], "cuda_visible": "", "device": "cpu"}  # the CPU peer sees no GPU
+    assert theirs == {
+        "system": "stand-in",
+        "algo": "sac",
+        "n_envs": 1,
+        "gradient_steps": 1,
+        "steps": 40,
+        "qf": [32, 32],
+        "cuda_visible": "",
+        "device": "cpu",
+    }  # the CPU peer sees no GPU
+
 
 def test_first_step_rows_are_cold_then_warm_in_a_fresh_cache(tmp_path):
     """--first-step: per case, two fresh processes sharing a new cache (the first fills it, the second
     loads from it); the matrix-multiply peak, a throughput yardstick, is not measured. That the second
     process really hits is tested in test_compile_cache.py."""
     output = tmp_path / "rows.jsonl"
-    assert speed_main(["--first-step", "--case", "sac", "1", "1", "0", "--qf", "32", "32", "--device", "cpu",
-                       "--output", str(output)]) == 0
+    assert (
+        speed_main(
+            [
+                "--first-step",
+                "--case",
+                "sac",
+                "1",
+                "1",
+                "0",
+                "--qf",
+                "32",
+                "32",
+                "--device",
+                "cpu",
+                "--output",
+                str(output),
+            ]
+        )
+        == 0
+    )
     machine, cold, warm = [json.loads(line) for line in output.read_text().splitlines()]
     assert machine["machine"]["compile_cache"] == "fresh per case (cold, then warm)"
     assert "matmul_gflops" not in machine["machine"]

@@ -31,17 +31,25 @@ from tests.test_env_semantics import NO_LOG
 
 def small_checkpoint(folder: Path, name: str, value: float = 1.0) -> Path:
     path = folder / name
-    write_checkpoint(path, {"algo": "sac", "kind": "test"}, b"state-bytes",
-                     {"host/obs": np.full((2, 3), value, np.float32), "replay_buffer/rows": np.arange(12.0)})
+    write_checkpoint(
+        path,
+        {"algo": "sac", "kind": "test"},
+        b"state-bytes",
+        {"host/obs": np.full((2, 3), value, np.float32), "replay_buffer/rows": np.arange(12.0)},
+    )
     return path
 
 
 def trained(tmp_path, algo="sac", **overrides):
     cfg = (tiny_sac_config if algo == "sac" else crossq_config)(learning_starts=50, buffer_size=500, **overrides)
     run = RunConfig(env_id="Pendulum-v1", n_timesteps=120, eval_freq=-1, verbose=0, seed=5)
-    settings = CheckpointSettings(run_dir=tmp_path, model_name="final", save_freq=60, save_replay_buffer=True,
-                                  manifest={"algo": algo, "env_id": "Pendulum-v1", "seed": 5, "hyperparams": {},
-                                            "spaces": {}})
+    settings = CheckpointSettings(
+        run_dir=tmp_path,
+        model_name="final",
+        save_freq=60,
+        save_replay_buffer=True,
+        manifest={"algo": algo, "env_id": "Pendulum-v1", "seed": 5, "hyperparams": {}, "spaces": {}},
+    )
     return cfg, train(run, ALGORITHMS[algo], cfg, NO_LOG, checkpoints=settings)
 
 
@@ -50,9 +58,14 @@ def crossq_config(**overrides):
     from rlbench.networks.mlp import NetworkConfig
 
     bn = NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=20)
-    return SACConfig(batch_size=8, actor=bn, critic=NetworkConfig(hidden=(16, 16), batch_norm=True,
-                                                                  renorm_warmup_steps=20),
-                     policy_delay=3, adam_b1=0.5, **overrides)
+    return SACConfig(
+        batch_size=8,
+        actor=bn,
+        critic=NetworkConfig(hidden=(16, 16), batch_norm=True, renorm_warmup_steps=20),
+        policy_delay=3,
+        adam_b1=0.5,
+        **overrides,
+    )
 
 
 @pytest.mark.parametrize("algo", ["sac", "crossq"])
@@ -75,8 +88,11 @@ def test_round_trip_restores_every_leaf_actions_and_counters(tmp_path, algo):
     if algo == "crossq":  # the BatchRenorm statistics and step counters came back too
         stats = jax.tree_util.tree_leaves(restored.critic.batch_stats)
         assert stats and any(np.any(np.asarray(leaf) != 0) for leaf in stats)
-    assert checkpoint.manifest["counters"] == {"env_steps": 120, "gradient_steps": int(result.state.step),
-                                               "episodes": 0}
+    assert checkpoint.manifest["counters"] == {
+        "env_steps": 120,
+        "gradient_steps": int(result.state.step),
+        "episodes": 0,
+    }
     assert int(result.state.step) == 70  # gradient steps after learning_starts=50
     obs = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
     act = jax.jit(learner.act_deterministic_fn)
@@ -96,8 +112,11 @@ def test_policy_rebuilt_from_the_manifest_alone_acts_like_the_trained_state(tmp_
     cfg = tiny_sac_config(learning_starts=50, buffer_size=500)
     run = RunConfig(env_id="Pendulum-v1", n_timesteps=100, eval_freq=-1, verbose=0)
     spaces = {"observation": {"shape": [3]}, "action": {"shape": [1]}}
-    settings = CheckpointSettings(run_dir=tmp_path, model_name="m", manifest={
-        "algo": "sac", "hyperparams": sac_config_to_hyperparams(cfg), "spaces": spaces, "n_envs": 1})
+    settings = CheckpointSettings(
+        run_dir=tmp_path,
+        model_name="m",
+        manifest={"algo": "sac", "hyperparams": sac_config_to_hyperparams(cfg), "spaces": spaces, "n_envs": 1},
+    )
     result = train(run, ALGORITHMS["sac"], cfg, NO_LOG, checkpoints=settings)
     policy = load_policy(read_checkpoint(tmp_path / "m.zip"))
     obs = np.random.default_rng(1).normal(size=(5, 3)).astype(np.float32)
@@ -178,8 +197,9 @@ write_checkpoint(folder / "best_model.zip", {"kind": "second"}, b"second" * 1000
 def test_sigkill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
     """C1/C2: killed after the members, before the manifest: the old file is untouched; the temporary
     file is ignored by readers and removed by the next save in that folder."""
-    child = subprocess.Popen([sys.executable, "-c", KILL_MID_SAVE, str(tmp_path)], cwd=REPO_ROOT,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILL_MID_SAVE, str(tmp_path)], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True
+    )
     assert child.stdout.readline().strip() == "stalled"
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
@@ -214,7 +234,10 @@ def test_keep_the_newest_k_periodic_checkpoints(tmp_path):
         small_checkpoint(tmp_path, f"rl_model_{steps}_steps.zip")
     small_checkpoint(tmp_path, "best_model.zip")
     prune_periodic_checkpoints(tmp_path, keep=2)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["best_model.zip", "rl_model_1000_steps.zip",
-                                                          "rl_model_300_steps.zip"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "best_model.zip",
+        "rl_model_1000_steps.zip",
+        "rl_model_300_steps.zip",
+    ]
     prune_periodic_checkpoints(tmp_path, keep=0)
     assert len(list(tmp_path.iterdir())) == 3

@@ -18,8 +18,23 @@ import pytest
 from rlbench.cli.train import main
 from tests.conftest import REPO_ROOT
 
-TINY = ["--algo", "sac", "--env", "Pendulum-v1", "--seed", "3", "--verbose", "0", "--eval-freq", "-1",
-        "-params", "learning_starts:100", "batch_size:8", "buffer_size:1000", "policy_kwargs:dict(net_arch=[16])"]
+TINY = [
+    "--algo",
+    "sac",
+    "--env",
+    "Pendulum-v1",
+    "--seed",
+    "3",
+    "--verbose",
+    "0",
+    "--eval-freq",
+    "-1",
+    "-params",
+    "learning_starts:100",
+    "batch_size:8",
+    "buffer_size:1000",
+    "policy_kwargs:dict(net_arch=[16])",
+]
 ROW_WIDTH = 9  # Pendulum: 2 * 3 observations + 1 action + reward + terminated
 
 
@@ -96,8 +111,29 @@ def write_zip(path, entries):
         encoded, offset = name.encode(), len(body)
         body += struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, method, 0, 0, crc, len(raw), size, len(encoded), 0)
         body += encoded + raw
-        directory += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, method, 0, 0, crc, len(raw), size,
-                                 len(encoded), 0, 0, 0, 0, 0, offset) + encoded
+        directory += (
+            struct.pack(
+                "<4s6H3L5H2L",
+                b"PK\x01\x02",
+                20,
+                20,
+                0,
+                method,
+                0,
+                0,
+                crc,
+                len(raw),
+                size,
+                len(encoded),
+                0,
+                0,
+                0,
+                0,
+                0,
+                offset,
+            )
+            + encoded
+        )
     end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(entries), len(entries), len(directory), len(body), 0)
     path.write_bytes(bytes(body + directory + end))
 
@@ -123,8 +159,11 @@ def bomb(model, target, variant):
     manifest = json.loads(members.pop("manifest.json")[0])
     if variant in ("manifest lists the 2 GiB", "beyond deflate's ratio"):  # the checksum needs the inflated bytes
         manifest.setdefault("sizes", {})["replay_buffer/rows.npy"] = declared
-    entries = [(name, data, zipfile.ZIP_STORED, zlib.crc32(data), len(data)) for name, (data, _) in members.items()
-               if name != "replay_buffer/rows.npy"]
+    entries = [
+        (name, data, zipfile.ZIP_STORED, zlib.crc32(data), len(data))
+        for name, (data, _) in members.items()
+        if name != "replay_buffer/rows.npy"
+    ]
     entries.append(("replay_buffer/rows.npy", raw, zipfile.ZIP_DEFLATED, 0, declared))
     encoded = json.dumps(manifest).encode()
     entries.append(("manifest.json", encoded, zipfile.ZIP_STORED, zlib.crc32(encoded), len(encoded)))
@@ -143,30 +182,43 @@ print("measured", code, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - be
 """
 
 
-@pytest.mark.parametrize("variant,reason", [
-    ("manifest unchanged", r"replay_buffer/rows.npy declares \d+ bytes, the manifest lists 10928"),
-    ("manifest lists the 2 GiB", rf"replay_buffer/rows.npy has shape \[{BOMB_ROWS}, 9\], expected \[<=1000, 9\]"),
-    ("zip header understates it", "not a zip archive or truncated: Bad CRC-32 for file 'replay_buffer/rows.npy'"),
-    ("beyond deflate's ratio", r"replay_buffer/rows.npy declares \d+ bytes from 1048576 compressed bytes, more than "
-                               "deflate can produce"),
-])
+@pytest.mark.parametrize(
+    "variant,reason",
+    [
+        ("manifest unchanged", r"replay_buffer/rows.npy declares \d+ bytes, the manifest lists 10928"),
+        ("manifest lists the 2 GiB", rf"replay_buffer/rows.npy has shape \[{BOMB_ROWS}, 9\], expected \[<=1000, 9\]"),
+        ("zip header understates it", "not a zip archive or truncated: Bad CRC-32 for file 'replay_buffer/rows.npy'"),
+        (
+            "beyond deflate's ratio",
+            r"replay_buffer/rows.npy declares \d+ bytes from 1048576 compressed bytes, more than "
+            "deflate can produce",
+        ),
+    ],
+)
 def test_member_inflating_to_2_gib_is_refused_before_it_is_decompressed(tmp_path, model, variant, reason):
     """A 2 GiB member in a file of a few MB: refused quickly, peak RSS well under the 2 GiB."""
     forged = bomb(model, tmp_path / "bomb.zip", variant)
     assert forged.stat().st_size < 8 * 2**20
-    proc = subprocess.run([sys.executable, "-c", MEASURE, "-f", str(tmp_path / "logs"), *TINY, "-i", str(forged)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURE, "-f", str(tmp_path / "logs"), *TINY, "-i", str(forged)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     (line,) = [line for line in proc.stdout.splitlines() if line.startswith("measured")]
     _, code, peak_mib, seconds = line.split()
     assert int(peak_mib) < 300, f"peak RSS grew by {peak_mib} MiB"
     assert float(seconds) < 30
     assert int(code) == 1, proc.stderr
-    assert re.search(rf"^error: corrupt or incomplete checkpoint: {re.escape(str(forged))} \({reason}",
-                     proc.stderr, re.MULTILINE), proc.stderr
+    assert re.search(
+        rf"^error: corrupt or incomplete checkpoint: {re.escape(str(forged))} \({reason}", proc.stderr, re.MULTILINE
+    ), proc.stderr
     assert not (tmp_path / "logs").exists()
 
 
 # -- items 10 and 11: forged members and manifests, one line each, before any folder ------------------
+
 
 def test_unlisted_member_is_named(tmp_path, capsys, model):
     forged = tmp_path / "extra.zip"
@@ -176,28 +228,44 @@ def test_unlisted_member_is_named(tmp_path, capsys, model):
     assert_refused(tmp_path, capsys, forged, "unexpected member host/extra.npy not listed in the manifest")
 
 
-@pytest.mark.parametrize("name,data,reason", [
-    ("notes.txt", b"hello", "unexpected member notes.txt: not part of an rlbench checkpoint"),
-    ("host/extra.npy", b"", "unexpected member host/extra.npy: not part of an rlbench checkpoint"),
-    ("host/next_action.npy", b"", "host/next_action.npy is not a .npy array (EOF: reading magic string"),
-    ("host/obs.npy", npy(np.zeros((1, 3), object)), "host/obs.npy holds dtype object; checkpoints hold only numeric"),
-    ("host/obs.npy", npy(np.zeros((1, 3), "S9")), "host/obs.npy holds dtype |S9; checkpoints hold only numeric"),
-    ("host/obs.npy", npy(np.zeros((1, 4), np.float32)), "host/obs.npy has shape [1, 4], expected [1, 3]"),
-    ("host/obs.npy", None, "member host/obs.npy is missing"),
-    ("host/episode_actions_0.npy", npy(np.zeros((301, 1), np.float32)),
-     "host/episode_actions_0.npy has shape [301, 1], expected [<=300, 1]"),
-])
+@pytest.mark.parametrize(
+    "name,data,reason",
+    [
+        ("notes.txt", b"hello", "unexpected member notes.txt: not part of an rlbench checkpoint"),
+        ("host/extra.npy", b"", "unexpected member host/extra.npy: not part of an rlbench checkpoint"),
+        ("host/next_action.npy", b"", "host/next_action.npy is not a .npy array (EOF: reading magic string"),
+        (
+            "host/obs.npy",
+            npy(np.zeros((1, 3), object)),
+            "host/obs.npy holds dtype object; checkpoints hold only numeric",
+        ),
+        ("host/obs.npy", npy(np.zeros((1, 3), "S9")), "host/obs.npy holds dtype |S9; checkpoints hold only numeric"),
+        ("host/obs.npy", npy(np.zeros((1, 4), np.float32)), "host/obs.npy has shape [1, 4], expected [1, 3]"),
+        ("host/obs.npy", None, "member host/obs.npy is missing"),
+        (
+            "host/episode_actions_0.npy",
+            npy(np.zeros((301, 1), np.float32)),
+            "host/episode_actions_0.npy has shape [301, 1], expected [<=300, 1]",
+        ),
+    ],
+)
 def test_forged_member_listed_in_the_manifest_is_refused_by_name(tmp_path, capsys, model, name, data, reason):
     """The manifest's checksums and sizes match the forged members: the archive's own checks pass."""
     forged = forge(model, tmp_path / "forged.zip", {name: data})
     assert_refused(tmp_path, capsys, forged, reason)
 
 
-@pytest.mark.parametrize("rows,reason", [
-    (np.zeros((300, ROW_WIDTH + 1), np.float32), "replay_buffer/rows.npy has shape [300, 10], expected [<=1000, 9]"),
-    (np.zeros((1200, ROW_WIDTH), np.float32), "replay_buffer/rows.npy has shape [1200, 9], expected [<=1000, 9]"),
-    (np.zeros((300, ROW_WIDTH), np.float64), "replay_buffer/rows.npy holds float64, expected float32"),
-])
+@pytest.mark.parametrize(
+    "rows,reason",
+    [
+        (
+            np.zeros((300, ROW_WIDTH + 1), np.float32),
+            "replay_buffer/rows.npy has shape [300, 10], expected [<=1000, 9]",
+        ),
+        (np.zeros((1200, ROW_WIDTH), np.float32), "replay_buffer/rows.npy has shape [1200, 9], expected [<=1000, 9]"),
+        (np.zeros((300, ROW_WIDTH), np.float64), "replay_buffer/rows.npy holds float64, expected float32"),
+    ],
+)
 def test_replay_buffer_of_the_wrong_shape_is_refused_before_the_run_folder(tmp_path, capsys, model, rows, reason):
     """Item 10: today exit 2 with a raw numpy message after the folder exists."""
     forged = forge(model, tmp_path / "rows.zip", {"replay_buffer/rows.npy": npy(rows)})
@@ -208,16 +276,24 @@ def test_replay_buffer_position_outside_the_buffer_exits_2_before_the_run_folder
     """Today the ring position is taken modulo the capacity, silently: the next inserts land elsewhere."""
     forged = forge(model, tmp_path / "position.zip", {"replay_buffer/position.npy": npy(np.asarray(5000, np.int32))})
     assert resume(tmp_path, forged, "-n", "100") == 2
-    assert capsys.readouterr().err == (f"error: cannot resume from {forged}: replay_buffer/position.npy holds 5000, "
-                                       "expected an integer in [0, 1000)\n")
+    assert capsys.readouterr().err == (
+        f"error: cannot resume from {forged}: replay_buffer/position.npy holds 5000, expected an integer in [0, 1000)\n"
+    )
     assert not (tmp_path / "logs").exists()
 
 
-@pytest.mark.parametrize("rows,position,message", [
-    (np.zeros((5, 5), np.float32), 0, r"replay_buffer/rows.npy holds float32\[5, 5\], expected float32\[n, 5\] "
-                                      r"with n <= buffer_size=4 \(obs_dim=1, action_dim=1\)"),
-    (np.zeros((3, 5), np.float32), 4, r"replay_buffer/position.npy holds 4, expected an integer in \[0, 4\)"),
-])
+@pytest.mark.parametrize(
+    "rows,position,message",
+    [
+        (
+            np.zeros((5, 5), np.float32),
+            0,
+            r"replay_buffer/rows.npy holds float32\[5, 5\], expected float32\[n, 5\] "
+            r"with n <= buffer_size=4 \(obs_dim=1, action_dim=1\)",
+        ),
+        (np.zeros((3, 5), np.float32), 4, r"replay_buffer/position.npy holds 4, expected an integer in \[0, 4\)"),
+    ],
+)
 def test_buffer_from_arrays_names_the_member_that_does_not_fit(rows, position, message):
     """The runner's own check (for callers other than train.py -i): no raw numpy broadcast error."""
     from rlbench.buffers.uniform import buffer_from_arrays, make_uniform_buffer
@@ -234,6 +310,7 @@ def delete(*keys):
         for key in parents:
             manifest = manifest[key]
         del manifest[last]
+
     return edit
 
 
@@ -243,31 +320,46 @@ def assign(value, *keys):
         for key in parents:
             manifest = manifest[key]
         manifest[last] = value
+
     return edit
 
 
-@pytest.mark.parametrize("edit,reason", [
-    (delete("hyperparams"), "the manifest has no hyperparams"),
-    (assign("abc", "counters", "env_steps"), "manifest counters.env_steps: expected a non-negative integer, got 'abc'"),
-    (delete("counters"), "the manifest has no counters"),
-    (assign(True, "seed"), "manifest seed: expected a non-negative integer, got True"),
-    (assign(7, "algo"), "manifest algo: expected a string, got 7"),
-    (delete("env_id"), "the manifest has no env_id"),
-    (assign(["x"], "spaces", "observation", "shape"),
-     "manifest spaces.observation.shape[0]: expected an integer >= 1, got 'x'"),
-    (assign("2", "n_envs"), "manifest n_envs: expected an integer >= 1, got '2'"),
-    (assign(0, "n_envs"), "manifest n_envs: expected an integer >= 1, got 0"),
-    (delete("host", "pending_count"), "the manifest has no host.pending_count"),
-    (assign([], "host"), "manifest host: expected a mapping, got []"),
-    (assign("MT19937", "host", "warmup_rng", "bit_generator"),
-     "manifest host.warmup_rng: not a PCG64 generator state (state must be for a PCG64 RNG)"),
-    (assign("x", "host", "warmup_rng", "state", "inc"),
-     "manifest host.warmup_rng.state.inc: expected a non-negative integer, got 'x'"),
-    (assign([None, None], "host", "episode_starts"),
-     "manifest host.episode_starts: 2 entries, expected one per env (n_envs=1)"),
-    (assign({"state.msgpack": 5}, "members"), "manifest members['state.msgpack']: expected a string, got 5"),
-    (assign(0, "hyperparams", "buffer_size"), "manifest hyperparams.buffer_size: expected an integer >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "edit,reason",
+    [
+        (delete("hyperparams"), "the manifest has no hyperparams"),
+        (
+            assign("abc", "counters", "env_steps"),
+            "manifest counters.env_steps: expected a non-negative integer, got 'abc'",
+        ),
+        (delete("counters"), "the manifest has no counters"),
+        (assign(True, "seed"), "manifest seed: expected a non-negative integer, got True"),
+        (assign(7, "algo"), "manifest algo: expected a string, got 7"),
+        (delete("env_id"), "the manifest has no env_id"),
+        (
+            assign(["x"], "spaces", "observation", "shape"),
+            "manifest spaces.observation.shape[0]: expected an integer >= 1, got 'x'",
+        ),
+        (assign("2", "n_envs"), "manifest n_envs: expected an integer >= 1, got '2'"),
+        (assign(0, "n_envs"), "manifest n_envs: expected an integer >= 1, got 0"),
+        (delete("host", "pending_count"), "the manifest has no host.pending_count"),
+        (assign([], "host"), "manifest host: expected a mapping, got []"),
+        (
+            assign("MT19937", "host", "warmup_rng", "bit_generator"),
+            "manifest host.warmup_rng: not a PCG64 generator state (state must be for a PCG64 RNG)",
+        ),
+        (
+            assign("x", "host", "warmup_rng", "state", "inc"),
+            "manifest host.warmup_rng.state.inc: expected a non-negative integer, got 'x'",
+        ),
+        (
+            assign([None, None], "host", "episode_starts"),
+            "manifest host.episode_starts: 2 entries, expected one per env (n_envs=1)",
+        ),
+        (assign({"state.msgpack": 5}, "members"), "manifest members['state.msgpack']: expected a string, got 5"),
+        (assign(0, "hyperparams", "buffer_size"), "manifest hyperparams.buffer_size: expected an integer >= 1, got 0"),
+    ],
+)
 def test_manifest_missing_or_mistyped_key_is_named(tmp_path, capsys, model, edit, reason):
     """Item 10: a one-line error naming the key and what it should be, not a KeyError or TypeError."""
     forged = forge(model, tmp_path / "manifest.zip", edit=edit)
@@ -276,8 +368,12 @@ def test_manifest_missing_or_mistyped_key_is_named(tmp_path, capsys, model, edit
 
 def test_state_larger_than_the_configuration_needs_is_refused_unread(tmp_path, capsys, model):
     forged = forge(model, tmp_path / "state.zip", {"state.msgpack": bytes(2**20)})
-    assert_refused(tmp_path, capsys, forged, "state.msgpack declares 1048576 bytes, more than this "
-                                             "configuration's learner state needs")
+    assert_refused(
+        tmp_path,
+        capsys,
+        forged,
+        "state.msgpack declares 1048576 bytes, more than this configuration's learner state needs",
+    )
 
 
 def test_resuming_under_another_env_id_warns_naming_both(tmp_path, capsys, model):
@@ -287,8 +383,12 @@ def test_resuming_under_another_env_id_warns_naming_both(tmp_path, capsys, model
     warnings = [line for line in capsys.readouterr().err.splitlines() if "Pendulum-v0" in line]
     assert warnings == [f"Warning: {forged} was trained on Pendulum-v0, this run uses --env Pendulum-v1"]
     # Other spaces: the one-line error alone, which names the saved env already.
-    assert main(["-f", str(tmp_path / "other"), *TINY[:2], "--env", "MountainCarContinuous-v0", *TINY[4:],
-                 "-i", str(model)]) == 2
+    assert (
+        main(
+            ["-f", str(tmp_path / "other"), *TINY[:2], "--env", "MountainCarContinuous-v0", *TINY[4:], "-i", str(model)]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("error: observation space mismatch") and len(err.splitlines()) == 1, err
 

@@ -68,12 +68,32 @@ def test_yaml_python_tags_and_missing_env_entry(tmp_path, capsys):
 
 
 def test_run_folder_layout_and_saved_config_round_trip(tmp_path, capsys):
-    argv = ["--algo", "sac", "--env", "Pendulum-v1", "-n", "300", "--eval-freq", "150", "--eval-episodes", "2",
-            *TINY, "gamma:0.95", "learning_rate:lin_1e-3"]
+    argv = [
+        "--algo",
+        "sac",
+        "--env",
+        "Pendulum-v1",
+        "-n",
+        "300",
+        "--eval-freq",
+        "150",
+        "--eval-episodes",
+        "2",
+        *TINY,
+        "gamma:0.95",
+        "learning_rate:lin_1e-3",
+    ]
     assert run_cli(tmp_path, *argv) == 0
     run_dir = tmp_path / "logs" / "sac" / "Pendulum-v1_1"
-    for name in ("Pendulum-v1/config.yml", "Pendulum-v1/args.yml", "Pendulum-v1/command.txt",
-                 "evaluations.npz", "progress.csv", "Pendulum-v1.zip", "best_model.zip"):
+    for name in (
+        "Pendulum-v1/config.yml",
+        "Pendulum-v1/args.yml",
+        "Pendulum-v1/command.txt",
+        "evaluations.npz",
+        "progress.csv",
+        "Pendulum-v1.zip",
+        "best_model.zip",
+    ):
         assert (run_dir / name).is_file(), name
     evaluations = np.load(run_dir / "evaluations.npz")
     np.testing.assert_array_equal(evaluations["timesteps"], [150, 300])
@@ -94,8 +114,21 @@ def test_run_folder_layout_and_saved_config_round_trip(tmp_path, capsys):
 
 
 def test_drawn_seed_is_printed_and_saved(tmp_path, capsys):
-    assert run_cli(tmp_path, "-n", "60", "--eval-freq", "-1", "-params", "learning_starts:1000",
-                   "policy_kwargs:dict(net_arch=[8])", "--verbose", "1") == 0
+    assert (
+        run_cli(
+            tmp_path,
+            "-n",
+            "60",
+            "--eval-freq",
+            "-1",
+            "-params",
+            "learning_starts:1000",
+            "policy_kwargs:dict(net_arch=[8])",
+            "--verbose",
+            "1",
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     seed = int(out.split("Seed: ")[1].split()[0])
     args = yaml.safe_load(next((tmp_path / "logs").rglob("args.yml")).read_text())
@@ -103,18 +136,53 @@ def test_drawn_seed_is_printed_and_saved(tmp_path, capsys):
 
 
 def test_droq_preset_is_overridden_by_params(tmp_path):
-    assert run_cli(tmp_path, "--algo", "droq", "--env", "Pendulum-v1", "-n", "40", "--eval-freq", "-1",
-                   "-params", "learning_starts:1000", "policy_kwargs:dict(net_arch=[8])", "gradient_steps:2",
-                   "--verbose", "0") == 0
+    assert (
+        run_cli(
+            tmp_path,
+            "--algo",
+            "droq",
+            "--env",
+            "Pendulum-v1",
+            "-n",
+            "40",
+            "--eval-freq",
+            "-1",
+            "-params",
+            "learning_starts:1000",
+            "policy_kwargs:dict(net_arch=[8])",
+            "gradient_steps:2",
+            "--verbose",
+            "0",
+        )
+        == 0
+    )
     config = yaml.safe_load(next((tmp_path / "logs").rglob("config.yml")).read_text())
     assert config["gradient_steps"] == 2 and config["policy_delay"] == 20  # file/-params win, preset fills
     assert config["policy_kwargs"]["dropout_rate"] == 0.01 and config["policy_kwargs"]["layer_norm"] is True
 
 
 def test_pybullet_env_ids_work_without_connect_noise(tmp_path, capfd):
-    assert run_cli(tmp_path, "--env", "HalfCheetahBulletEnv-v0", "-n", "20", "--eval-freq", "10",
-                   "--eval-episodes", "1", "-params", "learning_starts:10", "batch_size:8", "buffer_size:1000",
-                   "policy_kwargs:dict(net_arch=[8])", "--verbose", "0") == 0
+    assert (
+        run_cli(
+            tmp_path,
+            "--env",
+            "HalfCheetahBulletEnv-v0",
+            "-n",
+            "20",
+            "--eval-freq",
+            "10",
+            "--eval-episodes",
+            "1",
+            "-params",
+            "learning_starts:10",
+            "batch_size:8",
+            "buffer_size:1000",
+            "policy_kwargs:dict(net_arch=[8])",
+            "--verbose",
+            "0",
+        )
+        == 0
+    )
     # PyBullet's C code prints "argv[0]=" on every env's first connection (probe, training and eval envs).
     assert "argv[0]" not in capfd.readouterr().out
     run_dir = tmp_path / "logs" / "sac" / "HalfCheetahBulletEnv-v0_1"

@@ -31,8 +31,10 @@ def run_files(run_dir, env_id="Pendulum-v1"):
     return yaml.safe_load((params / "config.yml").read_text()), yaml.safe_load((params / "args.yml").read_text()), rows
 
 
-@pytest.mark.parametrize("argv,value", [([], False), (["--uuid"], True), (["--uuid", "false"], False),
-                                        (["--uuid", "True"], True), (["--no-uuid"], False)])
+@pytest.mark.parametrize(
+    "argv,value",
+    [([], False), (["--uuid"], True), (["--uuid", "false"], False), (["--uuid", "True"], True), (["--no-uuid"], False)],
+)
 def test_boolean_flags_are_real_booleans(argv, value):
     assert build_parser().parse_args(argv).uuid is value
     renamed = [a.replace("uuid", "save-replay-buffer") for a in argv]
@@ -89,8 +91,27 @@ def test_concurrent_runs_never_share_a_folder(tmp_path):
 
 def test_env_kwargs_and_eval_env_kwargs(tmp_path):
     # tests.envs:Counting-v0 pays `reward` per step for 7 steps: eval returns show which kwargs it got.
-    assert run_cli(tmp_path, "--env", "tests.envs:Counting-v0", "-n", "14", "--verbose", "0", "--eval-freq", "14",
-                   "--eval-episodes", "2", "--env-kwargs", "reward:1.0", "--eval-env-kwargs", "reward:2.0", *TINY) == 0
+    assert (
+        run_cli(
+            tmp_path,
+            "--env",
+            "tests.envs:Counting-v0",
+            "-n",
+            "14",
+            "--verbose",
+            "0",
+            "--eval-freq",
+            "14",
+            "--eval-episodes",
+            "2",
+            "--env-kwargs",
+            "reward:1.0",
+            "--eval-env-kwargs",
+            "reward:2.0",
+            *TINY,
+        )
+        == 0
+    )
     results = np.load(next((tmp_path / "logs").rglob("evaluations.npz")))["results"]
     np.testing.assert_array_equal(results, [[14.0, 14.0]])
     assert saved(tmp_path, "config.yml")["env_kwargs"] == {"reward": 1.0}
@@ -99,15 +120,31 @@ def test_env_kwargs_and_eval_env_kwargs(tmp_path):
 def test_file_env_kwargs_reach_the_eval_env(tmp_path):
     conf = tmp_path / "conf.yml"
     conf.write_text("default:\n  n_timesteps: 14\n  env_kwargs: {reward: 3.0}\n  learning_starts: 1000\n")
-    assert run_cli(tmp_path, "--env", "tests.envs:Counting-v0", "-c", str(conf), "--verbose", "0",
-                   "--eval-freq", "14", "--eval-episodes", "1") == 0
+    assert (
+        run_cli(
+            tmp_path,
+            "--env",
+            "tests.envs:Counting-v0",
+            "-c",
+            str(conf),
+            "--verbose",
+            "0",
+            "--eval-freq",
+            "14",
+            "--eval-episodes",
+            "1",
+        )
+        == 0
+    )
     np.testing.assert_array_equal(np.load(next((tmp_path / "logs").rglob("evaluations.npz")))["results"], [[21.0]])
 
 
 def test_env_wrapper_from_params(tmp_path):
     wrapper = "env_wrapper:[{'gymnasium.wrappers.TimeLimit': dict(max_episode_steps=20)}]"
-    assert run_cli(tmp_path, "-n", "40", "--verbose", "0", "--eval-freq", "40", "--eval-episodes", "1",
-                   *TINY, wrapper) == 0
+    assert (
+        run_cli(tmp_path, "-n", "40", "--verbose", "0", "--eval-freq", "40", "--eval-episodes", "1", *TINY, wrapper)
+        == 0
+    )
     evaluations = np.load(next((tmp_path / "logs").rglob("evaluations.npz")))
     np.testing.assert_array_equal(evaluations["ep_lengths"], [[20]])
     assert saved(tmp_path, "config.yml")["env_wrapper"] == [{"gymnasium.wrappers.TimeLimit": {"max_episode_steps": 20}}]
@@ -120,8 +157,22 @@ def test_unknown_env_wrapper_exits_2(tmp_path, capsys):
 
 def test_gym_packages_register_custom_envs(tmp_path):
     # Counting-v0 is registered by importing tests.envs, here and in each subprocess worker.
-    assert run_cli(tmp_path, "--gym-packages", "tests.envs", "--env", "Counting-v0", "-n", "14", *QUIET, *TINY,
-                   "--vec-env", "subproc") == 0
+    assert (
+        run_cli(
+            tmp_path,
+            "--gym-packages",
+            "tests.envs",
+            "--env",
+            "Counting-v0",
+            "-n",
+            "14",
+            *QUIET,
+            *TINY,
+            "--vec-env",
+            "subproc",
+        )
+        == 0
+    )
     _, args, _ = run_files(tmp_path / "logs" / "sac" / "Counting-v0_1", "Counting-v0")
     assert args["gym_packages"] == ["tests.envs"] and args["vec_env"] == "subproc"
     # Counting-v0 episodes last 7 steps: the 14 steps end two, as the Monitor file records them.
@@ -145,18 +196,49 @@ def test_module_path_config(tmp_path):
 
 def test_issue_command_lines_parse_and_run(tmp_path):
     runs = tmp_path / "logs"
-    assert run_cli(tmp_path, "-n", "20", *QUIET, "-params", "learning_rate:'lin_7.3e-4'", "ent_coef:auto_0.1",
-                   "train_freq:4", "gradient_steps:4", "learning_starts:1000") == 0
+    assert (
+        run_cli(
+            tmp_path,
+            "-n",
+            "20",
+            *QUIET,
+            "-params",
+            "learning_rate:'lin_7.3e-4'",
+            "ent_coef:auto_0.1",
+            "train_freq:4",
+            "gradient_steps:4",
+            "learning_starts:1000",
+        )
+        == 0
+    )
     config, _, _ = run_files(runs / "sac" / "Pendulum-v1_1")
     assert (config["learning_rate"], config["ent_coef"], config["train_freq"], config["gradient_steps"]) == (
-        "lin_0.00073", "auto_0.1", 4, 4)
+        "lin_0.00073",
+        "auto_0.1",
+        4,
+        4,
+    )
     policy = "policy_kwargs:dict(net_arch=dict(pi=[16,16],qf=[16,16]), dropout_rate=0.01, batch_norm_actor=False)"
     assert run_cli(tmp_path, "--algo", "crossq", "-n", "20", *QUIET, "-params", "learning_starts:10", policy) == 0
     config, _, _ = run_files(runs / "crossq" / "Pendulum-v1_1")
     assert config["policy_kwargs"]["dropout_rate"] == 0.01 and config["policy_kwargs"]["batch_norm_actor"] is False
     assert config["policy_kwargs"]["net_arch"] == {"pi": [16, 16], "qf": [16, 16]}
-    assert run_cli(tmp_path, "-n", "8", *QUIET, "-param", "n_envs:4", "gradient_steps:-1", "learning_starts:4",
-                   "policy_kwargs:dict(net_arch=[8])", "--vec-env", "subproc") == 0
+    assert (
+        run_cli(
+            tmp_path,
+            "-n",
+            "8",
+            *QUIET,
+            "-param",
+            "n_envs:4",
+            "gradient_steps:-1",
+            "learning_starts:4",
+            "policy_kwargs:dict(net_arch=[8])",
+            "--vec-env",
+            "subproc",
+        )
+        == 0
+    )
     config, args, _ = run_files(runs / "sac" / "Pendulum-v1_2")
     assert config["n_envs"] == 4 and config["gradient_steps"] == 4 and args["vec_env"] == "subproc"  # -1: per env step
     assert run_cli(tmp_path, "-n", "20", *QUIET, *TINY, "--env-kwargs", "g:8.0", "--eval-env-kwargs", "g:5.0") == 0

@@ -16,14 +16,35 @@ from rlbench import compile_cache
 from rlbench.errors import ConfigError
 from tests.conftest import REPO_ROOT
 
-TINY = ["--algo", "sac", "--env", "Pendulum-v1", "--seed", "5", "-n", "300", "--eval-freq", "-1",
-        "-params", "learning_starts:100", "batch_size:16", "buffer_size:1000", "policy_kwargs:dict(net_arch=[16])"]
+TINY = [
+    "--algo",
+    "sac",
+    "--env",
+    "Pendulum-v1",
+    "--seed",
+    "5",
+    "-n",
+    "300",
+    "--eval-freq",
+    "-1",
+    "-params",
+    "learning_starts:100",
+    "batch_size:16",
+    "buffer_size:1000",
+    "policy_kwargs:dict(net_arch=[16])",
+]
 
 
 def train_process(tmp_path: Path, cache: Path, name: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": REPO_ROOT, "JAX_PLATFORMS": "cpu"}
-    return subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / name), "--compile-cache", str(cache),
-                             *TINY], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "train.py", "-f", str(tmp_path / name), "--compile-cache", str(cache), *TINY],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(proc: subprocess.Popen) -> str:

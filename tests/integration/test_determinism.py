@@ -10,16 +10,34 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-ARGS = ["--env", "Pendulum-v1", "-n", "600", "--eval-freq", "300", "--eval-episodes", "2", "--verbose", "0",
-        "-params", "policy_kwargs:dict(net_arch=[32, 32])", "learning_starts:200", "batch_size:64"]
+ARGS = [
+    "--env",
+    "Pendulum-v1",
+    "-n",
+    "600",
+    "--eval-freq",
+    "300",
+    "--eval-episodes",
+    "2",
+    "--verbose",
+    "0",
+    "-params",
+    "policy_kwargs:dict(net_arch=[32, 32])",
+    "learning_starts:200",
+    "batch_size:64",
+]
 # DroQ's preset with its dropout critic (masks from lax.rng_bit_generator), 2 gradient steps per env step.
 DROQ_EXTRA = ["gradient_steps:2", "policy_delay:2"]
 
 
 def train_in_new_process(log_folder, algo, seed):
     extra = DROQ_EXTRA if algo == "droq" else []
-    subprocess.run([sys.executable, "train.py", "--algo", algo, *ARGS, *extra, "--seed", str(seed),
-                    "-f", str(log_folder)], cwd=REPO_ROOT, check=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "train.py", "--algo", algo, *ARGS, *extra, "--seed", str(seed), "-f", str(log_folder)],
+        cwd=REPO_ROOT,
+        check=True,
+        timeout=600,
+    )
     run_dir = next((log_folder / algo).glob("Pendulum-v1_*"))
     model = hashlib.sha256(zipfile.ZipFile(run_dir / "Pendulum-v1.zip").read("state.msgpack")).hexdigest()
     return model, np.load(run_dir / "evaluations.npz")["results"]

@@ -22,8 +22,30 @@ TINY = ["-params", "policy_kwargs:dict(net_arch=[16])", "learning_starts:50", "b
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("logs")
-    assert train(["-f", str(folder), "--algo", "sac", "--env", "Pendulum-v1", "-n", "300", "--eval-freq", "100",
-                  "--eval-episodes", "1", "--save-freq", "100", "--verbose", "0", *TINY]) == 0
+    assert (
+        train(
+            [
+                "-f",
+                str(folder),
+                "--algo",
+                "sac",
+                "--env",
+                "Pendulum-v1",
+                "-n",
+                "300",
+                "--eval-freq",
+                "100",
+                "--eval-episodes",
+                "1",
+                "--save-freq",
+                "100",
+                "--verbose",
+                "0",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     return folder
 
 
@@ -32,8 +54,11 @@ def read_video(path):
     fork, and JAX, running in this process, would warn.)"""
     import imageio_ffmpeg
 
-    done = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-i", str(path), "-f", "rawvideo", "-pix_fmt", "rgb24",
-                           "-"], capture_output=True, check=True)
+    done = subprocess.run(
+        [imageio_ffmpeg.get_ffmpeg_exe(), "-i", str(path), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+        capture_output=True,
+        check=True,
+    )
     width, height = map(int, re.search(rb"Video: .*?, (\d+)x(\d+)[, ]", done.stderr).groups())
     return np.frombuffer(done.stdout, np.uint8).reshape(-1, height, width, 3)
 
@@ -44,13 +69,16 @@ def play(logs, capsys, *argv):
     return code, captured.out, captured.err
 
 
-@pytest.mark.parametrize("argv,loaded", [
-    ([], "Pendulum-v1.zip"),
-    (["--exp-id", "1"], "Pendulum-v1.zip"),
-    (["--load-best"], "best_model.zip"),
-    (["--load-checkpoint", "200"], "rl_model_200_steps.zip"),
-    (["--load-last-checkpoint"], "rl_model_300_steps.zip"),
-])
+@pytest.mark.parametrize(
+    "argv,loaded",
+    [
+        ([], "Pendulum-v1.zip"),
+        (["--exp-id", "1"], "Pendulum-v1.zip"),
+        (["--load-best"], "best_model.zip"),
+        (["--load-checkpoint", "200"], "rl_model_200_steps.zip"),
+        (["--load-last-checkpoint"], "rl_model_300_steps.zip"),
+    ],
+)
 def test_each_load_option_plays_episodes_and_prints_the_mean(logs, capsys, argv, loaded):
     code, out, _ = play(logs, capsys, "-n", "400", *argv)
     assert code == 0
@@ -92,10 +120,13 @@ def test_missing_model_or_run_exits_2_listing_what_exists(logs, capsys):
     assert code == 2 and "no run of crossq" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("payload,message", [
-    ("policy_kwargs: \"__import__('os').system('touch {marker}')\"\n", "policy_kwargs"),
-    ("env_kwargs: !!python/object/apply:os.system ['touch {marker}']\n", "invalid YAML"),
-])
+@pytest.mark.parametrize(
+    "payload,message",
+    [
+        ("policy_kwargs: \"__import__('os').system('touch {marker}')\"\n", "policy_kwargs"),
+        ("env_kwargs: !!python/object/apply:os.system ['touch {marker}']\n", "invalid YAML"),
+    ],
+)
 def test_saved_config_with_code_is_refused(logs, capsys, tmp_path, payload, message):
     """A5: code in a saved config.yml is never run: exit 2, and the marker file is not created."""
     copy = tmp_path / "logs"
@@ -123,13 +154,51 @@ def test_headless_recording_writes_one_frame_per_step(tmp_path, env_id):
     """MuJoCo (EGL) and PyBullet (its CPU renderer), with no display: an mp4 of exactly -n frames."""
     if env_id.endswith("-v4"):
         require_egl()
-    assert train(["-f", str(tmp_path), "--algo", "sac", "--env", env_id, "-n", "20", "--eval-freq", "-1",
-                  "--verbose", "0", "-params", "policy_kwargs:dict(net_arch=[8])", "learning_starts:1000"]) == 0
+    assert (
+        train(
+            [
+                "-f",
+                str(tmp_path),
+                "--algo",
+                "sac",
+                "--env",
+                env_id,
+                "-n",
+                "20",
+                "--eval-freq",
+                "-1",
+                "--verbose",
+                "0",
+                "-params",
+                "policy_kwargs:dict(net_arch=[8])",
+                "learning_starts:1000",
+            ]
+        )
+        == 0
+    )
     video = tmp_path / "videos" / "agent.mp4"
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "MUJOCO_GL")}
-    proc = subprocess.run([sys.executable, "scripts/record_video.py", "--algo", "sac", "--env", env_id,
-                           "-f", str(tmp_path), "-n", "25", "-o", str(video)],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "scripts/record_video.py",
+            "--algo",
+            "sac",
+            "--env",
+            env_id,
+            "-f",
+            str(tmp_path),
+            "-n",
+            "25",
+            "-o",
+            str(video),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     frames = read_video(video)
     assert frames.shape[0] == 25 and frames.ndim == 4 and frames.shape[-1] == 3
@@ -139,8 +208,7 @@ def test_headless_recording_writes_one_frame_per_step(tmp_path, env_id):
 
 
 def run_script(*argv, env=None):
-    return subprocess.run([sys.executable, *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                          env=env)
+    return subprocess.run([sys.executable, *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_record_video_names_the_file_as_rl_zoo_in_its_output_folder(logs, tmp_path):
@@ -162,8 +230,10 @@ def test_record_video_names_the_file_as_rl_zoo_in_its_output_folder(logs, tmp_pa
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "videos" / "checkpoint-200-sac-Pendulum-v1-step-0-to-step-12.mp4").is_file()
     parser = build_parser(record_video=True)
-    for flags, model, name in [(["--load-best"], "best_model.zip", "best-model"),
-                               (["--load-last-checkpoint"], "rl_model_300_steps.zip", "checkpoint-300")]:
+    for flags, model, name in [
+        (["--load-best"], "best_model.zip", "best-model"),
+        (["--load-last-checkpoint"], "rl_model_300_steps.zip", "checkpoint-300"),
+    ]:
         args = parser.parse_args(["--algo", "sac", "--env", "Pendulum-v1", "-n", "12", "-o", "v", *flags])
         assert video_path(args, run / model) == Path("v", f"{name}-sac-Pendulum-v1-step-0-to-step-12.mp4")
     done = run_script(*base, "-o", str(tmp_path / "one.gif"))
@@ -188,8 +258,10 @@ def test_recording_without_the_video_extra_exits_2_before_any_work(logs, tmp_pat
     for script in (["enjoy.py", "--record", str(video)], ["scripts/record_video.py", "-o", str(video.parent)]):
         done = run_script(*script, "--algo", "sac", "--env", "Pendulum-v1", "-f", str(logs), "-n", "5", env=env)
         assert done.returncode == 2 and done.stdout == ""
-        assert done.stderr == ("error: recording needs the video extra (No module named 'imageio_ffmpeg'): "
-                               'pip install -e ".[video]" (or pip install imageio-ffmpeg pygame)\n')
+        assert done.stderr == (
+            "error: recording needs the video extra (No module named 'imageio_ffmpeg'): "
+            'pip install -e ".[video]" (or pip install imageio-ffmpeg pygame)\n'
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stubs"]
     assert not (logs / "sac" / "Pendulum-v1_1" / "videos").exists()
 
@@ -200,8 +272,11 @@ def test_reward_log_writes_an_sb3_monitor_file_per_env(logs, capsys, tmp_path):
     code, out, _ = play(logs, capsys, "-n", "400", "--n-envs", "2", "--reward-log", str(tmp_path / "rewards"))
     assert code == 0
     # "Episode 1 (env 0): return -1234.56, length 200" -> (0, "-1234.56")
-    printed = {(int(line.split("(env ")[1][0]), line.split("return ")[1].split(",")[0])
-               for line in out.splitlines() if "): return " in line}
+    printed = {
+        (int(line.split("(env ")[1][0]), line.split("return ")[1].split(",")[0])
+        for line in out.splitlines()
+        if "): return " in line
+    }
     logged = set()
     for index in (0, 1):
         lines = (tmp_path / "rewards" / f"{index}.monitor.csv").read_text().splitlines()

@@ -25,8 +25,9 @@ NO_LOG = lambda names: MultiLogger([])  # noqa: E731
 
 
 def run(env_id, n_timesteps, cfg, n_envs=1, vec_env="dummy", seed=0, algo="sac"):
-    config = RunConfig(env_id=env_id, n_timesteps=n_timesteps, n_envs=n_envs, vec_env=vec_env,
-                       seed=seed, eval_freq=-1, verbose=0)
+    config = RunConfig(
+        env_id=env_id, n_timesteps=n_timesteps, n_envs=n_envs, vec_env=vec_env, seed=seed, eval_freq=-1, verbose=0
+    )
     return train(config, ALGORITHMS[algo], cfg, NO_LOG)
 
 
@@ -46,13 +47,22 @@ def q_value(cfg, result, obs=1.0):
 
 
 # A fixed, tiny temperature so Q is close to the plain discounted sum of rewards.
-Q_CONFIG = dict(gamma=0.9, ent_coef=EntropyCoef(initial=1e-6, learned=False), learning_rate=ConstantSchedule(3e-3),
-                tau=0.05, batch_size=64, buffer_size=4000, learning_starts=64)
+Q_CONFIG = dict(
+    gamma=0.9,
+    ent_coef=EntropyCoef(initial=1e-6, learned=False),
+    learning_rate=ConstantSchedule(3e-3),
+    tau=0.05,
+    batch_size=64,
+    buffer_size=4000,
+    learning_starts=64,
+)
 Q_CONFIGS = {
     "sac": {},
     "droq": dict(critic=NetworkConfig(hidden=(8, 8), dropout_rate=0.01, layer_norm=True), gradient_steps=2),
-    "crossq": dict(critic=NetworkConfig(hidden=(32, 32), batch_norm=True, renorm_warmup_steps=1000),
-                   actor=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=1000)),
+    "crossq": dict(
+        critic=NetworkConfig(hidden=(32, 32), batch_norm=True, renorm_warmup_steps=1000),
+        actor=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=1000),
+    ),
 }
 
 
@@ -109,14 +119,24 @@ def test_unsupported_autoreset_mode_is_refused():
     env.close()
 
 
-@pytest.mark.parametrize("mode,expected", [
-    ("raise", r"worker \d raised.*\(the worker's traceback is printed above\)$"),
-    ("kill", r"worker \d exited with code -9 \(SIGKILL\)( failed|, )"),  # no traceback "printed above" to cite
-])
+@pytest.mark.parametrize(
+    "mode,expected",
+    [
+        ("raise", r"worker \d raised.*\(the worker's traceback is printed above\)$"),
+        ("kill", r"worker \d exited with code -9 \(SIGKILL\)( failed|, )"),  # no traceback "printed above" to cite
+    ],
+)
 def test_failing_subprocess_worker_is_named_not_hung(mode, expected):
     cfg = tiny_sac_config(learning_starts=1000)
-    config = RunConfig(env_id="tests.envs:Crash-v0", n_timesteps=100, n_envs=2, vec_env="subproc",
-                       env_kwargs={"at_step": 4, "mode": mode}, eval_freq=-1, verbose=0)
+    config = RunConfig(
+        env_id="tests.envs:Crash-v0",
+        n_timesteps=100,
+        n_envs=2,
+        vec_env="subproc",
+        env_kwargs={"at_step": 4, "mode": mode},
+        eval_freq=-1,
+        verbose=0,
+    )
     with pytest.raises(EnvWorkerError, match=expected) as caught:
         train(config, ALGORITHMS["sac"], cfg, NO_LOG)
     assert ("printed above" in str(caught.value)) == (mode == "raise")

@@ -24,8 +24,19 @@ from rlbench.registry import ALGORITHMS
 from rlbench.runner import TrainingRate, train
 from tests.conftest import REPO_ROOT, tiny_sac_config
 
-TINY = ["--algo", "sac", "--verbose", "0", "--seed", "3", "-params", "learning_starts:100", "batch_size:8",
-        "buffer_size:1000", "policy_kwargs:dict(net_arch=[16])"]
+TINY = [
+    "--algo",
+    "sac",
+    "--verbose",
+    "0",
+    "--seed",
+    "3",
+    "-params",
+    "learning_starts:100",
+    "batch_size:8",
+    "buffer_size:1000",
+    "policy_kwargs:dict(net_arch=[16])",
+]
 
 
 def only_checkpoint(log_folder):
@@ -36,8 +47,22 @@ def only_checkpoint(log_folder):
 def test_env_raising_in_the_trainer_process_checkpoints_and_exits_1(tmp_path, capsys):
     """C6 with the default in-process envs: the env index and the exception are named, its traceback shown,
     and the checkpoint (with the buffer) holds every step before the failing one."""
-    code = main(["-f", str(tmp_path), "--env", "tests.envs:Crash-v0", "--env-kwargs", "at_step:150",
-                 "--eval-freq", "-1", "-n", "1000", *TINY, "n_envs:2"])
+    code = main(
+        [
+            "-f",
+            str(tmp_path),
+            "--env",
+            "tests.envs:Crash-v0",
+            "--env-kwargs",
+            "at_step:150",
+            "--eval-freq",
+            "-1",
+            "-n",
+            "1000",
+            *TINY,
+            "n_envs:2",
+        ]
+    )
     assert code == 1
     err = capsys.readouterr().err
     assert "error: environment 0 raised RuntimeError: CrashEnv failed on purpose at step 150" in err
@@ -50,8 +75,23 @@ def test_env_raising_in_the_trainer_process_checkpoints_and_exits_1(tmp_path, ca
 
 def test_failing_evaluation_checkpoints_first(tmp_path, capsys):
     """An evaluation env that raises (here from --eval-env-kwargs) stops the run only after a checkpoint."""
-    code = main(["-f", str(tmp_path), "--env", "tests.envs:Crash-v0", "--env-kwargs", "at_step:100000",
-                 "--eval-env-kwargs", "at_step:3", "--eval-freq", "200", "-n", "1000", *TINY])
+    code = main(
+        [
+            "-f",
+            str(tmp_path),
+            "--env",
+            "tests.envs:Crash-v0",
+            "--env-kwargs",
+            "at_step:100000",
+            "--eval-env-kwargs",
+            "at_step:3",
+            "--eval-freq",
+            "200",
+            "-n",
+            "1000",
+            *TINY,
+        ]
+    )
     assert code == 1
     err = capsys.readouterr().err
     assert "error: evaluation at env step 200 failed: environment 0 raised RuntimeError" in err
@@ -60,10 +100,13 @@ def test_failing_evaluation_checkpoints_first(tmp_path, capsys):
     assert read_checkpoint(checkpoint).manifest["replay_buffer"]
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"nonexistent_kw": 1}, "TypeError: .*nonexistent_kw"),
-    ({"g": "abc"}, "g='abc'"),  # accepted by the constructor, fails at the first step
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"nonexistent_kw": 1}, "TypeError: .*nonexistent_kw"),
+        ({"g": "abc"}, "g='abc'"),  # accepted by the constructor, fails at the first step
+    ],
+)
 def test_env_kwargs_the_env_cannot_use_are_one_config_error(kwargs, message):
     with pytest.raises(ConfigError, match=f"^--eval-env-kwargs: Pendulum-v1 fails with .*{message}") as caught:
         check_env_runs("Pendulum-v1", kwargs, (), (), "--eval-env-kwargs")
@@ -75,8 +118,21 @@ def test_divergence_stops_with_a_finite_checkpoint_from_before_it(tmp_path, caps
     """C12: rewards of 1e38 from env step 300 on overflow the critic. The run stops with exit 1, names the
     non-finite key, the step and the last finite values, and its checkpoint holds the last finite learner
     state (never a NaN), loads, and resumes."""
-    code = main(["-f", str(tmp_path), "--env", "tests.envs:BlowUp-v0", "--eval-freq", "-1", "-n", "3000",
-                 "--log-interval", "1", *TINY])
+    code = main(
+        [
+            "-f",
+            str(tmp_path),
+            "--env",
+            "tests.envs:BlowUp-v0",
+            "--eval-freq",
+            "-1",
+            "-n",
+            "3000",
+            "--log-interval",
+            "1",
+            *TINY,
+        ]
+    )
     assert code == 1
     err = capsys.readouterr().err
     assert "error: training diverged at env step 3" in err
@@ -94,16 +150,48 @@ def test_divergence_stops_with_a_finite_checkpoint_from_before_it(tmp_path, caps
     assert all(np.isfinite(leaf).all() for leaf in state if np.asarray(leaf).dtype.kind == "f")
     assert "next_action" not in saved.group("host")  # chosen by the diverged actor
     assert b"nan" not in zipfile.ZipFile(checkpoint).read("manifest.json").lower()
-    resumed = main(["-f", str(tmp_path / "resumed"), "--algo", "sac", "--env", "tests.envs:BlowUp-v0", "-i",
-                    str(checkpoint), "--eval-freq", "-1", "-n", "10", "--verbose", "0"])
+    resumed = main(
+        [
+            "-f",
+            str(tmp_path / "resumed"),
+            "--algo",
+            "sac",
+            "--env",
+            "tests.envs:BlowUp-v0",
+            "-i",
+            str(checkpoint),
+            "--eval-freq",
+            "-1",
+            "-n",
+            "10",
+            "--verbose",
+            "0",
+        ]
+    )
     assert resumed in (0, 1)  # the env still returns 1e38: it may diverge again, but the state loads
 
 
 def test_periodic_checkpoint_refuses_a_diverged_learner_state(tmp_path, capsys):
     """C12 where only the critic diverges (the actor is not updated yet: its actions stay finite) and no
     metrics are logged: the next periodic checkpoint finds the NaN and writes the last finite state instead."""
-    code = main(["-f", str(tmp_path), "--env", "tests.envs:BlowUp-v0", "--eval-freq", "-1", "-n", "3000",
-                 "--log-interval", "-2", "--save-freq", "40", *TINY, "policy_delay:1000"])
+    code = main(
+        [
+            "-f",
+            str(tmp_path),
+            "--env",
+            "tests.envs:BlowUp-v0",
+            "--eval-freq",
+            "-1",
+            "-n",
+            "3000",
+            "--log-interval",
+            "-2",
+            "--save-freq",
+            "40",
+            *TINY,
+            "policy_delay:1000",
+        ]
+    )
     assert code == 1
     err = capsys.readouterr().err
     assert "error: training diverged at env step 320: non-finite " in err and "learner state critic." in err
@@ -115,10 +203,19 @@ def test_periodic_checkpoint_refuses_a_diverged_learner_state(tmp_path, capsys):
 
 
 def run_with_monitor(tmp_path, **overrides):
-    config = RunConfig(**{**dict(env_id="Pendulum-v1", n_timesteps=1600, n_envs=2, seed=5, eval_freq=400,
-                                 eval_episodes=1, verbose=0), **overrides})
-    return train(config, ALGORITHMS["sac"], tiny_sac_config(learning_starts=10_000), lambda names: MultiLogger([]),
-                 run_dir=tmp_path)
+    config = RunConfig(
+        **{
+            **dict(env_id="Pendulum-v1", n_timesteps=1600, n_envs=2, seed=5, eval_freq=400, eval_episodes=1, verbose=0),
+            **overrides,
+        }
+    )
+    return train(
+        config,
+        ALGORITHMS["sac"],
+        tiny_sac_config(learning_starts=10_000),
+        lambda names: MultiLogger([]),
+        run_dir=tmp_path,
+    )
 
 
 def test_monitor_files_hold_the_training_episodes_as_sb3_writes_them(tmp_path):
@@ -158,9 +255,27 @@ def test_training_rate_ignores_warmup_and_compilation():
 def test_an_env_construction_warning_is_shown_once(tmp_path, vec_env):
     """An out-of-date env id (as MuJoCo's -v4) is reported once, not once more per subprocess worker."""
     proc = subprocess.run(
-        [sys.executable, "train.py", "-f", str(tmp_path), "--env", "tests.envs:Versioned-v0", "--vec-env",
-         vec_env, "-n", "30", "--eval-freq", "-1", *TINY, "n_envs:3"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "train.py",
+            "-f",
+            str(tmp_path),
+            "--env",
+            "tests.envs:Versioned-v0",
+            "--vec-env",
+            vec_env,
+            "-n",
+            "30",
+            "--eval-freq",
+            "-1",
+            *TINY,
+            "n_envs:3",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr.count("is out of date") == 1, proc.stderr
 
@@ -181,9 +296,29 @@ def test_env_workers_do_not_outlive_a_killed_trainer(tmp_path):
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "train.py", "-f", str(tmp_path), "--env", "Pendulum-v1", "--vec-env", "subproc",
-         "-n", "100000", "--eval-freq", "-1", "--log-interval", "1", *TINY, "n_envs:2"],
-        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            sys.executable,
+            "train.py",
+            "-f",
+            str(tmp_path),
+            "--env",
+            "Pendulum-v1",
+            "--vec-env",
+            "subproc",
+            "-n",
+            "100000",
+            "--eval-freq",
+            "-1",
+            "--log-interval",
+            "1",
+            *TINY,
+            "n_envs:2",
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.time() + 300
     progress = tmp_path / "sac" / "Pendulum-v1_1" / "progress.csv"
     while not (progress.exists() and len(progress.read_text().splitlines()) > 2) and time.time() < deadline:

@@ -17,16 +17,44 @@ from rlbench.checkpoint import read_checkpoint
 from rlbench.cli.train import EXIT_INTERRUPTED, main
 from tests.conftest import REPO_ROOT
 
-SAC_TINY = ["--algo", "sac", "--env", "Pendulum-v1", "--seed", "7", "--log-interval", "-2",
-            "-params", "policy_kwargs:dict(net_arch=[16, 16])", "learning_starts:100", "batch_size:32"]
-CROSSQ_TINY = ["--algo", "crossq", "--env", "Pendulum-v1", "--seed", "7", "--log-interval", "-2",
-               "-params", "policy_kwargs:dict(net_arch=dict(pi=[16], qf=[32]), renorm_warmup_steps=150)",
-               "learning_starts:100", "batch_size:32"]
+SAC_TINY = [
+    "--algo",
+    "sac",
+    "--env",
+    "Pendulum-v1",
+    "--seed",
+    "7",
+    "--log-interval",
+    "-2",
+    "-params",
+    "policy_kwargs:dict(net_arch=[16, 16])",
+    "learning_starts:100",
+    "batch_size:32",
+]
+CROSSQ_TINY = [
+    "--algo",
+    "crossq",
+    "--env",
+    "Pendulum-v1",
+    "--seed",
+    "7",
+    "--log-interval",
+    "-2",
+    "-params",
+    "policy_kwargs:dict(net_arch=dict(pi=[16], qf=[32]), renorm_warmup_steps=150)",
+    "learning_starts:100",
+    "batch_size:32",
+]
 
 
 def train_process(log_folder, *argv, check=True):
-    proc = subprocess.run([sys.executable, "train.py", "-f", str(log_folder), *argv], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "train.py", "-f", str(log_folder), *argv],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"train.py exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
@@ -40,12 +68,15 @@ def state_hash(path):
     return hashlib.sha256(zipfile.ZipFile(path).read("state.msgpack")).hexdigest()
 
 
-@pytest.mark.parametrize("algo,argv,extra", [
-    # 2 envs and train_freq 3: the checkpoint (every 125 vector steps) falls between training iterations,
-    # with collected-but-untrained transitions pending and episodes mid-way.
-    ("sac", SAC_TINY, ["n_envs:2", "train_freq:3", "gradient_steps:2", "learning_rate:lin_1e-3"]),
-    ("crossq", CROSSQ_TINY, []),
-])
+@pytest.mark.parametrize(
+    "algo,argv,extra",
+    [
+        # 2 envs and train_freq 3: the checkpoint (every 125 vector steps) falls between training iterations,
+        # with collected-but-untrained transitions pending and episodes mid-way.
+        ("sac", SAC_TINY, ["n_envs:2", "train_freq:3", "gradient_steps:2", "learning_rate:lin_1e-3"]),
+        ("crossq", CROSSQ_TINY, []),
+    ],
+)
 def test_resume_from_a_checkpoint_is_bit_identical_to_never_stopping(tmp_path, algo, argv, extra):
     """I6: train 2N with a checkpoint at N; a new process resumes from N: same parameters, same
     evaluations, same counters."""
@@ -54,8 +85,21 @@ def test_resume_from_a_checkpoint_is_bit_identical_to_never_stopping(tmp_path, a
     first = run_dir(tmp_path, algo, 1)
     checkpoint = first / "rl_model_250_steps.zip"
     assert sorted(p.name for p in first.glob("rl_model_*")) == ["rl_model_250_steps.zip", "rl_model_500_steps.zip"]
-    resumed_proc = train_process(tmp_path, "--algo", algo, "--env", "Pendulum-v1", "-i", str(checkpoint),
-                                 "--eval-freq", "200", "--eval-episodes", "2", "--verbose", "0")
+    resumed_proc = train_process(
+        tmp_path,
+        "--algo",
+        algo,
+        "--env",
+        "Pendulum-v1",
+        "-i",
+        str(checkpoint),
+        "--eval-freq",
+        "200",
+        "--eval-episodes",
+        "2",
+        "--verbose",
+        "0",
+    )
     assert "could not be restored" not in resumed_proc.stdout
     resumed = run_dir(tmp_path, algo, 2)
     assert state_hash(first / "Pendulum-v1.zip") == state_hash(resumed / "Pendulum-v1.zip")
@@ -82,8 +126,13 @@ def test_sigterm_mid_run_checkpoints_exits_75_and_resumes_bit_identically(tmp_pa
     argv = [*SAC_TINY, "-n", "2000", "--eval-freq", "500", "--eval-episodes", "2", "--verbose", "1"]
     log = tmp_path / "stopped.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "a"), *argv], cwd=REPO_ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path / "a"), *argv],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         wait_for(log, lambda: "Eval num_timesteps=500" in log.read_text() or proc.poll() is not None)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
@@ -93,11 +142,25 @@ def test_sigterm_mid_run_checkpoints_exits_75_and_resumes_bit_identically(tmp_pa
     assert len(checkpoints) == 1
     stopped = read_checkpoint(checkpoints[0])
     assert stopped.manifest["replay_buffer"] and 500 <= stopped.manifest["counters"]["env_steps"] < 2000
-    train_process(tmp_path / "a", "--algo", "sac", "--env", "Pendulum-v1", "-i", str(checkpoints[0]),
-                  "--eval-freq", "500", "--eval-episodes", "2", "--verbose", "0")
+    train_process(
+        tmp_path / "a",
+        "--algo",
+        "sac",
+        "--env",
+        "Pendulum-v1",
+        "-i",
+        str(checkpoints[0]),
+        "--eval-freq",
+        "500",
+        "--eval-episodes",
+        "2",
+        "--verbose",
+        "0",
+    )
     train_process(tmp_path / "b", *argv[:-2], "--verbose", "0")
-    assert state_hash(run_dir(tmp_path / "a", "sac", 2) / "Pendulum-v1.zip") == \
-        state_hash(run_dir(tmp_path / "b", "sac", 1) / "Pendulum-v1.zip")
+    assert state_hash(run_dir(tmp_path / "a", "sac", 2) / "Pendulum-v1.zip") == state_hash(
+        run_dir(tmp_path / "b", "sac", 1) / "Pendulum-v1.zip"
+    )
 
 
 def process_group_exists(pgid):
@@ -114,12 +177,30 @@ def test_signal_to_the_process_group_with_subprocess_envs_checkpoints_and_resume
     its env workers and the forkserver; the workers ignore it, the trainer checkpoints and exits 75, no
     process of the group outlives it, and the run resumes exactly (every worker replays its episode) to
     its end, with its own Monitor files."""
-    argv = [*SAC_TINY, "n_envs:2", "-n", "3000", "--vec-env", "subproc", "--eval-freq", "-1", "--verbose", "1",
-            "--log-interval", "1"]
+    argv = [
+        *SAC_TINY,
+        "n_envs:2",
+        "-n",
+        "3000",
+        "--vec-env",
+        "subproc",
+        "--eval-freq",
+        "-1",
+        "--verbose",
+        "1",
+        "--log-interval",
+        "1",
+    ]
     log = tmp_path / "stopped.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path), *argv], cwd=REPO_ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path), *argv],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         wait_for(log, lambda: "train/critic_loss" in log.read_text() or proc.poll() is not None)
         os.killpg(proc.pid, signum)  # kill -<SIG> -- -<pgid>
         assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
@@ -128,8 +209,19 @@ def test_signal_to_the_process_group_with_subprocess_envs_checkpoints_and_resume
     (checkpoint,) = run_dir(tmp_path, "sac", 1).glob("rl_model_*_steps.zip")
     steps = read_checkpoint(checkpoint).manifest["counters"]["env_steps"]
     assert 0 < steps < 3000
-    resumed = train_process(tmp_path, "--algo", "sac", "--env", "Pendulum-v1", "-i", str(checkpoint),
-                            "--vec-env", "subproc", "--eval-freq", "-1")
+    resumed = train_process(
+        tmp_path,
+        "--algo",
+        "sac",
+        "--env",
+        "Pendulum-v1",
+        "-i",
+        str(checkpoint),
+        "--vec-env",
+        "subproc",
+        "--eval-freq",
+        "-1",
+    )
     assert f"Resuming from {checkpoint} at {steps} env steps" in resumed.stdout
     assert "could not be restored" not in resumed.stdout  # both workers replayed their episodes exactly
     final = read_checkpoint(run_dir(tmp_path, "sac", 2) / "Pendulum-v1.zip").manifest["counters"]
@@ -141,9 +233,30 @@ def test_signal_to_the_process_group_with_subprocess_envs_checkpoints_and_resume
 
 def test_failed_env_worker_writes_a_checkpoint_first(tmp_path, capsys):
     """C6: the worker is named, exit 1, and a resumable checkpoint (buffer included) exists."""
-    code = main(["-f", str(tmp_path), "--algo", "sac", "--env", "tests.envs:Crash-v0", "--vec-env", "subproc",
-                 "--env-kwargs", "at_step:30", "--eval-freq", "-1", "--verbose", "0",
-                 "-params", "n_envs:2", "learning_starts:10", "policy_kwargs:dict(net_arch=[8])", "-n", "1000"])
+    code = main(
+        [
+            "-f",
+            str(tmp_path),
+            "--algo",
+            "sac",
+            "--env",
+            "tests.envs:Crash-v0",
+            "--vec-env",
+            "subproc",
+            "--env-kwargs",
+            "at_step:30",
+            "--eval-freq",
+            "-1",
+            "--verbose",
+            "0",
+            "-params",
+            "n_envs:2",
+            "learning_starts:10",
+            "policy_kwargs:dict(net_arch=[8])",
+            "-n",
+            "1000",
+        ]
+    )
     assert code == 1
     err = capsys.readouterr().err
     assert "worker" in err and "checkpoint written before the failure" in err
@@ -155,8 +268,19 @@ def test_failed_env_worker_writes_a_checkpoint_first(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def pendulum_model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trained")
-    train_process(folder, *SAC_TINY, "-n", "300", "--eval-freq", "300", "--eval-episodes", "1", "--verbose", "0",
-                  "--save-replay-buffer")
+    train_process(
+        folder,
+        *SAC_TINY,
+        "-n",
+        "300",
+        "--eval-freq",
+        "300",
+        "--eval-episodes",
+        "1",
+        "--verbose",
+        "0",
+        "--save-replay-buffer",
+    )
     return folder / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip"  # with its replay buffer; best_model.zip without
 
 
@@ -164,19 +288,32 @@ def resume_cli(tmp_path, model, *argv):
     return main(["-f", str(tmp_path / "logs"), "--verbose", "1", "--eval-freq", "-1", "-i", str(model), *argv])
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--algo", "sac", "--env", "MountainCarContinuous-v0"],
-     r"observation space mismatch: saved=float32\[3\] current=float32\[2\]"),
-    (["--algo", "crossq", "--env", "Pendulum-v1"], "trained with --algo sac, but --algo crossq"),
-    (["--algo", "sac", "--env", "Pendulum-v1", "-params", "policy_kwargs:dict(net_arch=[64])"],
-     "net_arch.*architecture cannot change on resume"),
-    (["--algo", "sac", "--env", "Pendulum-v1", "-params", "precision:bfloat16"],
-     "precision: 'bfloat16' differs from 'float32' saved in .*cannot change on resume"),
-    (["--algo", "sac", "--env", "Pendulum-v1", "-params", "buffer_size:5000"],
-     "its replay buffer has buffer_size=1000000, the configuration 5000"),
-    (["--algo", "sac", "--env", "Pendulum-v1", "-params", "ent_coef:0.1"],
-     r"saved learner state has \d+ arrays, this configuration \d+"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (
+            ["--algo", "sac", "--env", "MountainCarContinuous-v0"],
+            r"observation space mismatch: saved=float32\[3\] current=float32\[2\]",
+        ),
+        (["--algo", "crossq", "--env", "Pendulum-v1"], "trained with --algo sac, but --algo crossq"),
+        (
+            ["--algo", "sac", "--env", "Pendulum-v1", "-params", "policy_kwargs:dict(net_arch=[64])"],
+            "net_arch.*architecture cannot change on resume",
+        ),
+        (
+            ["--algo", "sac", "--env", "Pendulum-v1", "-params", "precision:bfloat16"],
+            "precision: 'bfloat16' differs from 'float32' saved in .*cannot change on resume",
+        ),
+        (
+            ["--algo", "sac", "--env", "Pendulum-v1", "-params", "buffer_size:5000"],
+            "its replay buffer has buffer_size=1000000, the configuration 5000",
+        ),
+        (
+            ["--algo", "sac", "--env", "Pendulum-v1", "-params", "ent_coef:0.1"],
+            r"saved learner state has \d+ arrays, this configuration \d+",
+        ),
+    ],
+)
 def test_checkpoint_that_does_not_fit_exits_2_before_any_file(tmp_path, capsys, pendulum_model, argv, message):
     """B2, B6, B7: a clear error naming both sides, and no run folder."""
     import re
@@ -197,8 +334,15 @@ def test_corrupt_checkpoint_exits_1_naming_the_reason(tmp_path, capsys, pendulum
 
 def test_bounds_only_mismatch_needs_the_flag(tmp_path, capsys):
     """B3: same shapes, other bounds: refused unless --allow-space-bounds-mismatch."""
-    argv = ["--algo", "sac", "--env", "tests.envs:Counting-v0", "-params", "policy_kwargs:dict(net_arch=[8])",
-            "learning_starts:10"]
+    argv = [
+        "--algo",
+        "sac",
+        "--env",
+        "tests.envs:Counting-v0",
+        "-params",
+        "policy_kwargs:dict(net_arch=[8])",
+        "learning_starts:10",
+    ]
     assert main(["-f", str(tmp_path / "a"), *argv, "-n", "30", "--eval-freq", "-1", "--verbose", "0"]) == 0
     model = tmp_path / "a" / "sac" / "tests.envs_Counting-v0_1" / "tests.envs_Counting-v0.zip"
     other = ["--algo", "sac", "--env", "tests.envs:Counting-v0", "--env-kwargs", "action_high:1.0"]
@@ -208,14 +352,30 @@ def test_bounds_only_mismatch_needs_the_flag(tmp_path, capsys):
 
 
 def test_resume_without_buffer_with_more_envs_keeps_counters_and_allows_optimizer_changes(
-        tmp_path, capsys, pendulum_model):
+    tmp_path, capsys, pendulum_model
+):
     """B4, B7: n_envs may change (counters kept); learning_rate may change (reported); a model
     without a buffer (best_model.zip) refills learning_starts transitions before training again."""
     best_model = pendulum_model.parent / "best_model.zip"
     assert not read_checkpoint(best_model).manifest["replay_buffer"]
     # The saved network given again in another spelling (a list for dict(pi=..., qf=...)) is no change.
-    assert resume_cli(tmp_path, best_model, "--algo", "sac", "--env", "Pendulum-v1", "-n", "200",
-                      "-params", "n_envs:2", "learning_rate:1e-4", "policy_kwargs:dict(net_arch=[16, 16])") == 0
+    assert (
+        resume_cli(
+            tmp_path,
+            best_model,
+            "--algo",
+            "sac",
+            "--env",
+            "Pendulum-v1",
+            "-n",
+            "200",
+            "-params",
+            "n_envs:2",
+            "learning_rate:1e-4",
+            "policy_kwargs:dict(net_arch=[16, 16])",
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Resume: learning_rate changed from 0.001 to 0.0001" in out
     assert "holds no replay buffer: training resumes once 100 new transitions are collected (at 400" in out

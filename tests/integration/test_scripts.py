@@ -15,9 +15,30 @@ def test_seed_sweep_then_plots_and_table(tmp_path, capsys):
     logs = tmp_path / "logs"
     env = {**os.environ, "envs": "Pendulum-v1", "seeds": "1 2 3", "PYTHON": sys.executable}
     done = subprocess.run(
-        ["bash", "scripts/run_seeds.sh", "--algo", "sac", "-n", "60", "--eval-freq", "30", "--eval-episodes", "1",
-         "--verbose", "0", "-f", str(logs), "-params", "learning_starts:1000", "policy_kwargs:dict(net_arch=[8])"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+        [
+            "bash",
+            "scripts/run_seeds.sh",
+            "--algo",
+            "sac",
+            "-n",
+            "60",
+            "--eval-freq",
+            "30",
+            "--eval-episodes",
+            "1",
+            "--verbose",
+            "0",
+            "-f",
+            str(logs),
+            "-params",
+            "learning_starts:1000",
+            "policy_kwargs:dict(net_arch=[8])",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "finished 3" in done.stdout and "failed 0" in done.stdout
@@ -31,16 +52,22 @@ def test_seed_sweep_then_plots_and_table(tmp_path, capsys):
     finals = np.array([np.load(r / "evaluations.npz")["results"][-1].mean() for r in runs])
     row = (tmp_path / "table.md").read_text().splitlines()[2]
     expected_se = finals.std(ddof=1) / np.sqrt(3)
-    assert f"| Pendulum-v1 | sac | 3 | 60 | {finals.mean():.1f} +/- {expected_se:.1f} | " \
-           f"{stats.trim_mean(finals, 0.25):.1f} |" == row
+    assert (
+        f"| Pendulum-v1 | sac | 3 | 60 | {finals.mean():.1f} +/- {expected_se:.1f} | "
+        f"{stats.trim_mean(finals, 0.25):.1f} |" == row
+    )
 
 
 def test_aggregate_across_envs_by_hand(tmp_path):
     from rlbench.plots import Group, aggregate_table
 
     ts = np.array([10])
-    groups = [Group("A", "x", ts, np.array([[0.0], [10.0]]), []), Group("A", "y", ts, np.array([[5.0], [5.0]]), []),
-              Group("B", "x", ts, np.array([[1.0], [1.0]]), []), Group("B", "y", ts, np.array([[3.0], [2.0]]), [])]
+    groups = [
+        Group("A", "x", ts, np.array([[0.0], [10.0]]), []),
+        Group("A", "y", ts, np.array([[5.0], [5.0]]), []),
+        Group("B", "x", ts, np.array([[1.0], [1.0]]), []),
+        Group("B", "y", ts, np.array([[3.0], [2.0]]), []),
+    ]
     table = aggregate_table(groups, n_resamples=50).splitlines()
     # Env A scores normalised by [0, 10], env B by [1, 3]: x -> 0, 1, 0, 0 ; y -> .5, .5, 1, .5
     assert table[2].startswith("| x | 2 | 0.00") and "| 0.25 (" in table[2]  # IQM 0, mean 0.25
@@ -50,8 +77,14 @@ def test_aggregate_across_envs_by_hand(tmp_path):
 
 def test_sweep_reports_failed_runs(tmp_path):
     env = {**os.environ, "envs": "Pendulm-v1", "seeds": "1", "PYTHON": sys.executable}
-    done = subprocess.run(["bash", "scripts/run_seeds.sh", "-f", str(tmp_path), "--verbose", "0"], cwd=REPO_ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["bash", "scripts/run_seeds.sh", "-f", str(tmp_path), "--verbose", "0"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1 and "failed 1: Pendulm-v1/1 (exit 2)" in done.stdout
 
 
@@ -62,13 +95,39 @@ def test_parallel_sweep_pins_each_slot_and_keeps_logs(tmp_path):
     wrapper.write_text(f'#!/bin/sh\n{sys.executable} -c "{show_affinity}"\nexec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     logs = tmp_path / "sweeps"
-    env = {**os.environ, "envs": "Pendulum-v1 Pendulm-v1", "seeds": "1 2", "jobs": "2", "sweep_logs": str(logs),
-           "PYTHON": str(wrapper)}
+    env = {
+        **os.environ,
+        "envs": "Pendulum-v1 Pendulm-v1",
+        "seeds": "1 2",
+        "jobs": "2",
+        "sweep_logs": str(logs),
+        "PYTHON": str(wrapper),
+    }
     done = subprocess.run(
-        ["bash", "scripts/run_seeds.sh", "--algo", "sac", "-n", "60", "--eval-freq", "30", "--eval-episodes", "1",
-         "--verbose", "0", "-f", str(tmp_path / "runs"), "-params", "learning_starts:1000",
-         "policy_kwargs:dict(net_arch=[8])"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+        [
+            "bash",
+            "scripts/run_seeds.sh",
+            "--algo",
+            "sac",
+            "-n",
+            "60",
+            "--eval-freq",
+            "30",
+            "--eval-episodes",
+            "1",
+            "--verbose",
+            "0",
+            "-f",
+            str(tmp_path / "runs"),
+            "-params",
+            "learning_starts:1000",
+            "policy_kwargs:dict(net_arch=[8])",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 1, done.stdout + done.stderr  # the misspelt env's two runs fail, the others finish
     assert "finished 2:" in done.stdout and "Pendulum-v1/1" in done.stdout and "Pendulum-v1/2" in done.stdout
@@ -81,6 +140,7 @@ def test_parallel_sweep_pins_each_slot_and_keeps_logs(tmp_path):
         affinity[run] = text.splitlines()[0]
         if run.startswith("Pendulm"):
             assert "not found in the gymnasium registry" in text
+
     # Runs alternate between the two slots (seed 1 -> slot 0, seed 2 -> slot 1 for each env); slot k holds
     # cores [k*C/2, (k+1)*C/2): on a 2-core machine core 0 and core 1; on one core both share core 0.
     def slot_cores(k):
@@ -95,8 +155,14 @@ def test_parallel_sweep_pins_each_slot_and_keeps_logs(tmp_path):
 
 def test_sweep_refuses_bad_jobs_before_running(tmp_path):
     env = {**os.environ, "jobs": "two", "PYTHON": sys.executable}
-    done = subprocess.run(["bash", "scripts/run_seeds.sh", "-f", str(tmp_path)], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["bash", "scripts/run_seeds.sh", "-f", str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "jobs=two: expected a positive integer" in done.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -105,8 +171,12 @@ def write_evaluations(run, timesteps, returns):
     """An evaluations.npz as train.py writes it: two episodes per evaluation, whose mean is `returns`."""
     run.mkdir(parents=True)
     returns = np.asarray(returns, dtype=float)
-    np.savez(run / "evaluations.npz", timesteps=np.asarray(timesteps), results=np.stack([returns - 1, returns + 1], 1),
-             ep_lengths=np.full((len(timesteps), 2), 200))
+    np.savez(
+        run / "evaluations.npz",
+        timesteps=np.asarray(timesteps),
+        results=np.stack([returns - 1, returns + 1], 1),
+        ep_lengths=np.full((len(timesteps), 2), 200),
+    )
 
 
 def test_runs_evaluated_at_different_steps_are_aligned_by_env_steps(tmp_path, capsys):
@@ -117,8 +187,10 @@ def test_runs_evaluated_at_different_steps_are_aligned_by_env_steps(tmp_path, ca
     assert plots_main([str(tmp_path / "logs"), "-o", str(tmp_path / "plots")]) == 0
     captured = capsys.readouterr()
     assert "| Pendulum-v1 | sac | 2 | 1000 | 10.5 +/- 9.5 | 10.5 |" in captured.out
-    assert ("warning: Pendulum-v1 sac: runs cover different env-step ranges (Pendulum-v1_1 1000-3000, "
-            "Pendulum-v1_2 500-1000); kept only 1000-1000, the env steps every run reached") in captured.err
+    assert (
+        "warning: Pendulum-v1 sac: runs cover different env-step ranges (Pendulum-v1_1 1000-3000, "
+        "Pendulum-v1_2 500-1000); kept only 1000-1000, the env steps every run reached"
+    ) in captured.err
 
 
 def test_runs_between_each_others_evaluations_are_interpolated_by_hand(tmp_path, capsys):
@@ -161,10 +233,27 @@ def without_module(tmp_path, name):
 
 def test_plots_without_matplotlib_exit_2_with_the_install_command_before_any_output(tmp_path):
     write_evaluations(tmp_path / "logs" / "sac" / "Pendulum-v1_1", [1000], [1])
-    done = subprocess.run([sys.executable, "scripts/plot_results.py", str(tmp_path / "logs"), "-o",
-                           str(tmp_path / "plots"), "--table", str(tmp_path / "table.md")], cwd=REPO_ROOT,
-                          env=without_module(tmp_path, "matplotlib"), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "scripts/plot_results.py",
+            str(tmp_path / "logs"),
+            "-o",
+            str(tmp_path / "plots"),
+            "--table",
+            str(tmp_path / "table.md"),
+        ],
+        cwd=REPO_ROOT,
+        env=without_module(tmp_path, "matplotlib"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("error: plots need the plots extra (No module named 'matplotlib'): "
-                                  'pip install -e ".[plots]"') and done.stderr.count("\n") == 1
+    assert (
+        done.stderr.startswith(
+            "error: plots need the plots extra (No module named 'matplotlib'): pip install -e \".[plots]\""
+        )
+        and done.stderr.count("\n") == 1
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "stubs"]

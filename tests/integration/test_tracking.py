@@ -17,8 +17,18 @@ from rlbench.loggers.tracking import LOG_FLUSH_INTERVAL_S
 from tests.conftest import REPO_ROOT
 from tests.run_files import tensorboard_scalars, wandb_run
 
-TINY = ["--algo", "sac", "--env", "Pendulum-v1", "--seed", "11", "-params", "policy_kwargs:dict(net_arch=[16])",
-        "learning_starts:100", "batch_size:32"]
+TINY = [
+    "--algo",
+    "sac",
+    "--env",
+    "Pendulum-v1",
+    "--seed",
+    "11",
+    "-params",
+    "policy_kwargs:dict(net_arch=[16])",
+    "learning_starts:100",
+    "batch_size:32",
+]
 
 
 def isolated_env(tmp_path, **extra):
@@ -28,8 +38,14 @@ def isolated_env(tmp_path, **extra):
 
 
 def train_process(tmp_path, *argv, env, check=True):
-    proc = subprocess.run([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv], cwd=REPO_ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -39,8 +55,14 @@ def start_until(tmp_path, env, marker, *argv):
     """Start train.py with stdout to a log; return (process, log) once `marker` is printed."""
     log = tmp_path / "out.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *TINY, *argv, "--track"],
-                                cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *TINY, *argv, "--track"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     deadline = time.time() + 300
     while marker not in log.read_text() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
@@ -52,9 +74,27 @@ def offline_runs(tmp_path):
 
 
 def test_offline_run_files_hold_the_evaluations_config_and_seed_the_run_saved(tmp_path):
-    argv = [*TINY, "-n", "600", "--eval-freq", "200", "--eval-episodes", "2", "--log-interval", "1", "--track",
-            "--wandb-project-name", "rlbench-test", "--wandb-group", "g", "-tags", "0.18.0", "ent-coef",
-            "-tb", str(tmp_path / "tb")]
+    argv = [
+        *TINY,
+        "-n",
+        "600",
+        "--eval-freq",
+        "200",
+        "--eval-episodes",
+        "2",
+        "--log-interval",
+        "1",
+        "--track",
+        "--wandb-project-name",
+        "rlbench-test",
+        "--wandb-group",
+        "g",
+        "-tags",
+        "0.18.0",
+        "ent-coef",
+        "-tb",
+        str(tmp_path / "tb"),
+    ]
     proc = train_process(tmp_path, *argv, env=isolated_env(tmp_path, WANDB_MODE="offline"))
     assert "upload it with: wandb sync" in proc.stderr
     run_dir = tmp_path / "logs" / "sac" / "Pendulum-v1_1"
@@ -106,16 +146,18 @@ def test_without_network_falls_back_to_offline_within_seconds(tmp_path):
 
 
 def test_no_credentials_goes_offline_at_once(tmp_path):
-    proc = train_process(tmp_path, *TINY, "-n", "50", "--eval-freq", "-1", "--verbose", "0", "--track",
-                         env=isolated_env(tmp_path))
+    proc = train_process(
+        tmp_path, *TINY, "-n", "50", "--eval-freq", "-1", "--verbose", "0", "--track", env=isolated_env(tmp_path)
+    )
     assert "no API key" in proc.stderr and "online start failed" not in proc.stderr
     assert len(offline_runs(tmp_path)) == 1
 
 
 def test_sigterm_finishes_the_run_as_preempted_and_resume_continues_its_id(tmp_path):
     env = isolated_env(tmp_path, WANDB_MODE="offline")
-    proc, log = start_until(tmp_path, env, "Eval num_timesteps=300", "-n", "5000", "--eval-freq", "300",
-                            "--eval-episodes", "1")
+    proc, log = start_until(
+        tmp_path, env, "Eval num_timesteps=300", "-n", "5000", "--eval-freq", "300", "--eval-episodes", "1"
+    )
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
     (first_dir,) = offline_runs(tmp_path)
@@ -123,8 +165,23 @@ def test_sigterm_finishes_the_run_as_preempted_and_resume_continues_its_id(tmp_p
     assert first["exit_code"] == EXIT_INTERRUPTED and first["preempting"]
     (checkpoint,) = (tmp_path / "logs" / "sac" / "Pendulum-v1_1").glob("rl_model_*_steps.zip")
     steps = int(checkpoint.name.split("_")[2])
-    train_process(tmp_path, "--algo", "sac", "--env", "Pendulum-v1", "-i", str(checkpoint), "-n", "300",
-                  "--eval-freq", "300", "--eval-episodes", "1", "--track", env=env)
+    train_process(
+        tmp_path,
+        "--algo",
+        "sac",
+        "--env",
+        "Pendulum-v1",
+        "-i",
+        str(checkpoint),
+        "-n",
+        "300",
+        "--eval-freq",
+        "300",
+        "--eval-episodes",
+        "1",
+        "--track",
+        env=env,
+    )
     second_dir = next(d for d in offline_runs(tmp_path) if d != first_dir)
     second = wandb_run(second_dir)
     assert second["id"] == first["id"] and second["exit_code"] == 0
@@ -141,17 +198,43 @@ def test_track_without_wandb_installed_exits_2_with_the_hint(tmp_path, monkeypat
 
 def test_disabled_mode_makes_no_run_files(tmp_path):
     """F2: WANDB_MODE=disabled is obeyed: training runs, no W&B files."""
-    train_process(tmp_path, *TINY, "-n", "50", "--eval-freq", "-1", "--verbose", "0", "--track",
-                  env=isolated_env(tmp_path, WANDB_MODE="disabled"))
+    train_process(
+        tmp_path,
+        *TINY,
+        "-n",
+        "50",
+        "--eval-freq",
+        "-1",
+        "--verbose",
+        "0",
+        "--track",
+        env=isolated_env(tmp_path, WANDB_MODE="disabled"),
+    )
     assert not offline_runs(tmp_path) and (tmp_path / "logs" / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip").exists()
 
 
 def test_failure_finishes_the_run_with_exit_code_1(tmp_path):
     """F6: an env that raises: exit 1, and the W&B run records exit code 1 (Failed, not Crashed)."""
-    proc = train_process(tmp_path, "--algo", "sac", "--env", "tests.envs:Crash-v0", "--env-kwargs", "at_step:20",
-                         "-n", "100", "--eval-freq", "-1", "--verbose", "0", "--track",
-                         "-params", "policy_kwargs:dict(net_arch=[8])",
-                         env=isolated_env(tmp_path, WANDB_MODE="offline"), check=False)
+    proc = train_process(
+        tmp_path,
+        "--algo",
+        "sac",
+        "--env",
+        "tests.envs:Crash-v0",
+        "--env-kwargs",
+        "at_step:20",
+        "-n",
+        "100",
+        "--eval-freq",
+        "-1",
+        "--verbose",
+        "0",
+        "--track",
+        "-params",
+        "policy_kwargs:dict(net_arch=[8])",
+        env=isolated_env(tmp_path, WANDB_MODE="offline"),
+        check=False,
+    )
     assert proc.returncode == 1 and "CrashEnv failed on purpose" in proc.stderr
     (wandb_dir,) = offline_runs(tmp_path)
     assert wandb_run(wandb_dir)["exit_code"] == 1
@@ -159,8 +242,17 @@ def test_failure_finishes_the_run_with_exit_code_1(tmp_path):
 
 def test_sigkilled_trainer_leaves_an_offline_run_readable_to_its_last_record(tmp_path):
     """F3: kill -9 mid-run: the .wandb log reads back, with the evaluations logged before the kill."""
-    proc, _ = start_until(tmp_path, isolated_env(tmp_path, WANDB_MODE="offline"), "Eval num_timesteps=600",
-                          "-n", "20000", "--eval-freq", "200", "--eval-episodes", "1")
+    proc, _ = start_until(
+        tmp_path,
+        isolated_env(tmp_path, WANDB_MODE="offline"),
+        "Eval num_timesteps=600",
+        "-n",
+        "20000",
+        "--eval-freq",
+        "200",
+        "--eval-episodes",
+        "1",
+    )
     time.sleep(LOG_FLUSH_INTERVAL_S + 2)  # W&B's service process writes its log every LOG_FLUSH_INTERVAL_S
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)

@@ -27,9 +27,25 @@ from rlbench.tuning.study import make_storage
 from rlbench.tuning.tune import trial_seed
 from tests.conftest import REPO_ROOT
 
-TINY = ["--algo", "sac", "--env", "Pendulum-v1", "-n", "300", "--n-evaluations", "2", "--seed", "3",
-        "--n-startup-trials", "1", "--verbose", "0",
-        "-params", "policy_kwargs:dict(net_arch=[16])", "learning_starts:100"]
+TINY = [
+    "--algo",
+    "sac",
+    "--env",
+    "Pendulum-v1",
+    "-n",
+    "300",
+    "--n-evaluations",
+    "2",
+    "--seed",
+    "3",
+    "--n-startup-trials",
+    "1",
+    "--verbose",
+    "0",
+    "-params",
+    "policy_kwargs:dict(net_arch=[16])",
+    "learning_starts:100",
+]
 
 
 def optimize(tmp_path, *argv):
@@ -67,20 +83,72 @@ def test_small_study_for_each_sampler_and_pruner(tmp_path, capsys, sampler, prun
     assert entry["policy_kwargs"]["net_arch"]["qf"] == [16]  # -params beat the sampled net_arch, as it ran
     assert (tmp_path / "logs" / "sac").glob("report_*_history.png")
     # The entry is a valid hyperparameter file: training from it works.
-    assert main(["-f", str(tmp_path / "again"), "--algo", "sac", "--env", "Pendulum-v1", "-conf", str(entry_file),
-                 "-n", "50", "--eval-freq", "-1", "--verbose", "0"]) == 0
+    assert (
+        main(
+            [
+                "-f",
+                str(tmp_path / "again"),
+                "--algo",
+                "sac",
+                "--env",
+                "Pendulum-v1",
+                "-conf",
+                str(entry_file),
+                "-n",
+                "50",
+                "--eval-freq",
+                "-1",
+                "--verbose",
+                "0",
+            ]
+        )
+        == 0
+    )
 
 
 def test_trial_id_zero_trains_with_that_trial_and_missing_ids_exit_2(tmp_path, capsys):
     assert optimize(tmp_path, "--n-trials", "2", "--sampler", "random", "--pruner", "none") == 0
     first = trials(tmp_path)[0]
-    argv = ["-f", str(tmp_path / "logs"), "--algo", "sac", "--env", "Pendulum-v1", "-n", "50", "--eval-freq", "-1",
-            "--verbose", "0"]
+    argv = [
+        "-f",
+        str(tmp_path / "logs"),
+        "--algo",
+        "sac",
+        "--env",
+        "Pendulum-v1",
+        "-n",
+        "50",
+        "--eval-freq",
+        "-1",
+        "--verbose",
+        "0",
+    ]
     # 0 is a trial id, not "no trial" (RL Zoo ignores it). Without --seed the trial's seed is used, so
     # retraining with the trial's budget and evaluation schedule reproduces its score exactly.
-    assert main(["-f", str(tmp_path / "logs"), "--algo", "sac", "--env", "Pendulum-v1", "-n", "300",
-                 "--eval-freq", "150", "--verbose", "0", "-params", "policy_kwargs:dict(net_arch=[16])",
-                 "learning_starts:100", "--trial-id", "0"]) == 0
+    assert (
+        main(
+            [
+                "-f",
+                str(tmp_path / "logs"),
+                "--algo",
+                "sac",
+                "--env",
+                "Pendulum-v1",
+                "-n",
+                "300",
+                "--eval-freq",
+                "150",
+                "--verbose",
+                "0",
+                "-params",
+                "policy_kwargs:dict(net_arch=[16])",
+                "learning_starts:100",
+                "--trial-id",
+                "0",
+            ]
+        )
+        == 0
+    )
     (run_dir,) = (tmp_path / "logs" / "sac").glob("Pendulum-v1_*")
     config = yaml.safe_load((run_dir / "Pendulum-v1" / "config.yml").read_text())
     assert config["batch_size"] == 2 ** first.params["batch_size_pow"]
@@ -148,8 +216,24 @@ def test_parallel_jobs_are_processes_and_sqlite_storage_works(tmp_path, capsys):
     """--n-jobs 2: two worker processes share the study; an SQLite URL works on one machine (with
     Optuna's warning about several writers) and --optimization-log-path keeps each trial's files."""
     url = f"sqlite:///{tmp_path / 'study.db'}"
-    assert optimize(tmp_path, "--n-trials", "2", "--n-jobs", "2", "--storage", url, "--sampler", "random",
-                    "--pruner", "none", "--optimization-log-path", str(tmp_path / "trials")) == 0
+    assert (
+        optimize(
+            tmp_path,
+            "--n-trials",
+            "2",
+            "--n-jobs",
+            "2",
+            "--storage",
+            url,
+            "--sampler",
+            "random",
+            "--pruner",
+            "none",
+            "--optimization-log-path",
+            str(tmp_path / "trials"),
+        )
+        == 0
+    )
     assert "SQLite serialises writers" in capsys.readouterr().err
     done = trials(tmp_path, storage=url)
     pids = {t.user_attrs["worker"].split(":")[1] for t in done}
@@ -159,17 +243,39 @@ def test_parallel_jobs_are_processes_and_sqlite_storage_works(tmp_path, capsys):
 
 
 def worker(tmp_path, storage, name, *argv, log=None):
-    return subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "logs"), "-optimize", *TINY,
-                             "--storage", storage, "--study-name", name, "--sampler", "random", "--pruner", "none",
-                             "--no-optim-plots", *argv],
-                            cwd=REPO_ROOT, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "train.py",
+            "-f",
+            str(tmp_path / "logs"),
+            "-optimize",
+            *TINY,
+            "--storage",
+            storage,
+            "--study-name",
+            name,
+            "--sampler",
+            "random",
+            "--pruner",
+            "none",
+            "--no-optim-plots",
+            *argv,
+        ],
+        cwd=REPO_ROOT,
+        stdout=log or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def distributed_study(tmp_path, storage, name):
     """Three workers, --max-total-trials 5, one SIGKILLed inside its first trial; the others finish."""
     logs = [(tmp_path / f"worker{i}.log").open("w") for i in range(3)]
-    procs = [worker(tmp_path, storage, name, "--n-trials", "10", "--max-total-trials", "5", "--seed", str(i),
-                    log=logs[i]) for i in range(3)]
+    procs = [
+        worker(tmp_path, storage, name, "--n-trials", "10", "--max-total-trials", "5", "--seed", str(i), log=logs[i])
+        for i in range(3)
+    ]
     study = None
     deadline = time.time() + 300
     while time.time() < deadline:  # wait until the victim's trial is RUNNING, then kill it mid-trial
@@ -313,8 +419,13 @@ def test_an_unreachable_storage_is_one_line_with_the_password_masked(tmp_path):
     error, in a real process, where a traceback or warning would show)."""
     url = f"postgresql://rlbench:{FAKE_PASSWORD}@127.0.0.1:{closed_port()}/optuna"
     for mode, code in (["-optimize"], 1), (["--trial-id", "0"], 2):  # --trial-id: before any run folder
-        done = subprocess.run([sys.executable, "train.py", "-f", str(tmp_path / "logs"), *mode, *TINY,
-                               "--storage", url], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *mode, *TINY, "--storage", url],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == code, done.stderr
         assert "--storage postgresql://rlbench:***@127.0.0.1:" in done.stderr and "refused" in done.stderr
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
@@ -330,8 +441,23 @@ def test_the_storage_password_is_stored_and_printed_nowhere(tmp_path, capsys, po
     masked = redact(url)
     assert FAKE_PASSWORD in url and FAKE_PASSWORD not in masked
     name = f"redact_{os.getpid()}_{int(time.time())}"
-    assert optimize(tmp_path, "--n-trials", "1", "--sampler", "random", "--pruner", "none", "--no-optim-plots",
-                    "--storage", url, "--study-name", name) == 0
+    assert (
+        optimize(
+            tmp_path,
+            "--n-trials",
+            "1",
+            "--sampler",
+            "random",
+            "--pruner",
+            "none",
+            "--no-optim-plots",
+            "--storage",
+            url,
+            "--study-name",
+            name,
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert FAKE_PASSWORD not in out + err and masked in out
     study = optuna.load_study(storage=make_storage(postgres_url), study_name=name)

@@ -16,17 +16,43 @@ from rlbench.tuning.study import make_storage
 from tests.conftest import REPO_ROOT
 
 # Trials far longer than the test waits: a signal always finds them running.
-LONG_TRIALS = ["--algo", "sac", "--env", "Pendulum-v1", "-n", "200000", "--n-evaluations", "2", "--seed", "3",
-               "--verbose", "0", "--sampler", "random", "--pruner", "none", "--no-optim-plots", "--n-trials", "4",
-               "-params", "policy_kwargs:dict(net_arch=[16])", "learning_starts:100", "batch_size:8",
-               "buffer_size:1000"]
+LONG_TRIALS = [
+    "--algo",
+    "sac",
+    "--env",
+    "Pendulum-v1",
+    "-n",
+    "200000",
+    "--n-evaluations",
+    "2",
+    "--seed",
+    "3",
+    "--verbose",
+    "0",
+    "--sampler",
+    "random",
+    "--pruner",
+    "none",
+    "--no-optim-plots",
+    "--n-trials",
+    "4",
+    "-params",
+    "policy_kwargs:dict(net_arch=[16])",
+    "learning_starts:100",
+    "batch_size:8",
+    "buffer_size:1000",
+]
 
 
 def start_study(tmp_path, n_jobs):
     log = (tmp_path / "out.log").open("w")
-    proc = subprocess.Popen([sys.executable, "train.py", "-f", str(tmp_path / "logs"), "-optimize", *LONG_TRIALS,
-                             "--n-jobs", str(n_jobs)], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # its own process group, as a shell job or a batch job has
+    proc = subprocess.Popen(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), "-optimize", *LONG_TRIALS, "--n-jobs", str(n_jobs)],
+        cwd=REPO_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # its own process group, as a shell job or a batch job has
     return proc, log
 
 
@@ -85,11 +111,14 @@ def still_alive_after(pids, seconds):
     return alive(pids)
 
 
-@pytest.mark.parametrize("signum,n_jobs,to_group", [(signal.SIGTERM, 1, False), (signal.SIGTERM, 2, False),
-                                                    (signal.SIGINT, 2, True)],
-                         ids=["sigterm-1-job", "sigterm-2-jobs", "sigint-to-group-2-jobs"])
+@pytest.mark.parametrize(
+    "signum,n_jobs,to_group",
+    [(signal.SIGTERM, 1, False), (signal.SIGTERM, 2, False), (signal.SIGINT, 2, True)],
+    ids=["sigterm-1-job", "sigterm-2-jobs", "sigint-to-group-2-jobs"],
+)
 def test_a_stop_signal_fails_the_running_trials_stops_the_workers_writes_the_report_and_exits_75(
-        tmp_path, signum, n_jobs, to_group):
+    tmp_path, signum, n_jobs, to_group
+):
     """SIGTERM to the main process alone (a `kill PID`) and SIGINT to the whole group (Ctrl-C in a terminal)."""
     proc, log = start_study(tmp_path, n_jobs)
     try:
@@ -136,8 +165,10 @@ def test_a_sigkilled_main_process_leaves_no_worker_running(tmp_path):
 def test_a_worker_whose_parent_died_before_it_could_watch_exits_at_once():
     """The race the kernel's parent-death signal misses: the parent died between the spawn and the prctl
     call, so the worker already has another parent. Here the expected parent pid is not the real one."""
-    code = ("import time; from rlbench.tuning.processes import exit_with_parent; exit_with_parent(2**22 + 1); "
-            "time.sleep(60)")  # pid_max is at most 2**22: no process has that pid
+    code = (
+        "import time; from rlbench.tuning.processes import exit_with_parent; exit_with_parent(2**22 + 1); "
+        "time.sleep(60)"
+    )  # pid_max is at most 2**22: no process has that pid
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stderr) == (1, "") and time.monotonic() - started < 50

@@ -23,8 +23,23 @@ from rlbench.envs.wrappers import parse_env_wrappers, trusted_modules
 from rlbench.errors import ConfigError
 from tests.conftest import REPO_ROOT
 
-TINY = ["-n", "300", "--eval-freq", "150", "--eval-episodes", "1", "--verbose", "0", "--seed", "3",
-        "-params", "learning_starts:100", "batch_size:8", "buffer_size:1000", "policy_kwargs:dict(net_arch=[16])"]
+TINY = [
+    "-n",
+    "300",
+    "--eval-freq",
+    "150",
+    "--eval-episodes",
+    "1",
+    "--verbose",
+    "0",
+    "--seed",
+    "3",
+    "-params",
+    "learning_starts:100",
+    "batch_size:8",
+    "buffer_size:1000",
+    "policy_kwargs:dict(net_arch=[16])",
+]
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +78,18 @@ def port_open(port: int) -> bool:
 
 def run_script(script: str, *argv: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": REPO_ROOT, "JAX_PLATFORMS": "cpu"}
-    return subprocess.run([sys.executable, str(Path(REPO_ROOT) / script), *argv], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(Path(REPO_ROOT) / script), *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # -- 1. files read back name no code ------------------------------------------------------------------
+
 
 def test_config_yml_naming_http_server_is_refused_by_enjoy_and_no_port_opens(trained, tmp_path):
     logs = copy_run(trained, tmp_path)
@@ -77,8 +99,20 @@ def test_config_yml_naming_http_server_is_refused_by_enjoy_and_no_port_opens(tra
     entry["env_wrapper"] = [{"http.server.test": {"port": port, "bind": "127.0.0.1"}}]
     config.write_text(yaml.safe_dump(entry))
     # A subprocess: if the server ever started, it would serve forever (the timeout would fail the test).
-    result = run_script("enjoy.py", "--algo", "sac", "--env", "Pendulum-v1", "-f", str(logs), "-n", "5",
-                        "--no-render", cwd=tmp_path, timeout=60)
+    result = run_script(
+        "enjoy.py",
+        "--algo",
+        "sac",
+        "--env",
+        "Pendulum-v1",
+        "-f",
+        str(logs),
+        "-n",
+        "5",
+        "--no-render",
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert result.returncode == 2, result.stderr
     assert "module 'http.server' is not trusted" in result.stderr and "--trust-wrappers" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -101,10 +135,26 @@ def forge_manifest(model: Path, forged: Path, change) -> None:
 def test_manifest_naming_http_server_is_refused_by_train_resume_before_any_folder(trained, tmp_path):
     port = free_port()
     forged = tmp_path / "forged.zip"
-    forge_manifest(trained / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip", forged,
-                   lambda m: m["hyperparams"].update(env_wrapper=[{"http.server.test": {"port": port}}]))
-    result = run_script("train.py", "--algo", "sac", "--env", "Pendulum-v1", "-i", str(forged), "-f",
-                        str(tmp_path / "logs"), "-n", "10", cwd=tmp_path, timeout=60)
+    forge_manifest(
+        trained / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip",
+        forged,
+        lambda m: m["hyperparams"].update(env_wrapper=[{"http.server.test": {"port": port}}]),
+    )
+    result = run_script(
+        "train.py",
+        "--algo",
+        "sac",
+        "--env",
+        "Pendulum-v1",
+        "-i",
+        str(forged),
+        "-f",
+        str(tmp_path / "logs"),
+        "-n",
+        "10",
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert result.returncode == 2, result.stderr
     assert "module 'http.server' is not trusted" in result.stderr
     assert not (tmp_path / "logs").exists() and not port_open(port)
@@ -144,8 +194,9 @@ def test_a_trusted_module_still_needs_a_wrapper_class_and_literal_kwargs(marker_
 
 def test_trust_wrappers_lets_a_users_own_wrapper_train_and_replay(tmp_path, capsys):
     conf = tmp_path / "conf.yml"
-    conf.write_text("Pendulum-v1:\n  n_timesteps: 300\n"
-                    "  env_wrapper: [{tests.marker_wrappers.ScaleReward: {scale: 0.5}}]\n")
+    conf.write_text(
+        "Pendulum-v1:\n  n_timesteps: 300\n  env_wrapper: [{tests.marker_wrappers.ScaleReward: {scale: 0.5}}]\n"
+    )
     logs = tmp_path / "logs"
     argv = ["--env", "Pendulum-v1", "-conf", str(conf), "-f", str(logs), *TINY[2:]]
     assert train(argv) == 2
@@ -160,14 +211,28 @@ def test_trust_wrappers_lets_a_users_own_wrapper_train_and_replay(tmp_path, caps
 
 # -- 2. credentials are masked wherever they are stored -------------------------------------------
 
+
 def test_storage_password_is_masked_in_run_files_and_wandb_config(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     logs = tmp_path / "logs"
-    assert train(["--env", "Pendulum-v1", "-f", str(logs), *TINY, "--track",
-                  "--storage", "postgresql://user:S3CRETPW@127.0.0.1:1/optuna"]) == 0
+    assert (
+        train(
+            [
+                "--env",
+                "Pendulum-v1",
+                "-f",
+                str(logs),
+                *TINY,
+                "--track",
+                "--storage",
+                "postgresql://user:S3CRETPW@127.0.0.1:1/optuna",
+            ]
+        )
+        == 0
+    )
     params = next(logs.rglob("args.yml")).parent
     assert yaml.safe_load((params / "args.yml").read_text())["storage"] == "postgresql://user:***@127.0.0.1:1/optuna"
     assert "--storage 'postgresql://user:***@127.0.0.1:1/optuna'" in (params / "command.txt").read_text()
@@ -177,6 +242,7 @@ def test_storage_password_is_masked_in_run_files_and_wandb_config(tmp_path, monk
 
 
 # -- 8. non-finite and out-of-type settings ------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "params,message",
@@ -214,8 +280,11 @@ def test_nan_from_a_yaml_file_is_refused(tmp_path, capsys, key):
 
 def test_nan_in_a_resumed_manifest_is_refused(trained, tmp_path, capsys):
     forged = tmp_path / "nan.zip"
-    forge_manifest(trained / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip", forged,
-                   lambda m: m["hyperparams"].update(gamma=float("nan")))
+    forge_manifest(
+        trained / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip",
+        forged,
+        lambda m: m["hyperparams"].update(gamma=float("nan")),
+    )
     assert train(["--env", "Pendulum-v1", "-i", str(forged), "-f", str(tmp_path / "logs"), "-n", "10"]) == 2
     assert "gamma: expected a finite number, got nan" in capsys.readouterr().err
     assert not (tmp_path / "logs").exists()
@@ -232,11 +301,15 @@ def test_every_float_setting_checks_finiteness():
 
 # -- 10. one line, exit 2, no folder --------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--env-kwargs", "nonexistent_kw:1"], r"--env-kwargs / env_kwargs: Pendulum-v1 fails with "
-                                               r"nonexistent_kw=1: TypeError"),
+        (
+            ["--env-kwargs", "nonexistent_kw:1"],
+            r"--env-kwargs / env_kwargs: Pendulum-v1 fails with "
+            r"nonexistent_kw=1: TypeError",
+        ),
         (["--env-kwargs", "g:'abc'"], r"--env-kwargs / env_kwargs: Pendulum-v1 fails with g='abc': TypeError"),
         (["--eval-env-kwargs", "g:'abc'"], r"--eval-env-kwargs: Pendulum-v1 fails with g='abc': TypeError"),
         (["--seed", "99999999999999999999"], r"--seed 99999999999999999999 is too large"),
@@ -276,6 +349,7 @@ def test_python_config_errors_name_the_file_and_line(tmp_path, capsys, source, m
 
 # -- 11. wording ----------------------------------------------------------------------------------
 
+
 def test_large_integers_are_too_large_and_where_names_only_what_was_given(tmp_path, capsys):
     conf = tmp_path / "big.yml"
     conf.write_text(f"Pendulum-v1:\n  n_timesteps: 100\n  buffer_size: {10**35}\n")
@@ -289,6 +363,7 @@ def test_large_integers_are_too_large_and_where_names_only_what_was_given(tmp_pa
 
 # -- 7. a full or read-only disk ------------------------------------------------------------------
 
+
 def in_tmpfs(tmp_path: Path, options: str, fill_bytes: int, *argv: str) -> subprocess.CompletedProcess:
     """train.py with `-f` on a tmpfs of its own (a user and mount namespace: no root, nothing outside it
     changes), optionally filled to the last byte first."""
@@ -297,11 +372,14 @@ def in_tmpfs(tmp_path: Path, options: str, fill_bytes: int, *argv: str) -> subpr
     mount = tmp_path / "mnt"
     mount.mkdir()
     fill = f"head -c {fill_bytes} /dev/zero > {mount}/fill 2>/dev/null; " if fill_bytes else ""
-    script = (f"mount -t tmpfs -o {options} tmpfs {mount} || exit 99; {fill}"
-              f"exec {sys.executable} {REPO_ROOT}/train.py -f {mount}/logs " + " ".join(map(repr, argv)))
+    script = (
+        f"mount -t tmpfs -o {options} tmpfs {mount} || exit 99; {fill}"
+        f"exec {sys.executable} {REPO_ROOT}/train.py -f {mount}/logs " + " ".join(map(repr, argv))
+    )
     env = {**os.environ, "PYTHONPATH": REPO_ROOT, "JAX_PLATFORMS": "cpu"}
-    result = subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     if result.returncode == 99 and not os.environ.get("CI"):
         pytest.skip(f"cannot mount a tmpfs in a user namespace here: {result.stderr.strip()}")
     return result
@@ -321,6 +399,7 @@ def test_read_only_log_folder_exits_2(tmp_path):
 
 
 # -- 18. RL Zoo's tuned CrossQ entries ship unchanged ---------------------------------------------
+
 
 def test_crossq_pendulum_entry_is_rl_zoos():
     entry = yaml.safe_load((Path(REPO_ROOT) / "hyperparams" / "crossq.yml").read_text())["Pendulum-v1"]

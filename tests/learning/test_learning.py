@@ -7,8 +7,25 @@ from rlbench.cli.train import main
 
 
 def final_eval(tmp_path, algo, seed, *extra):
-    argv = ["--algo", algo, "--env", "Pendulum-v1", "-n", "10000", "--seed", str(seed), "--eval-freq", "10000",
-            "--eval-episodes", "10", "--verbose", "0", "-f", str(tmp_path), *extra]
+    argv = [
+        "--algo",
+        algo,
+        "--env",
+        "Pendulum-v1",
+        "-n",
+        "10000",
+        "--seed",
+        str(seed),
+        "--eval-freq",
+        "10000",
+        "--eval-episodes",
+        "10",
+        "--verbose",
+        "0",
+        "-f",
+        str(tmp_path),
+        *extra,
+    ]
     assert main(argv) == 0
     (run_dir,) = (tmp_path / algo).glob("Pendulum-v1_*")
     evaluations = np.load(run_dir / "evaluations.npz")
@@ -27,8 +44,12 @@ def test_sac_solves_pendulum_in_10k_steps(tmp_path, seed):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_crossq_solves_pendulum_in_10k_steps(tmp_path, seed):
     # The CrossQ preset with the critic narrowed to [256, 256] to keep CI fast.
-    assert final_eval(tmp_path, "crossq", seed, "-params",
-                      "policy_kwargs:dict(net_arch=dict(pi=[256, 256], qf=[256, 256]))") >= -250
+    assert (
+        final_eval(
+            tmp_path, "crossq", seed, "-params", "policy_kwargs:dict(net_arch=dict(pi=[256, 256], qf=[256, 256]))"
+        )
+        >= -250
+    )
 
 
 @pytest.mark.slow
@@ -36,9 +57,26 @@ def test_crossq_solves_pendulum_in_10k_steps(tmp_path, seed):
 def test_droq_solves_pendulum_in_5k_steps(tmp_path, seed):
     # The DroQ preset (20 gradient steps per env step, policy delay 20, dropout 0.01 + layer norm) and
     # hyperparams/droq.yml's Pendulum-v1 entry, with [64, 64] networks to keep CI fast.
-    argv = ["--algo", "droq", "--env", "Pendulum-v1", "-n", "5000", "--seed", str(seed), "--eval-freq", "5000",
-            "--eval-episodes", "10", "--verbose", "0", "-f", str(tmp_path),
-            "-params", "policy_kwargs:dict(net_arch=[64, 64])"]
+    argv = [
+        "--algo",
+        "droq",
+        "--env",
+        "Pendulum-v1",
+        "-n",
+        "5000",
+        "--seed",
+        str(seed),
+        "--eval-freq",
+        "5000",
+        "--eval-episodes",
+        "10",
+        "--verbose",
+        "0",
+        "-f",
+        str(tmp_path),
+        "-params",
+        "policy_kwargs:dict(net_arch=[64, 64])",
+    ]
     assert main(argv) == 0
     (run_dir,) = (tmp_path / "droq").glob("Pendulum-v1_*")
     evaluations = np.load(run_dir / "evaluations.npz")

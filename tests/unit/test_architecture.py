@@ -8,8 +8,21 @@ from tests.conftest import REPO_ROOT
 
 PACKAGE = Path(REPO_ROOT) / "rlbench"
 CORE = ("algos", "networks", "buffers")
-FORBIDDEN = ("gymnasium", "yaml", "wandb", "optuna", "rich", "rlbench.loggers", "rlbench.runner", "rlbench.cli",
-             "rlbench.envs", "rlbench.config", "rlbench.hyperparams", "rlbench.registry", "pickle")
+FORBIDDEN = (
+    "gymnasium",
+    "yaml",
+    "wandb",
+    "optuna",
+    "rich",
+    "rlbench.loggers",
+    "rlbench.runner",
+    "rlbench.cli",
+    "rlbench.envs",
+    "rlbench.config",
+    "rlbench.hyperparams",
+    "rlbench.registry",
+    "pickle",
+)
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -49,8 +62,12 @@ def test_importing_rlbench_turns_off_gpu_memory_preallocation_unless_set():
 
     code = "import os, rlbench; print(os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'])"
     env = {k: v for k, v in os.environ.items() if k != "XLA_PYTHON_CLIENT_PREALLOCATE"}
-    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True).stdout.strip() == "false"
+    assert (
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+        == "false"
+    )
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true"
-    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True).stdout.strip() == "true"
+    assert (
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+        == "true"
+    )

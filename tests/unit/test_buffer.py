@@ -12,8 +12,13 @@ SPEC = EnvSpec(obs_dim=2, action_dim=1)
 
 def transitions(start: int, n: int) -> Transition:
     ids = jnp.arange(start, start + n, dtype=jnp.float32)
-    return Transition(obs=jnp.stack([ids, -ids], 1), action=(ids / 100)[:, None], reward=ids,
-                      next_obs=jnp.stack([ids + 1, -ids - 1], 1), terminated=(ids % 2))
+    return Transition(
+        obs=jnp.stack([ids, -ids], 1),
+        action=(ids / 100)[:, None],
+        reward=ids,
+        next_obs=jnp.stack([ids + 1, -ids - 1], 1),
+        terminated=(ids % 2),
+    )
 
 
 def test_wraps_around_and_overwrites_oldest():

@@ -12,18 +12,43 @@ from rlbench.registry import ALGORITHMS
 
 @pytest.mark.parametrize(
     "text,value",
-    [("0.01", 0.01), ("10", 10), ("True", True), ("None", None), ("-3", -3), ("1e6", 1e6), ("auto", "auto"),
-     ("auto_0.1", "auto_0.1"), ("lin_7.3e-4", "lin_7.3e-4"), ("lin_1e-3", "lin_1e-3"), ("nn.ReLU", "nn.ReLU"),
-     ("'quoted'", "quoted"), ("[1, 'step']", [1, "step"]), ("(1, 2)", (1, 2)),
-     ("dict(net_arch=dict(pi=[64], qf=[400, 300]), activation_fn=nn.Tanh)",
-      {"net_arch": {"pi": [64], "qf": [400, 300]}, "activation_fn": "nn.Tanh"})],
+    [
+        ("0.01", 0.01),
+        ("10", 10),
+        ("True", True),
+        ("None", None),
+        ("-3", -3),
+        ("1e6", 1e6),
+        ("auto", "auto"),
+        ("auto_0.1", "auto_0.1"),
+        ("lin_7.3e-4", "lin_7.3e-4"),
+        ("lin_1e-3", "lin_1e-3"),
+        ("nn.ReLU", "nn.ReLU"),
+        ("'quoted'", "quoted"),
+        ("[1, 'step']", [1, "step"]),
+        ("(1, 2)", (1, 2)),
+        (
+            "dict(net_arch=dict(pi=[64], qf=[400, 300]), activation_fn=nn.Tanh)",
+            {"net_arch": {"pi": [64], "qf": [400, 300]}, "activation_fn": "nn.Tanh"},
+        ),
+    ],
 )
 def test_literals(text, value):
     assert parse_value(text) == value
 
 
-@pytest.mark.parametrize("text", ["__import__('os').system('true')", "a + b", "open('x')", "[x for x in y]",
-                                  "dict(**kwargs)", "lambda: 0", "().__class__"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('true')",
+        "a + b",
+        "open('x')",
+        "[x for x in y]",
+        "dict(**kwargs)",
+        "lambda: 0",
+        "().__class__",
+    ],
+)
 def test_non_literals_are_refused(text):
     with pytest.raises(LiteralError, match="not a literal"):
         parse_value(text)
@@ -34,10 +59,18 @@ def test_key_values_split_on_first_colon():
 
 
 def test_sac_spellings():
-    cfg = build_sac_config({"learning_rate": "lin_7.3e-4", "ent_coef": "auto_0.1", "gradient_steps": -1,
-                            "train_freq": [4, "step"], "target_entropy": -2,
-                            "policy_kwargs": {"net_arch": {"pi": [64], "qf": [400, 300]},
-                                              "activation_fn": "nn.Tanh", "n_critics": 3}}, 2, "test")
+    cfg = build_sac_config(
+        {
+            "learning_rate": "lin_7.3e-4",
+            "ent_coef": "auto_0.1",
+            "gradient_steps": -1,
+            "train_freq": [4, "step"],
+            "target_entropy": -2,
+            "policy_kwargs": {"net_arch": {"pi": [64], "qf": [400, 300]}, "activation_fn": "nn.Tanh", "n_critics": 3},
+        },
+        2,
+        "test",
+    )
     assert cfg.learning_rate == LinearSchedule(7.3e-4)
     assert cfg.ent_coef.initial == 0.1 and cfg.ent_coef.learned
     assert cfg.gradient_steps == 8 and cfg.train_freq == 4  # -1: as many as env steps per iteration
@@ -57,10 +90,15 @@ def test_saved_hyperparams_rebuild_the_same_config():
 
 @pytest.mark.parametrize(
     "params,message",
-    [({"train_freq": [1, "episode"]}, "only steps"), ({"policy_kwargs": {"net_arch": [0]}}, "positive integers"),
-     ({"policy_kwargs": {"net_arch": {"pi": [8]}}}, "keys pi and qf"), ({"policy_kwargs": {"batch_norm": True}},
-     "use --algo crossq"), ({"learning_rate": "cos_1e-3"}, "lin_"), ({"policy_kwargs": "x"}, "expected a dict"),
-     ({"precision": "float16"}, "precision: expected one of float32, bfloat16, got 'float16'")],
+    [
+        ({"train_freq": [1, "episode"]}, "only steps"),
+        ({"policy_kwargs": {"net_arch": [0]}}, "positive integers"),
+        ({"policy_kwargs": {"net_arch": {"pi": [8]}}}, "keys pi and qf"),
+        ({"policy_kwargs": {"batch_norm": True}}, "use --algo crossq"),
+        ({"learning_rate": "cos_1e-3"}, "lin_"),
+        ({"policy_kwargs": "x"}, "expected a dict"),
+        ({"precision": "float16"}, "precision: expected one of float32, bfloat16, got 'float16'"),
+    ],
 )
 def test_sac_rejections(params, message):
     with pytest.raises(ConfigError, match=message):
@@ -70,8 +108,18 @@ def test_sac_rejections(params, message):
 def test_crossq_refuses_tau_and_accepts_batch_norm_keys():
     with pytest.raises(ConfigError, match="no target network"):
         build_crossq_config({"tau": 0.01}, 1, "test")
-    cfg = build_crossq_config({"policy_kwargs": {"batch_norm": True, "batch_norm_actor": False,
-                                                 "renorm_warmup_steps": 10, "batch_norm_momentum": 0.9}}, 1, "t")
+    cfg = build_crossq_config(
+        {
+            "policy_kwargs": {
+                "batch_norm": True,
+                "batch_norm_actor": False,
+                "renorm_warmup_steps": 10,
+                "batch_norm_momentum": 0.9,
+            }
+        },
+        1,
+        "t",
+    )
     assert cfg.critic.batch_norm and not cfg.actor.batch_norm and cfg.critic.renorm_warmup_steps == 10
 
 

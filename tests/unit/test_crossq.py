@@ -36,8 +36,11 @@ def reference_batch_renorm(x, running_mean, running_var, steps, warmup, scale=1.
 
 def renorm_variables(layer, x, running_mean, running_var, steps):
     variables = layer.init(jax.random.key(0), x, False)
-    stats = {"mean": jnp.asarray(running_mean, jnp.float32), "var": jnp.asarray(running_var, jnp.float32),
-             "steps": jnp.asarray(steps, jnp.int32)}
+    stats = {
+        "mean": jnp.asarray(running_mean, jnp.float32),
+        "var": jnp.asarray(running_var, jnp.float32),
+        "steps": jnp.asarray(steps, jnp.int32),
+    }
     return {"params": variables["params"], "batch_stats": stats}
 
 
@@ -49,8 +52,9 @@ def test_batch_renorm_matches_reference(steps, warmup):
     running_mean = np.array([0.0, 2.0, 30.0, -40.0], np.float32)
     running_var = np.array([1.0, 9.0, 0.01, 400.0], np.float32)
     layer = BatchRenorm(warmup_steps=warmup)
-    y, updates = layer.apply(renorm_variables(layer, x, running_mean, running_var, steps), x, True,
-                             mutable=["batch_stats"])
+    y, updates = layer.apply(
+        renorm_variables(layer, x, running_mean, running_var, steps), x, True, mutable=["batch_stats"]
+    )
     y_ref, mean_ref, var_ref = reference_batch_renorm(x.astype(np.float64), running_mean, running_var, steps, warmup)
     np.testing.assert_allclose(y, y_ref, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(updates["batch_stats"]["mean"], mean_ref, rtol=1e-5, atol=1e-6)
@@ -62,8 +66,10 @@ def test_batch_renorm_clipping_is_active_after_warmup():
     # Same batch, warmed up or not: the outputs must differ when r or d are away from 1 and 0.
     x = np.random.default_rng(1).normal(5.0, 1.0, (32, 2)).astype(np.float32)
     layer = BatchRenorm(warmup_steps=5)
-    out = [layer.apply(renorm_variables(layer, x, [0.0, 0.0], [1.0, 1.0], s), x, True, mutable=["batch_stats"])[0]
-           for s in (4, 5)]
+    out = [
+        layer.apply(renorm_variables(layer, x, [0.0, 0.0], [1.0, 1.0], s), x, True, mutable=["batch_stats"])[0]
+        for s in (4, 5)
+    ]
     assert not np.allclose(out[0], out[1])
     np.testing.assert_allclose(np.asarray(out[0]).mean(0), 0.0, atol=1e-4)  # warm-up: plain batch norm
 
@@ -94,8 +100,9 @@ def test_joint_pass_keeps_statistics_of_the_concatenated_batch_and_no_target():
     assert not hasattr(state.critic, "target_params")
     batches = random_batches(jax.random.key(1), 1, 4)
     batches = batches._replace(next_obs=batches.next_obs + 10.0)  # next states far from states
-    new_state, _ = jax.jit(learner.gradient_steps_fn)(state, batches, jax.random.split(jax.random.key(2), 1),
-                                                      jnp.float32(1))
+    new_state, _ = jax.jit(learner.gradient_steps_fn)(
+        state, batches, jax.random.split(jax.random.key(2), 1), jnp.float32(1)
+    )
     # The first BatchRenorm sees concat([obs, action]); its first obs_dim features depend on obs only.
     input_mean = new_state.critic.batch_stats["critics"]["trunk"]["BatchRenorm_0"]["mean"][:, : SPEC.obs_dim]
     joint = np.concatenate([batches.obs[0], batches.next_obs[0]])
@@ -110,7 +117,8 @@ def test_batch_renorm_counters_critic_per_step_actor_per_actor_update():
     learner = crossq_learner(crossq_config(policy_delay=3))
     state = learner.init_fn(jax.random.key(0))
     state, metrics = jax.jit(learner.gradient_steps_fn)(
-        state, random_batches(jax.random.key(1), 6, 4), jax.random.split(jax.random.key(2), 6), jnp.float32(1))
+        state, random_batches(jax.random.key(1), 6, 4), jax.random.split(jax.random.key(2), 6), jnp.float32(1)
+    )
     critic_steps = state.critic.batch_stats["critics"]["trunk"]["BatchRenorm_0"]["steps"]
     actor_steps = state.actor.batch_stats["trunk"]["BatchRenorm_0"]["steps"]
     np.testing.assert_array_equal(critic_steps, [6, 6])  # one joint training pass per gradient step
@@ -120,8 +128,9 @@ def test_batch_renorm_counters_critic_per_step_actor_per_actor_update():
 
 @pytest.mark.parametrize("dropout", [0.0, 0.05])
 def test_crossq_fused_equals_unfused_with_batch_stats(dropout):
-    cfg = crossq_config(critic=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=2,
-                                             dropout_rate=dropout))
+    cfg = crossq_config(
+        critic=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=2, dropout_rate=dropout)
+    )
     learner = crossq_learner(cfg)
     state = learner.init_fn(jax.random.key(0))
     batches = random_batches(jax.random.key(1), 4, cfg.batch_size)

@@ -51,8 +51,9 @@ def test_ensemble_members_draw_different_masks():
     class Members(nn.Module):
         @nn.compact
         def __call__(self, x):
-            return nn.vmap(Dropout, variable_axes={}, split_rngs={"dropout": True}, in_axes=None,
-                           axis_size=2)(0.5)(x, False)
+            return nn.vmap(Dropout, variable_axes={}, split_rngs={"dropout": True}, in_axes=None, axis_size=2)(0.5)(
+                x, False
+            )
 
     out = Members().apply({}, jnp.ones((64, 64)), rngs={"dropout": jax.random.key(0)})
     assert out.shape == (2, 64, 64)

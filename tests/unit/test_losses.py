@@ -10,15 +10,22 @@ from rlbench.networks.actor import log_one_minus_tanh_squared, sample_action
 
 def test_soft_td_target_by_hand():
     next_q = jnp.array([[2.0, 5.0], [3.0, 4.0]])  # [n_critics=2, B=2]
-    y = soft_td_target(next_q, next_log_prob=jnp.array([0.4, 0.0]), reward=jnp.ones(2),
-                       terminated=jnp.array([0.0, 1.0]), alpha=jnp.array(0.5), gamma=0.9)
+    y = soft_td_target(
+        next_q,
+        next_log_prob=jnp.array([0.4, 0.0]),
+        reward=jnp.ones(2),
+        terminated=jnp.array([0.0, 1.0]),
+        alpha=jnp.array(0.5),
+        gamma=0.9,
+    )
     # b=0: 1 + 0.9 * (min(2, 3) - 0.5 * 0.4) = 1 + 0.9 * 1.8 = 2.62 ; b=1: terminated -> r = 1.0
     np.testing.assert_allclose(y, [2.62, 1.0], rtol=1e-6)
 
 
 def test_soft_td_target_has_no_gradient():
-    grad = jax.grad(lambda q: soft_td_target(q, jnp.zeros(1), jnp.ones(1), jnp.zeros(1),
-                                             jnp.array(0.1), 0.99).sum())(jnp.ones((2, 1)))
+    grad = jax.grad(lambda q: soft_td_target(q, jnp.zeros(1), jnp.ones(1), jnp.zeros(1), jnp.array(0.1), 0.99).sum())(
+        jnp.ones((2, 1))
+    )
     np.testing.assert_array_equal(grad, 0.0)
 
 

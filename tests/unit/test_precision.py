@@ -47,8 +47,9 @@ def test_dense_pair_gradients_are_as_accurate_as_autodiff_in_bfloat16():
         return loss(y), y_t
 
     def loss_autodiff(x, kernel, bias):  # JAX's own backward pass of the same bfloat16 product
-        return loss(jnp.matmul(x.astype(jnp.bfloat16), kernel.astype(jnp.bfloat16),
-                               preferred_element_type=jnp.float32) + bias)
+        return loss(
+            jnp.matmul(x.astype(jnp.bfloat16), kernel.astype(jnp.bfloat16), preferred_element_type=jnp.float32) + bias
+        )
 
     def loss_float32(x, kernel, bias):
         return loss(x @ kernel + bias)
@@ -68,9 +69,12 @@ def test_dense_pair_gradients_are_as_accurate_as_autodiff_in_bfloat16():
 
 @pytest.mark.parametrize("layers", ["plain", "batch_norm", "dropout_layer_norm"])
 def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(layers):
-    cfg32 = NetworkConfig(hidden=(64, 64), batch_norm=layers == "batch_norm",
-                          dropout_rate=0.2 if layers == "dropout_layer_norm" else 0.0,
-                          layer_norm=layers == "dropout_layer_norm")
+    cfg32 = NetworkConfig(
+        hidden=(64, 64),
+        batch_norm=layers == "batch_norm",
+        dropout_rate=0.2 if layers == "dropout_layer_norm" else 0.0,
+        layer_norm=layers == "dropout_layer_norm",
+    )
     cfg16 = dataclasses.replace(cfg32, precision="bfloat16")
     x = jax.random.normal(jax.random.key(0), (32, 10))
     variables = MLP(cfg32).init(jax.random.key(1), x)
@@ -79,9 +83,15 @@ def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(
 
     def loss(params, cfg, plain_layout):
         extra = {"kernels_t": transposed_kernels({"trunk": params})["trunk"]} if plain_layout else {}
-        out, updates = MLP(cfg).apply({**variables, "params": params, **extra}, x, train=True, dropout=True,
-                                      plain_layout=plain_layout, mutable=["batch_stats"],
-                                      rngs={"dropout": jax.random.key(2)})
+        out, updates = MLP(cfg).apply(
+            {**variables, "params": params, **extra},
+            x,
+            train=True,
+            dropout=True,
+            plain_layout=plain_layout,
+            mutable=["batch_stats"],
+            rngs={"dropout": jax.random.key(2)},
+        )
         return jnp.mean((out - 0.5) ** 2), (out, updates)
 
     grad = jax.value_and_grad(loss, has_aux=True)
@@ -102,8 +112,7 @@ def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(
 @pytest.mark.parametrize("algo", ["sac", "crossq"])
 def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoint(algo):
     """The W^T copies the plain-layout pass reads must be exactly those of the current parameters."""
-    bf16 = NetworkConfig(hidden=(8, 8), precision="bfloat16",
-                         batch_norm=algo == "crossq", renorm_warmup_steps=2)
+    bf16 = NetworkConfig(hidden=(8, 8), precision="bfloat16", batch_norm=algo == "crossq", renorm_warmup_steps=2)
     cfg = tiny_sac_config(policy_delay=2, gradient_steps=3, actor=bf16, critic=bf16)
     make = make_crossq if algo == "crossq" else make_sac
     learner = make(cfg, SPEC, make_uniform_buffer(cfg.buffer_size, SPEC))
@@ -119,8 +128,11 @@ def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoi
         params = getattr(state, network).params
         jax.tree.map(np.testing.assert_array_equal, getattr(state.transposed, network), transposed_kernels(params))
     restored = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(1)), state_to_bytes(state))
-    jax.tree.map(np.testing.assert_array_equal, (restored.transposed, restored.critic.params),
-                 (state.transposed, state.critic.params))
+    jax.tree.map(
+        np.testing.assert_array_equal,
+        (restored.transposed, restored.critic.params),
+        (state.transposed, state.critic.params),
+    )
     assert jax.tree.leaves(restored.transposed)[0].dtype == jnp.bfloat16
 
 

@@ -44,8 +44,9 @@ def leaves_close(a, b, tol=1e-6):
 @pytest.mark.parametrize("policy_delay", [1, 2])
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_fused_equals_unfused(policy_delay, dropout):
-    cfg = tiny_sac_config(policy_delay=policy_delay,
-                          critic=NetworkConfig(hidden=(8, 8), dropout_rate=dropout, layer_norm=dropout > 0))
+    cfg = tiny_sac_config(
+        policy_delay=policy_delay, critic=NetworkConfig(hidden=(8, 8), dropout_rate=dropout, layer_norm=dropout > 0)
+    )
     learner, _ = make(cfg)
     state = learner.init_fn(jax.random.key(0))
     batches = random_batches(jax.random.key(1), 3, cfg.batch_size)

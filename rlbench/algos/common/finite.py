@@ -14,8 +14,11 @@ import numpy as np
 
 
 def _float_leaves(tree: Any) -> list[tuple[Any, jax.Array]]:
-    return [(path, leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
-            if jnp.issubdtype(leaf.dtype, jnp.inexact)]  # PRNG keys and step counters cannot be NaN
+    return [
+        (path, leaf)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+        if jnp.issubdtype(leaf.dtype, jnp.inexact)
+    ]  # PRNG keys and step counters cannot be NaN
 
 
 def all_finite(tree: Any) -> jax.Array:
@@ -25,5 +28,8 @@ def all_finite(tree: Any) -> jax.Array:
 
 def non_finite_paths(tree: Any) -> list[str]:
     """The dotted paths of the leaves holding NaN or inf (host side: for the error message only)."""
-    return [jax.tree_util.keystr(path, simple=True, separator=".") for path, leaf in _float_leaves(tree)
-            if not np.isfinite(np.asarray(leaf)).all()]
+    return [
+        jax.tree_util.keystr(path, simple=True, separator=".")
+        for path, leaf in _float_leaves(tree)
+        if not np.isfinite(np.asarray(leaf)).all()
+    ]

@@ -22,8 +22,9 @@ class TransposedKernels(struct.PyTreeNode):
     critic: Params | None
 
 
-def init_transposed(actor: NetworkConfig, critic: NetworkConfig, actor_params: Params,
-                    critic_params: Params) -> TransposedKernels | None:
+def init_transposed(
+    actor: NetworkConfig, critic: NetworkConfig, actor_params: Params, critic_params: Params
+) -> TransposedKernels | None:
     """None when neither network takes the plain-layout path (then nothing changes in the state)."""
     if not (plain_layout_applies(actor) or plain_layout_applies(critic)):
         return None
@@ -46,8 +47,9 @@ def with_kernels_t(variables: dict[str, Any], kernels_t: Params | None) -> dict[
     return variables if kernels_t is None else {**variables, KERNELS_T: kernels_t}
 
 
-def refresh(transposed: TransposedKernels | None, *, actor: Params | None = None,
-            critic: Params | None = None) -> TransposedKernels | None:
+def refresh(
+    transposed: TransposedKernels | None, *, actor: Params | None = None, critic: Params | None = None
+) -> TransposedKernels | None:
     """The copies after an optimizer step changed `actor` and/or `critic` parameters."""
     if transposed is None:
         return None

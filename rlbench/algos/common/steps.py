@@ -31,9 +31,7 @@ def set_learning_rate(state: S, learning_rate: jax.Array) -> S:
     return state.replace(opt_state=opt_state._replace(hyperparams=hyperparams))
 
 
-def apply_loss(
-    state: S, loss_fn: Callable[[Any], tuple[jax.Array, Any]]
-) -> tuple[S, jax.Array, Any]:
+def apply_loss(state: S, loss_fn: Callable[[Any], tuple[jax.Array, Any]]) -> tuple[S, jax.Array, Any]:
     """Differentiate `loss_fn(params) -> (loss, aux)` and take one optimizer step on `state`."""
     (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     return state.apply_gradients(grads=grads), loss, aux

@@ -33,12 +33,18 @@ class CrossQState(struct.PyTreeNode):
 def init_state(cfg: SACConfig, spec: EnvSpec, nets: SACNetworks, key: jax.Array) -> CrossQState:
     """The same networks as SAC (BatchRenorm is switched on by their configs), without a target copy."""
     key, actor_vars, critic_vars = init_variables(nets, spec, key)
-    actor = NormalizedState.create(apply_fn=nets.actor.apply, params=actor_vars["params"],
-                                   batch_stats=actor_vars.get("batch_stats", {}),
-                                   tx=make_adam(cfg.learning_rate, cfg.adam_b1))
-    critic = NormalizedState.create(apply_fn=nets.critic.apply, params=critic_vars["params"],
-                                    batch_stats=critic_vars.get("batch_stats", {}),
-                                    tx=make_adam(critic_learning_rate(cfg), cfg.adam_b1))
+    actor = NormalizedState.create(
+        apply_fn=nets.actor.apply,
+        params=actor_vars["params"],
+        batch_stats=actor_vars.get("batch_stats", {}),
+        tx=make_adam(cfg.learning_rate, cfg.adam_b1),
+    )
+    critic = NormalizedState.create(
+        apply_fn=nets.critic.apply,
+        params=critic_vars["params"],
+        batch_stats=critic_vars.get("batch_stats", {}),
+        tx=make_adam(critic_learning_rate(cfg), cfg.adam_b1),
+    )
     return CrossQState(
         actor=zero_step(actor),
         critic=zero_step(critic),

@@ -26,15 +26,17 @@ from rlbench.networks.actor import sample_action
 from rlbench.types import EnvSpec, Metrics, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean", "train/critic_bn_steps")
-ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/alpha", "train/temperature_loss",
-                 "train/actor_bn_steps")
+ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/alpha", "train/temperature_loss", "train/actor_bn_steps")
 
 
 def bn_steps(batch_stats) -> jax.Array:
     """Training-mode calls counted by the first BatchRenorm layer (0 without BatchRenorm), as float32
     like every other metric."""
-    counters = [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(batch_stats)
-                if getattr(path[-1], "key", None) == "steps"]
+    counters = [
+        leaf
+        for path, leaf in jax.tree_util.tree_leaves_with_path(batch_stats)
+        if getattr(path[-1], "key", None) == "steps"
+    ]
     return jnp.max(counters[0]).astype(jnp.float32) if counters else jnp.zeros((), jnp.float32)
 
 
@@ -58,8 +60,13 @@ def critic_step(cfg: SACConfig, nets: SACNetworks, state: CrossQState, batch: Tr
         joint_action = jnp.concatenate([batch.action, next_action])  # [2B, action_dim]
         joint_q, updates = nets.critic.apply(
             with_kernels_t({"params": params, "batch_stats": state.critic.batch_stats}, kernels_t),
-            joint_obs, joint_action, train=True, dropout=True, plain_layout=kernels_t is not None,
-            rngs={"dropout": dropout_key}, mutable=["batch_stats"],
+            joint_obs,
+            joint_action,
+            train=True,
+            dropout=True,
+            plain_layout=kernels_t is not None,
+            rngs={"dropout": dropout_key},
+            mutable=["batch_stats"],
         )
         q, next_q = joint_q[:, :batch_size], joint_q[:, batch_size:]  # [n_critics, B] each
         target = soft_td_target(next_q, next_log_prob, batch.reward, batch.terminated, alpha, cfg.gamma)
@@ -71,8 +78,9 @@ def critic_step(cfg: SACConfig, nets: SACNetworks, state: CrossQState, batch: Tr
     return state.replace(critic=critic, transposed=refresh(state.transposed, critic=critic.params)), metrics
 
 
-def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: CrossQState,
-               batch: Transition, key: jax.Array) -> tuple[CrossQState, Metrics]:
+def actor_step(
+    cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: CrossQState, batch: Transition, key: jax.Array
+) -> tuple[CrossQState, Metrics]:
     action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
     critic_vars = {"params": state.critic.params, "batch_stats": state.critic.batch_stats}
@@ -82,23 +90,31 @@ def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: 
     def loss_fn(actor_params):
         (mean, log_std), updates = nets.actor.apply(
             with_kernels_t({"params": actor_params, "batch_stats": state.actor.batch_stats}, kernels_t),
-            batch.obs, train=True, plain_layout=kernels_t is not None, mutable=["batch_stats"],
+            batch.obs,
+            train=True,
+            plain_layout=kernels_t is not None,
+            mutable=["batch_stats"],
         )
         action, log_prob = sample_action(mean, log_std, action_key)
         # The critic in evaluation mode: running statistics, no statistics update from the actor's
         # actions. Dropout stays on, as in the critic step (CrossQ + DroQ configuration).
-        q = nets.critic.apply(critic_vars, batch.obs, action, train=False, dropout=True,
-                              rngs={"dropout": dropout_key})
+        q = nets.critic.apply(critic_vars, batch.obs, action, train=False, dropout=True, rngs={"dropout": dropout_key})
         return actor_loss(log_prob, q, alpha), (log_prob, updates["batch_stats"])
 
     actor, loss, (log_prob, batch_stats) = apply_loss(state.actor, loss_fn)
     actor = actor.replace(batch_stats=batch_stats)
     entropy = -log_prob
     temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target)
-    metrics = {"train/actor_loss": loss, "train/entropy": entropy.mean(), "train/alpha": alpha,
-               "train/temperature_loss": temperature_loss, "train/actor_bn_steps": bn_steps(batch_stats)}
-    return state.replace(actor=actor, temperature=temperature,
-                         transposed=refresh(state.transposed, actor=actor.params)), metrics
+    metrics = {
+        "train/actor_loss": loss,
+        "train/entropy": entropy.mean(),
+        "train/alpha": alpha,
+        "train/temperature_loss": temperature_loss,
+        "train/actor_bn_steps": bn_steps(batch_stats),
+    }
+    return state.replace(
+        actor=actor, temperature=temperature, transposed=refresh(state.transposed, actor=actor.params)
+    ), metrics
 
 
 def make_learner(cfg: SACConfig, spec: EnvSpec, buffer: UniformBuffer) -> Learner[CrossQState]:
@@ -106,7 +122,9 @@ def make_learner(cfg: SACConfig, spec: EnvSpec, buffer: UniformBuffer) -> Learne
     nets = make_networks(cfg, spec)
     entropy_target = target_entropy(cfg, spec)
     return assemble_learner(
-        cfg, buffer, nets.actor,
+        cfg,
+        buffer,
+        nets.actor,
         actor_variables=lambda state: {"params": state.actor.params, "batch_stats": state.actor.batch_stats},
         init_fn=lambda key: init_state(cfg, spec, nets, key),
         critic_step=lambda state, batch, key: critic_step(cfg, nets, state, batch, key),

@@ -35,15 +35,26 @@ def critic_step(cfg: SACConfig, nets: SACNetworks, state: SACState, batch: Trans
     mean, log_std = nets.actor.apply({"params": state.actor.params}, batch.next_obs)
     next_action, next_log_prob = sample_action(mean, log_std, next_action_key)
     # Dropout is on in every critic call of training: DroQ's target critic is a dropout network too.
-    next_q = nets.critic.apply({"params": state.critic.target_params}, batch.next_obs, next_action,
-                               dropout=True, rngs={"dropout": target_dropout_key})
+    next_q = nets.critic.apply(
+        {"params": state.critic.target_params},
+        batch.next_obs,
+        next_action,
+        dropout=True,
+        rngs={"dropout": target_dropout_key},
+    )
     target = soft_td_target(next_q, next_log_prob, batch.reward, batch.terminated, alpha, cfg.gamma)
 
     kernels_t = critic_kernels_t(state.transposed)
 
     def loss_fn(params):
-        q = nets.critic.apply(with_kernels_t({"params": params}, kernels_t), batch.obs, batch.action,
-                              dropout=True, plain_layout=kernels_t is not None, rngs={"dropout": dropout_key})
+        q = nets.critic.apply(
+            with_kernels_t({"params": params}, kernels_t),
+            batch.obs,
+            batch.action,
+            dropout=True,
+            plain_layout=kernels_t is not None,
+            rngs={"dropout": dropout_key},
+        )
         return critic_loss(q, target), q
 
     critic, loss, q = apply_loss(state.critic, loss_fn)
@@ -52,28 +63,36 @@ def critic_step(cfg: SACConfig, nets: SACNetworks, state: SACState, batch: Trans
     return state, {"train/critic_loss": loss, "train/q_mean": q.mean()}
 
 
-def actor_step(cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: SACState,
-               batch: Transition, key: jax.Array) -> tuple[SACState, Metrics]:
+def actor_step(
+    cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: SACState, batch: Transition, key: jax.Array
+) -> tuple[SACState, Metrics]:
     action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
 
     kernels_t = actor_kernels_t(state.transposed)
 
     def loss_fn(actor_params):
-        mean, log_std = nets.actor.apply(with_kernels_t({"params": actor_params}, kernels_t), batch.obs,
-                                         plain_layout=kernels_t is not None)
+        mean, log_std = nets.actor.apply(
+            with_kernels_t({"params": actor_params}, kernels_t), batch.obs, plain_layout=kernels_t is not None
+        )
         action, log_prob = sample_action(mean, log_std, action_key)
-        q = nets.critic.apply({"params": state.critic.params}, batch.obs, action, dropout=True,
-                              rngs={"dropout": dropout_key})
+        q = nets.critic.apply(
+            {"params": state.critic.params}, batch.obs, action, dropout=True, rngs={"dropout": dropout_key}
+        )
         return actor_loss(log_prob, q, alpha), log_prob
 
     actor, loss, log_prob = apply_loss(state.actor, loss_fn)
     entropy = -log_prob  # [B], per-sample estimate of H(pi(.|s))
     temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target)
-    metrics = {"train/actor_loss": loss, "train/entropy": entropy.mean(), "train/alpha": alpha,
-               "train/temperature_loss": temperature_loss}
-    return state.replace(actor=actor, temperature=temperature,
-                         transposed=refresh(state.transposed, actor=actor.params)), metrics
+    metrics = {
+        "train/actor_loss": loss,
+        "train/entropy": entropy.mean(),
+        "train/alpha": alpha,
+        "train/temperature_loss": temperature_loss,
+    }
+    return state.replace(
+        actor=actor, temperature=temperature, transposed=refresh(state.transposed, actor=actor.params)
+    ), metrics
 
 
 def make_learner(cfg: SACConfig, spec: EnvSpec, buffer: UniformBuffer) -> Learner[SACState]:
@@ -81,7 +100,9 @@ def make_learner(cfg: SACConfig, spec: EnvSpec, buffer: UniformBuffer) -> Learne
     nets = make_networks(cfg, spec)
     entropy_target = target_entropy(cfg, spec)
     return assemble_learner(
-        cfg, buffer, nets.actor,
+        cfg,
+        buffer,
+        nets.actor,
         actor_variables=lambda state: {"params": state.actor.params},
         init_fn=lambda key: init_state(cfg, spec, nets, key),
         critic_step=lambda state, batch, key: critic_step(cfg, nets, state, batch, key),
