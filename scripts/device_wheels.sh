@@ -18,6 +18,8 @@ fetch() {
 # The environments: gymnasium with MuJoCo (mujoco 4 splits into core + studio; studio needs websockets).
 fetch gymnasium==1.4.0 farama-notifications==0.0.6 mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 \
   websockets==17.4 glfw==2.11.0 pyopengl==3.1.10
+# rlbench's compilation cache locks its entries with filelock (pure Python; the image may lack it).
+fetch filelock==3.20.0
 # The peer, SBX 0.28 (never an rlbench dependency): stable-baselines3 (torch is in the image) and
 # tfp-nightly for its distributions, with tfp's small dependencies.
 fetch sbx-rl==0.28.0 stable-baselines3==2.9.2 tfp-nightly==0.26.0.dev20261027 decorator==5.3.1 dm-tree==0.1.10 \

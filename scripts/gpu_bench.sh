@@ -9,6 +9,8 @@
 # Phases, in this order, each cut off by what is left of BUDGET_S (seconds, default 540) so that the call
 # returns with its files before the device limit; PHASES="name ..." runs only those (default: all):
 #   train          train.py --device gpu for 4000 steps, GPU memory sampled each second (no pre-allocation);
+#   first_step     the time to the first gradient step of the four default cases, cold then warm
+#                  compilation cache (issue 19), each in a fresh process;
 #   float32        the four default cases, SBX beside each row;
 #   bfloat16       SAC 8x8 and CrossQ in bfloat16;
 #   cmdbuf         SAC 1x1 and 8x8 with XLA's CUDA-graph capture extended to loops and conditionals
@@ -61,6 +63,7 @@ if [[ $device == gpu ]] && wanted train; then
   kill "$sampler"
 fi
 peer=(--peer "$(command -v python3)" --peer-script .whl/sbx_speed.py --peer-device "$device")
+phase first_step --first-step
 phase float32 --precision float32 "${peer[@]}"
 phase bfloat16 --precision bfloat16 --case sac 8 8 4000 --case crossq 1 1 1000
 XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" \
