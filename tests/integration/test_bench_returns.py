@@ -339,7 +339,7 @@ def test_missing_plots_extra_exits_2_before_training(tmp_path):
     import sys
 
     from tests.conftest import REPO_ROOT
-    from tests.test_scripts import without_module
+    from tests.integration.test_scripts import without_module
 
     done = subprocess.run(
         [sys.executable, "-m", "rlbench.bench", *grid_args(tmp_path / "logs", tmp_path / "r.md")],

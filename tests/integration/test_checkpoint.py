@@ -26,7 +26,7 @@ from rlbench.policy import load_policy
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import CheckpointSettings, train
 from tests.conftest import REPO_ROOT, tiny_sac_config
-from tests.test_env_semantics import NO_LOG
+from tests.integration.test_env_semantics import NO_LOG
 
 
 def small_checkpoint(folder: Path, name: str, value: float = 1.0) -> Path:

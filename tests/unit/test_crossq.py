@@ -12,7 +12,7 @@ from rlbench.networks.batch_renorm import BatchRenorm
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_sac_config
-from tests.test_update import leaves_close, random_batches
+from tests.unit.test_update import leaves_close, random_batches
 
 SPEC = EnvSpec(obs_dim=3, action_dim=2)
 EPS, R_MAX, D_MAX, MOMENTUM = 1e-3, 3.0, 5.0, 0.99

@@ -15,7 +15,7 @@ from rlbench.checkpoint import state_from_bytes, state_to_bytes
 from rlbench.networks.mlp import MLP, NetworkConfig
 from rlbench.networks.plain_layout import PlainLayoutDense, dense_pair, transposed_kernels
 from tests.conftest import tiny_sac_config
-from tests.test_update import SPEC, random_batches
+from tests.unit.test_update import SPEC, random_batches
 
 
 def relative_error(a, b) -> float:
