@@ -54,6 +54,7 @@ from rlbench.memory import check_buffer_memory, check_learner_memory
 from rlbench.redact import redact_argv, redact_values
 from rlbench.registry import ALGORITHMS, AlgoSpec, get_algo
 from rlbench.runner import CheckpointSettings, train
+from rlbench.signals import SignalScope
 from rlbench.types import EnvSpec
 
 
@@ -606,22 +607,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-class StopRequest:
+class StopRequest(SignalScope):
     """SIGINT and SIGTERM ask the loop to stop at the next env step, after writing a checkpoint.
     A second SIGINT aborts at once (KeyboardInterrupt) for a user who does not want to wait."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> StopRequest:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.reason is not None and signum == signal.SIGINT:

@@ -16,10 +16,10 @@ from typing import Any
 
 import optuna
 
+from rlbench.signals import SignalScope
 from rlbench.tuning.study import fail_running_trials
 
 EXIT_INTERRUPTED = 75
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STOP_GRACE_S = 20  # after a stop request, how long a worker may take to end its trial before it is killed
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
@@ -29,7 +29,7 @@ def worker_id(pid: int | None = None) -> str:
     return f"{socket.gethostname()}:{pid or os.getpid()}"
 
 
-class StopSignal:
+class StopSignal(SignalScope):
     """SIGINT and SIGTERM ask the running trial to stop at its next env step (it ends FAIL) and no new
     trial to start. The main process passes the request on to its workers through `event`, which a worker
     reads even if the signal came before its own handler was installed, or went to the main process alone."""
@@ -37,16 +37,6 @@ class StopSignal:
     def __init__(self, event: Any, announce: bool = False) -> None:
         self.event, self.announce = event, announce
         self.reason: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> StopSignal:
-        for signum in STOP_SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.announce and self.reason is None:
