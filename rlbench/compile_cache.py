@@ -3,8 +3,8 @@ and every later train.py, enjoy.py, tuning trial or sweep run with the same shap
 compiling again (seconds per process on a CPU, more on a GPU).
 
 - Where: `--compile-cache DIR` > `RLBENCH_COMPILE_CACHE` > `$XDG_CACHE_HOME/rlbench/jax` (`~/.cache/...`).
-  `none` (flag or variable) turns it off. The choice is exported in the environment, so processes this
-  one starts (tuning workers) use the same cache.
+  `none` (flag or variable) turns it off. The choice is exported in the environment, as JAX's own
+  variables too, so processes this one starts (tuning workers, benchmark rows) use the same cache.
 - What: every compilation is cached (JAX's defaults skip those under 1 s, which is most of rlbench's
   on a GPU), bounded to `MAX_BYTES` with least-recently-used eviction.
 - Safe to share between processes: with eviction on, JAX takes a file lock around every read and write,
@@ -78,14 +78,27 @@ def enable(flag: str | None = None) -> Path | None:
             print(f"Warning: compilation cache off ({message})", file=sys.stderr)
             folder = None
     os.environ[ENV_VAR] = str(folder) if folder is not None else OFF
-    if folder is None:
-        jax.config.update("jax_compilation_cache_dir", None)
-        return None
-    jax.config.update("jax_compilation_cache_dir", str(folder))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
+    settings = _jax_settings(folder)
+    for name, value in settings.items():
+        jax.config.update(name, value)
+        # JAX reads each setting's upper-case name from the environment when it is imported: processes
+        # this one starts (tuning workers, benchmark rows) use the same cache without code of their own.
+        if value is None:
+            os.environ.pop(name.upper(), None)
+        else:
+            os.environ[name.upper()] = str(value)
     return folder
+
+
+def _jax_settings(folder: Path | None) -> dict[str, object]:
+    if folder is None:
+        return {"jax_compilation_cache_dir": None}
+    return {
+        "jax_compilation_cache_dir": str(folder),
+        "jax_persistent_cache_min_compile_time_secs": 0.0,
+        "jax_persistent_cache_min_entry_size_bytes": -1,
+        "jax_compilation_cache_max_size": MAX_BYTES,
+    }
 
 
 def describe(folder: Path | None) -> str:

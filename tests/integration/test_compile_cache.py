@@ -75,6 +75,33 @@ def test_cache_folder_comes_from_flag_then_variable_then_xdg(monkeypatch, tmp_pa
     assert compile_cache.resolve_cache_dir(None) is None
 
 
+INHERIT = """
+import subprocess, sys
+from rlbench import compile_cache
+child = ("import jax; c = jax.config; print(c.jax_compilation_cache_dir, "
+         "c.jax_persistent_cache_min_compile_time_secs, c.jax_compilation_cache_max_size)")
+for choice in sys.argv[1:]:
+    compile_cache.enable(choice)
+    print(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout.strip())
+"""
+
+
+def test_processes_started_after_enable_inherit_the_cache(tmp_path):
+    """Tuning workers are spawned interpreters: they must use the cache without code of their own. (In a
+    process of its own: enable() changes the process's JAX configuration.)"""
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT}
+    done = subprocess.run(
+        [sys.executable, "-c", INHERIT, str(tmp_path / "cache"), "none"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    on, off = done.stdout.splitlines()
+    assert on.split() == [str(tmp_path / "cache"), "0.0", str(compile_cache.MAX_BYTES)]
+    assert off.split()[0] == "None"
+
+
 def test_a_folder_others_can_write_to_is_refused(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
