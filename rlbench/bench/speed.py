@@ -135,9 +135,17 @@ def update_only_rate(learner, cfg, spec, state, seconds: float = 5.0) -> float:
 
 
 def rlbench_row(
-    algo: str, env_id: str, n_envs: int, gradient_steps: int, steps: int, qf: list[int], precision: str = "float32"
+    algo: str,
+    env_id: str,
+    n_envs: int,
+    gradient_steps: int,
+    steps: int,
+    qf: list[int],
+    precision: str = "float32",
+    update_seconds: float = 5.0,
 ) -> dict:
-    """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up."""
+    """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up, then the
+    update alone for `update_seconds`."""
     from rlbench.buffers.uniform import make_uniform_buffer
     from rlbench.config import RunConfig
     from rlbench.loggers.base import MultiLogger
@@ -182,7 +190,7 @@ def rlbench_row(
         probe.close()
     learner = ALGORITHMS[algo].make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec))
     gflop = gradient_step_gflop(learner, cfg, spec)
-    bare = update_only_rate(learner, cfg, spec, jax.jit(learner.init_fn)(jax.random.PRNGKey(0)))
+    bare = update_only_rate(learner, cfg, spec, jax.jit(learner.init_fn)(jax.random.PRNGKey(0)), update_seconds)
     row = {
         "system": "rlbench",
         "algo": algo,
@@ -361,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         help="rlbench rows for each of these precisions (the peer runs float32)",
     )
     p.add_argument("--repeats", type=int, default=1, help="alternate rlbench/peer rows this many times")
+    p.add_argument(
+        "--update-seconds", type=float, default=5.0, help="how long each row times the compiled update alone"
+    )
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"), help="JAX backend for rlbench rows")
     p.add_argument("--peer-device", default="cpu", choices=("cpu", "gpu"), help="JAX backend for the peer's rows")
     p.add_argument(
@@ -453,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
                     "steps": steps,
                     "qf": qf,
                     "precision": precision,
+                    "update_seconds": args.update_seconds,
                 }
                 row = rlbench_row_in_subprocess(case, args.device)
                 if "error" not in row:

@@ -86,6 +86,8 @@ def test_speed_rows_end_to_end(tmp_path, capsys):
         str(peer),
         "--output",
         str(output),
+        "--update-seconds",
+        "0.5",
     ]
     assert speed_main(args) == 0
     rows = [json.loads(line) for line in output.read_text().splitlines()]
