@@ -30,14 +30,16 @@ ARGS = [
 DROQ_EXTRA = ["gradient_steps:2", "policy_delay:2"]
 
 
-def train_in_new_process(log_folder, algo, seed):
+def start_training(log_folder, algo, seed):
     extra = DROQ_EXTRA if algo == "droq" else []
-    subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "train.py", "--algo", algo, *ARGS, *extra, "--seed", str(seed), "-f", str(log_folder)],
         cwd=REPO_ROOT,
-        check=True,
-        timeout=600,
     )
+
+
+def finished_run(log_folder, algo, process):
+    assert process.wait(timeout=600) == 0
     run_dir = next((log_folder / algo).glob("Pendulum-v1_*"))
     model = hashlib.sha256(zipfile.ZipFile(run_dir / "Pendulum-v1.zip").read("state.msgpack")).hexdigest()
     return model, np.load(run_dir / "evaluations.npz")["results"]
@@ -45,9 +47,11 @@ def train_in_new_process(log_folder, algo, seed):
 
 @pytest.mark.parametrize("algo", ["sac", "droq"])
 def test_same_seed_is_bit_identical_across_processes_and_other_seeds_differ(tmp_path, algo):
-    model_a, returns_a = train_in_new_process(tmp_path / "a", algo, seed=3)
-    model_b, returns_b = train_in_new_process(tmp_path / "b", algo, seed=3)
-    model_c, returns_c = train_in_new_process(tmp_path / "c", algo, seed=4)
+    # The three processes run at the same time: runs that share the machine must not influence each other.
+    runs = {name: start_training(tmp_path / name, algo, seed) for name, seed in (("a", 3), ("b", 3), ("c", 4))}
+    (model_a, returns_a), (model_b, returns_b), (model_c, returns_c) = (
+        finished_run(tmp_path / name, algo, process) for name, process in runs.items()
+    )
     assert model_a == model_b
     np.testing.assert_array_equal(returns_a, returns_b)
     assert model_a != model_c
