@@ -232,7 +232,19 @@ def run_worker(
     while ran < n_trials and not stop():
         fail_stale_trials(study, index)
         if budget_left(study, plan["budget"]):
-            study.optimize(objective, n_trials=1, catch=(TrialFailed, TrialInterrupted, ConfigError, RunFailure))
+            try:
+                study.optimize(objective, n_trials=1, catch=(TrialFailed, TrialInterrupted, ConfigError, RunFailure))
+            except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+                # Optuna could not report or tell the trial because it had already finished: another worker
+                # found it silent for GRACE_S (a starved heartbeat on an overloaded machine) and failed it;
+                # its retry runs there. This worker goes on.
+                if not study._storage.get_trial(objective.trial_id).state.is_finished():
+                    raise
+                print(
+                    f"Worker {index}: trial {objective.trial_number} was failed as stale by another worker, "
+                    "its result dropped",
+                    flush=True,
+                )
             ran += 1
         elif study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             # The running trials hold the last places; one may still fail or belong to a dead worker,
@@ -255,9 +267,12 @@ def fail_stale_trials(study: optuna.Study, index: int) -> None:
 class Objective:
     def __init__(self, args, plan, study, resolve, stop: StopSignal):
         self.args, self.plan, self.study, self.resolve, self.stop = args, plan, study, resolve, stop
+        self.trial_id: int | None = None  # the trial being (or last) run, and its number
+        self.trial_number: int | None = None
 
     def __call__(self, trial: optuna.Trial) -> float:
         args, plan = self.args, self.plan
+        self.trial_id, self.trial_number = trial._trial_id, trial.number
         if is_surplus(self.study, trial, plan["budget"]):
             trial.set_user_attr(SURPLUS_ATTR, True)
             raise TrialFailed(f"trial {trial.number} started past --max-total-trials {plan['budget']}")
@@ -308,4 +323,8 @@ class Objective:
             raise TrialFailed("non-finite parameters after training")
         if not evaluations:
             raise TrialFailed("no evaluation ran (n_timesteps smaller than the evaluation interval?)")
+        if self.study._storage.get_trial(trial._trial_id).state != optuna.trial.TrialState.RUNNING:
+            # Failed as stale by another worker meanwhile: fail here too, so that Optuna's tell reports
+            # the finished trial (UpdateFinishedTrialError, handled by run_worker) instead of asserting.
+            raise TrialFailed(f"trial {trial.number} was failed by another worker while it ran")
         return evaluations[-1]
