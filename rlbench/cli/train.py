@@ -357,16 +357,10 @@ def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None 
     check_log_folder(args.log_folder)
     # One env built, reset and stepped with each set of kwargs: what the env rejects is refused now, not
     # at the first step or the first evaluation (after training).
-    spaces = dict(
-        zip(
-            ("observation", "action"),
-            map(
-                describe_space,
-                check_env_runs(args.env, env_kwargs, env_wrappers, args.gym_packages, "--env-kwargs / env_kwargs"),
-            ),
-            strict=True,
-        )
+    obs_space, action_space = check_env_runs(
+        args.env, env_kwargs, env_wrappers, args.gym_packages, "--env-kwargs / env_kwargs"
     )
+    spaces = {"observation": describe_space(obs_space), "action": describe_space(action_space)}
     if args.eval_freq > 0 and eval_env_kwargs != env_kwargs:
         check_env_runs(args.env, eval_env_kwargs, env_wrappers, args.gym_packages, "--eval-env-kwargs")
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
