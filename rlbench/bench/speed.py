@@ -192,13 +192,7 @@ def rlbench_row(
     gflop = gradient_step_gflop(learner, cfg, spec)
     bare = update_only_rate(learner, cfg, spec, jax.jit(learner.init_fn)(jax.random.PRNGKey(0)), update_seconds)
     row = {
-        "system": "rlbench",
-        "algo": algo,
-        "env": env_id,
-        "n_envs": n_envs,
-        "gradient_steps": gradient_steps,
-        "qf": qf,
-        "precision": precision,
+        **row_case(algo, env_id, n_envs, gradient_steps, qf, precision),
         "env_steps_per_s": round(timed / seconds, 1),
         "grad_steps_per_s": round(grad_steps_per_s, 1),
         "compile_s": round(marks["compile_s"], 2),
@@ -236,6 +230,14 @@ def first_step_row(
     run = RunConfig(env_id=env_id, n_timesteps=WARMUP_STEPS + n_envs, n_envs=n_envs, eval_freq=-1, verbose=0, seed=0)
     train(run, ALGORITHMS[algo], cfg, lambda names: MultiLogger([]), on_iteration=on_iteration)
     return {
+        **row_case(algo, env_id, n_envs, gradient_steps, qf, precision),
+        "first_grad_step_s": round(first["end"] - start, 2),
+    }
+
+
+def row_case(algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int], precision: str) -> dict:
+    """The fields that say which case an rlbench row measured."""
+    return {
         "system": "rlbench",
         "algo": algo,
         "env": env_id,
@@ -243,13 +245,11 @@ def first_step_row(
         "gradient_steps": gradient_steps,
         "qf": qf,
         "precision": precision,
-        "first_grad_step_s": round(first["end"] - start, 2),
     }
 
 
 def first_step_rows(case: dict, device: str) -> list[dict]:
     """The cold and the warm row of one case: two fresh processes sharing a new, empty cache folder."""
-    case = {k: v for k, v in case.items() if k != "steps"}
     with tempfile.TemporaryDirectory(prefix="rlbench-cache-") as cache:
         rows = []
         for state in ("cold", "warm"):
@@ -441,37 +441,22 @@ def main(argv: list[str] | None = None) -> int:
     info["compile_cache"] = "fresh per case (cold, then warm)" if args.first_step else str(cache or "off")
     emit({"machine": info})
     for algo, n_envs, gradient_steps, steps, qf in cases:
-        if args.first_step:
+        for _ in range(1 if args.first_step else args.repeats):
             for precision in args.precision:
-                case = {
-                    "algo": algo,
-                    "env_id": args.env,
-                    "n_envs": n_envs,
-                    "gradient_steps": gradient_steps,
-                    "qf": qf,
-                    "precision": precision,
-                }
-                for row in first_step_rows(case, args.device):
-                    emit(row)
-            continue
-        for _ in range(args.repeats):
-            for precision in args.precision:
-                case = {
-                    "algo": algo,
-                    "env_id": args.env,
-                    "n_envs": n_envs,
-                    "gradient_steps": gradient_steps,
-                    "steps": steps,
-                    "qf": qf,
-                    "precision": precision,
-                    "update_seconds": args.update_seconds,
-                }
-                row = rlbench_row_in_subprocess(case, args.device)
+                case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps,
+                        "qf": qf, "precision": precision}  # fmt: skip
+                if args.first_step:
+                    for row in first_step_rows(case, args.device):
+                        emit(row)
+                    continue
+                row = rlbench_row_in_subprocess(
+                    {**case, "steps": steps, "update_seconds": args.update_seconds}, args.device
+                )
                 if "error" not in row:
                     row["peak_gflops"] = peak[precision]
                     row["fraction_of_peak"] = round(row["achieved_gflops"] / peak[precision], 3)
                 emit(row)
-            if args.peer:
+            if args.peer and not args.first_step:
                 emit(
                     peer_row(
                         args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf, args.peer_device
