@@ -99,11 +99,16 @@ def check_state_fits(init_fn: Any, data: bytes) -> None:
     _restore_checked(_state_shapes(init_fn), data)
 
 
+def state_array_bytes(init_fn: Any) -> int:
+    """Bytes of the arrays of `init_fn`'s learner state (the PRNG key as its raw data), from their shapes."""
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree_util.tree_leaves(_state_shapes(init_fn)))
+
+
 def state_size_bound(init_fn: Any) -> int:
     """The most bytes the msgpack of `init_fn`'s learner state can take: its arrays, plus a generous
     allowance per leaf for its keys and headers (a few dozen bytes in practice)."""
-    leaves = jax.tree_util.tree_leaves(_state_shapes(init_fn))
-    return sum(leaf.size * leaf.dtype.itemsize for leaf in leaves) + 1024 * (len(leaves) + 1)
+    n_leaves = len(jax.tree_util.tree_leaves(_state_shapes(init_fn)))
+    return state_array_bytes(init_fn) + 1024 * (n_leaves + 1)
 
 
 def _state_shapes(init_fn: Any) -> Any:

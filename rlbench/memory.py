@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 
 from rlbench.buffers.uniform import bytes_per_transition, make_uniform_buffer
+from rlbench.checkpoint import state_array_bytes
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
 
@@ -56,13 +56,7 @@ def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int) -> None:
 def learner_state_bytes(algo: Any, cfg: Any, spec: EnvSpec) -> int:
     """Bytes of the learner state (parameters, optimizer moments, targets, statistics), from its
     abstract shapes: nothing is allocated or computed."""
-    learner = algo.make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec))
-    state = jax.eval_shape(learner.init_fn, jax.random.key(0))
-    return sum(
-        int(np.prod(leaf.shape))
-        * (8 if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key) else leaf.dtype.itemsize)
-        for leaf in jax.tree_util.tree_leaves(state)
-    )
+    return state_array_bytes(algo.make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec)).init_fn)
 
 
 def update_activation_bytes(cfg: Any, spec: EnvSpec) -> int:
