@@ -55,6 +55,7 @@ from rlbench.redact import redact_argv, redact_values
 from rlbench.registry import ALGORITHMS, AlgoSpec, get_algo
 from rlbench.runner import CheckpointSettings, train
 from rlbench.signals import SignalScope
+from rlbench.tuning import GRACE_S, HEARTBEAT_S
 from rlbench.types import EnvSpec
 
 
@@ -207,6 +208,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="stop every worker once the study has this many COMPLETE/PRUNED/FAIL trials",
+    )
+    p.add_argument(
+        "--heartbeat-grace",
+        type=int,
+        default=GRACE_S,
+        metavar="SECONDS",
+        help=f"a RUNNING trial silent this long belongs to a dead worker: FAIL, retried once (default {GRACE_S}; "
+        f"at least {2 * HEARTBEAT_S}, twice the heartbeat interval)",
     )
     add_bool_flag(p, "--no-optim-plots", help="skip the optimization-history and importance plots")
     p.add_argument("--n-jobs", type=int, default=1, help="parallel worker processes")

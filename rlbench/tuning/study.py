@@ -10,7 +10,8 @@ Killed workers: with an RDB storage (SQLite, PostgreSQL) Optuna's heartbeat mark
 worker stopped beating FAIL after the grace period, and `RetryHeartbeatStaleTrialCallback` enqueues it
 once more with the same parameters. The journal storage has no heartbeat in Optuna, so rlbench
 keeps one: each running trial stamps a system attribute every HEARTBEAT_S, and a worker about to
-start a trial fails and retries (once) any RUNNING trial silent for longer than GRACE_S.
+start a trial fails and retries (once) any RUNNING trial silent for longer than the grace period
+(--heartbeat-grace, GRACE_S by default).
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from rlbench.errors import ConfigError
 from rlbench.redact import redact
+from rlbench.tuning import GRACE_S, HEARTBEAT_S
 
-HEARTBEAT_S = 2
-GRACE_S = 10
 HEARTBEAT_ATTR = "rlbench_heartbeat"
 SURPLUS_ATTR = "surplus"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)

@@ -37,12 +37,10 @@ from rlbench.errors import ConfigError, RunFailure
 from rlbench.loggers.base import MultiLogger
 from rlbench.redact import redact, redact_argv
 from rlbench.runner import train
-from rlbench.tuning import spaces
+from rlbench.tuning import HEARTBEAT_S, spaces
 from rlbench.tuning.processes import EXIT_INTERRUPTED, StopSignal, exit_with_parent, join_workers, worker_id
 from rlbench.tuning.samplers import SAMPLERS, fetch_auto_sampler, make_sampler
 from rlbench.tuning.study import (
-    GRACE_S,
-    HEARTBEAT_S,
     PRUNERS,
     SURPLUS_ATTR,
     Heartbeat,
@@ -115,6 +113,11 @@ def check_tuning_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(args, name)}")
     if args.max_total_trials is not None and args.max_total_trials < 1:
         raise ConfigError(f"--max-total-trials: expected a positive integer, got {args.max_total_trials}")
+    if args.heartbeat_grace < 2 * HEARTBEAT_S:
+        raise ConfigError(
+            f"--heartbeat-grace: expected at least {2 * HEARTBEAT_S} s (twice the {HEARTBEAT_S} s heartbeat "
+            f"interval), got {args.heartbeat_grace}"
+        )
     if args.n_evaluations is not None and args.n_evaluations < 1:
         raise ConfigError(f"--n-evaluations: expected a positive integer, got {args.n_evaluations}")
     if args.storage and args.storage.startswith("sqlite") and args.n_jobs > 1:
@@ -141,8 +144,9 @@ def optimize(args: argparse.Namespace, resolve, argv: Sequence[str]) -> int:
         seed=seed,
         n_evaluations=n_evaluations,
         budget=args.max_total_trials,
+        grace=args.heartbeat_grace,
     )
-    study = create_or_load(make_storage(plan["storage"]), plan["study"])
+    study = create_or_load(make_storage(plan["storage"], grace_s=plan["grace"]), plan["study"])
     study.set_user_attr("command", shlex.join(["python", "train.py", *redact_argv(argv)]))
     print(
         f"Study {plan['study']} in {redact(plan['storage'])}: {args.n_trials} trials on {args.n_jobs} worker(s), "
@@ -225,18 +229,21 @@ def run_worker(
     pruner = make_pruner(args.pruner, args.n_startup_trials, plan["n_evaluations"])
     # The main process created the study: loading it here keeps Optuna's "study created/used" line to one.
     study = optuna.load_study(
-        study_name=plan["study"], storage=make_storage(plan["storage"]), sampler=sampler, pruner=pruner
+        study_name=plan["study"],
+        storage=make_storage(plan["storage"], grace_s=plan["grace"]),
+        sampler=sampler,
+        pruner=pruner,
     )
     objective = Objective(args, plan, study, resolve, stop)
     ran = 0
     while ran < n_trials and not stop():
-        fail_stale_trials(study, index)
+        fail_stale_trials(study, index, plan["grace"])
         if budget_left(study, plan["budget"]):
             try:
                 study.optimize(objective, n_trials=1, catch=(TrialFailed, TrialInterrupted, ConfigError, RunFailure))
             except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
                 # Optuna could not report or tell the trial because it had already finished: another worker
-                # found it silent for GRACE_S (a starved heartbeat on an overloaded machine) and failed it;
+                # found it silent for --heartbeat-grace (a starved heartbeat on an overloaded machine) and failed it;
                 # its retry runs there. This worker goes on.
                 if not study._storage.get_trial(objective.trial_id).state.is_finished():
                     raise
@@ -254,14 +261,14 @@ def run_worker(
             break
 
 
-def fail_stale_trials(study: optuna.Study, index: int) -> None:
+def fail_stale_trials(study: optuna.Study, index: int, grace_s: int) -> None:
     """Trials of dead workers: Optuna's heartbeat check for RDB storages, rlbench's for journals."""
     if is_rdb(study._storage):
         optuna.storages.fail_stale_trials(study)
         return
-    stale = fail_stale_journal_trials(study)
+    stale = fail_stale_journal_trials(study, grace_s)
     if stale:
-        print(f"Worker {index}: trials {stale} had no heartbeat for {GRACE_S} s: FAIL, retried once", flush=True)
+        print(f"Worker {index}: trials {stale} had no heartbeat for {grace_s} s: FAIL, retried once", flush=True)
 
 
 class Objective:

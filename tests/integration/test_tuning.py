@@ -242,6 +242,11 @@ def test_parallel_jobs_are_processes_and_sqlite_storage_works(tmp_path, capsys):
         assert (tmp_path / "trials" / f"trial_{t.number}" / "evaluations.npz").is_file()
 
 
+# Tests that start three or more busy processes: one xdist group, so that two of them never share the
+# two cores at once (they would each take half again as long, past the 20 s budget of a default test).
+SERIAL_MULTI_PROCESS = pytest.mark.xdist_group("multi_process")
+
+
 def worker(tmp_path, storage, name, *argv, log=None):
     return subprocess.Popen(
         [
@@ -260,6 +265,8 @@ def worker(tmp_path, storage, name, *argv, log=None):
             "--pruner",
             "none",
             "--no-optim-plots",
+            "--heartbeat-grace",
+            "5",
             *argv,
         ],
         cwd=REPO_ROOT,
@@ -311,11 +318,13 @@ def check_distributed(done):
     assert len(counted) == 5  # exactly --max-total-trials
 
 
+@SERIAL_MULTI_PROCESS
 def test_workers_share_a_journal_study_and_a_killed_workers_trial_is_failed_and_retried(tmp_path):
     """E2: the journal file has no Optuna heartbeat; rlbench's own marks the silent trial FAIL."""
     check_distributed(distributed_study(tmp_path, str(tmp_path / "study.log"), "journal"))
 
 
+@SERIAL_MULTI_PROCESS
 def test_workers_share_a_postgresql_study_and_heartbeat_retries_a_killed_workers_trial(tmp_path, postgres_url):
     """E1: RDB storage with Optuna's heartbeat: the killed worker's trial becomes FAIL after the grace
     period and is retried once with the same parameters; exactly --max-total-trials are counted."""
@@ -483,9 +492,17 @@ def test_a_trial_failed_as_stale_by_another_worker_does_not_crash_its_own_worker
                 continue
             running = study.get_trials(states=(TrialState.RUNNING,))
         assert running, "no trial started"
-        # What fail_stale_journal_trials in another worker does to a trial silent for GRACE_S.
+        # What fail_stale_journal_trials in another worker does to a trial silent for its grace period.
         study._storage.set_trial_state_values(running[0]._trial_id, TrialState.FAIL)
         assert proc.wait(timeout=300) == 0, (tmp_path / "worker.log").read_text()[-2000:]
     assert "failed as stale by another worker, its result dropped" in (tmp_path / "worker.log").read_text()
     trials = optuna.load_study(storage=make_storage(storage), study_name=name).get_trials()
     assert trials[0].state == TrialState.FAIL and len(trials) == 2
+
+
+def test_a_heartbeat_grace_shorter_than_two_beats_exits_2_before_writing(tmp_path, capsys):
+    """A grace under two heartbeat intervals would fail live trials as stale: one line, nothing written."""
+    assert optimize(tmp_path, "--n-trials", "1", "--heartbeat-grace", "3") == 2
+    err = capsys.readouterr().err
+    assert err == "error: --heartbeat-grace: expected at least 4 s (twice the 2 s heartbeat interval), got 3\n"
+    assert not (tmp_path / "logs").exists()
