@@ -35,23 +35,38 @@ def evaluate(
 
     Env i runs (n_episodes + i) // n_envs episodes; extra episodes an env finishes are discarded.
     """
-    n_envs = env.num_envs
-    targets = np.array([(n_episodes + i) // n_envs for i in range(n_envs)])
-    counts = np.zeros(n_envs, dtype=int)
-    episode_return = np.zeros(n_envs)
-    episode_length = np.zeros(n_envs, dtype=int)
-    returns: list[float] = []
-    lengths: list[int] = []
-    obs, _ = env.reset(seed=seed)
+    seeds = None if seed is None else [seed + i for i in range(env.num_envs)]  # as env.reset(seed=seed) seeds them
+    return evaluate_groups(policy, env, 1, n_episodes, seeds)[0]
+
+
+def evaluate_groups(
+    policy: Callable[[np.ndarray], np.ndarray],
+    env: VectorEnv,
+    n_groups: int,
+    n_episodes: int,
+    env_seeds: list[int] | None = None,
+) -> list[EvalResult]:
+    """`evaluate` for `n_groups` policies at once (the seeds of a run): the env's envs are split into
+    n_groups equal, consecutive groups, and `policy` maps the observations of all envs to their actions.
+    Each group runs `n_episodes` episodes, spread over its envs as `evaluate` spreads them. `env_seeds`
+    seeds each env's first episode."""
+    n_envs = env.num_envs // n_groups
+    targets = np.tile([(n_episodes + i) // n_envs for i in range(n_envs)], n_groups)
+    counts = np.zeros(env.num_envs, dtype=int)
+    episode_return = np.zeros(env.num_envs)
+    episode_length = np.zeros(env.num_envs, dtype=int)
+    returns: list[list[float]] = [[] for _ in range(n_groups)]
+    lengths: list[list[int]] = [[] for _ in range(n_groups)]
+    obs, _ = env.reset(seed=env_seeds)
     while (counts < targets).any():
         obs, reward, terminated, truncated, _ = step_vector_env(env, policy(obs))
         episode_return += reward
         episode_length += 1
         for i in np.flatnonzero(terminated | truncated):
             if counts[i] < targets[i]:
-                returns.append(float(episode_return[i]))
-                lengths.append(int(episode_length[i]))
+                returns[i // n_envs].append(float(episode_return[i]))
+                lengths[i // n_envs].append(int(episode_length[i]))
                 counts[i] += 1
             episode_return[i] = 0.0
             episode_length[i] = 0
-    return EvalResult(returns=np.array(returns), lengths=np.array(lengths))
+    return [EvalResult(returns=np.array(r), lengths=np.array(n)) for r, n in zip(returns, lengths, strict=True)]

@@ -92,28 +92,29 @@ class EpisodeTracker:
 
 
 class PendingTransitions:
-    """Numpy staging for the transitions of one training iteration ([train_freq * n_envs, ...])."""
+    """Numpy staging for the transitions of one training iteration, per seed: [n_seeds, train_freq * n_envs, ...]."""
 
     FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
 
-    def __init__(self, capacity: int, spec: EnvSpec):
+    def __init__(self, n_seeds: int, capacity: int, spec: EnvSpec):
         self.capacity = capacity
-        self.obs = np.zeros((capacity, spec.obs_dim), np.float32)
-        self.action = np.zeros((capacity, spec.action_dim), np.float32)
-        self.reward = np.zeros(capacity, np.float32)
-        self.next_obs = np.zeros((capacity, spec.obs_dim), np.float32)
-        self.terminated = np.zeros(capacity, np.float32)
-        self.count = 0
+        self.obs = np.zeros((n_seeds, capacity, spec.obs_dim), np.float32)
+        self.action = np.zeros((n_seeds, capacity, spec.action_dim), np.float32)
+        self.reward = np.zeros((n_seeds, capacity), np.float32)
+        self.next_obs = np.zeros((n_seeds, capacity, spec.obs_dim), np.float32)
+        self.terminated = np.zeros((n_seeds, capacity), np.float32)
+        self.count = 0  # the same for every seed: they step together
 
     @property
     def full(self) -> bool:
         return self.count == self.capacity
 
     def add(self, obs, action, reward, next_obs, terminated) -> None:
-        rows = slice(self.count, self.count + len(reward))
-        self.obs[rows], self.action[rows], self.reward[rows] = obs, action, reward
-        self.next_obs[rows], self.terminated[rows] = next_obs, terminated
-        self.count += len(reward)
+        """One vector step of every seed: arrays [n_seeds, n_envs, ...]."""
+        rows = slice(self.count, self.count + reward.shape[1])
+        self.obs[:, rows], self.action[:, rows], self.reward[:, rows] = obs, action, reward
+        self.next_obs[:, rows], self.terminated[:, rows] = next_obs, terminated
+        self.count += reward.shape[1]
 
     def take(self) -> Transition:
         self.count = 0
@@ -133,102 +134,146 @@ class EpisodeRecord:
 
 
 @dataclass
-class HostState:
-    env_steps: int
-    vector_steps: int
-    episodes_at_last_log: int
-    update_start: int  # updates run once env_steps > update_start (learning_starts, or later after a resume)
-    best_mean_reward: float
-    obs: np.ndarray  # [n_envs, obs_dim]: current observations
-    next_action: np.ndarray | None  # the action the last update already chose for `obs`
-    act_key: jax.Array  # typed PRNG key for acting
-    warmup_rng: np.random.Generator  # uniform actions before learning_starts
-    pending: PendingTransitions
-    episodes: EpisodeTracker
-    evaluations: Evaluations
-    metrics: dict[str, Any]  # the last update's training metrics (device arrays until logged)
+class SeedHost:
+    """What each seed of a run keeps on the host for itself."""
 
-    def to_checkpoint(self, records: list[EpisodeRecord | None] | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """(JSON part for the manifest, arrays stored as host/<name>.npy); `records` are the envs'
-        episode records (None when the envs could not be asked)."""
+    seed: int
+    warmup_rng: np.random.Generator  # uniform actions before learning_starts
+    episodes: EpisodeTracker
+    evaluations: Evaluations = field(default_factory=Evaluations)
+    best_mean_reward: float = -np.inf
+    episodes_at_last_log: int = 0
+    failed: str | None = None  # why this seed stopped training (it diverged); None while it trains
+
+
+@dataclass
+class HostState:
+    """The host side of a run of `len(seeds)` seeds that step together. Arrays have a leading seed axis."""
+
+    env_steps: int  # per seed
+    vector_steps: int
+    update_start: int  # updates run once env_steps > update_start (learning_starts, or later after a resume)
+    obs: np.ndarray  # [n_seeds, n_envs, obs_dim]: current observations
+    # What the last update chose for `obs`, and the typed PRNG keys for acting, in the learner's device
+    # layout: [n_seeds, n_envs, action_dim] and [n_seeds], without the seed axis when there is one seed.
+    next_action: jax.Array | np.ndarray | None
+    act_key: jax.Array
+    pending: PendingTransitions
+    seeds: list[SeedHost]
+    metrics: dict[str, Any]  # the last update's training metrics, [n_seeds] each (device arrays until logged)
+
+    @property
+    def active(self) -> np.ndarray:
+        """[n_seeds] bool: the seeds still training."""
+        return np.array([seed.failed is None for seed in self.seeds])
+
+    def to_checkpoint(
+        self, index: int, records: list[EpisodeRecord | None] | None
+    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Seed `index`'s host state as a single run's checkpoint holds it: (JSON part for the manifest,
+        arrays stored as host/<name>.npy); `records` are that seed's envs' episode records (None when the
+        envs could not be asked)."""
+        seed, n_seeds = self.seeds[index], len(self.seeds)
+        metrics = host_metrics(self.metrics)
         info = {
             "env_steps": self.env_steps,
             "vector_steps": self.vector_steps,
-            "episodes_at_last_log": self.episodes_at_last_log,
+            "episodes_at_last_log": seed.episodes_at_last_log,
             "update_start": self.update_start,
-            "best_mean_reward": None if np.isneginf(self.best_mean_reward) else self.best_mean_reward,
-            "warmup_rng": self.warmup_rng.bit_generator.state,  # the manifest's JSON writer takes numpy values
+            "best_mean_reward": None if np.isneginf(seed.best_mean_reward) else seed.best_mean_reward,
+            "warmup_rng": seed.warmup_rng.bit_generator.state,  # the manifest's JSON writer takes numpy values
             "pending_count": self.pending.count,
-            "metrics": host_metrics(self.metrics),
+            "metrics": {name: float(np.asarray(value).reshape(-1)[index]) for name, value in metrics.items()},
             "episode_starts": None if records is None else [None if r is None else r.start for r in records],
         }
         arrays = {
-            "obs": self.obs,
-            "act_key": np.asarray(jax.random.key_data(self.act_key)),
-            "episode_returns": self.episodes.returns,
-            "episode_lengths": self.episodes.lengths,
-            "finished_returns": np.array(self.episodes.finished_returns, np.float64),
-            "finished_lengths": np.array(self.episodes.finished_lengths, np.int64),
+            "obs": self.obs[index],
+            # Keys and actions are in the device layout: no seed axis when the run has one seed.
+            "act_key": np.asarray(jax.random.key_data(self.act_key)).reshape(n_seeds, -1)[index],
+            "episode_returns": seed.episodes.returns,
+            "episode_lengths": seed.episodes.lengths,
+            "finished_returns": np.array(seed.episodes.finished_returns, np.float64),
+            "finished_lengths": np.array(seed.episodes.finished_lengths, np.int64),
             **{
-                f"pending_{name}": getattr(self.pending, name)[: self.pending.count]
+                f"pending_{name}": getattr(self.pending, name)[index, : self.pending.count]
                 for name in PendingTransitions.FIELDS
             },
-            **{f"eval_{name}": value for name, value in self.evaluations.arrays().items()},
+            **{f"eval_{name}": value for name, value in seed.evaluations.arrays().items()},
         }
         if self.next_action is not None:
-            arrays["next_action"] = np.asarray(self.next_action)
+            arrays["next_action"] = np.asarray(self.next_action).reshape(n_seeds, *self.obs.shape[1:2], -1)[index]
         for i, record in enumerate(records or []):
             if record is not None:
                 arrays[f"episode_actions_{i}"] = record.actions
         return info, arrays
 
     @classmethod
-    def from_checkpoint(
-        cls, info: dict[str, Any], arrays: dict[str, np.ndarray], spec: EnvSpec, pending_capacity: int
+    def from_checkpoints(
+        cls, saved: list[tuple[dict[str, Any], dict[str, np.ndarray]]], seeds: list[int], spec: EnvSpec, capacity: int
     ) -> tuple[HostState, list[EpisodeRecord | None] | None]:
-        """The host state, and the envs' episode records to replay (None: start new episodes)."""
-        n_envs = len(arrays["obs"])
-        rng = np.random.default_rng()
-        rng.bit_generator.state = info["warmup_rng"]
-        pending = PendingTransitions(pending_capacity, spec)
-        count = int(info["pending_count"])
-        for name in PendingTransitions.FIELDS:
-            getattr(pending, name)[:count] = arrays[f"pending_{name}"]
-        pending.count = count
-        episodes = EpisodeTracker(n_envs)
-        episodes.returns[:] = arrays["episode_returns"]
-        episodes.lengths[:] = arrays["episode_lengths"]
-        episodes.finished_returns = [float(x) for x in arrays["finished_returns"]]
-        episodes.finished_lengths = [int(x) for x in arrays["finished_lengths"]]
-        starts = info.get("episode_starts")
-        records = (
-            None
-            if starts is None
-            else [
-                None if start is None else EpisodeRecord(start, arrays[f"episode_actions_{i}"])
-                for i, start in enumerate(starts)
-            ]
-        )
-        best = info["best_mean_reward"]
+        """The host state of a run from each seed's (manifest host info, host arrays), and the envs' episode
+        records to replay, seed after seed (None: start new episodes). The seeds' counters must agree."""
+        first = saved[0][0]
+        for info, _ in saved[1:]:
+            for counter in ("env_steps", "vector_steps", "update_start", "pending_count"):
+                if info[counter] != first[counter]:
+                    raise ValueError(
+                        f"the seeds' checkpoints disagree on {counter} ({info[counter]} != {first[counter]})"
+                    )
+        pending = PendingTransitions(len(saved), capacity, spec)
+        pending.count = int(first["pending_count"])
+        for index, (_, arrays) in enumerate(saved):
+            for name in PendingTransitions.FIELDS:
+                getattr(pending, name)[index, : pending.count] = arrays[f"pending_{name}"]
+        hosts: list[SeedHost] = []
+        records: list[EpisodeRecord | None] | None = []
+        for seed, (info, arrays) in zip(seeds, saved, strict=True):
+            rng = np.random.default_rng()
+            rng.bit_generator.state = info["warmup_rng"]
+            episodes = EpisodeTracker(len(arrays["obs"]))
+            episodes.returns[:] = arrays["episode_returns"]
+            episodes.lengths[:] = arrays["episode_lengths"]
+            episodes.finished_returns = [float(x) for x in arrays["finished_returns"]]
+            episodes.finished_lengths = [int(x) for x in arrays["finished_lengths"]]
+            best = info["best_mean_reward"]
+            evaluations = Evaluations.from_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("eval_")})
+            hosts.append(
+                SeedHost(
+                    seed=seed,
+                    warmup_rng=rng,
+                    episodes=episodes,
+                    evaluations=evaluations,
+                    best_mean_reward=-np.inf if best is None else float(best),
+                    episodes_at_last_log=int(info["episodes_at_last_log"]),
+                )
+            )
+            starts = info.get("episode_starts")
+            if records is not None and starts is not None:
+                records += [
+                    None if start is None else EpisodeRecord(start, arrays[f"episode_actions_{i}"])
+                    for i, start in enumerate(starts)
+                ]
+            else:  # the envs could not be asked when the checkpoint was written (a dead worker): all restart
+                records = None
+        next_actions = [arrays.get("next_action") for _, arrays in saved]
+        names = sorted({name for info, _ in saved for name in (info.get("metrics") or {})})
         host = cls(
-            env_steps=int(info["env_steps"]),
-            vector_steps=int(info["vector_steps"]),
-            episodes_at_last_log=int(info["episodes_at_last_log"]),
-            update_start=int(info["update_start"]),
-            best_mean_reward=-np.inf if best is None else float(best),
-            obs=arrays["obs"],
-            next_action=arrays.get("next_action"),
-            act_key=jax.random.wrap_key_data(arrays["act_key"]),
-            warmup_rng=rng,
+            env_steps=int(first["env_steps"]),
+            vector_steps=int(first["vector_steps"]),
+            update_start=int(first["update_start"]),
+            obs=np.stack([arrays["obs"] for _, arrays in saved]),
+            next_action=None if any(a is None for a in next_actions) else np.stack(next_actions),
+            act_key=jax.random.wrap_key_data(np.stack([arrays["act_key"] for _, arrays in saved])),
             pending=pending,
-            episodes=episodes,
-            evaluations=Evaluations.from_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("eval_")}),
-            metrics=dict(info.get("metrics") or {}),
+            seeds=hosts,
+            metrics={
+                name: np.array([(info.get("metrics") or {}).get(name, np.nan) for info, _ in saved]) for name in names
+            },
         )
         return host, records
 
 
-def host_metrics(metrics: dict[str, Any]) -> dict[str, float]:
-    """Training metrics as Python floats: the device -> host transfer, done only when they are logged
-    or checkpointed."""
-    return {name: float(value) for name, value in jax.device_get(metrics).items()}
+def host_metrics(metrics: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Training metrics on the host, [n_seeds] float64 each: the device -> host transfer, done only when
+    they are logged or checkpointed."""
+    return {name: np.asarray(value, np.float64).reshape(-1) for name, value in jax.device_get(metrics).items()}

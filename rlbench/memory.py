@@ -35,21 +35,23 @@ def available_memory_bytes() -> int | None:
     return None
 
 
-def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int) -> None:
-    """Print the replay buffer's size, and refuse (exit 2) one that cannot fit before allocating it."""
+def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int, n_seeds: int = 1) -> None:
+    """Print the replay buffers' size (one per seed), and refuse (exit 2) what cannot fit before allocating it."""
     per_row = bytes_per_transition(spec)
-    total = capacity * per_row
+    total = n_seeds * capacity * per_row
     available = available_memory_bytes()
+    buffers = f"{n_seeds} x " if n_seeds > 1 else ""
     if verbose:
         print(
-            f"Replay buffer: {capacity:,} transitions x {per_row} B = {total / 2**20:,.1f} MiB "
+            f"Replay buffer: {buffers}{capacity:,} transitions x {per_row} B = {total / 2**20:,.1f} MiB "
             f"on {jax.devices()[0].platform}"
         )
     if available is not None and total > available:
+        fits = max(1, int(available * 0.8) // (per_row * n_seeds))
         raise ConfigError(
-            f"replay buffer needs {total / 2**30:.2f} GiB ({capacity:,} x {per_row} B) but only "
-            f"{available / 2**30:.2f} GiB is available; lower buffer_size (e.g. -params buffer_size:"
-            f"{max(1, int(available * 0.8) // per_row)})"
+            f"replay buffer needs {total / 2**30:.2f} GiB ({buffers}{capacity:,} x {per_row} B) but only "
+            f"{available / 2**30:.2f} GiB is available; lower buffer_size (e.g. -params buffer_size:{fits})"
+            + (" or --n-seeds" if n_seeds > 1 else "")
         )
 
 
@@ -71,19 +73,20 @@ def update_activation_bytes(cfg: Any, spec: EnvSpec) -> int:
     return batches + per_step * FLOAT_BYTES
 
 
-def check_learner_memory(algo: Any, cfg: Any, spec: EnvSpec) -> None:
-    """Refuse (exit 2) networks or batches whose update cannot fit beside the replay buffer."""
+def check_learner_memory(algo: Any, cfg: Any, spec: EnvSpec, n_seeds: int = 1) -> None:
+    """Refuse (exit 2) networks or batches whose update, for every seed, cannot fit beside the replay buffers."""
     available = available_memory_bytes()
     if available is None:
         return
     state = learner_state_bytes(algo, cfg, spec)
     # The state, its gradients and the updated state can be alive at once inside an update.
-    needed = 3 * state + update_activation_bytes(cfg, spec)
-    free = available - cfg.buffer_size * bytes_per_transition(spec)
+    needed = n_seeds * (3 * state + update_activation_bytes(cfg, spec))
+    free = available - n_seeds * cfg.buffer_size * bytes_per_transition(spec)
     if needed > free:
         raise ConfigError(
             f"the learner needs about {needed / 2**30:.2f} GiB (state {state / 2**30:.2f} GiB for net_arch "
             f"pi={list(cfg.actor.hidden)} qf={list(cfg.critic.hidden)}, temporaries for batch_size "
             f"{cfg.batch_size} x gradient_steps {cfg.gradient_steps}) but only {max(free, 0) / 2**30:.2f} GiB is "
             "available beside the replay buffer; lower batch_size, net_arch or gradient_steps"
+            + (f" (for each of {n_seeds} seeds), or --n-seeds" if n_seeds > 1 else "")
         )

@@ -6,6 +6,11 @@ all of the iteration's gradient steps, and returns the action for the next env s
 updated actor. Vector steps between training iterations
 (train_freq > 1) make one call to act. Metrics stay on the device until a log interval asks for them.
 
+Seeds: a run trains K seeds (run.seed, run.seed + 1, ...) as one learner with a leading seed axis
+(`SeedAxis`): one compiled call per iteration for all of them, K x n_envs envs in one vector env, and
+per seed its own outputs (`SeedOutput`: logger, run folder, checkpoints). A seed that diverges is
+frozen at its last finite state and the others train on; with one seed, a divergence ends the run.
+
 Counting follows SB3: `n_timesteps` counts env steps over all envs, `train_freq` counts vector
 steps, actions are uniform random while fewer than `learning_starts` env steps were taken, and
 training starts once more than `learning_starts` were.
@@ -13,25 +18,24 @@ training starts once more than `learning_starts` were.
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from gymnasium.vector import VectorEnv
 
 from rlbench.algos.common.finite import all_finite, non_finite_paths
-from rlbench.buffers.uniform import buffer_from_arrays, buffer_to_arrays, make_uniform_buffer
-from rlbench.checkpoint import (
-    Checkpoint,
-    prune_periodic_checkpoints,
-    state_from_bytes,
-    state_to_bytes,
-    write_checkpoint,
-)
+from rlbench.algos.common.learner import Learner
+from rlbench.algos.common.seed_axis import SeedAxis
+from rlbench.buffers.uniform import UniformBuffer, make_uniform_buffer
+from rlbench.checkpoint import Checkpoint, prune_periodic_checkpoints
+from rlbench.checkpointing import CheckpointSettings, new_host_state, restore, write_seed_checkpoint
 from rlbench.config import RunConfig
 from rlbench.envs.make import (
     close_vector_env,
@@ -42,61 +46,60 @@ from rlbench.envs.make import (
     restore_episodes,
     step_vector_env,
 )
-from rlbench.errors import ConfigError, DivergenceError, EnvWorkerError, EvaluationError, RunFailure
-from rlbench.evaluation import EvalResult, evaluate
+from rlbench.errors import DivergenceError, EnvWorkerError, EvaluationError, RunFailure
+from rlbench.evaluation import EvalResult, evaluate_groups
+from rlbench.files import atomic_write_text
 from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
-from rlbench.loop_state import EpisodeTracker, Evaluations, HostState, PendingTransitions, host_metrics
+from rlbench.loop_state import Evaluations, HostState, host_metrics
 from rlbench.memory import check_buffer_memory
 from rlbench.registry import AlgoSpec
+from rlbench.types import EnvSpec
 
 ROLLOUT_METRICS = ("rollout/ep_rew_mean", "rollout/ep_len_mean", "time/episodes", "time/fps")
 EVAL_METRICS = ("eval/mean_reward", "eval/std_reward", "eval/mean_ep_length")
+DIVERGED_METRIC = "train/diverged"  # 1 in the last row of a seed that diverged (runs of several seeds)
 EVAL_SEED_OFFSET = 10_000  # eval envs never share seeds with training envs
+FAILED_FILE = "failed.txt"  # in the run folder of a seed that diverged: why, and its checkpoint
+
+__all__ = ["CheckpointSettings", "SeedOutput", "TrainResult", "train", "train_seeds"]
 
 
 @dataclass(frozen=True)
-class CheckpointSettings:
-    """Where and when the loop writes checkpoints (all of them resumable with `train.py -i`).
+class SeedOutput:
+    """Where one seed's outputs go: its logger (progress.csv, TensorBoard, W&B), its run folder
+    (evaluations.npz, Monitor files, failed.txt) and its checkpoints."""
 
-    - `rl_model_<steps>_steps.zip` every `save_freq` env steps (the newest `keep` kept; 0 keeps all),
-      with the replay buffer when `save_replay_buffer`;
-    - `best_model.zip` at each new best evaluation (no buffer);
-    - `<model_name>.zip` at the end (buffer when `save_replay_buffer`);
-    - `rl_model_<steps>_steps.zip` when stopped by a signal or a failure (an env, an evaluation, a
-      divergence), always with the buffer: that checkpoint exists to be resumed. After a divergence it
-      holds the last learner state found finite, and its manifest says from which env step.
-    No checkpoint ever holds a NaN or inf learner state.
-    """
-
-    run_dir: Path
-    model_name: str
-    manifest: Mapping[str, Any]  # the run's static description: algo, env, seed, hyperparameters, spaces
-    save_freq: int = -1
-    keep: int = 0
-    save_replay_buffer: bool = False
+    make_logger: Callable[[Sequence[str]], Logger]
+    run_dir: Path | None = None
+    checkpoints: CheckpointSettings | None = None
 
 
 @dataclass
 class TrainResult:
-    state: Any
+    state: Any  # learner state, with a leading seed axis when the run has several seeds
     buffer_state: Any
     host: HostState
     wall_time: float
     interrupted: str | None = None  # the signal's name when a stop was requested
-    checkpoint: Path | None = None  # the last checkpoint written (the final model, or the interrupt one)
+    checkpoints: list[Path | None] = field(default_factory=list)  # per seed: the last checkpoint written
+    failed: dict[int, str] = field(default_factory=dict)  # seed index -> why it stopped (it diverged)
 
     @property
     def env_steps(self) -> int:
         return self.host.env_steps
 
     @property
+    def checkpoint(self) -> Path | None:
+        return self.checkpoints[0] if self.checkpoints else None
+
+    @property
     def episode_returns(self) -> list[float]:
-        return self.host.episodes.finished_returns
+        return self.host.seeds[0].episodes.finished_returns
 
     @property
     def evaluations(self) -> Evaluations:
-        return self.host.evaluations
+        return self.host.seeds[0].evaluations
 
 
 def train(
@@ -111,37 +114,73 @@ def train(
     resume: Checkpoint | None = None,
     stop_requested: Callable[[], str | None] | None = None,
 ) -> TrainResult:
-    """Train `algo` with `cfg` on `run.env_id` until `run.n_timesteps` env steps in total.
+    """Train one seed (`run.seed`): `train_seeds` with a single SeedOutput (a one-seed run has no seed
+    axis on the device: its state and buffer are exactly a single learner's)."""
+    return train_seeds(
+        run,
+        algo,
+        cfg,
+        [SeedOutput(make_logger, run_dir, checkpoints)],
+        on_eval=None if on_eval is None else lambda env_steps, results: on_eval(env_steps, results[0]),
+        on_iteration=on_iteration,
+        resume=None if resume is None else [resume],
+        stop_requested=stop_requested,
+    )
 
-    `on_eval(env_steps, result)` follows each evaluation; `on_iteration(env_steps, state)` follows
-    each training iteration (benchmarks block on the state there to time steady-state throughput).
-    `resume` continues from a checkpoint; `stop_requested()` is polled once per vector step and,
-    when it returns a reason, the loop writes a checkpoint and returns with `interrupted` set.
-    A failing env or evaluation, or a diverging learner, raises a RunFailure after writing a checkpoint
-    (when `checkpoints` is given); `run_dir` also receives evaluations.npz and SB3 Monitor files.
+
+def train_seeds(
+    run: RunConfig,
+    algo: AlgoSpec,
+    cfg: Any,
+    outputs: Sequence[SeedOutput],
+    on_eval: Callable[[int, list[EvalResult | None]], None] | None = None,
+    on_iteration: Callable[[int, Any], None] | None = None,
+    resume: Sequence[Checkpoint] | None = None,
+    stop_requested: Callable[[], str | None] | None = None,
+) -> TrainResult:
+    """Train `algo` with `cfg` on `run.env_id`, one seed per output (run.seed, run.seed + 1, ...), until
+    `run.n_timesteps` env steps per seed.
+
+    `on_eval(env_steps, results)` follows each evaluation (one result per seed, None for a seed that
+    failed); `on_iteration(env_steps, state)` follows each training iteration (benchmarks block on the
+    state there to time steady-state throughput). `resume` continues from one checkpoint per seed;
+    `stop_requested()` is polled once per vector step and, when it returns a reason, the loop writes every
+    seed's checkpoint and returns with `interrupted` set. A failing env or evaluation, or a one-seed
+    run's diverging learner, raises a RunFailure after writing the checkpoints.
     """
+    n_seeds = len(outputs)
     env = make_vector_env(
-        run.env_id, run.n_envs, run.vec_env, run.env_kwargs, run.env_wrappers, run.gym_packages, record_episodes=True
+        run.env_id,
+        n_seeds * run.n_envs,
+        run.vec_env,
+        run.env_kwargs,
+        run.env_wrappers,
+        run.gym_packages,
+        record_episodes=True,
     )
     eval_env = None
     failed = True
     try:
         spec = env_spec(env)
-        check_buffer_memory(cfg.buffer_size, spec, verbose=0)  # also here for callers other than train.py
+        check_buffer_memory(cfg.buffer_size, spec, verbose=0, n_seeds=n_seeds)  # also for callers other than train.py
         if run.eval_freq > 0:
             eval_kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
             eval_env = make_vector_env(
-                run.env_id, run.n_eval_envs, "dummy", eval_kwargs, run.env_wrappers, run.gym_packages
+                run.env_id, n_seeds * run.n_eval_envs, "dummy", eval_kwargs, run.env_wrappers, run.gym_packages
             )
         buffer = make_uniform_buffer(cfg.buffer_size, spec)
         learner = algo.make_learner(cfg, spec, buffer)
-        loop = _Loop(run, cfg, spec, env, eval_env, learner, buffer, run_dir, checkpoints)
+        loop = _Loop(run, cfg, spec, env, eval_env, learner, buffer, outputs)
         loop.start(resume)
-        logger = make_logger([*ROLLOUT_METRICS, *EVAL_METRICS, *learner.metric_names])
+        metric_names = [*ROLLOUT_METRICS, *EVAL_METRICS, *learner.metric_names]
+        if n_seeds > 1:
+            metric_names.append(DIVERGED_METRIC)
+        loggers = [output.make_logger(metric_names) for output in outputs]
         try:
-            result = loop.train(logger, on_eval, on_iteration, stop_requested)
+            result = loop.train(loggers, on_eval, on_iteration, stop_requested)
         finally:
-            logger.close()
+            for logger in loggers:
+                logger.close()
         failed = False
         return result
     finally:
@@ -151,195 +190,225 @@ def train(
 
 
 class _Loop:
-    """One run's host loop: the compiled entry points, the learner state, the buffer and HostState."""
+    """The host loop of a run's seeds: the compiled entry points, the learner state and replay buffers
+    (leading seed axis), and the HostState. Saving and resuming live in rlbench.checkpointing."""
 
-    def __init__(self, run, cfg, spec, env, eval_env, learner, buffer, run_dir, checkpoints):
+    def __init__(
+        self,
+        run: RunConfig,
+        cfg: Any,
+        spec: EnvSpec,
+        env: VectorEnv,
+        eval_env: VectorEnv | None,
+        learner: Learner,
+        buffer: UniformBuffer,
+        outputs: Sequence[SeedOutput],
+    ):
         self.run, self.cfg, self.spec, self.env, self.eval_env = run, cfg, spec, env, eval_env
-        self.learner, self.buffer, self.run_dir, self.checkpoints = learner, buffer, run_dir, checkpoints
+        self.learner, self.buffer, self.outputs = learner, buffer, list(outputs)
+        self.axis = axis = SeedAxis(len(outputs))
+        self.seeds = [run.seed + index for index in range(axis.n_seeds)]
 
-        def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key):
-            # The next action comes out of the same call as the update: one dispatch per env step.
-            state, buffer_state, metrics = learner.update_fn(state, buffer_state, new, progress_remaining)
-            action, act_key = learner.act_fn(state, obs, act_key)
-            return state, buffer_state, metrics, action, act_key
+        def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key, active):
+            # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
+            first_step = axis.first(state.step)
+
+            def one_seed(state, buffer_state, new, obs, act_key, active):
+                # The next action comes out of the same call as the update: one dispatch per env step.
+                updated, buffer_state, metrics = learner.update_fn(
+                    state, buffer_state, new, progress_remaining, first_step
+                )
+                if axis.n_seeds > 1:  # a seed that diverged stays at its last finite state
+                    updated = jax.lax.cond(active, lambda: updated, lambda: state)
+                action, act_key = learner.act_fn(updated, obs, act_key)
+                return updated, buffer_state, metrics, action, act_key
+
+            return axis.map(one_seed)(state, buffer_state, new, obs, act_key, active)
+
+        def put_seed(state, source, index):
+            """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
+            return jax.tree.map(lambda to, of: to.at[index].set(of[index]), state, source)
 
         # The compiled entry points, all of them: state and buffer are donated, so updates happen in place.
         self.init = jax.jit(learner.init_fn)
-        self.act = jax.jit(learner.act_fn)
-        self.act_deterministic = jax.jit(learner.act_deterministic_fn)
-        self.insert = jax.jit(buffer.add_fn, donate_argnums=0)
+        self.init_buffers = jax.jit(lambda: axis.broadcast(buffer.init_fn()))
+        self.act = jax.jit(axis.map(learner.act_fn))
+        self.act_deterministic = jax.jit(axis.map(learner.act_deterministic_fn))
+        self.insert = jax.jit(axis.map(buffer.add_fn), donate_argnums=0)
         self.update = jax.jit(update_then_act, donate_argnums=(0, 1))
-        self.all_finite = jax.jit(all_finite)
+        self.all_finite = jax.jit(axis.map(all_finite))
         self.copy_state = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation
+        self.put_seed = jax.jit(put_seed, donate_argnums=0)
 
-    def start(self, resume: Checkpoint | None) -> None:
-        run, cfg, spec = self.run, self.cfg, self.spec
-        key, act_key = jax.random.split(jax.random.key(run.seed))
-        self.state = self.init(key)
-        self.buffer_state = self.buffer.init_fn()
-        obs, _ = self.env.reset(seed=run.seed)
-        pending_capacity = cfg.train_freq * run.n_envs
+    # -- start and resume ----------------------------------------------------------------------------
+
+    def env_seeds(self, offset: int, n_envs: int) -> list[int]:
+        """Each env's seed, seed after seed: env j of seed s gets s + offset + j (as env.reset(seed=s + offset)
+        seeds a single run's envs)."""
+        return [seed + offset + j for seed in self.seeds for j in range(n_envs)]
+
+    def by_seed(self, flat: np.ndarray) -> np.ndarray:
+        """[n_seeds * n, ...] -> [n_seeds, n, ...]: the vector env's rows, seed after seed."""
+        return flat.reshape(self.axis.n_seeds, -1, *flat.shape[1:])
+
+    def start(self, resume: Sequence[Checkpoint] | None) -> None:
+        run, cfg, spec, axis = self.run, self.cfg, self.spec, self.axis
+        keys = [jax.random.split(jax.random.key(seed)) for seed in self.seeds]
+        # Each seed's initial state from the one-seed init: seed i starts exactly as a single run with that seed.
+        self.state = axis.stack([self.init(key) for key, _ in keys])
+        act_key = axis.stack([act_key for _, act_key in keys])  # device layout: no seed axis for one seed
+        self.buffer_state = self.init_buffers()
+        obs, _ = self.env.reset(seed=self.env_seeds(0, run.n_envs))
+        obs = self.by_seed(obs)
+        capacity = cfg.train_freq * run.n_envs
         if resume is None:
-            self.host = HostState(
-                env_steps=0,
-                vector_steps=0,
-                episodes_at_last_log=0,
-                update_start=cfg.learning_starts,
-                best_mean_reward=-np.inf,
-                obs=obs,
-                next_action=None,
-                act_key=act_key,
-                warmup_rng=np.random.default_rng(run.seed),
-                pending=PendingTransitions(pending_capacity, spec),
-                episodes=EpisodeTracker(run.n_envs),
-                evaluations=Evaluations(),
-                metrics={},
-            )
+            self.host = new_host_state(self.seeds, obs, act_key, spec, cfg.learning_starts, capacity)
+            self.active = self.axis.device(self.host.active)
             return
-        try:
-            self.state = state_from_bytes(self.state, resume.state_bytes)
-            buffer_arrays = resume.group("replay_buffer")
-            if buffer_arrays:
-                self.buffer_state = buffer_from_arrays(self.buffer, buffer_arrays)
-        except ValueError as error:
-            raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
-        saved = resume.group("host")
-        if len(saved["obs"]) != run.n_envs or int(resume.manifest["host"]["pending_count"]) > pending_capacity:
-            # n_envs changed: counters, learner and buffer carry over; episodes and pending steps cannot.
-            print(
-                f"Resuming with n_envs={run.n_envs} (saved: {len(saved['obs'])}): episodes in progress "
-                "restart, and transitions collected since the last update are dropped"
-            )
-            info = {**resume.manifest["host"], "pending_count": 0, "episode_starts": None}
-            saved = {
-                **saved,
-                "obs": obs,
-                "episode_returns": np.zeros(run.n_envs),
-                "episode_lengths": np.zeros(run.n_envs, np.int64),
-            }
-            saved.pop("next_action", None)
-            self.host, _ = HostState.from_checkpoint(info, saved, spec, pending_capacity)
+        restored = restore(resume, self.seeds, axis.take(self.state, 0), self.buffer, spec, run.n_envs, capacity, obs)
+        self.state = axis.stack(restored.states)
+        self.host = restored.host
+        # The checkpoints' keys and actions, stacked per seed, in the device layout the loop passes on.
+        self.host.act_key = axis.device(self.host.act_key)
+        if self.host.next_action is not None:
+            self.host.next_action = axis.device(self.host.next_action)
+        self.active = self.axis.device(self.host.active)
+        if restored.buffer_states is not None:
+            self.buffer_state = axis.stack(restored.buffer_states)
         else:
-            self.host, records = HostState.from_checkpoint(resume.manifest["host"], saved, spec, pending_capacity)
-            self._restore_envs(records)
-        if not buffer_arrays:
             self.host.update_start = max(self.host.update_start, self.host.env_steps + cfg.learning_starts)
             print(
-                f"{resume.path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
+                f"{resume[0].path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
                 f"transitions are collected (at {self.host.update_start} env steps); save one with "
                 "--save-replay-buffer for an exact continuation"
             )
+        if restored.replay_envs:
+            self._restore_envs(restored.records)
 
     def _restore_envs(self, records) -> None:
         """Put each training env back where it was; envs that cannot be rebuilt start new episodes."""
-        host = self.host
+        host, n_envs = self.host, self.run.n_envs
         if records is None:
-            obs, _ = self.env.reset(seed=self.run.seed + host.env_steps)  # not the first episodes again
-            restored = np.zeros(self.run.n_envs, bool)
+            obs, _ = self.env.reset(seed=self.env_seeds(host.env_steps, n_envs))  # not the first episodes again
+            restored = np.zeros(self.env.num_envs, bool)
         else:
-            obs, restored = restore_episodes(self.env, records, host.obs)
+            obs, restored = restore_episodes(self.env, records, host.obs.reshape(self.env.num_envs, -1))
         if not restored.all():
             print(
                 f"Envs {np.flatnonzero(~restored).tolist()} could not be restored exactly (no record, or "
                 "a replay that differs: a non-deterministic env); they start new episodes"
             )
             for i in np.flatnonzero(~restored):
-                host.episodes.restart(i)
+                host.seeds[i // n_envs].episodes.restart(i % n_envs)
             host.next_action = None  # chosen for observations some envs no longer show
-        host.obs = obs
+        host.obs = self.by_seed(obs)
 
-    def train(self, logger, on_eval, on_iteration, stop_requested) -> TrainResult:
+    # -- the loop ------------------------------------------------------------------------------------
+
+    def train(self, loggers, on_eval, on_iteration, stop_requested) -> TrainResult:
         host = self.host
         start = time.perf_counter()
         start_steps = host.env_steps
         self.verified = _Verified(host.env_steps, self.copy_state(self.state), host_metrics(host.metrics))
-        interrupted, last_checkpoint = None, None
+        self.loggers = loggers
+        self.failed: dict[int, str] = {}
+        interrupted = None
+        checkpoints: list[Path | None] = [None] * self.axis.n_seeds
         progress = _progress_bar(self.run)
         self.rate = TrainingRate()
-        self.monitor = None if self.run_dir is None else MonitorFiles(self.run_dir, self.run.n_envs, self.run.env_id)
+        self.monitors = [
+            None if output.run_dir is None else MonitorFiles(output.run_dir, self.run.n_envs, self.run.env_id)
+            for output in self.outputs
+        ]
         try:
             with progress:
                 task = progress.add_task(
                     "training", total=self.run.n_timesteps, completed=host.env_steps, rate="-", eta="-", last_eval="-"
                 )
-                while host.env_steps < self.run.n_timesteps:
+                while host.env_steps < self.run.n_timesteps and host.active.any():
                     if stop_requested is not None and (interrupted := stop_requested()):
                         break
-                    last_checkpoint = (
-                        self._iteration(logger, on_eval, on_iteration, progress, task, start, start_steps)
-                        or last_checkpoint
-                    )
+                    saved = self._iteration(on_eval, on_iteration, progress, task, start, start_steps)
+                    checkpoints = [new or old for new, old in zip(saved, checkpoints, strict=True)]
             self.state = jax.block_until_ready(self.state)
-            if self.checkpoints is not None:
-                if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
-                    last_checkpoint = self._save_periodic(with_buffer=True, urgent=True)
-                else:
-                    last_checkpoint = self.checkpoints.run_dir / f"{self.checkpoints.model_name}.zip"
-                    self._save(last_checkpoint, "final", with_buffer=self.checkpoints.save_replay_buffer)
+            if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
+                saved = self._save_periodic(with_buffer=True, urgent=True)
+                checkpoints = [new or old for new, old in zip(saved, checkpoints, strict=True)]
+            elif host.active.any():
+                saved = self._save_all("final", lambda settings: settings.run_dir / f"{settings.model_name}.zip")
+                checkpoints = [new or old for new, old in zip(saved, checkpoints, strict=True)]
         except RunFailure as error:
-            if self.checkpoints is not None:
-                error.add_note(self._save_after_failure(error))
+            for note in self._save_after_failure(error):
+                error.add_note(note)
             raise
         finally:
-            if self.monitor is not None:
-                self.monitor.close()
+            for monitor in self.monitors:
+                if monitor is not None:
+                    monitor.close()
         return TrainResult(
             state=self.state,
             buffer_state=self.buffer_state,
             host=host,
             wall_time=time.perf_counter() - start,
             interrupted=interrupted,
-            checkpoint=last_checkpoint,
+            checkpoints=checkpoints,
+            failed=dict(self.failed),
         )
 
-    def _iteration(self, logger, on_eval, on_iteration, progress, task, start, start_steps) -> Path | None:
-        """One vector step and what falls due after it: evaluation, logging, a periodic checkpoint."""
-        run, host = self.run, self.host
+    def _iteration(self, on_eval, on_iteration, progress, task, start, start_steps) -> list[Path | None]:
+        """One vector step and what falls due after it: evaluation, logging, periodic checkpoints.
+        Returns the checkpoint each seed wrote (None: none)."""
+        run, host, n_seeds = self.run, self.host, self.axis.n_seeds
         trained = self._vector_step()
         if trained and self.rate.start_steps is None:
             self.rate.start(host.env_steps)  # the first iteration, and its compilation, are behind us
         if self.eval_env is not None and host.vector_steps % max(run.eval_freq // run.n_envs, 1) == 0:
-            result = self._evaluate(logger)
-            progress.update(task, last_eval=f"{result.mean:.1f}")
+            results = self._evaluate()
+            means = [result.mean for result in results if result is not None]
+            if means:
+                progress.update(task, last_eval=f"{np.mean(means):.1f}")
             if on_eval is not None:
-                on_eval(host.env_steps, result)
+                on_eval(host.env_steps, results)
         if on_iteration is not None and host.pending.count == 0:
             on_iteration(host.env_steps, self.state)
-        n_episodes = len(host.episodes.finished_returns)
-        if run.log_interval > 0 and n_episodes - host.episodes_at_last_log >= run.log_interval:
-            host.episodes_at_last_log = n_episodes
-            fps = (host.env_steps - start_steps) / (time.perf_counter() - start)
-            logger.log(host.episodes.summary() | {"time/fps": fps} | self._verify_finite(), host.env_steps)
-        checkpoint = None
+        self._log_due(start, start_steps)
+        checkpoints: list[Path | None] = [None] * n_seeds
+        settings = self.outputs[0].checkpoints
         if (
-            self.checkpoints is not None
-            and self.checkpoints.save_freq > 0
-            and host.vector_steps % max(self.checkpoints.save_freq // run.n_envs, 1) == 0
+            settings is not None
+            and settings.save_freq > 0
+            and host.vector_steps % max(settings.save_freq // run.n_envs, 1) == 0
         ):
-            checkpoint = self._save_periodic(with_buffer=self.checkpoints.save_replay_buffer)
-            prune_periodic_checkpoints(self.checkpoints.run_dir, self.checkpoints.keep)
+            checkpoints = self._save_periodic(with_buffer=settings.save_replay_buffer)
+            for output in self.outputs:
+                prune_periodic_checkpoints(output.checkpoints.run_dir, output.checkpoints.keep)
         if run.progress:
             rate, eta = self.rate.rate(host.env_steps), self.rate.eta(host.env_steps, run.n_timesteps)
             progress.update(
                 task,
                 completed=host.env_steps,
-                rate="-" if rate is None else f"{rate:.0f}",
+                rate="-" if rate is None else f"{rate * n_seeds:.0f}",  # env steps of all seeds
                 eta="-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta)),
             )
-        return checkpoint
+        return checkpoints
 
     def _vector_step(self) -> bool:
         """Act, step the envs, stage the transitions and, once train_freq vector steps are staged, train.
         Returns whether a training iteration ran."""
-        cfg, host = self.cfg, self.host
+        cfg, host, n_envs = self.cfg, self.host, self.run.n_envs
         if host.env_steps < cfg.learning_starts:
-            action = host.warmup_rng.uniform(-1.0, 1.0, (self.run.n_envs, self.spec.action_dim)).astype(np.float32)
+            action = np.stack(
+                [
+                    seed.warmup_rng.uniform(-1.0, 1.0, (n_envs, self.spec.action_dim)).astype(np.float32)
+                    for seed in host.seeds
+                ]
+            )
         else:
             if host.next_action is not None:
-                action = np.asarray(host.next_action)
+                action = self.axis.host(host.next_action)
             else:
-                action, host.act_key = self.act(self.state, host.obs, host.act_key)
-                action = np.asarray(action)
+                action, host.act_key = self.act(self.state, self.axis.device(host.obs), host.act_key)
+                action = self.axis.host(action)
             if not np.isfinite(action).all():  # on the host already: a NaN actor never drives the envs
                 self._verify_finite()
                 raise DivergenceError(
@@ -347,79 +416,176 @@ class _Loop:
                     "state: the observations hold NaN or inf"
                 )
         host.next_action = None
-        next_obs, reward, terminated, truncated, infos = step_vector_env(self.env, action)
+        flat_action = action.reshape(self.env.num_envs, -1)
+        next_obs, reward, terminated, truncated, infos = step_vector_env(self.env, flat_action)
         done = terminated | truncated
-        host.pending.add(host.obs, action, reward, final_observations(next_obs, infos, done), terminated)
-        host.obs = next_obs
-        host.env_steps += self.run.n_envs
+        real_next_obs = final_observations(next_obs, infos, done)
+        host.pending.add(host.obs, action, self.by_seed(reward), self.by_seed(real_next_obs), self.by_seed(terminated))
+        host.obs = self.by_seed(next_obs)
+        host.env_steps += n_envs
         host.vector_steps += 1
-        for index, episode_return, length in host.episodes.step(reward, done):
-            if self.monitor is not None:
-                self.monitor.episode(index, episode_return, length)
+        for index, seed in enumerate(host.seeds):
+            rows = slice(index * n_envs, (index + 1) * n_envs)
+            for env_index, episode_return, length in seed.episodes.step(reward[rows], done[rows]):
+                if self.monitors[index] is not None and seed.failed is None:
+                    self.monitors[index].episode(env_index, episode_return, length)
         if not host.pending.full:
             return False
-        batch = host.pending.take()
+        batch = self.axis.device(host.pending.take())
         if host.env_steps <= host.update_start:
             self.buffer_state = self.insert(self.buffer_state, batch)
             return False
         progress_remaining = np.float32(1.0 - host.env_steps / self.run.n_timesteps)
         self.state, self.buffer_state, host.metrics, host.next_action, host.act_key = self.update(
-            self.state, self.buffer_state, batch, progress_remaining, host.obs, host.act_key
+            self.state,
+            self.buffer_state,
+            batch,
+            progress_remaining,
+            self.axis.device(host.obs),
+            host.act_key,
+            self.active,
         )
         return True
 
-    def _verify_finite(self) -> dict[str, float]:
-        """The learner's last metrics as floats, after checking them and the learner state for NaN and inf.
+    def _log_due(self, start: float, start_steps: int) -> None:
+        """Each training seed logs once log_interval more of its episodes have ended (SB3's rhythm)."""
+        run, host = self.run, self.host
+        if run.log_interval <= 0:
+            return
+        due = [
+            index
+            for index, seed in enumerate(host.seeds)
+            if seed.failed is None
+            and len(seed.episodes.finished_returns) - seed.episodes_at_last_log >= run.log_interval
+        ]
+        if not due:
+            return
+        for index in due:
+            host.seeds[index].episodes_at_last_log = len(host.seeds[index].episodes.finished_returns)
+        metrics = self._verify_finite()
+        fps = (host.env_steps - start_steps) / (time.perf_counter() - start)  # per seed, as a single run
+        for index in due:
+            seed = host.seeds[index]
+            if seed.failed is None:
+                values = {name: float(value[index]) for name, value in metrics.items()}
+                self.loggers[index].log(seed.episodes.summary() | {"time/fps": fps} | values, host.env_steps)
+
+    # -- divergence ----------------------------------------------------------------------------------
+
+    def _verify_finite(self) -> dict[str, np.ndarray]:
+        """The learner's last metrics ([n_seeds] each, on the host), after checking them and each training
+        seed's learner state for NaN and inf.
 
         Called where the metrics come to the host anyway (log intervals, evaluations, checkpoints), so it
         costs one small reduction there. A passing check keeps a device copy of the learner state: what
-        a checkpoint written after a divergence holds instead of the diverged one.
+        a checkpoint written after a divergence holds instead of the diverged one. A seed that fails it
+        ends a one-seed run (DivergenceError); in a run of several seeds it is frozen (`_freeze`).
         """
         host = self.host
         metrics = host_metrics(host.metrics)
-        # NaN metrics are normal: an iteration without an actor step reports NaN actor losses.
-        infinite = [name for name, value in metrics.items() if np.isinf(value)]
-        if bool(self.all_finite(self.state)) and not infinite:
+        finite = self.axis.host(self.all_finite(self.state))
+        diverged = {}
+        for index, seed in enumerate(host.seeds):
+            # NaN metrics are normal: an iteration without an actor step reports NaN actor losses.
+            infinite = [name for name, value in metrics.items() if np.isinf(value[index])]
+            if seed.failed is None and (not finite[index] or infinite):
+                diverged[index] = self._divergence_message(index, infinite)
+        if not diverged:
             if self.verified.env_steps != host.env_steps:
                 self.verified = _Verified(host.env_steps, self.copy_state(self.state), metrics)
             return metrics
-        paths = non_finite_paths(self.state)
+        if self.axis.n_seeds == 1:
+            raise DivergenceError(diverged[0])
+        for index, message in diverged.items():
+            self._freeze(index, message)
+        return metrics
+
+    def _divergence_message(self, index: int, infinite: list[str]) -> str:
+        host = self.host
+        paths = non_finite_paths(self.axis.take(self.state, index))
         where = [", ".join(infinite)] if infinite else []
         if paths:
             where.append(
                 f"learner state {', '.join(paths[:3])}"
                 + (f" and {len(paths) - 3} more arrays" if len(paths) > 3 else "")
             )
-        last = (
-            ", ".join(f"{name}={value:.4g}" for name, value in self.verified.metrics.items() if not np.isnan(value))
-            or "none logged yet"
-        )  # NaN: no actor step in that iteration
-        raise DivergenceError(
+        verified = {name: value[index] for name, value in self.verified.metrics.items()}
+        # NaN: no actor step in that iteration
+        last = ", ".join(f"{name}={value:.4g}" for name, value in verified.items() if not np.isnan(value))
+        last = last or "none logged yet"
+        return (
             f"training diverged at env step {host.env_steps}: non-finite {'; '.join(where)}. Last finite check at "
             f"env step {self.verified.env_steps}: {last}. Lower learning_rate, or check the env's rewards"
         )
 
-    def _evaluate(self, logger) -> EvalResult:
-        run, host = self.run, self.host
+    def _freeze(self, index: int, message: str) -> None:
+        """A seed of a multi-seed run diverged: write its checkpoint with its last finite state, mark it
+        failed (failed.txt in its folder, a `train/diverged` row in its logs), and put its last finite
+        state back on the device, where the update leaves it unchanged from now on."""
+        host, seed, output = self.host, self.host.seeds[index], self.outputs[index]
+        seed.failed = message
+        self.failed[index] = message
+        note = ""
+        if output.checkpoints is not None:
+            note = self._save_seed_after_failure(index, DivergenceError(message), self._episode_records())
+        self.loggers[index].log({DIVERGED_METRIC: 1.0}, host.env_steps)
+        if output.run_dir is not None:
+            atomic_write_text(output.run_dir / FAILED_FILE, f"{message}\n{note}\n")
+        self.state = self.put_seed(self.state, self.verified.state, index)
+        self.active = self.axis.device(host.active)
+        print(
+            f"Seed {seed.seed} diverged and is frozen ({message}); {note or 'no checkpoint'}. "
+            f"{int(host.active.sum())} seed(s) train on",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    # -- evaluation ----------------------------------------------------------------------------------
+
+    def _evaluate(self) -> list[EvalResult | None]:
+        run, host, n_seeds = self.run, self.host, self.axis.n_seeds
         self._verify_finite()  # a diverged policy is not worth evaluating, nor a best_model
+        eval_seeds = [
+            seed.seed + EVAL_SEED_OFFSET + len(seed.evaluations.timesteps) + j
+            for seed in host.seeds
+            for j in range(run.n_eval_envs)
+        ]
 
-        def policy(o, state=self.state):
-            return np.asarray(self.act_deterministic(state, o))
+        def policy(obs, state=self.state):
+            actions = self.act_deterministic(state, self.axis.device(obs.reshape(n_seeds, run.n_eval_envs, -1)))
+            return self.axis.host(actions).reshape(len(obs), -1)
 
-        eval_seed = run.seed + EVAL_SEED_OFFSET + len(host.evaluations.timesteps)
         try:
-            result = evaluate(policy, self.eval_env, run.eval_episodes, seed=eval_seed)
+            results: list[EvalResult | None] = evaluate_groups(
+                policy, self.eval_env, n_seeds, run.eval_episodes, eval_seeds
+            )
         except Exception as error:
             raise EvaluationError(f"evaluation at env step {host.env_steps} failed: {error}") from error
-        if not np.isfinite(result.returns).all():
-            raise EvaluationError(
-                f"evaluation at env step {host.env_steps} returned non-finite episode returns "
-                f"{result.returns.tolist()} from a finite policy: check the env's rewards"
+        for index, seed in enumerate(host.seeds):
+            if seed.failed is not None:
+                results[index] = None  # a frozen policy's scores are not the seed's any more
+            elif not np.isfinite(results[index].returns).all():
+                raise EvaluationError(
+                    f"evaluation at env step {host.env_steps} returned non-finite episode returns "
+                    f"{results[index].returns.tolist()} from a finite policy: check the env's rewards"
+                )
+        for index, (seed, result) in enumerate(zip(host.seeds, results, strict=True)):
+            if result is not None:
+                self._record_evaluation(index, seed, result)
+        if run.verbose and n_seeds > 1:
+            means = [result.mean for result in results if result is not None]
+            print(
+                f"Eval num_timesteps={host.env_steps}, episode_reward over {len(means)} seeds: "
+                f"mean {np.mean(means):.2f}, min {np.min(means):.2f}, max {np.max(means):.2f}"
             )
-        host.evaluations.append(host.env_steps, result.returns, result.lengths)
-        if self.run_dir is not None:
-            host.evaluations.save(self.run_dir / "evaluations.npz")
-        logger.log(
+        return results
+
+    def _record_evaluation(self, index: int, seed, result: EvalResult) -> None:
+        run, host, output = self.run, self.host, self.outputs[index]
+        seed.evaluations.append(host.env_steps, result.returns, result.lengths)
+        if output.run_dir is not None:
+            seed.evaluations.save(output.run_dir / "evaluations.npz")
+        self.loggers[index].log(
             {
                 "eval/mean_reward": result.mean,
                 "eval/std_reward": result.std,
@@ -427,21 +593,105 @@ class _Loop:
             },
             host.env_steps,
         )
-        if run.verbose:
+        single = self.axis.n_seeds == 1  # several seeds: one console line for all of them (in _evaluate)
+        if run.verbose and single:
             print(f"Eval num_timesteps={host.env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}")
-        if result.mean > host.best_mean_reward:
-            host.best_mean_reward = result.mean
-            if self.checkpoints is not None:
-                if run.verbose:
+        if result.mean > seed.best_mean_reward:
+            seed.best_mean_reward = result.mean
+            if output.checkpoints is not None:
+                if run.verbose and single:
                     print("New best mean reward!")
-                self._save(self.checkpoints.run_dir / "best_model.zip", "best", with_buffer=False)
-        return result
+                self._save_seed(
+                    index, output.checkpoints.run_dir / "best_model.zip", "best", with_buffer=False, checked=True
+                )
 
-    def _save_after_failure(self, error: RunFailure) -> str:
-        """Write the checkpoint a failure leaves to resume from; returns the note saying where (or why not)."""
-        host, state, extra = self.host, self.state, {}
+    # -- checkpoints ---------------------------------------------------------------------------------
+
+    def _episode_records(self, envs_usable: bool = True) -> list | None:
+        return episode_records(self.env) if envs_usable else None
+
+    def _save_all(
+        self, kind: str, path_of: Callable[[CheckpointSettings], Path], with_buffer: bool | None = None, compress=True
+    ) -> list[Path | None]:
+        """Each training seed's checkpoint at `path_of(its settings)`; returns the paths (None: not written)."""
+        if self.outputs[0].checkpoints is None:
+            return [None] * self.axis.n_seeds
+        self._verify_finite()
+        records = self._episode_records()
+        paths: list[Path | None] = []
+        for index, (seed, output) in enumerate(zip(self.host.seeds, self.outputs, strict=True)):
+            if seed.failed is not None:
+                paths.append(None)
+                continue
+            path = path_of(output.checkpoints)
+            buffer = output.checkpoints.save_replay_buffer if with_buffer is None else with_buffer
+            self._save_seed(index, path, kind, buffer, records=records, compress=compress, checked=True)
+            paths.append(path)
+        return paths
+
+    def _save_periodic(self, with_buffer: bool, urgent: bool = False) -> list[Path | None]:
+        steps = self.host.env_steps
+        return self._save_all(
+            "interrupt" if urgent else "checkpoint",
+            lambda settings: settings.run_dir / f"rl_model_{steps}_steps.zip",
+            with_buffer=with_buffer,
+            compress=not urgent,
+        )
+
+    def _save_seed(
+        self,
+        index: int,
+        path: Path,
+        kind: str,
+        with_buffer: bool,
+        records: list | bool | None = True,
+        compress: bool = True,
+        state: Any = None,
+        checked: bool = False,
+        extra: dict | None = None,
+    ) -> None:
+        """Write seed `index`'s checkpoint of `state` (default: its current learner state, checked finite
+        first unless `checked`). `records`: the envs' episode records (True: ask the envs now)."""
+        if state is None:
+            if not checked:
+                self._verify_finite()
+            state = self.axis.take(self.state, index)
+        if records is True:
+            records = self._episode_records()
+        n_envs = self.run.n_envs
+        seed_records = None if records is None else records[index * n_envs : (index + 1) * n_envs]
+        buffer_state = self.axis.take(self.buffer_state, index) if with_buffer else None
+        write_seed_checkpoint(
+            path,
+            self.outputs[index].checkpoints,
+            kind,
+            self.host,
+            index,
+            state,
+            buffer_state,
+            seed_records,
+            compress=compress,
+            extra=extra,
+        )
+
+    def _save_after_failure(self, error: RunFailure) -> list[str]:
+        """Write the checkpoint a failure leaves each training seed to resume from; returns the notes
+        saying where (or why not)."""
+        if self.outputs[0].checkpoints is None:
+            return []
+        records = self._episode_records(envs_usable=not isinstance(error, EnvWorkerError))
+        return [
+            self._save_seed_after_failure(index, error, records)
+            for index, seed in enumerate(self.host.seeds)
+            if seed.failed is None
+        ]
+
+    def _save_seed_after_failure(self, index: int, error: RunFailure, records: list | None) -> str:
+        host, extra = self.host, {}
+        state = None
+        metrics, next_action = host.metrics, host.next_action
         if isinstance(error, DivergenceError):
-            state = self.verified.state
+            state = self.axis.take(self.verified.state, index)
             host.metrics, host.next_action = self.verified.metrics, None  # the next action came from NaN
             extra = {
                 "divergence": {
@@ -449,72 +699,27 @@ class _Loop:
                     "learner_state_from_env_steps": self.verified.env_steps,
                 }
             }
-        path = self.checkpoints.run_dir / f"rl_model_{host.env_steps}_steps.zip"
+        path = self.outputs[index].checkpoints.run_dir / f"rl_model_{host.env_steps}_steps.zip"
         try:
-            self._save(
+            self._save_seed(
+                index,
                 path,
                 "failure",
                 with_buffer=True,
-                envs_usable=not isinstance(error, EnvWorkerError),
+                records=records,
                 compress=False,
                 state=state,
+                checked=True,
                 extra=extra,
             )
         except (OSError, RunFailure) as save_error:
             return f"no checkpoint written: {save_error}"
+        finally:
+            if self.axis.n_seeds > 1:  # the other seeds train on with their own metrics and actions
+                host.metrics, host.next_action = metrics, next_action
         if isinstance(error, DivergenceError):
             return f"checkpoint with the learner state from env step {self.verified.env_steps}: {path}"
         return f"checkpoint written before the failure: {path}"
-
-    def _save_periodic(self, with_buffer: bool, urgent: bool = False) -> Path:
-        path = self.checkpoints.run_dir / f"rl_model_{self.host.env_steps}_steps.zip"
-        self._save(path, "interrupt" if urgent else "checkpoint", with_buffer, compress=not urgent)
-        return path
-
-    def _save(
-        self,
-        path: Path,
-        kind: str,
-        with_buffer: bool,
-        envs_usable: bool = True,
-        compress: bool = True,
-        state: Any = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Write a checkpoint of `state` (default: the current learner state, checked finite first)."""
-        host = self.host
-        if state is None:
-            self._verify_finite()
-            state = self.state
-        info, host_arrays = host.to_checkpoint(episode_records(self.env) if envs_usable else None)
-        arrays = {f"host/{name}": value for name, value in host_arrays.items()}
-        if with_buffer:
-            arrays |= {f"replay_buffer/{name}": value for name, value in buffer_to_arrays(self.buffer_state).items()}
-        non_finite = [
-            name
-            for name, value in arrays.items()
-            if np.issubdtype(value.dtype, np.inexact) and not np.isfinite(value).all()
-        ]
-        if non_finite:  # stored from the envs' own outputs: no learner state can be swapped in for them
-            raise EnvWorkerError(
-                f"the environments returned NaN or inf ({', '.join(non_finite)}); {path.name} is not written with them"
-            )
-        manifest = {
-            **self.checkpoints.manifest,
-            "kind": kind,
-            "host": info,
-            "replay_buffer": with_buffer,
-            **(extra or {}),
-            "counters": {
-                "env_steps": host.env_steps,
-                "gradient_steps": int(state.step),
-                "episodes": len(host.episodes.finished_returns),
-            },
-        }
-        try:
-            write_checkpoint(path, manifest, state_to_bytes(state), arrays, compress=compress)
-        except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
-            raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
 
 
 @dataclass
@@ -523,7 +728,7 @@ class _Verified:
 
     env_steps: int
     state: Any
-    metrics: dict[str, float]
+    metrics: dict[str, np.ndarray]
 
 
 class TrainingRate:

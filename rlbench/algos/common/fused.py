@@ -32,25 +32,26 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
         # Same pytree as the real branch; NaN metrics are dropped by the nanmean over the scan.
         return state, {name: jnp.full((), jnp.nan) for name in actor_metric_names}
 
-    def gradient_step(state, batch_and_key):
-        batch, key = batch_and_key
+    def gradient_step(state, batch_key_step):
+        batch, key, step = batch_key_step
         critic_key, actor_key = jax.random.split(key)
         state, critic_metrics = critic_step(state, batch, critic_key)
         if cfg.policy_delay == 1:  # static: no branch at all
             state, actor_metrics = actor_step(state, batch, actor_key)
         else:
-            do_actor = (state.step + 1) % cfg.policy_delay == 0
+            do_actor = (step + 1) % cfg.policy_delay == 0
             state, actor_metrics = jax.lax.cond(do_actor, actor_step, skip_actor_step, state, batch, actor_key)
         return state.replace(step=state.step + 1), critic_metrics | actor_metrics
 
-    def gradient_steps(state, batches: Transition, keys: jax.Array, progress_remaining: jax.Array):
+    def gradient_steps(state, batches: Transition, keys: jax.Array, progress_remaining: jax.Array, first_step):
         actor_lr = cfg.learning_rate(progress_remaining)
         critic_lr = actor_lr if cfg.qf_learning_rate is None else jnp.asarray(cfg.qf_learning_rate)
         state = state.replace(
             actor=set_learning_rate(state.actor, actor_lr),
             critic=set_learning_rate(state.critic, critic_lr),
         )
-        state, metrics = jax.lax.scan(gradient_step, state, (batches, keys))  # metrics [n_steps]
+        steps = first_step + jnp.arange(keys.shape[0])
+        state, metrics = jax.lax.scan(gradient_step, state, (batches, keys, steps))  # metrics [n_steps]
         metrics = {name: jnp.nanmean(value) for name, value in metrics.items()}
         metrics["train/learning_rate"] = actor_lr
         metrics["train/n_updates"] = state.step
@@ -60,13 +61,13 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
 
 
 def make_update(cfg: Any, buffer: UniformBuffer, gradient_steps):
-    def update(state, buffer_state: BufferState, new: Transition, progress_remaining: jax.Array):
+    def update(state, buffer_state: BufferState, new: Transition, progress_remaining: jax.Array, first_step):
         buffer_state = buffer.add_fn(buffer_state, new)
         key, sample_key, steps_key = jax.random.split(state.key, 3)
         batch = buffer.sample_fn(buffer_state, sample_key, cfg.gradient_steps * cfg.batch_size)
         batches = fuse_steps(batch, cfg.gradient_steps)  # [gradient_steps, batch_size, ...]
         keys = jax.random.split(steps_key, cfg.gradient_steps)
-        state, metrics = gradient_steps(state.replace(key=key), batches, keys, progress_remaining)
+        state, metrics = gradient_steps(state.replace(key=key), batches, keys, progress_remaining, first_step)
         return state, buffer_state, metrics
 
     return update

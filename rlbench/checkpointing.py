@@ -1,0 +1,178 @@
+"""A run's state into checkpoints and back: what the host loop saves, per seed, and how it resumes.
+
+Each seed of a run writes its own checkpoints in its own run folder, exactly as a single run with that
+seed would write them: its slice of the learner state and of the replay buffer, and its host state
+(`HostState.to_checkpoint`). A run of several seeds adds `group` to each manifest (the group id, the
+seed's index and its siblings' run folders), so that `-i` on any of them can find the others. No
+checkpoint ever holds a NaN or inf learner state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlbench.buffers.uniform import BufferState, UniformBuffer, buffer_from_arrays, buffer_to_arrays
+from rlbench.checkpoint import Checkpoint, state_from_bytes, state_to_bytes, write_checkpoint
+from rlbench.errors import ConfigError, EnvWorkerError
+from rlbench.loop_state import EpisodeRecord, EpisodeTracker, HostState, PendingTransitions, SeedHost
+from rlbench.types import EnvSpec
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Where and when one seed writes checkpoints (all of them resumable with `train.py -i`).
+
+    - `rl_model_<steps>_steps.zip` every `save_freq` env steps (the newest `keep` kept; 0 keeps all),
+      with the replay buffer when `save_replay_buffer`;
+    - `best_model.zip` at each new best evaluation (no buffer);
+    - `<model_name>.zip` at the end (buffer when `save_replay_buffer`);
+    - `rl_model_<steps>_steps.zip` when stopped by a signal or a failure (an env, an evaluation, a
+      divergence), always with the buffer: that checkpoint exists to be resumed. After a divergence it
+      holds the last learner state found finite, and its manifest says from which env step.
+    """
+
+    run_dir: Path
+    model_name: str
+    manifest: Mapping[str, Any]  # the seed's static description: algo, env, seed, hyperparameters, spaces, group
+    save_freq: int = -1
+    keep: int = 0
+    save_replay_buffer: bool = False
+
+
+def write_seed_checkpoint(
+    path: Path,
+    settings: CheckpointSettings,
+    kind: str,
+    host: HostState,
+    index: int,
+    state: Any,
+    buffer_state: BufferState | None,
+    records: list[EpisodeRecord | None] | None,
+    compress: bool = True,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+    """Write seed `index`'s checkpoint: `state` and `buffer_state` are that seed's (no seed axis), checked
+    finite by the caller; `buffer_state` None leaves the replay buffer out; `records` are its envs'
+    episode records (None when the envs cannot be asked)."""
+    info, host_arrays = host.to_checkpoint(index, records)
+    arrays = {f"host/{name}": value for name, value in host_arrays.items()}
+    if buffer_state is not None:
+        arrays |= {f"replay_buffer/{name}": value for name, value in buffer_to_arrays(buffer_state).items()}
+    non_finite = [
+        name
+        for name, value in arrays.items()
+        if np.issubdtype(value.dtype, np.inexact) and not np.isfinite(value).all()
+    ]
+    if non_finite:  # stored from the envs' own outputs: no learner state can be swapped in for them
+        raise EnvWorkerError(
+            f"the environments returned NaN or inf ({', '.join(non_finite)}); {path.name} is not written with them"
+        )
+    manifest = {
+        **settings.manifest,
+        "kind": kind,
+        "host": info,
+        "replay_buffer": buffer_state is not None,
+        **(extra or {}),
+        "counters": {
+            "env_steps": host.env_steps,
+            "gradient_steps": int(state.step),
+            "episodes": len(host.seeds[index].episodes.finished_returns),
+        },
+    }
+    try:
+        write_checkpoint(path, manifest, state_to_bytes(state), arrays, compress=compress)
+    except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
+        raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
+
+
+@dataclass
+class Restored:
+    """What a resume puts back: per-seed learner states and buffers (stacked by the caller) and the host
+    state. When `replay_envs`, the envs are to be put back where they were from `records` (None: the
+    envs could not be asked, so new episodes); otherwise (n_envs changed) they keep a fresh reset."""
+
+    states: list[Any]
+    buffer_states: list[BufferState] | None  # None: the checkpoints hold no replay buffer
+    host: HostState
+    replay_envs: bool
+    records: list[EpisodeRecord | None] | None
+
+
+def restore(
+    resume: Sequence[Checkpoint],
+    seeds: Sequence[int],
+    template: Any,
+    buffer: UniformBuffer,
+    spec: EnvSpec,
+    n_envs: int,
+    capacity: int,
+    fresh_obs: np.ndarray,
+) -> Restored:
+    """The run's state from one checkpoint per seed (ConfigError when a checkpoint does not fit).
+
+    `template` is a learner state of the right structure; `fresh_obs` [n_seeds, n_envs, obs_dim] are the
+    observations after a new reset, used when n_envs changed (episodes in progress then restart, and
+    transitions collected since the last update are dropped)."""
+    states, buffers = [], []  # buffers: None for a checkpoint without one
+    for checkpoint in resume:
+        try:
+            states.append(state_from_bytes(template, checkpoint.state_bytes))
+            arrays = checkpoint.group("replay_buffer")
+            buffers.append(buffer_from_arrays(buffer, arrays) if arrays else None)
+        except ValueError as error:
+            raise ConfigError(f"cannot resume from {checkpoint.path}: {error}") from None
+    saved = [(checkpoint.manifest["host"], checkpoint.group("host")) for checkpoint in resume]
+    saved_n_envs = len(saved[0][1]["obs"])
+    if saved_n_envs != n_envs or int(saved[0][0]["pending_count"]) > capacity:
+        print(
+            f"Resuming with n_envs={n_envs} (saved: {saved_n_envs}): episodes in progress "
+            "restart, and transitions collected since the last update are dropped"
+        )
+        saved = [
+            (
+                {**info, "pending_count": 0, "episode_starts": None},
+                {
+                    **{name: value for name, value in arrays.items() if name != "next_action"},
+                    "obs": fresh_obs[index],
+                    "episode_returns": np.zeros(n_envs),
+                    "episode_lengths": np.zeros(n_envs, np.int64),
+                },
+            )
+            for index, (info, arrays) in enumerate(saved)
+        ]
+        host, _ = HostState.from_checkpoints(saved, list(seeds), spec, capacity)
+        return Restored(states, complete(buffers), host, replay_envs=False, records=None)
+    try:
+        host, records = HostState.from_checkpoints(saved, list(seeds), spec, capacity)
+    except ValueError as error:
+        raise ConfigError(f"cannot resume the seeds of {resume[0].path} together: {error}") from None
+    return Restored(states, complete(buffers), host, replay_envs=True, records=records)
+
+
+def complete(buffers: list[BufferState | None]) -> list[BufferState] | None:
+    """Every seed's replay buffer, or None when a checkpoint holds none."""
+    return None if any(buffer is None for buffer in buffers) else buffers
+
+
+def new_host_state(
+    seeds: Sequence[int], obs: np.ndarray, act_key: jax.Array, spec: EnvSpec, learning_starts: int, capacity: int
+) -> HostState:
+    """The host state of a run that starts: obs [n_seeds, n_envs, obs_dim], act_key [n_seeds]."""
+    n_envs = obs.shape[1]
+    return HostState(
+        env_steps=0,
+        vector_steps=0,
+        update_start=learning_starts,
+        obs=obs,
+        next_action=None,
+        act_key=act_key,
+        pending=PendingTransitions(len(seeds), capacity, spec),
+        seeds=[SeedHost(seed, np.random.default_rng(seed), EpisodeTracker(n_envs)) for seed in seeds],
+        metrics={},
+    )
