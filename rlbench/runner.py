@@ -410,7 +410,9 @@ class _Loop:
                 action, host.act_key = self.act(self.state, self.axis.device(host.obs), host.act_key)
                 action = self.axis.host(action)
             if not np.isfinite(action).all():  # on the host already: a NaN actor never drives the envs
-                self._verify_finite()
+                self._verify_finite()  # raises for one seed; freezes the diverged seeds of several
+                action = np.where(host.active[:, None, None], action, 0.0).astype(np.float32)  # frozen: one idle step
+            if not np.isfinite(action).all():
                 raise DivergenceError(
                     f"non-finite action at env step {host.env_steps} from a finite learner "
                     "state: the observations hold NaN or inf"

@@ -71,12 +71,31 @@ class BlowUpEnv(CountingEnv):
         return obs, self.huge if self.total_steps >= self.at_step else 1.0, terminated, truncated, info
 
 
+class SeedBlowUpEnv(BlowUpEnv):
+    """BlowUpEnv only when its first reset is seeded with `bad_seed`: in a run of several seeds (env j of
+    seed s is seeded s + j), one seed's learner diverges and the others' do not."""
+
+    def __init__(self, bad_seed: int = 1, at_step: int = 300):
+        super().__init__(at_step=at_step)
+        self.bad_seed, self.first_seed = bad_seed, None
+
+    def reset(self, *, seed=None, options=None):
+        if self.first_seed is None:
+            self.first_seed = seed
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward if self.first_seed == self.bad_seed else 1.0, terminated, truncated, info
+
+
 gym.register("InfiniteHorizon-v0", entry_point=CountingEnv, kwargs={"constant_obs": True}, max_episode_steps=8)
 gym.register("TerminateAt8-v0", entry_point=CountingEnv, kwargs={"constant_obs": True, "terminate_at": 8})
 gym.register("Counting-v0", entry_point=CountingEnv, max_episode_steps=7)
 gym.register("CountingBoth-v0", entry_point=CountingEnv, kwargs={"terminate_at": 5}, max_episode_steps=5)
 gym.register("Crash-v0", entry_point=CrashEnv)
 gym.register("BlowUp-v0", entry_point=BlowUpEnv, max_episode_steps=50)
+gym.register("SeedBlowUp-v0", entry_point=SeedBlowUpEnv, max_episode_steps=50)
 # Two versions of one env: making the older one warns that it is out of date, as MuJoCo's -v4 ids do.
 gym.register("Versioned-v0", entry_point=CountingEnv, max_episode_steps=7)
 gym.register("Versioned-v1", entry_point=CountingEnv, max_episode_steps=7)
