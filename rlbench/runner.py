@@ -159,7 +159,7 @@ class _Loop:
 
         def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key):
             # The next action comes out of the same call as the update: one dispatch per env step.
-            state, buffer_state, metrics = learner.update_fn(state, buffer_state, new, progress_remaining)
+            state, buffer_state, metrics = learner.update_fn(state, buffer_state, new, progress_remaining, state.step)
             action, act_key = learner.act_fn(state, obs, act_key)
             return state, buffer_state, metrics, action, act_key
 
