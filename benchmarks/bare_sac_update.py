@@ -137,7 +137,7 @@ def main() -> None:
 
     states = {"rlbench": jax.jit(learner.init_fn)(jax.random.key(0)), "bare": jax.jit(bare_init)(jax.random.key(0))}
     calls = {
-        "rlbench": lambda s: rlbench_steps(s, batches, keys, progress)[0],
+        "rlbench": lambda s: rlbench_steps(s, batches, keys, progress, 0)[0],  # SAC (policy_delay 1) ignores first_step
         "bare": lambda s: bare_steps(s, bare_batches, keys),
     }
     rates: dict[str, list[float]] = {name: [] for name in calls}

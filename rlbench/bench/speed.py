@@ -124,11 +124,12 @@ def update_only_rate(learner, cfg, spec, state, seconds: float = 5.0) -> float:
     keys = jax.random.split(jax.random.PRNGKey(1), g)
     progress = jnp.asarray(1.0)
     steps = jax.jit(learner.gradient_steps_fn, donate_argnums=0)
-    state, _ = steps(state, batches, keys, progress)
+    # The gradient steps done before each call decide, as in training, which of them update the actor.
+    state, _ = steps(state, batches, keys, progress, 0)
     jax.block_until_ready(state)
     calls, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        state, _ = steps(state, batches, keys, progress)
+        state, _ = steps(state, batches, keys, progress, (calls + 1) * g)
         calls += 1
     jax.block_until_ready(state)
     return calls * g / (time.perf_counter() - start)

@@ -29,11 +29,31 @@ def keep_mask(key: jax.Array, rate: float, shape: Sequence[int]) -> jax.Array:
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
     state = jax.random.bits(key, (4,), jnp.uint32)  # the generator's 128-bit state, from the layer's key
-    _, bits = jax.lax.rng_bit_generator(
-        state, tuple(shape), dtype=jnp.uint32, algorithm=jax.lax.RandomAlgorithm.RNG_THREE_FRY
-    )
+    bits = threefry_bits(state, tuple(shape))
     # Uniform 32-bit words: P(bits < t) = t / 2^32, so dropping below round(rate * 2^32) drops at `rate`.
     return bits >= jnp.uint32(min(round(rate * _BITS), _BITS - 1))
+
+
+def threefry_bits(state: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Uniform uint32 words of `shape` from XLA's Threefry generator seeded with `state` (uint32 [4]).
+
+    Under `jax.vmap` each state draws its own words, exactly those it draws unbatched. JAX's batching
+    rule for `rng_bit_generator` would draw the whole batch from the first state instead: the members of
+    the critic ensemble and the seeds of a vmapped multi-seed update would share one stream, and seed i
+    of K would not train as a single run with its own seed does. The states are looped over instead.
+    """
+
+    @jax.custom_batching.custom_vmap
+    def draw(state):
+        return jax.lax.rng_bit_generator(
+            state, shape, dtype=jnp.uint32, algorithm=jax.lax.RandomAlgorithm.RNG_THREE_FRY
+        )[1]
+
+    @draw.def_vmap
+    def draw_per_state(axis_size, in_batched, states):
+        return jax.lax.map(draw, states), True
+
+    return draw(state)
 
 
 def apply_mask(x: jax.Array, keep: jax.Array, rate: float) -> jax.Array:

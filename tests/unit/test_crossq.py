@@ -101,7 +101,7 @@ def test_joint_pass_keeps_statistics_of_the_concatenated_batch_and_no_target():
     batches = random_batches(jax.random.key(1), 1, 4)
     batches = batches._replace(next_obs=batches.next_obs + 10.0)  # next states far from states
     new_state, _ = jax.jit(learner.gradient_steps_fn)(
-        state, batches, jax.random.split(jax.random.key(2), 1), jnp.float32(1)
+        state, batches, jax.random.split(jax.random.key(2), 1), jnp.float32(1), 0
     )
     # The first BatchRenorm sees concat([obs, action]); its first obs_dim features depend on obs only.
     input_mean = new_state.critic.batch_stats["critics"]["trunk"]["BatchRenorm_0"]["mean"][:, : SPEC.obs_dim]
@@ -117,7 +117,7 @@ def test_batch_renorm_counters_critic_per_step_actor_per_actor_update():
     learner = crossq_learner(crossq_config(policy_delay=3))
     state = learner.init_fn(jax.random.key(0))
     state, metrics = jax.jit(learner.gradient_steps_fn)(
-        state, random_batches(jax.random.key(1), 6, 4), jax.random.split(jax.random.key(2), 6), jnp.float32(1)
+        state, random_batches(jax.random.key(1), 6, 4), jax.random.split(jax.random.key(2), 6), jnp.float32(1), 0
     )
     critic_steps = state.critic.batch_stats["critics"]["trunk"]["BatchRenorm_0"]["steps"]
     actor_steps = state.actor.batch_stats["trunk"]["BatchRenorm_0"]["steps"]
@@ -136,10 +136,11 @@ def test_crossq_fused_equals_unfused_with_batch_stats(dropout):
     batches = random_batches(jax.random.key(1), 4, cfg.batch_size)
     keys = jax.random.split(jax.random.key(2), 4)
     steps = jax.jit(learner.gradient_steps_fn)
-    fused, _ = steps(state, batches, keys, jnp.float32(1))
+    fused, _ = steps(state, batches, keys, jnp.float32(1), 0)
     single = state
     for i in range(4):
-        single, _ = steps(single, jax.tree.map(lambda x, i=i: x[i : i + 1], batches), keys[i : i + 1], jnp.float32(1))
+        one = jax.tree.map(lambda x, i=i: x[i : i + 1], batches)
+        single, _ = steps(single, one, keys[i : i + 1], jnp.float32(1), single.step)
     leaves_close(fused, single, tol=1e-5)
 
 
@@ -149,10 +150,10 @@ def test_crossq_update_traces_once():
     learner = make_crossq(cfg, SPEC, buffer)
     n_traces = 0
 
-    def counted(*args):
+    def counted(state, buffer_state, new, progress):
         nonlocal n_traces
         n_traces += 1
-        return learner.update_fn(*args)
+        return learner.update_fn(state, buffer_state, new, progress, state.step)
 
     update = jax.jit(counted, donate_argnums=(0, 1))
     # A jitted init (as the runner's) and a weakly typed progress: a state whose types changed after

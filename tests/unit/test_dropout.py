@@ -58,3 +58,17 @@ def test_ensemble_members_draw_different_masks():
     out = Members().apply({}, jnp.ones((64, 64)), rngs={"dropout": jax.random.key(0)})
     assert out.shape == (2, 64, 64)
     assert 0.45 < float(jnp.mean((out[0] == 0) != (out[1] == 0))) < 0.55
+
+
+def test_each_key_draws_its_own_mask_under_nested_vmap():
+    """Seeds (outer vmap) of ensemble members (inner vmap): every key draws the mask it draws alone.
+    JAX's own batching of `rng_bit_generator` drew the whole batch from the first key."""
+    keys = jax.random.split(jax.random.key(0), (3, 2))
+
+    def draw(key):
+        return keep_mask(key, 0.5, (16, 16))
+
+    masks = jax.jit(jax.vmap(jax.vmap(draw)))(keys)
+    for seed in range(3):
+        for member in range(2):
+            np.testing.assert_array_equal(masks[seed, member], draw(keys[seed, member]))

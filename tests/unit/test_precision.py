@@ -121,7 +121,7 @@ def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoi
     for i in range(3):  # 9 gradient steps, the actor updated on every other one
         batches = random_batches(jax.random.key(i), 3, 4)
         before = state
-        state, metrics = steps(state, batches, jax.random.split(jax.random.key(10 + i), 3), jnp.float32(1))
+        state, metrics = steps(state, batches, jax.random.split(jax.random.key(10 + i), 3), jnp.float32(1), state.step)
         assert np.isfinite(float(metrics["train/critic_loss"]))
     assert not np.array_equal(jax.tree.leaves(before.actor.params)[0], jax.tree.leaves(state.actor.params)[0])
     for network in ("actor", "critic"):

@@ -53,11 +53,11 @@ def test_fused_equals_unfused(policy_delay, dropout):
     keys = jax.random.split(jax.random.key(2), 3)
     progress = jnp.float32(0.7)
     steps = jax.jit(learner.gradient_steps_fn)
-    fused, _ = steps(state, batches, keys, progress)
+    fused, _ = steps(state, batches, keys, progress, state.step)
     single = state
     for i in range(3):
         one = jax.tree.map(lambda x, i=i: x[i : i + 1], batches)
-        single, _ = steps(single, one, keys[i : i + 1], progress)
+        single, _ = steps(single, one, keys[i : i + 1], progress, single.step)
     assert int(fused.step) == 3
     leaves_close(fused, single)
 
@@ -70,7 +70,7 @@ def test_update_traces_once_over_changing_policy_delay_offsets():
     def counted(state, buffer_state, new, progress):
         nonlocal n_traces
         n_traces += 1
-        return learner.update_fn(state, buffer_state, new, progress)
+        return learner.update_fn(state, buffer_state, new, progress, state.step)
 
     update = jax.jit(counted, donate_argnums=(0, 1))
     # A jitted init (as the runner's) and a weakly typed progress: a state whose types changed after
@@ -93,7 +93,7 @@ def test_actor_updates_only_every_policy_delay_steps():
     actor_steps, temperature_steps = [], []
     for i in range(6):
         one = jax.tree.map(lambda x, i=i: x[i : i + 1], batches)
-        state, _ = steps(state, one, keys[i : i + 1], jnp.float32(1.0))
+        state, _ = steps(state, one, keys[i : i + 1], jnp.float32(1.0), state.step)
         actor_steps.append(int(state.actor.step))
         temperature_steps.append(int(state.temperature.step))
     # SB3/SBX count: the actor and temperature step on gradient steps 3 and 6.
@@ -108,7 +108,7 @@ def test_fixed_entropy_coefficient_has_no_parameter_and_stays_fixed():
     state = learner.init_fn(jax.random.key(0))
     assert state.temperature is None
     state, metrics = jax.jit(learner.gradient_steps_fn)(
-        state, random_batches(jax.random.key(1), 2, 4), jax.random.split(jax.random.key(2), 2), jnp.float32(1)
+        state, random_batches(jax.random.key(1), 2, 4), jax.random.split(jax.random.key(2), 2), jnp.float32(1), 0
     )
     np.testing.assert_allclose(metrics["train/alpha"], 0.05, rtol=1e-6)
 
@@ -126,7 +126,7 @@ def test_linear_learning_rate_follows_progress():
     learner, _ = make(cfg)
     state = learner.init_fn(jax.random.key(0))
     state, metrics = jax.jit(learner.gradient_steps_fn)(
-        state, random_batches(jax.random.key(1), 1, 4), jax.random.split(jax.random.key(2), 1), jnp.float32(0.25)
+        state, random_batches(jax.random.key(1), 1, 4), jax.random.split(jax.random.key(2), 1), jnp.float32(0.25), 0
     )
     np.testing.assert_allclose(metrics["train/learning_rate"], 2.5e-4, rtol=1e-6)
     np.testing.assert_allclose(state.actor.opt_state.hyperparams["learning_rate"], 2.5e-4, rtol=1e-6)

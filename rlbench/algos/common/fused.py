@@ -2,12 +2,16 @@
 
 An algorithm supplies `critic_step` and `actor_step` (each `(state, batch, key) -> (state, metrics)`);
 this module builds from them:
-- `gradient_steps(state, batches [n, B, ...], keys [n], progress_remaining)`: sets the scheduled
-  learning rates, then runs the n gradient steps in one `lax.scan`. Each step runs the critic step
-  and, under `lax.cond` on the traced counter `state.step`, the actor step on gradient steps
-  policy_delay, 2 * policy_delay, ... (SB3/SBX counting). The update therefore compiles once,
-  whatever the policy-delay offset of an iteration (SBX compiles one variant per offset).
-- `update(state, buffer_state, new, progress_remaining)`: insert the new transitions, sample
+- `gradient_steps(state, batches [n, B, ...], keys [n], progress_remaining, first_step)`: sets the
+  scheduled learning rates, then runs the n gradient steps in one `lax.scan`. Each step runs the
+  critic step and, under `lax.cond` on the traced counter `first_step + i`, the actor step on
+  gradient steps policy_delay, 2 * policy_delay, ... (SB3/SBX counting). The update therefore
+  compiles once, whatever the policy-delay offset of an iteration (SBX compiles one variant per offset).
+  `first_step` (int32 scalar: the gradient steps done before this call) is an argument rather than
+  `state.step` because under `jax.vmap` over seeds `state.step` is batched, and a batched predicate
+  turns the `cond` into a `select` that runs the actor step on every gradient step. All seeds advance
+  in lockstep, so one unbatched counter serves them all and the `cond` stays a branch.
+- `update(state, buffer_state, new, progress_remaining, first_step)`: insert the new transitions, sample
   gradient_steps * batch_size rows with the state's key, and run `gradient_steps`.
 Metrics are averaged over the iteration's steps (NaN-skipping for steps without an actor update).
 """
@@ -32,8 +36,8 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
         # Same pytree as the real branch; NaN metrics are dropped by the nanmean over the scan.
         return state, {name: jnp.full((), jnp.nan) for name in actor_metric_names}
 
-    def gradient_step(state, batch_key_step):
-        batch, key, step = batch_key_step
+    def gradient_step(state, step_batch_and_key):
+        step, batch, key = step_batch_and_key  # step: gradient steps done before this one, shared by all seeds
         critic_key, actor_key = jax.random.split(key)
         state, critic_metrics = critic_step(state, batch, critic_key)
         if cfg.policy_delay == 1:  # static: no branch at all
@@ -43,15 +47,17 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
             state, actor_metrics = jax.lax.cond(do_actor, actor_step, skip_actor_step, state, batch, actor_key)
         return state.replace(step=state.step + 1), critic_metrics | actor_metrics
 
-    def gradient_steps(state, batches: Transition, keys: jax.Array, progress_remaining: jax.Array, first_step):
+    def gradient_steps(
+        state, batches: Transition, keys: jax.Array, progress_remaining: jax.Array, first_step: jax.Array
+    ):
         actor_lr = cfg.learning_rate(progress_remaining)
         critic_lr = actor_lr if cfg.qf_learning_rate is None else jnp.asarray(cfg.qf_learning_rate)
         state = state.replace(
             actor=set_learning_rate(state.actor, actor_lr),
             critic=set_learning_rate(state.critic, critic_lr),
         )
-        steps = first_step + jnp.arange(keys.shape[0])
-        state, metrics = jax.lax.scan(gradient_step, state, (batches, keys, steps))  # metrics [n_steps]
+        steps = first_step + jnp.arange(keys.shape[0], dtype=jnp.int32)
+        state, metrics = jax.lax.scan(gradient_step, state, (steps, batches, keys))  # metrics [n_steps]
         metrics = {name: jnp.nanmean(value) for name, value in metrics.items()}
         metrics["train/learning_rate"] = actor_lr
         metrics["train/n_updates"] = state.step
@@ -61,7 +67,7 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
 
 
 def make_update(cfg: Any, buffer: UniformBuffer, gradient_steps):
-    def update(state, buffer_state: BufferState, new: Transition, progress_remaining: jax.Array, first_step):
+    def update(state, buffer_state: BufferState, new: Transition, progress_remaining: jax.Array, first_step: jax.Array):
         buffer_state = buffer.add_fn(buffer_state, new)
         key, sample_key, steps_key = jax.random.split(state.key, 3)
         batch = buffer.sample_fn(buffer_state, sample_key, cfg.gradient_steps * cfg.batch_size)

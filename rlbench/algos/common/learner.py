@@ -22,10 +22,15 @@ class Learner(Generic[S]):
     """Pure functions of one algorithm bound to its config and networks.
 
     init_fn(key) -> state
-    update_fn(state, buffer_state, new_transitions, progress_remaining) -> (state, buffer_state, metrics):
-        one training iteration: insert what was collected, sample, run all gradient steps fused.
-    gradient_steps_fn(state, batches [n, B, ...], keys [n], progress_remaining) -> (state, metrics):
+    update_fn(state, buffer_state, new_transitions, progress_remaining, first_step)
+        -> (state, buffer_state, metrics): one training iteration: insert what was collected, sample,
+        run all gradient steps fused.
+    gradient_steps_fn(state, batches [n, B, ...], keys [n], progress_remaining, first_step) -> (state, metrics):
         the fused steps alone on given batches (what update_fn runs after sampling).
+    `first_step` (int32 scalar) is the number of gradient steps done before the call, `state.step` of a
+    single run; it decides which steps update the actor (policy_delay). It is shared by all seeds of a
+    vmapped update (they advance in lockstep), so the actor branch stays a branch under `jax.vmap`
+    (see fused.py and seed_axis.py).
     act_fn(state, obs, key) -> (action in [-1, 1], next key): stochastic, for collection.
     act_deterministic_fn(state, obs) -> action: for evaluation.
     critic_step_fn, actor_step_fn (state, batch [B, ...], key) -> (state, metrics): one gradient step's
@@ -34,8 +39,8 @@ class Learner(Generic[S]):
     """
 
     init_fn: Callable[[jax.Array], S]
-    update_fn: Callable[[S, BufferState, Transition, jax.Array], tuple[S, BufferState, Metrics]]
-    gradient_steps_fn: Callable[[S, Transition, jax.Array, jax.Array], tuple[S, Metrics]]
+    update_fn: Callable[[S, BufferState, Transition, jax.Array, jax.Array], tuple[S, BufferState, Metrics]]
+    gradient_steps_fn: Callable[[S, Transition, jax.Array, jax.Array, jax.Array], tuple[S, Metrics]]
     act_fn: Callable[[S, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
     act_deterministic_fn: Callable[[S, jax.Array], jax.Array]
     metric_names: tuple[str, ...]

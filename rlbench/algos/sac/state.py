@@ -29,7 +29,7 @@ class SACState(struct.PyTreeNode):
     critic: CriticState
     temperature: TrainState | None  # params {"log_alpha": scalar}; None when ent_coef is fixed
     key: jax.Array  # typed PRNG key for sampling batches, actions and dropout masks
-    step: jax.Array  # int32 gradient steps done; drives policy_delay inside the compiled update
+    step: jax.Array  # int32 gradient steps done; a single run passes it as the update's first_step
     transposed: TransposedKernels | None = None  # W^T copies for plain-layout bfloat16 networks
 
 
