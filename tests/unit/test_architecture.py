@@ -1,4 +1,5 @@
-"""The dependency rule: the pure core (algos, networks, buffers) never imports the host shell."""
+"""The dependency rules: the pure core (algos, networks, buffers) never imports the host shell, and only the
+command line (rlbench.cli) imports the command line or reads sys.argv."""
 
 import ast
 import os
@@ -25,14 +26,25 @@ FORBIDDEN = (
 )
 
 
+# Modules outside rlbench/cli that are command lines themselves, each with what it may do and why.
+CLI_IMPORTERS = {"bench/returns.py": "runs train.py's command line in-process, one grid cell per call"}
+ARGV_READERS = {"bench/__main__.py": "the `python -m rlbench.bench` entry point"}
+
+
 def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, at module level or inside a function; `from a import b` adds a and a.b."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
+
+
+def outside_the_cli() -> list[Path]:
+    return [path for path in PACKAGE.rglob("*.py") if path.relative_to(PACKAGE).parts[0] != "cli"]
 
 
 def test_core_imports_point_downward_only():
@@ -42,6 +54,34 @@ def test_core_imports_point_downward_only():
             for name in imported_modules(path):
                 if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN):
                     offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert not offenders, offenders
+
+
+def test_only_the_command_line_imports_rlbench_cli():
+    offenders = []
+    for path in outside_the_cli():
+        relative = path.relative_to(PACKAGE).as_posix()
+        cli = sorted(
+            name for name in imported_modules(path) if name == "rlbench.cli" or name.startswith("rlbench.cli.")
+        )
+        if cli and relative not in CLI_IMPORTERS:
+            offenders.append(f"{relative} imports {', '.join(cli)}")
+    assert not offenders, offenders
+
+
+def test_only_the_command_line_reads_sys_argv():
+    offenders = []
+    for path in outside_the_cli():
+        relative = path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            reads = (
+                isinstance(node, ast.Attribute)
+                and node.attr == "argv"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"
+            ) or (isinstance(node, ast.ImportFrom) and node.module == "sys" and "argv" in {a.name for a in node.names})
+            if reads and relative not in ARGV_READERS:
+                offenders.append(f"{relative}:{node.lineno} reads sys.argv")
     assert not offenders, offenders
 
 
