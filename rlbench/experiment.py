@@ -1,10 +1,10 @@
 """Run resolution: from a typed request to a checked `Experiment`, before anything is written.
 
-Below the command line: train.py builds a `RunRequest` from its flags, Optuna trials (rlbench.tuning) and
-`bench returns` build theirs as data, and all of them resolve it here. Resolution applies the JAX device,
-imports the gym packages, reads the hyperparameter file, a checkpoint to resume (`-i`) or an Optuna trial
-(`--trial-id`), builds and steps a probe env and sizes the learner; a problem raises ConfigError (exit 2)
-or CheckpointError (exit 1) before any folder or file exists.
+Below the command line: train.py builds a `RunRequest` from its flags (as `bench returns` does for each grid
+cell), Optuna trials (rlbench.tuning) derive theirs from it with `dataclasses.replace`, and all of them resolve
+it here. Resolution applies the JAX device, imports the gym packages, reads the hyperparameter file, a
+checkpoint to resume (`-i`) or an Optuna trial (`--trial-id`), builds and steps a probe env and sizes the
+learner; a problem raises ConfigError (exit 2) or CheckpointError (exit 1) before any folder or file exists.
 """
 
 from __future__ import annotations
