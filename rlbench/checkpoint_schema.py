@@ -112,7 +112,7 @@ ARCHIVE_SCHEMA = {"format_version": int, "members": MapOf(str), "sizes": OrNone(
 
 _SPACE = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high": ListOf(float)}
 
-# What resuming reads (rlbench.cli.train.resolve, rlbench.runner.Runner.start, HostState.from_checkpoint).
+# What resuming reads (rlbench.experiment.resolve, rlbench.runner.Runner.start, HostState.from_checkpoint).
 RESUME_SCHEMA = {
     "algo": str,
     "env_id": str,

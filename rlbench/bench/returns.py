@@ -43,6 +43,7 @@ from rlbench.checkpoint_schema import resume_expectations
 from rlbench.cli import train as train_cli
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
+from rlbench.experiment import resolve
 from rlbench.files import atomic_write_text
 from rlbench.registry import ALGORITHMS, get_algo
 
@@ -243,7 +244,7 @@ def resolve_settings(cells: list[Cell], args: argparse.Namespace) -> dict[Cell, 
     for algo, env in _unique((c.algo, c.env) for c in cells):
         train_args = train_cli.build_parser().parse_args(train_argv(Cell(algo, env, 0), args, Path(), args.n_timesteps))
         try:
-            exp = train_cli.resolve(train_args)
+            exp = resolve(train_cli.request_from_args(train_args))
         except ConfigError as error:
             raise ConfigError(f"--algo {algo} --env {env}: {error}") from None
         resolved[(algo, env)] = {
@@ -574,8 +575,9 @@ def write_report(
     return output
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def main(argv: Sequence[str]) -> int:
+    """`python -m rlbench.bench returns ARGV...` (rlbench.bench.__main__ passes the command line)."""
+    argv = list(argv)
     args = build_parser().parse_args(argv)
     try:
         cells = check_args(args)
@@ -613,7 +615,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(f"wrote {report}")
     return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

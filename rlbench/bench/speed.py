@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from rlbench import compile_cache
-    from rlbench.cli.train import select_device
+    from rlbench.experiment import select_device
 
     cache = compile_cache.enable(args.compile_cache)
 

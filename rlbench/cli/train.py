@@ -8,9 +8,6 @@ SIGINT or SIGTERM after writing a checkpoint to resume from (EX_TEMPFAIL: try ag
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib
-import os
 import shlex
 import shutil
 import signal
@@ -20,7 +17,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,34 +25,21 @@ import numpy as np
 import yaml
 
 from rlbench import compile_cache, hyperparams
-from rlbench.buffers.uniform import check_buffer_arrays, make_uniform_buffer
-from rlbench.checkpoint import (
-    Checkpoint,
-    CheckpointError,
-    check_state_fits,
-    library_versions,
-    read_checkpoint,
-    state_size_bound,
-)
-from rlbench.checkpoint_schema import Expected, resume_expectations
-from rlbench.config import RunConfig, literal_mapping, normalize_entry, positive_int, split_entry
-from rlbench.envs.make import VEC_ENV_KINDS, check_env_id, check_env_runs
-from rlbench.envs.wrappers import trusted_modules
+from rlbench.checkpoint import CheckpointError, library_versions
+from rlbench.envs.make import VEC_ENV_KINDS
 from rlbench.errors import ConfigError, RunFailure
+from rlbench.experiment import Experiment, RunRequest, resolve
 from rlbench.files import atomic_write_text
-from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.base import MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
 from rlbench.loggers.tensorboard import TensorBoardLogger, import_tensorboardx
 from rlbench.loggers.tracking import WandbTracker, import_wandb
-from rlbench.memory import check_buffer_memory, check_learner_memory
 from rlbench.redact import redact_argv, redact_values
-from rlbench.registry import ALGORITHMS, AlgoSpec, get_algo
+from rlbench.registry import ALGORITHMS
 from rlbench.runner import CheckpointSettings, train
 from rlbench.signals import SignalScope
 from rlbench.tuning import GRACE_S, HEARTBEAT_S
-from rlbench.types import EnvSpec
 
 
 def str2bool(text: str) -> bool:
@@ -79,17 +62,6 @@ def add_bool_flag(p: argparse.ArgumentParser, *names: str, help: str) -> None:
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal, checkpoint written, resumable
 MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
 
-# Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other).
-ARCHITECTURE_KEYS = (
-    "net_arch",
-    "activation_fn",
-    "dropout_rate",
-    "layer_norm",
-    "n_critics",
-    "batch_norm",
-    "batch_norm_actor",
-)
-
 # RL Zoo flags whose features later work brings (tracking, tuning). Accepted so that RL Zoo command
 # lines parse, but any non-default value exits 2 with "not supported yet", never ignored.
 NOT_YET = {
@@ -104,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", default="Pendulum-v1", help="gymnasium environment id (or module:EnvId)")
     p.add_argument("-n", "--n-timesteps", type=int, default=-1, help="env steps (overrides the file)")
     p.add_argument("--seed", type=int, default=-1, help="random seed; < 0 draws one (printed and saved)")
+    p.add_argument(
+        "--n-seeds",
+        type=int,
+        default=1,
+        metavar="K",
+        help="train K seeds (--seed, --seed+1, ...) in one process as one vmapped learner",
+    )
     p.add_argument("-f", "--log-folder", default="logs", help="log root folder")
     p.add_argument("--eval-freq", type=int, default=25_000, help="evaluate every n env steps (< 0: never)")
     p.add_argument("--eval-episodes", type=int, default=5, help="episodes per evaluation")
@@ -257,300 +236,39 @@ def check_flags(args: argparse.Namespace) -> None:
         import_wandb()  # exit 2 with the install hint before anything is written
     if args.tensorboard_log:
         import_tensorboardx()  # likewise
-    if args.num_threads not in (-1, 1):
-        raise ConfigError(
-            f"--num-threads: only -1 (XLA's default) or 1 (single-threaded) are supported, "
-            f"got {args.num_threads}; XLA sizes its CPU thread pool itself"
-        )
 
 
-def select_device(device: str, num_threads: int) -> None:
-    """Apply --device and --num-threads before JAX starts its backend; exit 2 for a missing GPU."""
-    if num_threads == 1:
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
-    if device == "cpu":
-        jax.config.update("jax_platforms", "cpu")
-    elif device in ("gpu", "cuda"):
-        try:
-            jax.devices("gpu")
-        except RuntimeError:
-            found = ", ".join(str(d) for d in jax.devices())
-            raise ConfigError(
-                f"--device {device}: no GPU found (devices: {found}); install rlbench[cuda] "
-                "on a machine with an NVIDIA GPU, or use --device cpu/auto"
-            ) from None
-        jax.config.update("jax_platforms", "cuda")
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """Everything a run needs, resolved and checked, before anything is written."""
-
-    algo: AlgoSpec
-    run: RunConfig
-    learner_config: Any
-    hyperparams: dict[str, Any]  # resolved, file spelling (saved as config.yml)
-    spaces: dict[str, Any]  # the env's observation and action spaces, as the manifest records them
-    resume: Checkpoint | None = None
-
-
-def resolve(args: argparse.Namespace, trial_overrides: Mapping[str, Any] | None = None) -> Experiment:
-    """Validate flags, files and hyperparameters; raise ConfigError on the first problem.
-
-    `trial_overrides` (an Optuna trial's hyperparameters) sit between the file entry and -params;
-    `--trial-id N` supplies them from the study."""
-    check_flags(args)
-    select_device(args.device, args.num_threads)  # before anything starts a JAX backend
-    algo = get_algo(args.algo)
-    for module in args.gym_packages:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise ConfigError(f"--gym-packages: cannot import {module!r} ({error})") from None
-    check_env_id(args.env)
-    resume = load_resume_checkpoint(args, algo) if args.trained_agent else None
-    if resume is not None:
-        source = str(resume.path)  # the saved, resolved hyperparameters; the file is not read
-        base = dict(resume.manifest["hyperparams"])
-    else:
-        source = args.conf_file or str(hyperparams.default_file(algo.name))
-        entry = normalize_entry(
-            hyperparams.select_entry(hyperparams.read_file(source), args.env, source, args.verbose), source
-        )
-        base = hyperparams.merge(algo.preset, entry)
-    trial_seed = None
-    if trial_overrides is None and args.trial_id is not None:
-        from rlbench.tuning.tune import load_trial
-
-        trial_overrides, trial_seed = load_trial(args, args.env.replace(":", "_"))
-    if trial_overrides:
-        base = hyperparams.merge(base, normalize_entry(dict(trial_overrides), "the Optuna trial"))
-    try:
-        overrides = normalize_entry(parse_key_values(args.hyperparams, "-params"), "-params")
-        env_kwargs_cli = parse_key_values(args.env_kwargs, "--env-kwargs")
-        eval_env_kwargs_cli = (
-            None if args.eval_env_kwargs is None else parse_key_values(args.eval_env_kwargs, "--eval-env-kwargs")
-        )
-    except LiteralError as error:
-        raise ConfigError(str(error)) from None
-    merged = hyperparams.merge(base, overrides)
-    where = f"{source} / -params" if args.hyperparams else source
-    run_keys, env_wrappers, learner_keys = split_entry(
-        merged, where, trusted_modules([*args.gym_packages, *args.trust_wrappers])
-    )
-    n_envs = positive_int(run_keys.get("n_envs", 1), "n_envs")
-    n_timesteps = args.n_timesteps if args.n_timesteps != -1 else run_keys.get("n_timesteps")
-    if n_timesteps is None:
-        raise ConfigError(f"n_timesteps is not set in {source} for {args.env}; pass -n N")
-    if resume is not None and args.n_timesteps != -1:
-        # As SB3's learn(reset_num_timesteps=False): -n counts the steps to add to the checkpoint's.
-        n_timesteps = resume.manifest["counters"]["env_steps"] + positive_int(args.n_timesteps, "-n")
-    n_timesteps = positive_int(n_timesteps, "n_timesteps (-n)")
-    learner_config = algo.build_config(learner_keys, n_envs, where)
-    if resume is not None:
-        check_resume_overrides(resume, base, merged, algo.config_to_hyperparams(learner_config))
-    file_env_kwargs = literal_mapping(run_keys.get("env_kwargs"), "env_kwargs")
-    env_kwargs = file_env_kwargs | env_kwargs_cli
-    # Unlike RL Zoo, the file's env_kwargs reach the evaluation env too, unless --eval-env-kwargs is given.
-    eval_env_kwargs = env_kwargs if eval_env_kwargs_cli is None else file_env_kwargs | eval_env_kwargs_cli
-    for name, value in (("--eval-episodes", args.eval_episodes), ("--n-eval-envs", args.n_eval_envs)):
-        positive_int(value, name)
-    if args.keep_checkpoints < 0:
-        raise ConfigError(
-            f"--keep-checkpoints: expected a non-negative integer (0 keeps all), got {args.keep_checkpoints}"
-        )
-    if args.seed > MAX_SEED:
-        raise ConfigError(
-            f"--seed {args.seed} is too large: seeds are in [0, 2**32-1] (as SB3 and RL Zoo), or negative to draw one"
-        )
-    check_log_folder(args.log_folder)
-    # One env built, reset and stepped with each set of kwargs: what the env rejects is refused now, not
-    # at the first step or the first evaluation (after training).
-    obs_space, action_space = check_env_runs(
-        args.env, env_kwargs, env_wrappers, args.gym_packages, "--env-kwargs / env_kwargs"
-    )
-    spaces = {"observation": describe_space(obs_space), "action": describe_space(action_space)}
-    if args.eval_freq > 0 and eval_env_kwargs != env_kwargs:
-        check_env_runs(args.env, eval_env_kwargs, env_wrappers, args.gym_packages, "--eval-env-kwargs")
-    spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
-    check_buffer_memory(learner_config.buffer_size, spec, args.verbose)
-    check_learner_memory(algo, learner_config, spec)
-    if resume is not None:
-        check_spaces(resume, spaces, args.allow_space_bounds_mismatch, args.env)
-        check_resume_state(resume, algo, learner_config, spaces)
-    if resume is not None:
-        seed = int(resume.manifest["seed"])  # every RNG continues from the checkpoint
-        if args.seed >= 0 and args.seed != seed and args.verbose:
-            print(f"Note: --seed {args.seed} ignored; the run continues the checkpoint's seed {seed}")
-    elif args.seed < 0 and trial_seed is not None:
-        seed = int(trial_seed)  # --trial-id without --seed: the trial's own seed, so its scores reproduce
-    else:
-        seed = args.seed if args.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
-    run = RunConfig(
-        env_id=args.env,
-        n_timesteps=n_timesteps,
-        n_envs=n_envs,
-        env_kwargs=env_kwargs,
-        seed=seed,
-        eval_env_kwargs=eval_env_kwargs,
-        env_wrappers=env_wrappers,
+def request_from_args(args: argparse.Namespace) -> RunRequest:
+    """The run the flags ask for, as data for rlbench.experiment.resolve."""
+    return RunRequest(
+        algo=args.algo,
+        env=args.env,
+        conf_file=args.conf_file,
+        params=tuple(args.hyperparams),
+        env_kwargs=tuple(args.env_kwargs),
+        eval_env_kwargs=None if args.eval_env_kwargs is None else tuple(args.eval_env_kwargs),
+        n_timesteps=args.n_timesteps,
+        seed=args.seed,
+        n_seeds=args.n_seeds,
+        trained_agent=args.trained_agent,
+        allow_space_bounds_mismatch=args.allow_space_bounds_mismatch,
+        log_folder=args.log_folder,
+        keep_checkpoints=args.keep_checkpoints,
+        device=args.device,
+        num_threads=args.num_threads,
         gym_packages=tuple(args.gym_packages),
+        trust_wrappers=tuple(args.trust_wrappers),
         vec_env=args.vec_env,
         eval_freq=args.eval_freq,
         eval_episodes=args.eval_episodes,
         n_eval_envs=args.n_eval_envs,
-        log_interval=4 if args.log_interval == -1 else args.log_interval,
+        log_interval=args.log_interval,
         verbose=args.verbose,
         progress=args.progress,
+        trial_id=args.trial_id,
+        storage=args.storage,
+        study_name=args.study_name,
     )
-    resolved = {
-        "n_timesteps": n_timesteps,
-        "n_envs": n_envs,
-        "policy": "MlpPolicy",
-        "env_kwargs": env_kwargs,
-        **({"env_wrapper": [wrapper.to_entry() for wrapper in env_wrappers]} if env_wrappers else {}),
-        **algo.config_to_hyperparams(learner_config),
-    }
-    return Experiment(
-        algo=algo,
-        run=run,
-        learner_config=learner_config,
-        hyperparams=dict(sorted(resolved.items())),
-        spaces=spaces,
-        resume=resume,
-    )
-
-
-def load_resume_checkpoint(args: argparse.Namespace, algo: AlgoSpec) -> Checkpoint:
-    """Read and verify `-i PATH` (CheckpointError, exit 1, when torn, corrupt or forged). Before any member
-    is decompressed: the manifest must hold every key a resume reads, its algorithm must be the one asked
-    for, its replay buffer must fit in memory, and no member may be larger than its saved configuration
-    needs."""
-    path = Path(args.trained_agent)
-
-    def expect(manifest: dict[str, Any]) -> Expected:
-        expected = resume_expectations(manifest)
-        if manifest["algo"] != algo.name:
-            raise ConfigError(
-                f"{path} was trained with --algo {manifest['algo']}, but --algo {algo.name} was "
-                f"given; resume it with --algo {manifest['algo']}"
-            )
-        spaces = manifest["spaces"]
-        spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
-        # The saved configuration: a resume keeps its architecture (check_resume_overrides), hence its state size.
-        entry = normalize_entry(dict(manifest["hyperparams"]), str(path))
-        entry.pop("env_wrapper", None)  # only the learner's size matters here; resolve() checks the wrappers
-        _, _, learner_keys = split_entry(entry, str(path), trusted_wrapper_modules=())
-        learner_config = algo.build_config(learner_keys, manifest["n_envs"], str(path))
-        if manifest["replay_buffer"]:  # it is restored at its saved size (without one, -params may shrink it)
-            check_buffer_memory(learner_config.buffer_size, spec, verbose=0)
-        learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
-        return dataclasses.replace(expected, state_bytes=state_size_bound(learner.init_fn))
-
-    return read_checkpoint(path, expect=expect)
-
-
-def check_resume_overrides(
-    resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any], resolved: Mapping[str, Any]
-) -> None:
-    """Refuse -params that change the saved networks (B7); report the changes that are allowed.
-
-    `saved` is the checkpoint's resolved entry; the networks are compared in that resolved spelling
-    (`resolved`: the new learner config written back), so `net_arch=[8]` equals the saved
-    `{pi: [8], qf: [8]}`.
-    """
-    saved_kwargs, new_kwargs = saved.get("policy_kwargs") or {}, resolved.get("policy_kwargs") or {}
-    for key in ARCHITECTURE_KEYS:
-        if saved_kwargs.get(key) != new_kwargs.get(key):
-            raise ConfigError(
-                f"-params policy_kwargs {key}: {new_kwargs.get(key)!r} differs from the network saved in "
-                f"{resume.path} ({saved_kwargs.get(key)!r}); the architecture cannot change on resume "
-                "(optimizer and schedule settings such as learning_rate can)"
-            )
-    saved_precision = saved.get("precision", "float32")  # checkpoints from before the key: float32
-    if resolved.get("precision") != saved_precision:
-        raise ConfigError(
-            f"-params precision: {resolved.get('precision')!r} differs from {saved_precision!r} saved in "
-            f"{resume.path}; precision cannot change on resume (a bfloat16 learner state also holds bfloat16 copies of "
-            "the transposed kernels); resume with the saved precision"
-        )
-    for key in sorted(set(saved) | set(merged)):
-        if key not in ("policy_kwargs", "n_timesteps", "precision") and saved.get(key) != merged.get(key):
-            print(f"Resume: {key} changed from {saved.get(key)!r} to {merged.get(key)!r}")
-
-
-def check_resume_state(resume: Checkpoint, algo: AlgoSpec, learner_config: Any, spaces: Mapping[str, Any]) -> None:
-    """The saved learner state and replay buffer must fit the resolved configuration (B7, B8)."""
-    spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
-    learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
-    try:
-        check_state_fits(learner.init_fn, resume.state_bytes)
-    except ValueError as error:
-        raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
-    saved_buffer = resume.group("replay_buffer")
-    if not saved_buffer:
-        return
-    saved_capacity = int(saved_buffer["capacity"])
-    if saved_capacity != learner_config.buffer_size:
-        raise ConfigError(
-            f"cannot resume from {resume.path}: its replay buffer has buffer_size={saved_capacity}, "
-            f"the configuration {learner_config.buffer_size}; drop the buffer_size override"
-        )
-    try:
-        check_buffer_arrays(learner_config.buffer_size, spec, saved_buffer)
-    except ValueError as error:
-        raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
-
-
-def describe_space(space: Any) -> dict[str, Any]:
-    return {
-        "shape": list(space.shape),
-        "dtype": str(space.dtype),
-        "low": np.asarray(space.low, np.float64).ravel().tolist(),
-        "high": np.asarray(space.high, np.float64).ravel().tolist(),
-    }
-
-
-def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mismatch: bool, env_id: str) -> None:
-    """The env must match the checkpoint's spaces: shapes and dtypes always (B2, B4); bounds unless
-    --allow-space-bounds-mismatch (B3). Another env id with the same spaces is allowed, with a warning."""
-    saved = resume.manifest["spaces"]
-    for name in ("observation", "action"):
-        was, now = saved[name], current[name]
-        if (was["shape"], was["dtype"]) != (now["shape"], now["dtype"]):
-            raise ConfigError(
-                f"{name} space mismatch: saved={was['dtype']}{was['shape']} "
-                f"current={now['dtype']}{now['shape']} ({resume.path} was trained on "
-                f"{resume.manifest['env_id']})"
-            )
-        if (was["low"], was["high"]) != (now["low"], now["high"]):
-            message = (
-                f"{name} space bounds differ from {resume.path}'s: saved low={was['low']} "
-                f"high={was['high']}, current low={now['low']} high={now['high']}"
-            )
-            if not allow_bounds_mismatch:
-                raise ConfigError(message + "; pass --allow-space-bounds-mismatch to resume anyway")
-            print(f"Warning: {message}", file=sys.stderr)
-    if resume.manifest["env_id"] != env_id:  # after the checks above, whose errors name the saved env already
-        print(
-            f"Warning: {resume.path} was trained on {resume.manifest['env_id']}, this run uses --env {env_id}",
-            file=sys.stderr,
-        )
-
-
-def check_log_folder(log_folder: str) -> None:
-    """`-f` must be a folder this process can create run folders in (checked before anything is created)."""
-    path = Path(log_folder)
-    existing = path
-    while not existing.exists():  # the nearest existing ancestor is where the folders will be created
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"-f/--log-folder {log_folder}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only file system (EROFS)
-        raise ConfigError(
-            f"-f/--log-folder {log_folder}: cannot create folders in {existing} (read-only or no "
-            "write permission); choose another log folder with -f"
-        )
 
 
 def latest_run_id(algo_dir: Path, env_id: str) -> int:
@@ -644,7 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.optimize_hyperparameters:
         return run_optimization(args, argv)
     try:
-        exp = resolve(args)
+        check_flags(args)
+        exp = resolve(request_from_args(args))
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -695,7 +414,7 @@ def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
     the storage server cannot be reached."""
     try:
         from rlbench.tuning.study import StorageUnavailable
-        from rlbench.tuning.tune import optimize
+        from rlbench.tuning.tune import TuningOptions, optimize
     except ImportError as error:
         print(f"error: -optimize needs Optuna, a dependency of rlbench ({error}): pip install -e .", file=sys.stderr)
         return 2
@@ -706,8 +425,21 @@ def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    options = TuningOptions(
+        n_trials=args.n_trials,
+        n_jobs=args.n_jobs,
+        max_total_trials=args.max_total_trials,
+        heartbeat_grace=args.heartbeat_grace,
+        sampler=args.sampler,
+        pruner=args.pruner,
+        n_startup_trials=args.n_startup_trials,
+        n_evaluations=args.n_evaluations,
+        optimization_log_path=args.optimization_log_path,
+        optim_plots=not args.no_optim_plots,
+    )
     try:
-        return optimize(args, resolve, argv)
+        check_flags(args)
+        return optimize(request_from_args(args), options, argv)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -24,7 +24,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
@@ -32,7 +32,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from rlbench.errors import ConfigError
 from rlbench.redact import redact
-from rlbench.tuning import GRACE_S, HEARTBEAT_S
+from rlbench.tuning import GRACE_S, HEARTBEAT_S, spaces
+
+if TYPE_CHECKING:
+    from rlbench.experiment import RunRequest
 
 HEARTBEAT_ATTR = "rlbench_heartbeat"
 SURPLUS_ATTR = "surplus"
@@ -119,6 +122,35 @@ def load_existing(storage, name: str | None, storage_label: str) -> optuna.Study
             f"study {name!r} not found in {redact(storage_label)}; studies there: {', '.join(names) or 'none'}"
         )
     return optuna.load_study(storage=storage, study_name=name)
+
+
+def storage_url(request: RunRequest, env_name: str) -> str:
+    return request.storage or str(Path(request.log_folder) / request.algo / f"optuna_{env_name}.log")
+
+
+def study_name(request: RunRequest, env_name: str) -> str:
+    return request.study_name or f"{request.algo}_{env_name}"
+
+
+def load_trial(request: RunRequest, env_name: str) -> tuple[dict[str, Any], int | None]:
+    """--trial-id N: trial N's hyperparameters and seed; ConfigError listing what exists when it does not (E8)."""
+    url = storage_url(request, env_name)
+    if "://" not in url and not Path(url).exists():
+        raise ConfigError(f"--trial-id: no study storage at {redact(url)} (give --storage)")
+    try:
+        storage = make_storage(url)
+    except StorageUnavailable as error:  # train.py shows a ConfigError as one line, before any run folder
+        raise ConfigError(f"--trial-id: {error}") from None
+    study = load_existing(storage, study_name(request, env_name), redact(url))
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    if request.trial_id not in trials:
+        raise ConfigError(
+            f"--trial-id {request.trial_id}: no such trial in study {study.study_name!r}; trials: "
+            f"{', '.join(f'{n} ({t.state.name})' for n, t in sorted(trials.items())) or 'none'}"
+        )
+    trial = trials[request.trial_id]
+    hyperparams = dict(trial.user_attrs.get("hyperparams") or spaces.to_hyperparams(request.algo, trial.params))
+    return hyperparams, trial.user_attrs.get("seed")
 
 
 def retried_numbers(trials: list[FrozenTrial]) -> set[int]:

@@ -14,9 +14,7 @@ code is 75. Workers never outlive the main process, even one killed with SIGKILL
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import copy
 import dataclasses
 import json
 import math
@@ -26,6 +24,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ import numpy as np
 import optuna
 
 from rlbench.errors import ConfigError, RunFailure
+from rlbench.experiment import Experiment, RunRequest, resolve
 from rlbench.loggers.base import MultiLogger
 from rlbench.redact import redact, redact_argv
 from rlbench.runner import train
@@ -44,7 +44,6 @@ from rlbench.tuning.study import (
     PRUNERS,
     SURPLUS_ATTR,
     Heartbeat,
-    StorageUnavailable,
     budget_left,
     create_or_load,
     fail_stale_journal_trials,
@@ -53,8 +52,26 @@ from rlbench.tuning.study import (
     make_pruner,
     make_storage,
     n_counted,
+    storage_url,
+    study_name,
     write_report,
 )
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """How to search (train.py's tuning flags); what each trial trains is the RunRequest."""
+
+    n_trials: int  # trials this invocation runs, over all workers
+    n_jobs: int  # worker processes, this one included
+    max_total_trials: int | None  # the study's budget: COMPLETE, PRUNED and FAIL trials
+    heartbeat_grace: int  # seconds a RUNNING trial may stay silent before it counts as a dead worker's
+    sampler: str
+    pruner: str
+    n_startup_trials: int
+    n_evaluations: int | None  # None: one per 100k steps
+    optimization_log_path: str | None  # each trial's files under PATH/trial_<n>; None: none written
+    optim_plots: bool
 
 
 class TrialFailed(Exception):
@@ -65,62 +82,31 @@ class TrialInterrupted(Exception):
     """SIGINT or SIGTERM stopped the trial before its end: FAIL (Optuna's state for an unfinished trial)."""
 
 
-def storage_url(args: argparse.Namespace, env_name: str) -> str:
-    return args.storage or str(Path(args.log_folder) / args.algo / f"optuna_{env_name}.log")
-
-
-def study_name(args: argparse.Namespace, env_name: str) -> str:
-    return args.study_name or f"{args.algo}_{env_name}"
-
-
 def trial_seed(seed: int, number: int) -> int:
     """Distinct, reproducible seeds per (study seed, trial number)."""
     return int(np.random.SeedSequence([seed, number]).generate_state(1)[0] % (2**31 - 1))
 
 
-def load_trial(args: argparse.Namespace, env_name: str) -> tuple[dict[str, Any], int | None]:
-    """--trial-id N: trial N's hyperparameters and seed; ConfigError listing what exists when it does not (E8)."""
-    from rlbench.tuning.study import load_existing
-
-    url = storage_url(args, env_name)
-    if "://" not in url and not Path(url).exists():
-        raise ConfigError(f"--trial-id: no study storage at {redact(url)} (give --storage)")
-    try:
-        storage = make_storage(url)
-    except StorageUnavailable as error:  # train.py shows a ConfigError as one line, before any run folder
-        raise ConfigError(f"--trial-id: {error}") from None
-    study = load_existing(storage, study_name(args, env_name), redact(url))
-    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-    if args.trial_id not in trials:
-        raise ConfigError(
-            f"--trial-id {args.trial_id}: no such trial in study {study.study_name!r}; trials: "
-            f"{', '.join(f'{n} ({t.state.name})' for n, t in sorted(trials.items())) or 'none'}"
-        )
-    trial = trials[args.trial_id]
-    hyperparams = dict(trial.user_attrs.get("hyperparams") or spaces.to_hyperparams(args.algo, trial.params))
-    return hyperparams, trial.user_attrs.get("seed")
-
-
-def check_tuning_args(args: argparse.Namespace) -> None:
-    if args.algo not in spaces.SPACES:
-        raise ConfigError(f"-optimize: no search space for {args.algo!r} (spaces: {', '.join(spaces.SPACES)})")
-    if args.sampler not in SAMPLERS:
-        raise ConfigError(f"--sampler {args.sampler!r}: valid: {', '.join(SAMPLERS)}")
-    if args.pruner not in PRUNERS:
-        raise ConfigError(f"--pruner {args.pruner!r}: valid: {', '.join(PRUNERS)}")
+def check_tuning_options(request: RunRequest, options: TuningOptions) -> None:
+    if request.algo not in spaces.SPACES:
+        raise ConfigError(f"-optimize: no search space for {request.algo!r} (spaces: {', '.join(spaces.SPACES)})")
+    if options.sampler not in SAMPLERS:
+        raise ConfigError(f"--sampler {options.sampler!r}: valid: {', '.join(SAMPLERS)}")
+    if options.pruner not in PRUNERS:
+        raise ConfigError(f"--pruner {options.pruner!r}: valid: {', '.join(PRUNERS)}")
     for name in ("n_trials", "n_jobs"):
-        if getattr(args, name) < 1:
-            raise ConfigError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(args, name)}")
-    if args.max_total_trials is not None and args.max_total_trials < 1:
-        raise ConfigError(f"--max-total-trials: expected a positive integer, got {args.max_total_trials}")
-    if args.heartbeat_grace < 2 * HEARTBEAT_S:
+        if getattr(options, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(options, name)}")
+    if options.max_total_trials is not None and options.max_total_trials < 1:
+        raise ConfigError(f"--max-total-trials: expected a positive integer, got {options.max_total_trials}")
+    if options.heartbeat_grace < 2 * HEARTBEAT_S:
         raise ConfigError(
             f"--heartbeat-grace: expected at least {2 * HEARTBEAT_S} s (twice the {HEARTBEAT_S} s heartbeat "
-            f"interval), got {args.heartbeat_grace}"
+            f"interval), got {options.heartbeat_grace}"
         )
-    if args.n_evaluations is not None and args.n_evaluations < 1:
-        raise ConfigError(f"--n-evaluations: expected a positive integer, got {args.n_evaluations}")
-    if args.storage and args.storage.startswith("sqlite") and args.n_jobs > 1:
+    if options.n_evaluations is not None and options.n_evaluations < 1:
+        raise ConfigError(f"--n-evaluations: expected a positive integer, got {options.n_evaluations}")
+    if request.storage and request.storage.startswith("sqlite") and options.n_jobs > 1:
         print(
             "Warning: SQLite serialises writers and can raise 'database is locked' with several workers "
             "(Optuna's guidance); prefer the default journal file or PostgreSQL",
@@ -128,78 +114,96 @@ def check_tuning_args(args: argparse.Namespace) -> None:
         )
 
 
-def optimize(args: argparse.Namespace, resolve, argv: Sequence[str]) -> int:
+def optimize(request: RunRequest, options: TuningOptions, argv: Sequence[str]) -> int:
     """Run the study; write the report; 0 with a completed trial, 1 without ("no completed trials"),
     75 when SIGINT or SIGTERM stopped it. `argv` is the command line, stored (credentials masked) in the study."""
-    check_tuning_args(args)
-    exp = resolve(args)  # validates the file, the env and -params once, before any trial or file
-    if args.sampler == "auto":
+    check_tuning_options(request, options)
+    exp = resolve(request)  # validates the file, the env and -params once, before any trial or file
+    if options.sampler == "auto":
         fetch_auto_sampler()
     env_name = exp.run.env_id.replace(":", "_")
     seed = exp.run.seed
-    n_evaluations = args.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
+    n_evaluations = options.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
     plan = dict(
-        storage=storage_url(args, env_name),
-        study=study_name(args, env_name),
+        storage=storage_url(request, env_name),
+        study=study_name(request, env_name),
         seed=seed,
         n_evaluations=n_evaluations,
-        budget=args.max_total_trials,
-        grace=args.heartbeat_grace,
+        budget=options.max_total_trials,
+        grace=options.heartbeat_grace,
     )
     study = create_or_load(make_storage(plan["storage"], grace_s=plan["grace"]), plan["study"])
     study.set_user_attr("command", shlex.join(["python", "train.py", *redact_argv(argv)]))
     print(
-        f"Study {plan['study']} in {redact(plan['storage'])}: {args.n_trials} trials on {args.n_jobs} worker(s), "
-        f"sampler {args.sampler}, pruner {args.pruner}, {n_evaluations} evaluation(s) per trial, seed {seed}"
+        f"Study {plan['study']} in {redact(plan['storage'])}: {options.n_trials} trials on {options.n_jobs} worker(s), "
+        f"sampler {options.sampler}, pruner {options.pruner}, {n_evaluations} evaluation(s) per trial, seed {seed}"
     )
-    shares = [args.n_trials // args.n_jobs + (i < args.n_trials % args.n_jobs) for i in range(args.n_jobs)]
+    shares = [
+        options.n_trials // options.n_jobs + (i < options.n_trials % options.n_jobs) for i in range(options.n_jobs)
+    ]
     context = multiprocessing.get_context("spawn")  # never fork a process that runs JAX
     stop = StopSignal(context.Event(), announce=True)
     workers = [
-        context.Process(target=worker_main, args=(args, plan, i, shares[i], os.getpid(), stop.event), daemon=False)
-        for i in range(1, args.n_jobs)
+        context.Process(
+            target=worker_main,
+            args=(request, options, plan, i, shares[i], os.getpid(), stop.event),
+            daemon=False,
+        )
+        for i in range(1, options.n_jobs)
         if shares[i] > 0
     ]
     with stop:
         try:
             for worker in workers:
                 worker.start()
-            run_worker(args, plan, 0, shares[0], resolve, stop)
+            run_worker(request, options, plan, 0, shares[0], stop)
         except BaseException:
             stop.request("error")  # this process is going down: so are its workers
             raise
         finally:
             workers_interrupted = join_workers(workers, study, stop)
         # Still under the handlers: a second signal must not cut the report short.
-        return report(args, exp, study, env_name, interrupted=stop() is not None or workers_interrupted)
+        return report(request, options, exp, study, env_name, interrupted=stop() is not None or workers_interrupted)
 
 
 def worker_main(
-    args: argparse.Namespace, plan: dict[str, Any], index: int, n_trials: int, parent_pid: int, stop_event: Any
+    request: RunRequest,
+    options: TuningOptions,
+    plan: dict[str, Any],
+    index: int,
+    n_trials: int,
+    parent_pid: int,
+    stop_event: Any,
 ) -> None:
     """A spawned worker process: exit 75 when a stop was requested."""
     exit_with_parent(parent_pid)
-    from rlbench.cli.train import resolve
-
     with StopSignal(stop_event) as stop:
-        run_worker(args, plan, index, n_trials, resolve, stop)
+        run_worker(request, options, plan, index, n_trials, stop)
     if stop():
         sys.exit(EXIT_INTERRUPTED)
 
 
-def report(args, exp, study: optuna.Study, env_name: str, *, interrupted: bool) -> int:
+def report(
+    request: RunRequest,
+    options: TuningOptions,
+    exp: Experiment,
+    study: optuna.Study,
+    env_name: str,
+    *,
+    interrupted: bool,
+) -> int:
     stem = (
-        f"report_{env_name}_{args.n_trials}-trials-{exp.run.n_timesteps}-{args.sampler}-{args.pruner}_"
+        f"report_{env_name}_{options.n_trials}-trials-{exp.run.n_timesteps}-{options.sampler}-{options.pruner}_"
         f"{int(time.time())}"
     )
     paths = write_report(
         study,
-        Path(args.log_folder) / args.algo,
+        Path(request.log_folder) / request.algo,
         stem,
-        args.algo,
+        request.algo,
         exp.run.env_id,
         exp.hyperparams,
-        plots=not args.no_optim_plots,
+        plots=options.optim_plots,
     )
     states = {}
     for t in study.get_trials(deepcopy=False):
@@ -222,11 +226,11 @@ def report(args, exp, study: optuna.Study, env_name: str, *, interrupted: bool) 
 
 
 def run_worker(
-    args: argparse.Namespace, plan: dict[str, Any], index: int, n_trials: int, resolve, stop: StopSignal
+    request: RunRequest, options: TuningOptions, plan: dict[str, Any], index: int, n_trials: int, stop: StopSignal
 ) -> None:
     """One worker: trials one at a time until `n_trials` ran, the study's budget is reached or a stop is requested."""
-    sampler = make_sampler(args.sampler, plan["seed"], args.n_startup_trials)
-    pruner = make_pruner(args.pruner, args.n_startup_trials, plan["n_evaluations"])
+    sampler = make_sampler(options.sampler, plan["seed"], options.n_startup_trials)
+    pruner = make_pruner(options.pruner, options.n_startup_trials, plan["n_evaluations"])
     # The main process created the study: loading it here keeps Optuna's "study created/used" line to one.
     study = optuna.load_study(
         study_name=plan["study"],
@@ -234,7 +238,7 @@ def run_worker(
         sampler=sampler,
         pruner=pruner,
     )
-    objective = Objective(args, plan, study, resolve, stop)
+    objective = Objective(request, options.optimization_log_path, plan, study, stop)
     ran = 0
     while ran < n_trials and not stop():
         fail_stale_trials(study, index, plan["grace"])
@@ -272,13 +276,20 @@ def fail_stale_trials(study: optuna.Study, index: int, grace_s: int) -> None:
 
 
 class Objective:
-    def __init__(self, args, plan, study, resolve, stop: StopSignal):
-        self.args, self.plan, self.study, self.resolve, self.stop = args, plan, study, resolve, stop
+    def __init__(
+        self,
+        request: RunRequest,
+        log_path: str | None,
+        plan: dict[str, Any],
+        study: optuna.Study,
+        stop: StopSignal,
+    ):
+        self.request, self.log_path, self.plan, self.study, self.stop = request, log_path, plan, study, stop
         self.trial_id: int | None = None  # the trial being (or last) run, and its number
         self.trial_number: int | None = None
 
     def __call__(self, trial: optuna.Trial) -> float:
-        args, plan = self.args, self.plan
+        plan = self.plan
         self.trial_id, self.trial_number = trial._trial_id, trial.number
         if is_surplus(self.study, trial, plan["budget"]):
             trial.set_user_attr(SURPLUS_ATTR, True)
@@ -286,18 +297,16 @@ class Objective:
         seed = trial_seed(plan["seed"], trial.number)
         trial.set_user_attr("seed", seed)
         trial.set_user_attr("worker", worker_id())
-        hyperparams = spaces.sample(args.algo, trial)
+        hyperparams = spaces.sample(self.request.algo, trial)
         trial.set_user_attr("hyperparams", hyperparams)
-        trial_args = copy.copy(args)
-        trial_args.seed, trial_args.verbose, trial_args.progress = seed, 0, False
-        trial_args.optimize_hyperparameters, trial_args.track, trial_args.tensorboard_log = False, False, ""
-        exp = self.resolve(trial_args, trial_overrides=hyperparams)  # ConfigError: this trial FAILs (E7)
+        request = dataclasses.replace(self.request, seed=seed, verbose=0, progress=False)
+        exp = resolve(request, trial_overrides=hyperparams)  # ConfigError: this trial FAILs (E7)
         trial.set_user_attr("config", json.loads(json.dumps(exp.hyperparams, default=list)))  # what ran
         eval_freq = max(exp.run.n_timesteps // plan["n_evaluations"], 1)
         run = dataclasses.replace(exp.run, eval_freq=eval_freq)
         run_dir = None
-        if args.optimization_log_path:
-            run_dir = Path(args.optimization_log_path) / f"trial_{trial.number}"
+        if self.log_path:
+            run_dir = Path(self.log_path) / f"trial_{trial.number}"
             run_dir.mkdir(parents=True, exist_ok=True)
         evaluations: list[float] = []
 

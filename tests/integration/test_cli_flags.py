@@ -75,6 +75,12 @@ def test_num_threads_other_than_1_is_refused(tmp_path, capsys):
     assert "--num-threads" in capsys.readouterr().err
 
 
+def test_n_seeds_below_1_exits_2_before_any_folder(tmp_path, capsys):
+    assert run_cli(tmp_path, "-n", "20", *QUIET, "--n-seeds", "0", *TINY) == 2
+    assert capsys.readouterr().err == "error: --n-seeds: expected a positive integer, got 0\n"
+    assert not (tmp_path / "logs").exists()
+
+
 def test_uuid_run_folders(tmp_path):
     assert run_cli(tmp_path, "-n", "20", *QUIET, "-uuid", *TINY) == 0
     (run_dir,) = (tmp_path / "logs" / "sac").iterdir()

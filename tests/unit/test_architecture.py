@@ -1,4 +1,5 @@
-"""The dependency rule: the pure core (algos, networks, buffers) never imports the host shell."""
+"""The dependency rules: the pure core (algos, networks, buffers) never imports the host shell, and only the
+command line (rlbench.cli) imports the command line or reads sys.argv."""
 
 import ast
 import os
@@ -25,14 +26,27 @@ FORBIDDEN = (
 )
 
 
+# Modules outside rlbench/cli that are command lines themselves, each with what it may do and why.
+CLI_IMPORTERS = {"bench/returns.py": "runs train.py's command line in-process, one grid cell per call"}
+ARGV_READERS = {"bench/__main__.py": "the `python -m rlbench.bench` entry point"}
+
+
 def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, at module level or inside a function; `from a import b` adds a and a.b."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
+
+
+def outside_the_cli(allowed: dict[str, str]) -> list[tuple[str, Path]]:
+    """(path relative to rlbench/, path) of each module outside rlbench/cli, but those `allowed`."""
+    paths = ((path.relative_to(PACKAGE).as_posix(), path) for path in PACKAGE.rglob("*.py"))
+    return [(relative, path) for relative, path in paths if not relative.startswith("cli/") and relative not in allowed]
 
 
 def test_core_imports_point_downward_only():
@@ -42,6 +56,32 @@ def test_core_imports_point_downward_only():
             for name in imported_modules(path):
                 if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN):
                     offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert not offenders, offenders
+
+
+def test_only_the_command_line_imports_rlbench_cli():
+    offenders = [
+        f"{relative} imports {name}"
+        for relative, path in outside_the_cli(CLI_IMPORTERS)
+        for name in sorted(imported_modules(path))
+        if name == "rlbench.cli" or name.startswith("rlbench.cli.")
+    ]
+    assert not offenders, offenders
+
+
+def reads_sys_argv(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr == "argv" and isinstance(node.value, ast.Name) and node.value.id == "sys"
+    return isinstance(node, ast.ImportFrom) and node.module == "sys" and "argv" in {a.name for a in node.names}
+
+
+def test_only_the_command_line_reads_sys_argv():
+    offenders = [
+        f"{relative}:{node.lineno} reads sys.argv"
+        for relative, path in outside_the_cli(ARGV_READERS)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if reads_sys_argv(node)
+    ]
     assert not offenders, offenders
 
 

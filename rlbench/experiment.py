@@ -1,0 +1,382 @@
+"""Run resolution: from a typed request to a checked `Experiment`, before anything is written.
+
+Below the command line: train.py builds a `RunRequest` from its flags (as `bench returns` does for each grid
+cell), Optuna trials (rlbench.tuning) derive theirs from it with `dataclasses.replace`, and all of them resolve
+it here. Resolution applies the JAX device, imports the gym packages, reads the hyperparameter file, a
+checkpoint to resume (`-i`) or an Optuna trial (`--trial-id`), builds and steps a probe env and sizes the
+learner; a problem raises ConfigError (exit 2) or CheckpointError (exit 1) before any folder or file exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlbench import hyperparams
+from rlbench.buffers.uniform import check_buffer_arrays, make_uniform_buffer
+from rlbench.checkpoint import Checkpoint, check_state_fits, read_checkpoint, state_size_bound
+from rlbench.checkpoint_schema import Expected, resume_expectations
+from rlbench.config import RunConfig, literal_mapping, normalize_entry, positive_int, split_entry
+from rlbench.envs.make import check_env_id, check_env_runs
+from rlbench.envs.wrappers import trusted_modules
+from rlbench.errors import ConfigError
+from rlbench.literals import LiteralError, parse_key_values
+from rlbench.memory import check_buffer_memory, check_learner_memory
+from rlbench.registry import AlgoSpec, get_algo
+from rlbench.types import EnvSpec
+
+MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
+
+# Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other).
+ARCHITECTURE_KEYS = (
+    "net_arch",
+    "activation_fn",
+    "dropout_rate",
+    "layer_norm",
+    "n_critics",
+    "batch_norm",
+    "batch_norm_actor",
+)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What a run asks for, as train.py's flags spell it (the defaults are its defaults); nothing checked yet.
+
+    The KEY:VALUE strings (`params`, `env_kwargs`, `eval_env_kwargs`) are parsed by `resolve`, which names
+    the flag in its errors; `storage` and `study_name` locate the Optuna study of `trial_id` (and of -optimize).
+    """
+
+    algo: str = "sac"
+    env: str = "Pendulum-v1"
+    conf_file: str | None = None  # None: hyperparams/<algo>.yml
+    params: tuple[str, ...] = ()  # -params KEY:VALUE, over the file entry
+    env_kwargs: tuple[str, ...] = ()  # --env-kwargs KEY:VALUE, over the file's env_kwargs
+    eval_env_kwargs: tuple[str, ...] | None = None  # None: the training env's kwargs
+    n_timesteps: int = -1  # -1: the file's
+    seed: int = -1  # < 0: drawn
+    n_seeds: int = 1  # seeds seed, seed+1, ... trained in one process
+    trained_agent: str = ""  # a checkpoint to resume; "" starts afresh
+    allow_space_bounds_mismatch: bool = False
+    log_folder: str = "logs"
+    keep_checkpoints: int = 0
+    device: str = "auto"
+    num_threads: int = -1
+    gym_packages: tuple[str, ...] = ()
+    trust_wrappers: tuple[str, ...] = ()
+    vec_env: str = "dummy"
+    eval_freq: int = 25_000
+    eval_episodes: int = 5
+    n_eval_envs: int = 1
+    log_interval: int = -1  # -1: every 4 episodes; < -1: never
+    verbose: int = 1
+    progress: bool = False
+    trial_id: int | None = None
+    storage: str | None = None  # None: <log_folder>/<algo>/optuna_<env>.log
+    study_name: str | None = None  # None: <algo>_<env>
+
+
+def select_device(device: str, num_threads: int) -> None:
+    """Apply --device and --num-threads before JAX starts its backend; exit 2 for a missing GPU."""
+    if num_threads == 1:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+    if device == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+    elif device in ("gpu", "cuda"):
+        try:
+            jax.devices("gpu")
+        except RuntimeError:
+            found = ", ".join(str(d) for d in jax.devices())
+            raise ConfigError(
+                f"--device {device}: no GPU found (devices: {found}); install rlbench[cuda] "
+                "on a machine with an NVIDIA GPU, or use --device cpu/auto"
+            ) from None
+        jax.config.update("jax_platforms", "cuda")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """Everything a run needs, resolved and checked, before anything is written."""
+
+    algo: AlgoSpec
+    run: RunConfig
+    learner_config: Any
+    hyperparams: dict[str, Any]  # resolved, file spelling (saved as config.yml)
+    spaces: dict[str, Any]  # the env's observation and action spaces, as the manifest records them
+    resume: Checkpoint | None = None
+
+
+def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = None) -> Experiment:
+    """Validate the request, its files and hyperparameters; raise ConfigError on the first problem.
+
+    `trial_overrides` (an Optuna trial's hyperparameters) sit between the file entry and -params;
+    `trial_id` supplies them from the study."""
+    if request.num_threads not in (-1, 1):
+        raise ConfigError(
+            f"--num-threads: only -1 (XLA's default) or 1 (single-threaded) are supported, "
+            f"got {request.num_threads}; XLA sizes its CPU thread pool itself"
+        )
+    select_device(request.device, request.num_threads)  # before anything starts a JAX backend
+    algo = get_algo(request.algo)
+    for module in request.gym_packages:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ConfigError(f"--gym-packages: cannot import {module!r} ({error})") from None
+    check_env_id(request.env)
+    resume = load_resume_checkpoint(Path(request.trained_agent), algo) if request.trained_agent else None
+    if resume is not None:
+        source = str(resume.path)  # the saved, resolved hyperparameters; the file is not read
+        base = dict(resume.manifest["hyperparams"])
+    else:
+        source = request.conf_file or str(hyperparams.default_file(algo.name))
+        entry = normalize_entry(
+            hyperparams.select_entry(hyperparams.read_file(source), request.env, source, request.verbose), source
+        )
+        base = hyperparams.merge(algo.preset, entry)
+    trial_seed = None
+    if trial_overrides is None and request.trial_id is not None:
+        from rlbench.tuning.study import load_trial  # Optuna is imported only when a trial is asked for
+
+        trial_overrides, trial_seed = load_trial(request, request.env.replace(":", "_"))
+    if trial_overrides:
+        base = hyperparams.merge(base, normalize_entry(dict(trial_overrides), "the Optuna trial"))
+    try:
+        overrides = normalize_entry(parse_key_values(request.params, "-params"), "-params")
+        env_kwargs_cli = parse_key_values(request.env_kwargs, "--env-kwargs")
+        eval_env_kwargs_cli = (
+            None if request.eval_env_kwargs is None else parse_key_values(request.eval_env_kwargs, "--eval-env-kwargs")
+        )
+    except LiteralError as error:
+        raise ConfigError(str(error)) from None
+    merged = hyperparams.merge(base, overrides)
+    where = f"{source} / -params" if request.params else source
+    run_keys, env_wrappers, learner_keys = split_entry(
+        merged, where, trusted_modules([*request.gym_packages, *request.trust_wrappers])
+    )
+    n_envs = positive_int(run_keys.get("n_envs", 1), "n_envs")
+    n_timesteps = request.n_timesteps if request.n_timesteps != -1 else run_keys.get("n_timesteps")
+    if n_timesteps is None:
+        raise ConfigError(f"n_timesteps is not set in {source} for {request.env}; pass -n N")
+    if resume is not None and request.n_timesteps != -1:
+        # As SB3's learn(reset_num_timesteps=False): -n counts the steps to add to the checkpoint's.
+        n_timesteps = resume.manifest["counters"]["env_steps"] + positive_int(request.n_timesteps, "-n")
+    n_timesteps = positive_int(n_timesteps, "n_timesteps (-n)")
+    learner_config = algo.build_config(learner_keys, n_envs, where)
+    if resume is not None:
+        check_resume_overrides(resume, base, merged, algo.config_to_hyperparams(learner_config))
+    file_env_kwargs = literal_mapping(run_keys.get("env_kwargs"), "env_kwargs")
+    env_kwargs = file_env_kwargs | env_kwargs_cli
+    # Unlike RL Zoo, the file's env_kwargs reach the evaluation env too, unless --eval-env-kwargs is given.
+    eval_env_kwargs = env_kwargs if eval_env_kwargs_cli is None else file_env_kwargs | eval_env_kwargs_cli
+    for name, value in (
+        ("--eval-episodes", request.eval_episodes),
+        ("--n-eval-envs", request.n_eval_envs),
+        ("--n-seeds", request.n_seeds),
+    ):
+        positive_int(value, name)
+    if request.keep_checkpoints < 0:
+        raise ConfigError(
+            f"--keep-checkpoints: expected a non-negative integer (0 keeps all), got {request.keep_checkpoints}"
+        )
+    if request.seed > MAX_SEED:
+        raise ConfigError(
+            f"--seed {request.seed} is too large: seeds are in [0, 2**32-1] (as SB3 and RL Zoo), "
+            "or negative to draw one"
+        )
+    check_log_folder(request.log_folder)
+    # One env built, reset and stepped with each set of kwargs: what the env rejects is refused now, not
+    # at the first step or the first evaluation (after training).
+    obs_space, action_space = check_env_runs(
+        request.env, env_kwargs, env_wrappers, request.gym_packages, "--env-kwargs / env_kwargs"
+    )
+    spaces = {"observation": describe_space(obs_space), "action": describe_space(action_space)}
+    if request.eval_freq > 0 and eval_env_kwargs != env_kwargs:
+        check_env_runs(request.env, eval_env_kwargs, env_wrappers, request.gym_packages, "--eval-env-kwargs")
+    spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+    check_buffer_memory(learner_config.buffer_size, spec, request.verbose)
+    check_learner_memory(algo, learner_config, spec)
+    if resume is not None:
+        check_spaces(resume, spaces, request.allow_space_bounds_mismatch, request.env)
+        check_resume_state(resume, algo, learner_config, spaces)
+    if resume is not None:
+        seed = int(resume.manifest["seed"])  # every RNG continues from the checkpoint
+        if request.seed >= 0 and request.seed != seed and request.verbose:
+            print(f"Note: --seed {request.seed} ignored; the run continues the checkpoint's seed {seed}")
+    elif request.seed < 0 and trial_seed is not None:
+        seed = int(trial_seed)  # --trial-id without --seed: the trial's own seed, so its scores reproduce
+    else:
+        seed = request.seed if request.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
+    run = RunConfig(
+        env_id=request.env,
+        n_timesteps=n_timesteps,
+        n_envs=n_envs,
+        env_kwargs=env_kwargs,
+        seed=seed,
+        eval_env_kwargs=eval_env_kwargs,
+        env_wrappers=env_wrappers,
+        gym_packages=tuple(request.gym_packages),
+        vec_env=request.vec_env,
+        eval_freq=request.eval_freq,
+        eval_episodes=request.eval_episodes,
+        n_eval_envs=request.n_eval_envs,
+        log_interval=4 if request.log_interval == -1 else request.log_interval,
+        verbose=request.verbose,
+        progress=request.progress,
+    )
+    resolved = {
+        "n_timesteps": n_timesteps,
+        "n_envs": n_envs,
+        "policy": "MlpPolicy",
+        "env_kwargs": env_kwargs,
+        **({"env_wrapper": [wrapper.to_entry() for wrapper in env_wrappers]} if env_wrappers else {}),
+        **algo.config_to_hyperparams(learner_config),
+    }
+    return Experiment(
+        algo=algo,
+        run=run,
+        learner_config=learner_config,
+        hyperparams=dict(sorted(resolved.items())),
+        spaces=spaces,
+        resume=resume,
+    )
+
+
+def load_resume_checkpoint(path: Path, algo: AlgoSpec) -> Checkpoint:
+    """Read and verify `-i PATH` (CheckpointError, exit 1, when torn, corrupt or forged). Before any member
+    is decompressed: the manifest must hold every key a resume reads, its algorithm must be the one asked
+    for, its replay buffer must fit in memory, and no member may be larger than its saved configuration
+    needs."""
+
+    def expect(manifest: dict[str, Any]) -> Expected:
+        expected = resume_expectations(manifest)
+        if manifest["algo"] != algo.name:
+            raise ConfigError(
+                f"{path} was trained with --algo {manifest['algo']}, but --algo {algo.name} was "
+                f"given; resume it with --algo {manifest['algo']}"
+            )
+        spaces = manifest["spaces"]
+        spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+        # The saved configuration: a resume keeps its architecture (check_resume_overrides), hence its state size.
+        entry = normalize_entry(dict(manifest["hyperparams"]), str(path))
+        entry.pop("env_wrapper", None)  # only the learner's size matters here; resolve() checks the wrappers
+        _, _, learner_keys = split_entry(entry, str(path), trusted_wrapper_modules=())
+        learner_config = algo.build_config(learner_keys, manifest["n_envs"], str(path))
+        if manifest["replay_buffer"]:  # it is restored at its saved size (without one, -params may shrink it)
+            check_buffer_memory(learner_config.buffer_size, spec, verbose=0)
+        learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
+        return dataclasses.replace(expected, state_bytes=state_size_bound(learner.init_fn))
+
+    return read_checkpoint(path, expect=expect)
+
+
+def check_resume_overrides(
+    resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any], resolved: Mapping[str, Any]
+) -> None:
+    """Refuse -params that change the saved networks (B7); report the changes that are allowed.
+
+    `saved` is the checkpoint's resolved entry; the networks are compared in that resolved spelling
+    (`resolved`: the new learner config written back), so `net_arch=[8]` equals the saved
+    `{pi: [8], qf: [8]}`.
+    """
+    saved_kwargs, new_kwargs = saved.get("policy_kwargs") or {}, resolved.get("policy_kwargs") or {}
+    for key in ARCHITECTURE_KEYS:
+        if saved_kwargs.get(key) != new_kwargs.get(key):
+            raise ConfigError(
+                f"-params policy_kwargs {key}: {new_kwargs.get(key)!r} differs from the network saved in "
+                f"{resume.path} ({saved_kwargs.get(key)!r}); the architecture cannot change on resume "
+                "(optimizer and schedule settings such as learning_rate can)"
+            )
+    saved_precision = saved.get("precision", "float32")  # checkpoints from before the key: float32
+    if resolved.get("precision") != saved_precision:
+        raise ConfigError(
+            f"-params precision: {resolved.get('precision')!r} differs from {saved_precision!r} saved in "
+            f"{resume.path}; precision cannot change on resume (a bfloat16 learner state also holds bfloat16 copies of "
+            "the transposed kernels); resume with the saved precision"
+        )
+    for key in sorted(set(saved) | set(merged)):
+        if key not in ("policy_kwargs", "n_timesteps", "precision") and saved.get(key) != merged.get(key):
+            print(f"Resume: {key} changed from {saved.get(key)!r} to {merged.get(key)!r}")
+
+
+def check_resume_state(resume: Checkpoint, algo: AlgoSpec, learner_config: Any, spaces: Mapping[str, Any]) -> None:
+    """The saved learner state and replay buffer must fit the resolved configuration (B7, B8)."""
+    spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+    learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
+    try:
+        check_state_fits(learner.init_fn, resume.state_bytes)
+    except ValueError as error:
+        raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
+    saved_buffer = resume.group("replay_buffer")
+    if not saved_buffer:
+        return
+    saved_capacity = int(saved_buffer["capacity"])
+    if saved_capacity != learner_config.buffer_size:
+        raise ConfigError(
+            f"cannot resume from {resume.path}: its replay buffer has buffer_size={saved_capacity}, "
+            f"the configuration {learner_config.buffer_size}; drop the buffer_size override"
+        )
+    try:
+        check_buffer_arrays(learner_config.buffer_size, spec, saved_buffer)
+    except ValueError as error:
+        raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
+
+
+def describe_space(space: Any) -> dict[str, Any]:
+    return {
+        "shape": list(space.shape),
+        "dtype": str(space.dtype),
+        "low": np.asarray(space.low, np.float64).ravel().tolist(),
+        "high": np.asarray(space.high, np.float64).ravel().tolist(),
+    }
+
+
+def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mismatch: bool, env_id: str) -> None:
+    """The env must match the checkpoint's spaces: shapes and dtypes always (B2, B4); bounds unless
+    --allow-space-bounds-mismatch (B3). Another env id with the same spaces is allowed, with a warning."""
+    saved = resume.manifest["spaces"]
+    for name in ("observation", "action"):
+        was, now = saved[name], current[name]
+        if (was["shape"], was["dtype"]) != (now["shape"], now["dtype"]):
+            raise ConfigError(
+                f"{name} space mismatch: saved={was['dtype']}{was['shape']} "
+                f"current={now['dtype']}{now['shape']} ({resume.path} was trained on "
+                f"{resume.manifest['env_id']})"
+            )
+        if (was["low"], was["high"]) != (now["low"], now["high"]):
+            message = (
+                f"{name} space bounds differ from {resume.path}'s: saved low={was['low']} "
+                f"high={was['high']}, current low={now['low']} high={now['high']}"
+            )
+            if not allow_bounds_mismatch:
+                raise ConfigError(message + "; pass --allow-space-bounds-mismatch to resume anyway")
+            print(f"Warning: {message}", file=sys.stderr)
+    if resume.manifest["env_id"] != env_id:  # after the checks above, whose errors name the saved env already
+        print(
+            f"Warning: {resume.path} was trained on {resume.manifest['env_id']}, this run uses --env {env_id}",
+            file=sys.stderr,
+        )
+
+
+def check_log_folder(log_folder: str) -> None:
+    """`-f` must be a folder this process can create run folders in (checked before anything is created)."""
+    path = Path(log_folder)
+    existing = path
+    while not existing.exists():  # the nearest existing ancestor is where the folders will be created
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"-f/--log-folder {log_folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only file system (EROFS)
+        raise ConfigError(
+            f"-f/--log-folder {log_folder}: cannot create folders in {existing} (read-only or no "
+            "write permission); choose another log folder with -f"
+        )
