@@ -23,6 +23,7 @@ from rlbench.cli.train import main
 from rlbench.errors import ConfigError
 from rlbench.redact import redact
 from rlbench.tuning import samplers, spaces
+from rlbench.tuning.processes import worker_id
 from rlbench.tuning.study import make_storage
 from rlbench.tuning.tune import trial_seed
 from tests.conftest import REPO_ROOT
@@ -283,18 +284,18 @@ def distributed_study(tmp_path, storage, name):
         worker(tmp_path, storage, name, "--n-trials", "10", "--max-total-trials", "5", "--seed", str(i), log=logs[i])
         for i in range(3)
     ]
-    study = None
+    victim = procs[0]
     deadline = time.time() + 300
-    while time.time() < deadline:  # wait until the victim's trial is RUNNING, then kill it mid-trial
+    while time.time() < deadline:  # wait until the victim's own trial is RUNNING, then kill it mid-trial
         time.sleep(0.5)
         try:
             study = optuna.load_study(storage=make_storage(storage), study_name=name)
         except KeyError:
             continue
-        if any(t.state == TrialState.RUNNING for t in study.get_trials()):
+        running = study.get_trials(states=(TrialState.RUNNING,))
+        if any(t.user_attrs.get("worker") == worker_id(victim.pid) for t in running):
             break
-    victim = procs[0]
-    time.sleep(2)
+    time.sleep(1)
     victim.send_signal(signal.SIGKILL)
     codes = [p.wait(timeout=900) for p in procs[1:]]
     for log in logs:
