@@ -112,7 +112,7 @@ ARCHIVE_SCHEMA = {"format_version": int, "members": MapOf(str), "sizes": OrNone(
 
 _SPACE = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high": ListOf(float)}
 
-# What resuming reads (rlbench.experiment.resolve, rlbench.runner.Runner.start, HostState.from_checkpoint).
+# What resuming reads (rlbench.experiment.resolve, rlbench.checkpointing.restore, HostState.from_checkpoints).
 RESUME_SCHEMA = {
     "algo": str,
     "env_id": str,
@@ -134,6 +134,8 @@ RESUME_SCHEMA = {
         "episode_starts": OrNone(ListOf(OrNone(dict))),
     },
     "wandb_run_id": OrNone(str),
+    # A seed of a run of several: the group's id, this seed's index, and every seed's run folder name.
+    "group": OrNone({"id": str, "index": int, "run_dirs": ListOf(str)}),
 }
 
 
@@ -210,6 +212,15 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
         np.random.default_rng().bit_generator.state = host["warmup_rng"]
     except (ValueError, OverflowError) as error:
         raise ManifestError(f"manifest host.warmup_rng: not a PCG64 generator state ({error})") from None
+    group = manifest.get("group")
+    if group is not None:
+        if group["index"] >= len(group["run_dirs"]):
+            raise ManifestError(
+                f"manifest group.index: {group['index']} is not below the group's {len(group['run_dirs'])} seeds"
+            )
+        for name in group["run_dirs"]:  # read back to find the other seeds' checkpoints: plain names only
+            if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+                raise ManifestError(f"manifest group.run_dirs: {name!r} is not a run folder name")
     if host["episode_starts"] is not None and len(host["episode_starts"]) != n_envs:
         raise ManifestError(
             f"manifest host.episode_starts: {len(host['episode_starts'])} entries, expected one "

@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import os
 import sys
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,7 @@ class RunRequest:
     eval_env_kwargs: tuple[str, ...] | None = None  # None: the training env's kwargs
     n_timesteps: int = -1  # -1: the file's
     seed: int = -1  # < 0: drawn
-    n_seeds: int = 1  # seeds seed, seed+1, ... trained in one process
+    n_seeds: int | None = None  # seeds seed, seed+1, ... trained in one process; None: 1, or -i's whole group
     trained_agent: str = ""  # a checkpoint to resume; "" starts afresh
     allow_space_bounds_mismatch: bool = False
     log_folder: str = "logs"
@@ -112,7 +113,14 @@ class Experiment:
     learner_config: Any
     hyperparams: dict[str, Any]  # resolved, file spelling (saved as config.yml)
     spaces: dict[str, Any]  # the env's observation and action spaces, as the manifest records them
-    resume: Checkpoint | None = None
+    resume: Checkpoint | None = None  # the checkpoint -i named
+    seeds: tuple[int, ...] = ()  # run.seed, run.seed + 1, ...: one learner each, trained together
+    resume_seeds: tuple[Checkpoint, ...] = ()  # when resuming: one checkpoint per seed (`resume` among them)
+    group_id: str | None = None  # the id of a run of several seeds (W&B group, manifests), kept on resume
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.seeds)
 
 
 def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = None) -> Experiment:
@@ -181,7 +189,7 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     for name, value in (
         ("--eval-episodes", request.eval_episodes),
         ("--n-eval-envs", request.n_eval_envs),
-        ("--n-seeds", request.n_seeds),
+        ("--n-seeds", 1 if request.n_seeds is None else request.n_seeds),
     ):
         positive_int(value, name)
     if request.keep_checkpoints < 0:
@@ -203,19 +211,34 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     if request.eval_freq > 0 and eval_env_kwargs != env_kwargs:
         check_env_runs(request.env, eval_env_kwargs, env_wrappers, request.gym_packages, "--eval-env-kwargs")
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
-    check_buffer_memory(learner_config.buffer_size, spec, request.verbose)
-    check_learner_memory(algo, learner_config, spec)
+    resume_seeds = resume_group(resume, request.n_seeds, algo) if resume is not None else ()
+    n_seeds = len(resume_seeds) if resume is not None else (request.n_seeds or 1)
+    check_buffer_memory(learner_config.buffer_size, spec, request.verbose, n_seeds)
+    check_learner_memory(algo, learner_config, spec, n_seeds)
+    for checkpoint in resume_seeds:
+        check_spaces(checkpoint, spaces, request.allow_space_bounds_mismatch, request.env)
+        check_resume_state(checkpoint, algo, learner_config, spaces)
+        check_resume_evaluations(checkpoint, request.eval_episodes)
+    group_id = None
     if resume is not None:
-        check_spaces(resume, spaces, request.allow_space_bounds_mismatch, request.env)
-        check_resume_state(resume, algo, learner_config, spaces)
-    if resume is not None:
-        seed = int(resume.manifest["seed"])  # every RNG continues from the checkpoint
+        seed = int(resume_seeds[0].manifest["seed"])  # every RNG continues from the checkpoints
         if request.seed >= 0 and request.seed != seed and request.verbose:
             print(f"Note: --seed {request.seed} ignored; the run continues the checkpoint's seed {seed}")
+        if n_seeds > 1:
+            group_id = resume.manifest["group"]["id"]
     elif request.seed < 0 and trial_seed is not None:
         seed = int(trial_seed)  # --trial-id without --seed: the trial's own seed, so its scores reproduce
     else:
-        seed = request.seed if request.seed >= 0 else int(np.random.default_rng().integers(2**31 - 1))
+        seed = request.seed if request.seed >= 0 else int(np.random.default_rng().integers(2**31 - n_seeds))
+    if seed + n_seeds - 1 > MAX_SEED:
+        raise ConfigError(
+            f"--seed {seed} with --n-seeds {n_seeds}: the last seed {seed + n_seeds - 1} is too large; "
+            "seeds are in [0, 2**32-1]"
+        )
+    if resume is None and n_seeds > 1:
+        group_id = (
+            f"{request.algo}_{request.env.replace(':', '_')}_seeds{seed}-{seed + n_seeds - 1}_{uuid.uuid4().hex[:8]}"
+        )
     run = RunConfig(
         env_id=request.env,
         n_timesteps=n_timesteps,
@@ -248,7 +271,56 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         hyperparams=dict(sorted(resolved.items())),
         spaces=spaces,
         resume=resume,
+        seeds=tuple(seed + index for index in range(n_seeds)),
+        resume_seeds=resume_seeds,
+        group_id=group_id,
     )
+
+
+def resume_group(resume: Checkpoint, n_seeds: int | None, algo: AlgoSpec) -> tuple[Checkpoint, ...]:
+    """The checkpoints a resume from `resume` continues, in seed order: every seed of its group (the
+    default, and --n-seeds equal to the group's size), or `resume` alone (--n-seeds 1, or a one-seed run).
+
+    A seed's siblings are the checkpoints of the same name in the run folders its manifest lists, beside its
+    own; each must belong to the same group, at the same place in it and at the same env step. The folder
+    names come from an untrusted file: each must be one plain name, never a path."""
+    group = resume.manifest.get("group")
+    size = 1 if group is None else len(group["run_dirs"])
+    if n_seeds == 1 or (n_seeds is None and group is None):
+        return (resume,)
+    if group is None:
+        raise ConfigError(
+            f"--n-seeds {n_seeds}: {resume.path} is a one-seed run's checkpoint; resume it without --n-seeds"
+        )
+    if n_seeds not in (None, size):
+        raise ConfigError(
+            f"--n-seeds {n_seeds}: {resume.path} is seed {group['index'] + 1} of a group of {size}; resume the "
+            f"whole group (--n-seeds {size}, the default) or this seed alone (--n-seeds 1)"
+        )
+    algo_dir = resume.path.resolve().parent.parent
+    checkpoints = []
+    for index, name in enumerate(group["run_dirs"]):
+        path = algo_dir / name / resume.path.name
+        if not path.is_file():
+            raise ConfigError(
+                f"cannot resume the group of {resume.path}: seed {index + 1}'s checkpoint {path} is missing; "
+                "resume this seed alone with --n-seeds 1"
+            )
+        checkpoint = resume if path.samefile(resume.path) else load_resume_checkpoint(path, algo)
+        sibling = checkpoint.manifest.get("group") or {}
+        if sibling.get("id") != group["id"] or sibling.get("index") != index:
+            raise ConfigError(
+                f"cannot resume the group of {resume.path}: {path} is not seed {index + 1} of its group "
+                f"{group['id']}; resume this seed alone with --n-seeds 1"
+            )
+        if checkpoint.manifest["counters"]["env_steps"] != resume.manifest["counters"]["env_steps"]:
+            raise ConfigError(
+                f"cannot resume the group of {resume.path}: {path} is at env step "
+                f"{checkpoint.manifest['counters']['env_steps']}, not {resume.manifest['counters']['env_steps']}; "
+                "resume from checkpoints written together (rl_model_<steps>_steps.zip, or the final models)"
+            )
+        checkpoints.append(checkpoint)
+    return tuple(checkpoints)
 
 
 def load_resume_checkpoint(path: Path, algo: AlgoSpec) -> Checkpoint:
@@ -306,6 +378,16 @@ def check_resume_overrides(
     for key in sorted(set(saved) | set(merged)):
         if key not in ("policy_kwargs", "n_timesteps", "precision") and saved.get(key) != merged.get(key):
             print(f"Resume: {key} changed from {saved.get(key)!r} to {merged.get(key)!r}")
+
+
+def check_resume_evaluations(resume: Checkpoint, eval_episodes: int) -> None:
+    """evaluations.npz holds one row of episode returns per evaluation: a resume keeps their number."""
+    saved = resume.group("host").get("eval_results")
+    if saved is not None and saved.ndim == 2 and len(saved) and saved.shape[1] != eval_episodes:
+        raise ConfigError(
+            f"--eval-episodes {eval_episodes}: {resume.path}'s evaluations ran {saved.shape[1]} episodes each, "
+            f"and evaluations.npz keeps one row per evaluation; resume with --eval-episodes {saved.shape[1]}"
+        )
 
 
 def check_resume_state(resume: Checkpoint, algo: AlgoSpec, learner_config: Any, spaces: Mapping[str, Any]) -> None:

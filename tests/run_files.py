@@ -45,13 +45,13 @@ def wandb_records(path: Path) -> list[Any]:
 
 
 def wandb_run(run_dir: Path) -> dict[str, Any]:
-    """{id, config, history: [{key: value}], summary, exit_code, preempting} of an offline run folder."""
+    """{id, group, config, history: [{key: value}], summary, exit_code, preempting} of an offline run folder."""
     (log,) = Path(run_dir).glob("run-*.wandb")
     out: dict[str, Any] = {"config": {}, "history": [], "summary": {}, "exit_code": None, "preempting": False}
     for record in wandb_records(log):
         kind = record.WhichOneof("record_type")
         if kind == "run":
-            out["id"] = record.run.run_id
+            out["id"], out["group"] = record.run.run_id, record.run.run_group
             out["config"] |= {item.key: json.loads(item.value_json) for item in record.run.config.update}
         elif kind == "config":
             out["config"] |= {item.key: json.loads(item.value_json) for item in record.config.update}

@@ -37,7 +37,7 @@ from rlbench.loggers.tensorboard import TensorBoardLogger, import_tensorboardx
 from rlbench.loggers.tracking import WandbTracker, import_wandb
 from rlbench.redact import redact_argv, redact_values
 from rlbench.registry import ALGORITHMS
-from rlbench.runner import CheckpointSettings, train
+from rlbench.runner import CheckpointSettings, SeedOutput, train_seeds
 from rlbench.signals import SignalScope
 from rlbench.tuning import GRACE_S, HEARTBEAT_S
 
@@ -79,9 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--n-seeds",
         type=int,
-        default=1,
+        default=None,
         metavar="K",
-        help="train K seeds (--seed, --seed+1, ...) in one process as one vmapped learner",
+        help="train K seeds (--seed, --seed+1, ...) in one process as one vmapped learner, each in its own "
+        "run folder (default 1; with -i, the checkpoint's whole group: --n-seeds 1 resumes that seed alone)",
     )
     p.add_argument("-f", "--log-folder", default="logs", help="log root folder")
     p.add_argument("--eval-freq", type=int, default=25_000, help="evaluate every n env steps (< 0: never)")
@@ -295,12 +296,27 @@ def create_run_dir(log_folder: str, algo: str, env_id: str, use_uuid: bool) -> P
     raise RuntimeError(f"could not claim a run folder in {algo_dir}")
 
 
-def write_run_files(run_dir: Path, exp: Experiment, args: argparse.Namespace, argv: Sequence[str]) -> None:
-    """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out; written
-    atomically, with credentials (a --storage password) masked."""
+def claim_run_dirs(log_folder: str, algo: str, env_id: str, use_uuid: bool, n_seeds: int) -> list[Path]:
+    """One run folder per seed, each claimed atomically (`create_run_dir`); none left behind on failure."""
+    run_dirs: list[Path] = []
+    try:
+        for _ in range(n_seeds):
+            run_dirs.append(create_run_dir(log_folder, algo, env_id, use_uuid))
+    except OSError:
+        for run_dir in run_dirs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return run_dirs
+
+
+def write_run_files(run_dir: Path, exp: Experiment, seed: int, args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out (args.yml with
+    this folder's seed, and the group id in a run of several seeds); written atomically, with credentials
+    (a --storage password) masked."""
     params_dir = run_dir / exp.run.env_id.replace(":", "_")
     params_dir.mkdir()
-    saved_args = redact_values(dict(sorted({**vars(args), "seed": exp.run.seed}.items())))
+    group = {"group": exp.group_id} if exp.n_seeds > 1 else {}
+    saved_args = redact_values(dict(sorted({**vars(args), "seed": seed, **group}.items())))
     files = {
         "config.yml": yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True),
         "args.yml": yaml.safe_dump(_plain(saved_args), sort_keys=True),
@@ -372,23 +388,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     model_name = exp.run.env_id.replace(":", "_")
     try:
-        run_dir = create_run_dir(args.log_folder, exp.algo.name, model_name, args.uuid)
+        run_dirs = claim_run_dirs(args.log_folder, exp.algo.name, model_name, args.uuid, exp.n_seeds)
     except OSError as error:
         print(f"error: cannot create a run folder under {args.log_folder}: {error.strerror or error}", file=sys.stderr)
         return 1
     try:
-        write_run_files(run_dir, exp, args, argv)
+        for seed, run_dir in zip(exp.seeds, run_dirs, strict=True):
+            write_run_files(run_dir, exp, seed, args, argv)
     except OSError as error:  # a full disk at start: no half-written file, no empty run folder left behind
-        shutil.rmtree(run_dir, ignore_errors=True)
+        for run_dir in run_dirs:
+            shutil.rmtree(run_dir, ignore_errors=True)
         print(f"error: {error}", file=sys.stderr)
         return 1
     if args.verbose:
-        print(f"Seed: {exp.run.seed}\nLog folder: {run_dir}")
+        if exp.n_seeds == 1:
+            print(f"Seed: {exp.run.seed}\nLog folder: {run_dirs[0]}")
+        else:
+            print(f"Seeds: {exp.seeds[0]} to {exp.seeds[-1]}, trained together (group {exp.group_id})")
+            print("Log folders: " + ", ".join(str(run_dir) for run_dir in run_dirs))
         if exp.resume is not None:
             counters = exp.resume.manifest["counters"]
             print(
-                f"Resuming from {exp.resume.path} at {counters['env_steps']} env steps "
-                f"({counters['gradient_steps']} gradient steps), until {exp.run.n_timesteps}"
+                f"Resuming from {exp.resume.path}{' and its group' if exp.n_seeds > 1 else ''} at "
+                f"{counters['env_steps']} env steps ({counters['gradient_steps']} gradient steps), until "
+                f"{exp.run.n_timesteps}"
             )
             print("Hyperparameters (merged: checkpoint < -params < -n):")
         else:
@@ -399,14 +422,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         print(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True), end="")
 
-    tracker = start_tracking(args, exp, run_dir, argv) if args.track else None
-    code = 1
+    trackers: list[WandbTracker] = []
+    codes = [1] * exp.n_seeds
     try:
-        code = train_and_report(args, exp, run_dir, model_name, tracker)
-        return code
+        if args.track:
+            for index, run_dir in enumerate(run_dirs):
+                trackers.append(start_tracking(args, exp, index, run_dir, argv))
+        codes = train_and_report(args, exp, run_dirs, model_name, trackers)
+        return max(codes, key=exit_code_priority)
     finally:
-        if tracker is not None:
+        for tracker, code in zip(trackers, codes, strict=False):
             tracker.finish(code)
+
+
+def exit_code_priority(code: int) -> int:
+    """The process's exit code from its seeds': a failure (1, 2) over an interruption (75) over success (0)."""
+    return {0: 0, EXIT_INTERRUPTED: 1}.get(code, 2)
 
 
 def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -448,27 +479,33 @@ def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return 1
 
 
-def start_tracking(args: argparse.Namespace, exp: Experiment, run_dir: Path, argv: Sequence[str]) -> WandbTracker:
-    """The W&B run: RL Zoo's name and flags; config = hyperparameters, arguments, seed, command line,
-    versions, git commit and backend. A resumed run continues the checkpoint's W&B run id."""
-    name = f"{exp.run.env_id}__{exp.algo.name}__{exp.run.seed}__{int(time.time())}"
+def start_tracking(
+    args: argparse.Namespace, exp: Experiment, index: int, run_dir: Path, argv: Sequence[str]
+) -> WandbTracker:
+    """Seed `index`'s W&B run: RL Zoo's name and flags; config = hyperparameters, arguments, seed, command
+    line, versions, git commit and backend. The seeds of one process are grouped (--wandb-group, by default
+    the group id). A resumed run continues the checkpoint's W&B run id."""
+    seed = exp.seeds[index]
+    name = f"{exp.run.env_id}__{exp.algo.name}__{seed}__{int(time.time())}"
+    group = {"group_id": exp.group_id} if exp.n_seeds > 1 else {}
     config = {
         **_plain(exp.hyperparams),
         "algo": exp.algo.name,
         "env_id": exp.run.env_id,
-        "seed": exp.run.seed,
-        "args": _plain(redact_values({**vars(args), "seed": exp.run.seed})),
+        "seed": seed,
+        **group,
+        "args": _plain(redact_values({**vars(args), "seed": seed})),
         "command": command_line(argv),
         "versions": library_versions(),
         "git_commit": git_commit(),
         "backend": jax.default_backend(),
         "run_dir": str(run_dir),
     }
-    run_id = exp.resume.manifest.get("wandb_run_id") if exp.resume is not None else None
+    run_id = exp.resume_seeds[index].manifest.get("wandb_run_id") if exp.resume_seeds else None
     return WandbTracker(
         project=args.wandb_project_name,
         entity=args.wandb_entity,
-        group=args.wandb_group,
+        group=args.wandb_group or exp.group_id,
         tags=list(args.wandb_tags),
         name=name,
         config=config,
@@ -489,11 +526,91 @@ def git_commit() -> str | None:
 
 
 def train_and_report(
-    args: argparse.Namespace, exp: Experiment, run_dir: Path, model_name: str, tracker: WandbTracker | None
-) -> int:
+    args: argparse.Namespace,
+    exp: Experiment,
+    run_dirs: Sequence[Path],
+    model_name: str,
+    trackers: Sequence[WandbTracker],
+) -> list[int]:
+    """Train every seed; return each seed's exit code (1 for a seed that diverged)."""
+    n_seeds = exp.n_seeds
+    outputs = [
+        seed_output(args, exp, index, run_dirs, model_name, trackers[index] if trackers else None)
+        for index in range(n_seeds)
+    ]
+    try:
+        with StopRequest() as stop:
+            result = train_seeds(
+                exp.run,
+                exp.algo,
+                exp.learner_config,
+                outputs,
+                resume=exp.resume_seeds or None,
+                stop_requested=stop,
+            )
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return [2] * n_seeds
+    except RunFailure as error:  # an env, an evaluation or a divergence; the notes name the checkpoints
+        print(f"error: {error}", *getattr(error, "__notes__", []), sep="\n", file=sys.stderr)
+        return [1] * n_seeds
+    except OSError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return [1] * n_seeds
+    except KeyboardInterrupt:
+        print("aborted (second Ctrl-C): no checkpoint written for the current step", file=sys.stderr)
+        return [130] * n_seeds
+    except Exception:
+        traceback.print_exc()
+        return [1] * n_seeds
+    for index, tracker in enumerate(trackers):
+        evaluations = result.host.seeds[index].evaluations
+        summary = {"env_steps": result.env_steps, "wall_time_s": result.wall_time}
+        if evaluations.results:
+            summary |= {
+                "final_eval_mean_reward": float(np.mean(evaluations.results[-1])),
+                "best_eval_mean_reward": float(max(np.mean(r) for r in evaluations.results)),
+            }
+        if index in result.failed:
+            summary["failed"] = result.failed[index]
+        files = [run_dirs[index] / "evaluations.npz", result.checkpoints[index]]
+        tracker.summarize(summary, [path for path in files if path is not None], base=run_dirs[index])
+    codes = [1 if index in result.failed else 0 for index in range(n_seeds)]
+    if result.failed:
+        print(f"{len(result.failed)} of {n_seeds} seeds diverged and were frozen:", file=sys.stderr)
+        for index, reason in result.failed.items():
+            print(f"  seed {exp.seeds[index]} ({run_dirs[index]}): {reason}", file=sys.stderr)
+    if result.interrupted:
+        written = [path for path in result.checkpoints if path is not None]
+        print(
+            f"Stopped by {result.interrupted} at {result.env_steps} env steps; "
+            f"checkpoint{'s' if len(written) > 1 else ''}: {', '.join(map(str, written))}\n"
+            f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {written[0]}",
+            file=sys.stderr,
+        )
+        return [code or EXIT_INTERRUPTED for code in codes]
+    if args.verbose:
+        seeds = f" per seed ({n_seeds} seeds)" if n_seeds > 1 else ""
+        models = ", ".join(str(path) for path in result.checkpoints if path is not None)
+        print(f"Trained {result.env_steps} env steps{seeds} in {result.wall_time:.1f} s; model: {models}")
+    return codes
+
+
+def seed_output(
+    args: argparse.Namespace,
+    exp: Experiment,
+    index: int,
+    run_dirs: Sequence[Path],
+    model_name: str,
+    tracker: WandbTracker | None,
+) -> SeedOutput:
+    """Seed `index`'s logger (progress.csv, the console for a one-seed run, TensorBoard, W&B), run folder
+    and checkpoints, whose manifest names the group and every seed's folder in a run of several seeds."""
+    run_dir = run_dirs[index]
+
     def make_logger(metric_names: Sequence[str]) -> MultiLogger:
         loggers: list[Any] = [CSVLogger(run_dir / "progress.csv", metric_names)]
-        if args.verbose:
+        if args.verbose and exp.n_seeds == 1:  # several seeds: one console line per evaluation, for all
             loggers.append(ConsoleLogger())
         if args.tensorboard_log:
             loggers.append(
@@ -505,7 +622,10 @@ def train_and_report(
             loggers.append(tracker)
         return MultiLogger(loggers)
 
-    settings = CheckpointSettings(
+    group = {}
+    if exp.n_seeds > 1:
+        group = {"group": {"id": exp.group_id, "index": index, "run_dirs": [path.name for path in run_dirs]}}
+    checkpoints = CheckpointSettings(
         run_dir=run_dir,
         model_name=model_name,
         save_freq=args.save_freq,
@@ -514,58 +634,14 @@ def train_and_report(
         manifest={
             "algo": exp.algo.name,
             "env_id": exp.run.env_id,
-            "seed": exp.run.seed,
+            "seed": exp.seeds[index],
             "n_timesteps": exp.run.n_timesteps,
             "n_envs": exp.run.n_envs,
             "hyperparams": _plain(exp.hyperparams),
             "spaces": exp.spaces,
-            "resumed_from": None if exp.resume is None else str(exp.resume.path),
+            "resumed_from": str(exp.resume_seeds[index].path) if exp.resume_seeds else None,
             "wandb_run_id": None if tracker is None else tracker.id,
+            **group,
         },
     )
-    try:
-        with StopRequest() as stop:
-            result = train(
-                exp.run,
-                exp.algo,
-                exp.learner_config,
-                make_logger,
-                run_dir=run_dir,
-                checkpoints=settings,
-                resume=exp.resume,
-                stop_requested=stop,
-            )
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except RunFailure as error:  # an env, an evaluation or a divergence; the note names the checkpoint
-        print(f"error: {error}", *getattr(error, "__notes__", []), sep="\n", file=sys.stderr)
-        return 1
-    except OSError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("aborted (second Ctrl-C): no checkpoint written for the current step", file=sys.stderr)
-        return 130
-    except Exception:
-        traceback.print_exc()
-        return 1
-    if tracker is not None:
-        evaluations = result.evaluations
-        summary = {"env_steps": result.env_steps, "wall_time_s": result.wall_time}
-        if evaluations.results:
-            summary |= {
-                "final_eval_mean_reward": float(np.mean(evaluations.results[-1])),
-                "best_eval_mean_reward": float(max(np.mean(r) for r in evaluations.results)),
-            }
-        tracker.summarize(summary, [run_dir / "evaluations.npz", result.checkpoint], base=run_dir)
-    if result.interrupted:
-        print(
-            f"Stopped by {result.interrupted} at {result.env_steps} env steps; checkpoint: {result.checkpoint}\n"
-            f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {result.checkpoint}",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
-    if args.verbose:
-        print(f"Trained {result.env_steps} env steps in {result.wall_time:.1f} s; model: {result.checkpoint}")
-    return 0
+    return SeedOutput(make_logger, run_dir, checkpoints)

@@ -85,6 +85,7 @@ class WandbTracker:
             config=dict(config),
             id=run_id,
             resume="allow" if run_id else None,
+            reinit="create_new",  # the seeds of one process are runs of their own, all open at once
         )
         settings = {"x_transaction_log_flush_interval": LOG_FLUSH_INTERVAL_S}
         settings = {k: v for k, v in settings.items() if k in getattr(wandb.Settings, "model_fields", {})}

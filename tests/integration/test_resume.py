@@ -312,6 +312,14 @@ def resume_cli(tmp_path, model, *argv):
             ["--algo", "sac", "--env", "Pendulum-v1", "-params", "ent_coef:0.1"],
             r"saved learner state has \d+ arrays, this configuration \d+",
         ),
+        (
+            ["--algo", "sac", "--env", "Pendulum-v1", "--eval-episodes", "3"],
+            r"--eval-episodes 3: .*evaluations ran 1 episodes each.*resume with --eval-episodes 1",
+        ),
+        (
+            ["--algo", "sac", "--env", "Pendulum-v1", "--n-seeds", "2"],
+            r"--n-seeds 2: .* is a one-seed run's checkpoint; resume it without --n-seeds",
+        ),
     ],
 )
 def test_checkpoint_that_does_not_fit_exits_2_before_any_file(tmp_path, capsys, pendulum_model, argv, message):

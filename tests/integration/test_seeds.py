@@ -2,17 +2,25 @@
 run with that seed would, and a seed that diverges is frozen while the others train on."""
 
 import csv
+import signal
+import subprocess
+import sys
 
 import jax
 import numpy as np
+import yaml
 
 from rlbench.checkpoint import read_checkpoint, state_from_bytes
+from rlbench.cli.train import EXIT_INTERRUPTED
 from rlbench.config import RunConfig
 from rlbench.loggers.csv import CSVLogger
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import FAILED_FILE, CheckpointSettings, SeedOutput, train, train_seeds
-from tests.conftest import tiny_sac_config
+from tests.conftest import REPO_ROOT, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
+from tests.integration.test_resume import run_dir, state_hash, train_process, wait_for
+from tests.integration.test_tracking import isolated_env
+from tests.run_files import wandb_run
 
 
 def leaves(tree):
@@ -87,3 +95,124 @@ def test_a_diverging_seed_is_frozen_marked_failed_and_the_others_train_on(tmp_pa
         assert np.load(folder / "evaluations.npz")["timesteps"].tolist() == [500, 1000]
         assert all(row["train/diverged"] == "" for row in csv.DictReader((folder / "progress.csv").open()))
     assert result.env_steps == 1000
+
+
+# -- train.py --n-seeds ------------------------------------------------------------------------------
+
+SEEDS_TINY = [
+    "--algo",
+    "sac",
+    "--seed",
+    "0",
+    "--n-seeds",
+    "3",
+    "-params",
+    "policy_kwargs:dict(net_arch=[16, 16])",
+    "learning_starts:100",
+    "batch_size:32",
+]
+
+
+def test_three_seeds_write_their_own_run_folders_w_and_b_runs_and_one_seed_diverges(tmp_path):
+    """Issue 16 items 3, 4 and 6 through train.py: three run folders laid out as single runs (args.yml with
+    the seed and group, config.yml, command.txt, evaluations.npz, progress.csv, best/final/periodic models,
+    TensorBoard), three grouped offline W&B runs, one console line per evaluation; seed 1's env blows up,
+    so it is frozen and marked failed (folder, progress.csv, W&B) and the run exits 1 naming it."""
+    argv = [
+        *SEEDS_TINY,
+        "--env",
+        "tests.envs:SeedBlowUp-v0",
+        "-n",
+        "1000",
+        "--eval-freq",
+        "200",
+        "--eval-episodes",
+        "2",
+        "--save-freq",
+        "500",
+        "--log-interval",
+        "1",
+        "-tb",
+        str(tmp_path / "tb"),
+        "--track",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv],
+        cwd=REPO_ROOT,
+        env=isolated_env(tmp_path, WANDB_MODE="offline"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    folders = [tmp_path / "logs" / "sac" / f"tests.envs_SeedBlowUp-v0_{n}" for n in (1, 2, 3)]
+    assert f"1 of 3 seeds diverged and were frozen:\n  seed 1 ({folders[1]}): training diverged" in proc.stderr
+    evals = [line for line in proc.stdout.splitlines() if line.startswith("Eval")]
+    assert evals[0].startswith("Eval num_timesteps=200, episode_reward over 3 seeds: mean ")  # before seed 1 diverges
+    assert evals[-1].startswith("Eval num_timesteps=1000, episode_reward over 2 seeds: mean ")
+    args = [yaml.safe_load((folder / "tests.envs_SeedBlowUp-v0" / "args.yml").read_text()) for folder in folders]
+    assert [a["seed"] for a in args] == [0, 1, 2] and len({a["group"] for a in args}) == 1
+    configs = {(folder / "tests.envs_SeedBlowUp-v0" / "config.yml").read_text() for folder in folders}
+    assert len(configs) == 1
+    assert "--n-seeds 3" in (folders[0] / "tests.envs_SeedBlowUp-v0" / "command.txt").read_text()
+    runs = {wandb_run(path)["config"]["seed"]: wandb_run(path) for path in (tmp_path / "wandb").glob("offline-run-*")}
+    assert sorted(runs) == [0, 1, 2] and {run["group"] for run in runs.values()} == {args[0]["group"]}
+    for index in (0, 2):
+        folder = folders[index]
+        assert {path.name for path in folder.iterdir()} == {
+            "tests.envs_SeedBlowUp-v0",  # config.yml, args.yml, command.txt
+            "tests.envs_SeedBlowUp-v0.zip",
+            "best_model.zip",
+            "rl_model_500_steps.zip",
+            "rl_model_1000_steps.zip",
+            "evaluations.npz",
+            "progress.csv",
+            "0.monitor.csv",
+        }
+        assert np.load(folder / "evaluations.npz")["results"].shape == (5, 2)
+        manifest = read_checkpoint(folder / "tests.envs_SeedBlowUp-v0.zip").manifest
+        assert manifest["seed"] == index and manifest["group"]["index"] == index
+        assert manifest["group"]["run_dirs"] == [path.name for path in folders]
+        assert runs[index]["exit_code"] == 0 and "failed" not in runs[index]["summary"]
+        assert (tmp_path / "tb" / "tests.envs_SeedBlowUp-v0" / f"sac_{index + 1}").is_dir()
+    assert runs[1]["exit_code"] == 1 and runs[1]["summary"]["failed"].startswith("training diverged")
+    assert (folders[1] / FAILED_FILE).is_file() and not (folders[1] / "tests.envs_SeedBlowUp-v0.zip").exists()
+    assert list(csv.DictReader((folders[1] / "progress.csv").open()))[-1]["train/diverged"] == "1.0"
+    assert any(row.get("train/diverged") == 1.0 for row in runs[1]["history"])
+
+
+def test_sigterm_stops_every_seed_and_minus_i_on_any_one_resumes_the_group_bit_identically(tmp_path):
+    """Item 5, C4 for three seeds: SIGTERM writes each seed's checkpoint (with its buffer) and exits 75;
+    -i on seed 2's resumes all three, and each ends bit for bit where an uninterrupted three-seed run ends.
+    --n-seeds 1 resumes one seed alone, as a single run."""
+    argv = [*SEEDS_TINY, "--env", "Pendulum-v1", "-n", "1000", "--eval-freq", "250", "--eval-episodes", "1"]
+    log = tmp_path / "stopped.log"
+    with log.open("w") as out:
+        stopped = subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path / "a"), *argv],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        uninterrupted = subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path / "b"), *argv, "--verbose", "0"], cwd=REPO_ROOT
+        )
+        wait_for(log, lambda: "Eval num_timesteps=250" in log.read_text() or stopped.poll() is not None)
+        stopped.send_signal(signal.SIGTERM)
+        assert stopped.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
+    checkpoints = [next(run_dir(tmp_path / "a", "sac", n).glob("rl_model_*_steps.zip")) for n in (1, 2, 3)]
+    assert len({path.name for path in checkpoints}) == 1 and f"-i {checkpoints[0]}" in log.read_text()
+    assert all(read_checkpoint(path).manifest["replay_buffer"] for path in checkpoints)
+    resume = ["--algo", "sac", "--env", "Pendulum-v1", "--eval-freq", "250", "--eval-episodes", "1", "--verbose", "0"]
+    train_process(tmp_path / "a", *resume, "-i", str(checkpoints[1]))
+    alone = train_process(tmp_path / "alone", *resume, "-i", str(checkpoints[1]), "--n-seeds", "1")
+    assert uninterrupted.wait(timeout=600) == 0 and alone.returncode == 0
+    for n in (1, 2, 3):
+        resumed, reference = run_dir(tmp_path / "a", "sac", 3 + n), run_dir(tmp_path / "b", "sac", n)
+        assert state_hash(resumed / "Pendulum-v1.zip") == state_hash(reference / "Pendulum-v1.zip"), n
+        np.testing.assert_array_equal(
+            np.load(resumed / "evaluations.npz")["results"], np.load(reference / "evaluations.npz")["results"]
+        )
+    single = read_checkpoint(run_dir(tmp_path / "alone", "sac", 1) / "Pendulum-v1.zip").manifest
+    assert single["seed"] == 1 and "group" not in single and single["counters"]["env_steps"] == 1000
