@@ -33,10 +33,11 @@ import numpy as np
 import optuna
 
 from rlbench.errors import ConfigError, RunFailure
+from rlbench.evaluation import EvalResult
 from rlbench.experiment import Experiment, RunRequest, resolve
 from rlbench.loggers.base import MultiLogger
 from rlbench.redact import redact, redact_argv
-from rlbench.runner import train
+from rlbench.runner import SeedOutput, train_seeds
 from rlbench.tuning import HEARTBEAT_S, spaces
 from rlbench.tuning.processes import EXIT_INTERRUPTED, StopSignal, exit_with_parent, join_workers, worker_id
 from rlbench.tuning.samplers import SAMPLERS, fetch_auto_sampler, make_sampler
@@ -288,6 +289,16 @@ class Objective:
         self.trial_id: int | None = None  # the trial being (or last) run, and its number
         self.trial_number: int | None = None
 
+    def trial_folder(self, trial: optuna.Trial, seed: int, exp: Experiment) -> Path | None:
+        """--optimization-log-path: PATH/trial_<n> (PATH/trial_<n>/seed_<s> for each seed of several)."""
+        if not self.log_path:
+            return None
+        folder = Path(self.log_path) / f"trial_{trial.number}"
+        if exp.n_seeds > 1:
+            folder = folder / f"seed_{seed}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
     def __call__(self, trial: optuna.Trial) -> float:
         plan = self.plan
         self.trial_id, self.trial_number = trial._trial_id, trial.number
@@ -304,32 +315,29 @@ class Objective:
         trial.set_user_attr("config", json.loads(json.dumps(exp.hyperparams, default=list)))  # what ran
         eval_freq = max(exp.run.n_timesteps // plan["n_evaluations"], 1)
         run = dataclasses.replace(exp.run, eval_freq=eval_freq)
-        run_dir = None
-        if self.log_path:
-            run_dir = Path(self.log_path) / f"trial_{trial.number}"
-            run_dir.mkdir(parents=True, exist_ok=True)
+        outputs = [SeedOutput(lambda names: MultiLogger([]), self.trial_folder(trial, seed, exp)) for seed in exp.seeds]
         evaluations: list[float] = []
 
-        def on_eval(env_steps: int, result) -> None:
-            if not math.isfinite(result.mean):
-                raise TrialFailed(f"non-finite evaluation return {result.mean} at {env_steps} env steps")
-            trial.report(result.mean, len(evaluations))
-            evaluations.append(result.mean)
+        def on_eval(env_steps: int, results: list[EvalResult | None]) -> None:
+            # With --n-seeds K the trial's score is the mean over its K seeds: one seed's luck does not
+            # decide which hyperparameters win, and the pruner compares means, not single draws.
+            for seed, result in zip(exp.seeds, results, strict=True):
+                if result is None:
+                    raise TrialFailed(f"seed {seed} diverged at or before {env_steps} env steps")
+                if not math.isfinite(result.mean):
+                    raise TrialFailed(f"non-finite evaluation return {result.mean} at {env_steps} env steps")
+            value = float(np.mean([result.mean for result in results]))
+            trial.report(value, len(evaluations))
+            evaluations.append(value)
+            if len(results) > 1:
+                trial.set_user_attr("seed_values", [result.mean for result in results])
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at evaluation {len(evaluations)} ({env_steps} env steps)")
 
         # RDB storages get Optuna's own heartbeat from study.optimize.
         heartbeat = contextlib.nullcontext() if is_rdb(self.study._storage) else Heartbeat(self.study, trial)
         with heartbeat:
-            result = train(
-                run,
-                exp.algo,
-                exp.learner_config,
-                lambda names: MultiLogger([]),
-                run_dir=run_dir,
-                on_eval=on_eval,
-                stop_requested=self.stop,
-            )
+            result = train_seeds(run, exp.algo, exp.learner_config, outputs, on_eval=on_eval, stop_requested=self.stop)
         if result.interrupted:
             raise TrialInterrupted(f"{result.interrupted} at {result.env_steps} env steps")
         if not all(
@@ -337,6 +345,9 @@ class Objective:
             for leaf in jax.tree_util.tree_leaves((result.state.actor.params, result.state.critic.params))
         ):
             raise TrialFailed("non-finite parameters after training")
+        if result.failed:
+            seeds = ", ".join(str(exp.seeds[index]) for index in result.failed)
+            raise TrialFailed(f"seeds {seeds} diverged: {next(iter(result.failed.values()))}")
         if not evaluations:
             raise TrialFailed("no evaluation ran (n_timesteps smaller than the evaluation interval?)")
         if self.study._storage.get_trial(trial._trial_id).state != optuna.trial.TrialState.RUNNING:

@@ -507,3 +507,19 @@ def test_a_heartbeat_grace_shorter_than_two_beats_exits_2_before_writing(tmp_pat
     err = capsys.readouterr().err
     assert err == "error: --heartbeat-grace: expected at least 4 s (twice the 2 s heartbeat interval), got 3\n"
     assert not (tmp_path / "logs").exists()
+
+
+def test_n_seeds_scores_each_trial_by_the_mean_over_its_seeds(tmp_path):
+    """Issue 16 item 7: -optimize --n-seeds 3 trains each trial's three seeds in one process; every value
+    reported to the pruner, and the objective, is the mean over the seeds of their evaluation means
+    (read back from each seed's evaluations.npz under --optimization-log-path)."""
+    argv = ["--n-trials", "1", "--sampler", "random", "--pruner", "none", "--no-optim-plots", "--n-seeds", "3"]
+    assert optimize(tmp_path, *argv, "--optimization-log-path", str(tmp_path / "trials")) == 0
+    (trial,) = trials(tmp_path)
+    seed = trial.user_attrs["seed"]
+    folders = [tmp_path / "trials" / "trial_0" / f"seed_{seed + index}" for index in range(3)]
+    means = np.array([np.load(folder / "evaluations.npz")["results"].mean(axis=1) for folder in folders])  # [3, 2]
+    assert means.shape == (3, 2) and len(set(means[:, -1])) == 3  # three different seeds
+    np.testing.assert_allclose([trial.intermediate_values[i] for i in (0, 1)], means.mean(axis=0), rtol=1e-12)
+    assert trial.value == pytest.approx(means[:, -1].mean(), rel=1e-12)
+    assert trial.user_attrs["seed_values"] == pytest.approx(means[:, -1].tolist(), rel=1e-12)
