@@ -2,17 +2,22 @@
 # Sweep envs x seeds, one train.py process per run; extra flags pass through to train.py.
 #   envs="Hopper-v4 Walker2d-v4" seeds="1 2 3" ./scripts/run_seeds.sh --algo crossq -n 100000
 #   jobs=2 seeds="1 2 3 4" ./scripts/run_seeds.sh --algo sac -n 100000     (two runs at a time)
+#   seeds_per_run=4 seeds="1 2 3 4" ./scripts/run_seeds.sh --algo sac -n 100000   (one run, 4 vmapped seeds)
 # jobs=1 (default): runs one after another, each using every core, output to the terminal.
 # jobs=N: N runs at a time, each pinned (taskset) to its own share of the cores. Unpinned JAX processes
 #   fight over the cores (two on this 2-core VM spent half their CPU time in the kernel); pinned to one
 #   core each, a SAC run made 107-118 env-steps/s, about what one run alone makes on both cores.
 #   Each run's output goes to $sweep_logs/<env>_seed<seed>.log (default logs/sweeps).
+# seeds_per_run=K: each run trains K consecutive seeds as one vmapped learner (train.py --n-seeds K), each
+#   seed in its own run folder. On a GPU that packs K seeds for about the price of one; on a CPU processes
+#   pinned one per core (jobs=N) are faster (benchmarks/README.md, "Many seeds in one process").
 # A failed run does not stop the sweep. Exits 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 envs=${envs:-Pendulum-v1}
 seeds=${seeds:-"1 2 3"}
 jobs=${jobs:-1}
+seeds_per_run=${seeds_per_run:-1}
 sweep_logs=${sweep_logs:-logs/sweeps}
 python=${PYTHON:-python}
 
@@ -20,14 +25,35 @@ if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
   echo "jobs=$jobs: expected a positive integer (runs at a time)" >&2
   exit 2
 fi
+if ! [[ $seeds_per_run =~ ^[1-9][0-9]*$ ]]; then
+  echo "seeds_per_run=$seeds_per_run: expected a positive integer (seeds per train.py run)" >&2
+  exit 2
+fi
+read -ra seed_list <<<"$seeds"
+if ((${#seed_list[@]} % seeds_per_run)); then
+  echo "seeds_per_run=$seeds_per_run: the ${#seed_list[@]} seeds ($seeds) do not split into runs of $seeds_per_run" >&2
+  exit 2
+fi
+starts=()  # each run's first seed; with seeds_per_run=K it trains seeds first .. first+K-1
+for ((i = 0; i < ${#seed_list[@]}; i += seeds_per_run)); do
+  for ((j = 1; j < seeds_per_run; j++)); do
+    if ((seed_list[i + j] != seed_list[i] + j)); then
+      echo "seeds_per_run=$seeds_per_run: seeds ${seed_list[*]:i:seeds_per_run} are not consecutive" >&2
+      exit 2
+    fi
+  done
+  starts+=("${seed_list[i]}")
+done
 runs=()
 for env in $envs; do
-  for seed in $seeds; do runs+=("$env $seed"); done
+  for seed in "${starts[@]}"; do runs+=("$env $seed"); done
 done
+per_run=()
+((seeds_per_run > 1)) && per_run=(--n-seeds "$seeds_per_run")
 
 prefix=()  # what each run starts under: taskset in a parallel slot
 run_one() {  # run_one ENV SEED RESULTS: one train.py run; appends "ok ENV/SEED" or "failed ENV/SEED (exit N)"
-  if "${prefix[@]}" "$python" train.py --env "$1" --seed "$2" "${@:4}"; then
+  if "${prefix[@]}" "$python" train.py --env "$1" --seed "$2" "${per_run[@]}" "${@:4}"; then
     echo "ok $1/$2" >>"$3"
   else
     echo "failed $1/$2 (exit $?)" >>"$3"
@@ -39,7 +65,7 @@ trap 'rm -f "$results" "$results".*' EXIT
 if ((jobs == 1)); then
   for run in "${runs[@]}"; do
     read -r env seed <<<"$run"
-    echo "=== $env seed $seed: $python train.py --env $env --seed $seed $*"
+    echo "=== $env seed $seed: $python train.py --env $env --seed $seed ${per_run[*]} $*"
     run_one "$env" "$seed" "$results" "$@"
   done
 else
@@ -58,7 +84,7 @@ else
       for ((i = slot; i < ${#runs[@]}; i += jobs)); do
         read -r env seed <<<"${runs[i]}"
         log="$sweep_logs/${env}_seed${seed}.log"
-        echo "=== $env seed $seed on cores $first-$last: $python train.py --env $env --seed $seed $* > $log"
+        echo "=== $env seed $seed on cores $first-$last: $python train.py --env $env --seed $seed ${per_run[*]} $* > $log"
         run_one "$env" "$seed" "$results.$slot" "$@" >"$log" 2>&1
         echo "=== $env seed $seed: $(tail -n 1 "$results.$slot")"
       done

@@ -5,15 +5,20 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
+import yaml
 from scipy import stats
 
 from rlbench.plots import main as plots_main
 from tests.conftest import REPO_ROOT
 
 
-def test_seed_sweep_then_plots_and_table(tmp_path, capsys):
+@pytest.mark.parametrize("seeds_per_run", ["1", "3"])
+def test_seed_sweep_then_plots_and_table(tmp_path, capsys, seeds_per_run):
+    """Three seeds as three train.py runs, or as one run of three vmapped seeds: the same three run folders."""
     logs = tmp_path / "logs"
     env = {**os.environ, "envs": "Pendulum-v1", "seeds": "1 2 3", "PYTHON": sys.executable}
+    env["seeds_per_run"] = seeds_per_run
     done = subprocess.run(
         [
             "bash",
@@ -41,9 +46,11 @@ def test_seed_sweep_then_plots_and_table(tmp_path, capsys):
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "finished 3" in done.stdout and "failed 0" in done.stdout
+    assert f"finished {3 // int(seeds_per_run)}" in done.stdout and "failed 0" in done.stdout
     runs = sorted((logs / "sac").glob("Pendulum-v1_*"))
     assert len(runs) == 3
+    seeds = [yaml.safe_load((run / "Pendulum-v1" / "args.yml").read_text())["seed"] for run in runs]
+    assert sorted(seeds) == [1, 2, 3]
 
     out = tmp_path / "plots"
     assert plots_main([str(logs), "-o", str(out), "--table", str(tmp_path / "table.md")]) == 0
@@ -153,8 +160,16 @@ def test_parallel_sweep_pins_each_slot_and_keeps_logs(tmp_path):
     assert affinity["Pendulum-v1_seed2"] == affinity["Pendulm-v1_seed2"] == f"affinity {slot1}"
 
 
-def test_sweep_refuses_bad_jobs_before_running(tmp_path):
-    env = {**os.environ, "jobs": "two", "PYTHON": sys.executable}
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        ({"jobs": "two"}, "jobs=two: expected a positive integer"),
+        ({"seeds_per_run": "2", "seeds": "1 2 3"}, "the 3 seeds (1 2 3) do not split into runs of 2"),
+        ({"seeds_per_run": "2", "seeds": "1 3"}, "seeds 1 3 are not consecutive"),
+    ],
+)
+def test_sweep_refuses_bad_settings_before_running(tmp_path, settings, message):
+    env = {**os.environ, **settings, "PYTHON": sys.executable}
     done = subprocess.run(
         ["bash", "scripts/run_seeds.sh", "-f", str(tmp_path)],
         cwd=REPO_ROOT,
@@ -163,7 +178,7 @@ def test_sweep_refuses_bad_jobs_before_running(tmp_path):
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2 and "jobs=two: expected a positive integer" in done.stderr
+    assert done.returncode == 2 and message in done.stderr
     assert list(tmp_path.iterdir()) == []
 
 
