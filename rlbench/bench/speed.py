@@ -117,13 +117,18 @@ def gradient_step_gflop(learner, cfg, spec) -> float:
     return (flops(learner.critic_step_fn) + flops(learner.actor_step_fn) / cfg.policy_delay) / 1e9
 
 
-def update_only_rate(learner, cfg, spec, state, seconds: float = 5.0) -> float:
-    """Gradient steps/s of the compiled fused steps alone, on fixed random batches."""
+def update_only_rate(learner, cfg, spec, seconds: float = 5.0, n_seeds: int = 1) -> float:
+    """Gradient steps/s (of all seeds) of the compiled fused steps alone, on fixed random batches; with
+    `n_seeds` K, one vmapped call updates K learners, as a K-seed run does."""
+    from rlbench.algos.common.seed_axis import SeedAxis
+
+    axis = SeedAxis(n_seeds)
     g = cfg.gradient_steps
-    batches = random_batches(spec, g, cfg.batch_size)
-    keys = jax.random.split(jax.random.PRNGKey(1), g)
+    batches = axis.stack([random_batches(spec, g, cfg.batch_size)] * n_seeds)
+    keys = axis.stack([jax.random.split(jax.random.PRNGKey(1), g)] * n_seeds)
+    state = axis.init(jax.jit(learner.init_fn), [jax.random.PRNGKey(seed) for seed in range(n_seeds)])
     progress = jnp.asarray(1.0)
-    steps = jax.jit(learner.gradient_steps_fn, donate_argnums=0)
+    steps = jax.jit(axis.map(learner.gradient_steps_fn, shared_argnums=(3, 4)), donate_argnums=0)
     # The gradient steps done before each call decide, as in training, which of them update the actor.
     state, _ = steps(state, batches, keys, progress, 0)
     jax.block_until_ready(state)
@@ -132,7 +137,7 @@ def update_only_rate(learner, cfg, spec, state, seconds: float = 5.0) -> float:
         state, _ = steps(state, batches, keys, progress, (calls + 1) * g)
         calls += 1
     jax.block_until_ready(state)
-    return calls * g / (time.perf_counter() - start)
+    return calls * g * n_seeds / (time.perf_counter() - start)
 
 
 def rlbench_row(
@@ -144,14 +149,16 @@ def rlbench_row(
     qf: list[int],
     precision: str = "float32",
     update_seconds: float = 5.0,
+    n_seeds: int = 1,
 ) -> dict:
     """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up, then the
-    update alone for `update_seconds`."""
+    update alone for `update_seconds`. With `n_seeds` K, K vmapped seeds train together (`train_seeds`):
+    the rates are for all seeds together, `per_seed_env_steps_per_s` for each."""
     from rlbench.buffers.uniform import make_uniform_buffer
     from rlbench.config import RunConfig
     from rlbench.loggers.base import MultiLogger
     from rlbench.registry import ALGORITHMS
-    from rlbench.runner import train
+    from rlbench.runner import SeedOutput, train_seeds
     from rlbench.types import EnvSpec
 
     cfg = bench_config(algo, gradient_steps, qf, precision)
@@ -176,9 +183,10 @@ def rlbench_row(
 
     run = RunConfig(env_id=env_id, n_timesteps=warmup + steps, n_envs=n_envs, eval_freq=-1, verbose=0, seed=0)
     last["time"] = time.perf_counter()
-    train(run, ALGORITHMS[algo], cfg, lambda names: MultiLogger([]), on_iteration=on_iteration)
+    outputs = [SeedOutput(lambda names: MultiLogger([])) for _ in range(n_seeds)]
+    train_seeds(run, ALGORITHMS[algo], cfg, outputs, on_iteration=on_iteration)
     seconds = marks["end"] - marks["start"]
-    timed = marks["end_steps"] - marks["start_steps"]
+    timed = (marks["end_steps"] - marks["start_steps"]) * n_seeds  # env steps of all seeds
     grad_steps_per_s = timed / n_envs * gradient_steps / seconds
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -191,9 +199,12 @@ def rlbench_row(
         probe.close()
     learner = ALGORITHMS[algo].make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec))
     gflop = gradient_step_gflop(learner, cfg, spec)
-    bare = update_only_rate(learner, cfg, spec, jax.jit(learner.init_fn)(jax.random.PRNGKey(0)), update_seconds)
+    bare = update_only_rate(learner, cfg, spec, update_seconds, n_seeds)
     row = {
         **row_case(algo, env_id, n_envs, gradient_steps, qf, precision),
+        **(
+            {"n_seeds": n_seeds, "per_seed_env_steps_per_s": round(timed / n_seeds / seconds, 1)} if n_seeds > 1 else {}
+        ),
         "env_steps_per_s": round(timed / seconds, 1),
         "grad_steps_per_s": round(grad_steps_per_s, 1),
         "compile_s": round(marks["compile_s"], 2),
@@ -269,6 +280,75 @@ def first_step_rows(case: dict, device: str) -> list[dict]:
             done = subprocess.run(command, capture_output=True, text=True)
             rows.append({**row_from(done, {"system": "rlbench", **case}), "compile_cache": state})
     return rows
+
+
+def pinned_rows(commands: list[list[str]], cases: list[dict]) -> list[dict]:
+    """Run the commands at once, command i pinned to core i (as `run_seeds.sh jobs=N` pins its runs): the
+    JSON row each printed."""
+    processes = [
+        subprocess.Popen(
+            ["taskset", "-c", str(core), *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for core, command in enumerate(commands)
+    ]
+    rows = []
+    for process, case in zip(processes, cases, strict=True):
+        stdout, stderr = process.communicate()
+        rows.append(row_from(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), case))
+    return rows
+
+
+def packing_rows(case: dict, steps: int, seed_counts: list[int], device: str, peer: tuple[str, Path] | None):
+    """How best to train K seeds of one case on this machine, for each K in `seed_counts`: K vmapped seeds
+    in one process; K processes two at a time, each pinned to one core (`run_seeds.sh jobs=2`), for rlbench
+    and the peer; K/2 vmapped seeds in each of two pinned processes. Aggregate env-steps/s counts every
+    seed; per-seed env-steps/s is the aggregate over K (how fast each seed's training advances on average).
+    Processes run two at a time, so their steady-state aggregate is that of two concurrent processes for
+    every K >= 2 (measured once) and that of one pinned process for K = 1. Yields rows as measured."""
+
+    def per_seed_steps(n_seeds: int) -> int:  # about the same wall time for every row
+        return max(steps // n_seeds, 100 * case["n_envs"])
+
+    def summary(packing: str, n_seeds: int, measured: list[dict], system: str = "rlbench") -> dict:
+        if any("error" in row for row in measured):
+            return {**case, "system": system, "packing": packing, "n_seeds": n_seeds, "error": measured}
+        total = sum(row["env_steps_per_s"] for row in measured)
+        return {
+            **case,
+            "system": system,
+            "packing": packing,
+            "n_seeds": n_seeds,
+            "env_steps_per_s": round(total, 1),
+            "per_seed_env_steps_per_s": round(total / n_seeds, 1),
+            "processes": [
+                {key: row.get(key) for key in ("n_seeds", "env_steps_per_s", "compile_s", "peak_rss_mib")}
+                for row in measured
+            ],
+        }
+
+    for k in seed_counts:
+        row = rlbench_row_in_subprocess(
+            {**case, "steps": per_seed_steps(k), "update_seconds": 2.0, "n_seeds": k}, device
+        )
+        yield {**row, "packing": "one process, K vmapped seeds", "n_seeds": k}
+    one_row = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--one-row"]
+    single = {**case, "steps": steps, "update_seconds": 0.5}
+    concurrent = sorted({min(k, 2) for k in seed_counts})
+    measured = {n: pinned_rows([[*one_row, json.dumps(single)]] * n, [case] * n) for n in concurrent}
+    for k in seed_counts:
+        yield summary("K processes, two at a time, pinned", k, measured[min(k, 2)])
+    if peer is not None:
+        python, script = peer
+        flags = ["--algo", case["algo"], "--env", case["env_id"], "--n-envs", str(case["n_envs"])]
+        flags += ["--gradient-steps", str(case["gradient_steps"]), "--steps", str(steps), "--qf", *map(str, case["qf"])]
+        peer_measured = {n: pinned_rows([[python, str(script), *flags]] * n, [case] * n) for n in concurrent}
+        for k in seed_counts:
+            yield summary("K processes, two at a time, pinned", k, peer_measured[min(k, 2)], system="peer")
+    for k in seed_counts:
+        if k >= 2 and k % 2 == 0:
+            half = {**case, "steps": per_seed_steps(k // 2), "update_seconds": 0.5, "n_seeds": k // 2}
+            rows = pinned_rows([[*one_row, json.dumps(half)]] * 2, [case] * 2)
+            yield summary("two pinned processes, K/2 vmapped seeds each", k, rows)
 
 
 def rlbench_row_in_subprocess(case: dict, device: str) -> dict:
@@ -389,6 +469,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR|none",
         help="compilation cache of the rlbench rows (default as train.py's)",
     )
+    p.add_argument(
+        "--n-seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="K",
+        help="compare ways of packing K seeds (e.g. 1 2 4 8): vmapped in one process, pinned processes "
+        "(and the --peer's), vmapped in two pinned processes",
+    )
     p.add_argument("--one-row", default=None, help=argparse.SUPPRESS)  # internal: one case as JSON
     p.add_argument("--one-first-step", default=None, help=argparse.SUPPRESS)  # internal: likewise
     args = p.parse_args(argv)
@@ -441,6 +530,14 @@ def main(argv: list[str] | None = None) -> int:
 
     info["compile_cache"] = "fresh per case (cold, then warm)" if args.first_step else str(cache or "off")
     emit({"machine": info})
+    if args.n_seeds:
+        peer = (args.peer, args.peer_script) if args.peer else None
+        for algo, n_envs, gradient_steps, steps, qf in cases:
+            case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps, "qf": qf,
+                    "precision": args.precision[0]}  # fmt: skip
+            for row in packing_rows(case, steps, args.n_seeds, args.device, peer):
+                emit(row)
+        return 1 if failed else 0
     for algo, n_envs, gradient_steps, steps, qf in cases:
         for _ in range(1 if args.first_step else args.repeats):
             for precision in args.precision:

@@ -165,3 +165,32 @@ def test_machine_line_records_xla_flags(monkeypatch):
     assert "xla_flags" not in machine()
     monkeypatch.setenv("XLA_FLAGS", " --xla_gpu_enable_command_buffer=+WHILE ")
     assert machine()["xla_flags"] == "--xla_gpu_enable_command_buffer=+WHILE"
+
+
+PEER_RATE = """
+import json, sys
+steps = int(sys.argv[sys.argv.index("--steps") + 1])
+print(json.dumps({"system": "stand-in", "env_steps_per_s": 100.0, "steps": steps}))
+"""
+
+
+@pytest.mark.slow  # five benchmark processes, two of them at a time: about half a minute
+def test_n_seeds_compares_the_packings_of_k_seeds(tmp_path):
+    """--n-seeds 2: two vmapped seeds in one process; two pinned single-seed processes (rlbench's, and the
+    peer's: a stand-in reporting 100 env-steps/s each); one vmapped seed in each of two pinned processes.
+    Aggregates count every seed, per-seed rates are the aggregate over K."""
+    peer = tmp_path / "peer.py"
+    peer.write_text(PEER_RATE)
+    output = tmp_path / "rows.jsonl"
+    argv = ["--n-seeds", "2", "--case", "sac", "1", "1", "200", "--qf", "16", "--device", "cpu", "--output"]
+    assert speed_main([*argv, str(output), "--peer", sys.executable, "--peer-script", str(peer)]) == 0
+    _, vmapped, processes, peer_processes, halves = [json.loads(line) for line in output.read_text().splitlines()]
+    assert vmapped["packing"] == "one process, K vmapped seeds" and vmapped["n_seeds"] == 2
+    assert vmapped["env_steps_per_s"] == pytest.approx(2 * vmapped["per_seed_env_steps_per_s"], abs=0.2)
+    assert vmapped["update_only_grad_steps_per_s"] > 0
+    for row in (processes, halves):
+        assert row["env_steps_per_s"] == pytest.approx(sum(p["env_steps_per_s"] for p in row["processes"]), abs=0.2)
+        assert row["per_seed_env_steps_per_s"] == pytest.approx(row["env_steps_per_s"] / 2, abs=0.1)
+    assert processes["packing"] == "K processes, two at a time, pinned" and len(processes["processes"]) == 2
+    assert halves["packing"] == "two pinned processes, K/2 vmapped seeds each"
+    assert (peer_processes["system"], peer_processes["env_steps_per_s"]) == ("peer", 200.0)
