@@ -16,7 +16,12 @@
 #   cmdbuf         SAC 1x1 and 8x8 with XLA's CUDA-graph capture extended to loops and conditionals
 #                  (--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL): the update alone is launch-bound
 #                  on an H200 (0.72 ms for one SAC step), and lax.scan / lax.cond split the default capture;
-#   float32_again  the float32 cases again, a second sample of the noise.
+#   float32_again  the float32 cases again, a second sample of the noise;
+#   seeds_run      issue 16: a whole 10-seed, 100k-step SAC run on HalfCheetah-v4 (train.py --n-seeds 10,
+#                  evaluations included), its wall time (target <= 5 minutes; SBX seed after seed: ~2 hours);
+#   seeds          issue 16: K = 1, 8, 32, 128 vmapped seeds of SAC 1x1 and DroQ, aggregate and per-seed
+#                  env-steps/s and peak device memory (target: K=32 SAC >= 10,000 aggregate env-steps/s).
+# Issue 16's call: run(command="PHASES='seeds_run seeds first_step' bash scripts/gpu_bench.sh", carry=[".whl"]).
 # Figures of the first session that ran it (2026-11-30): benchmarks/README.md and benchmarks/gpu_h200/.
 set -uo pipefail
 out=${OUT:-/tmp/rlbench_gpu_bench}
@@ -69,4 +74,19 @@ phase bfloat16 --precision bfloat16 --case sac 8 8 4000 --case crossq 1 1 1000
 XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" \
   phase cmdbuf --precision float32 --case sac 1 1 3000 --case sac 8 8 4000
 phase float32_again --precision float32 "${peer[@]}"
+if wanted seeds_run; then
+  s=$(left)
+  if ((s < 120)); then
+    echo "skipped seeds_run: ${s}s left"
+  else
+    echo "== seeds_run: train.py --n-seeds 10 -n 100000 (up to $((s - 60))s)"
+    run_start=$SECONDS
+    timeout $((s - 60)) python3 train.py --algo sac --env HalfCheetah-v4 --seed 1 --n-seeds 10 -n 100000 \
+      --device "$device" -f /tmp/gpu_seeds --eval-freq 10000 --eval-episodes 5 --verbose 1 >"$out/seeds_run.log" 2>&1
+    code=$?
+    echo "== seeds_run: exit $code, wall $((SECONDS - run_start))s; last evaluation:" \
+      "$(grep '^Eval' "$out/seeds_run.log" | tail -1)" | tee -a "$out/seeds_run.log"
+  fi
+fi
+phase seeds --n-seeds 1 8 32 128 --packing vmapped --case sac 1 1 3000 --case droq 1 20 300
 ls -l "$out"

@@ -298,13 +298,16 @@ def pinned_rows(commands: list[list[str]], cases: list[dict]) -> list[dict]:
     return rows
 
 
-def packing_rows(case: dict, steps: int, seed_counts: list[int], device: str, peer: tuple[str, Path] | None):
+def packing_rows(
+    case: dict, steps: int, seed_counts: list[int], device: str, peer: tuple[str, Path] | None, vmapped_only: bool
+):
     """How best to train K seeds of one case on this machine, for each K in `seed_counts`: K vmapped seeds
     in one process; K processes two at a time, each pinned to one core (`run_seeds.sh jobs=2`), for rlbench
     and the peer; K/2 vmapped seeds in each of two pinned processes. Aggregate env-steps/s counts every
     seed; per-seed env-steps/s is the aggregate over K (how fast each seed's training advances on average).
     Processes run two at a time, so their steady-state aggregate is that of two concurrent processes for
-    every K >= 2 (measured once) and that of one pinned process for K = 1. Yields rows as measured."""
+    every K >= 2 (measured once) and that of one pinned process for K = 1. `vmapped_only`: the first kind
+    alone (on a GPU, where pinning processes to cores is beside the point). Yields rows as measured."""
 
     def per_seed_steps(n_seeds: int) -> int:  # about the same wall time for every row
         return max(steps // n_seeds, 100 * case["n_envs"])
@@ -331,6 +334,8 @@ def packing_rows(case: dict, steps: int, seed_counts: list[int], device: str, pe
             {**case, "steps": per_seed_steps(k), "update_seconds": 2.0, "n_seeds": k}, device
         )
         yield {**row, "packing": "one process, K vmapped seeds", "n_seeds": k}
+    if vmapped_only:
+        return
     one_row = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--one-row"]
     single = {**case, "steps": steps, "update_seconds": 0.5}
     concurrent = sorted({min(k, 2) for k in seed_counts})
@@ -478,6 +483,12 @@ def main(argv: list[str] | None = None) -> int:
         help="compare ways of packing K seeds (e.g. 1 2 4 8): vmapped in one process, pinned processes "
         "(and the --peer's), vmapped in two pinned processes",
     )
+    p.add_argument(
+        "--packing",
+        default="all",
+        choices=("all", "vmapped"),
+        help="with --n-seeds: every packing, or only K vmapped seeds in one process (a GPU)",
+    )
     p.add_argument("--one-row", default=None, help=argparse.SUPPRESS)  # internal: one case as JSON
     p.add_argument("--one-first-step", default=None, help=argparse.SUPPRESS)  # internal: likewise
     args = p.parse_args(argv)
@@ -535,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         for algo, n_envs, gradient_steps, steps, qf in cases:
             case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps, "qf": qf,
                     "precision": args.precision[0]}  # fmt: skip
-            for row in packing_rows(case, steps, args.n_seeds, args.device, peer):
+            for row in packing_rows(case, steps, args.n_seeds, args.device, peer, args.packing == "vmapped"):
                 emit(row)
         return 1 if failed else 0
     for algo, n_envs, gradient_steps, steps, qf in cases:
