@@ -9,17 +9,27 @@ checkpoint ever holds a NaN or inf learner state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
+from gymnasium.vector import VectorEnv
 
+from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.uniform import BufferState, UniformBuffer, buffer_from_arrays, buffer_to_arrays
-from rlbench.checkpoint import Checkpoint, state_from_bytes, state_to_bytes, write_checkpoint
-from rlbench.errors import ConfigError, EnvWorkerError
+from rlbench.checkpoint import (
+    Checkpoint,
+    prune_periodic_checkpoints,
+    state_from_bytes,
+    state_to_bytes,
+    write_checkpoint,
+)
+from rlbench.divergence import Verified
+from rlbench.envs.make import restore_episodes
+from rlbench.errors import ConfigError, DivergenceError, EnvWorkerError, RunFailure
 from rlbench.loop_state import EpisodeRecord, EpisodeTracker, HostState, PendingTransitions, SeedHost
 from rlbench.types import EnvSpec
 
@@ -155,6 +165,28 @@ def restore(
     return Restored(states, complete(buffers), host, replay_envs=True, records=records)
 
 
+def restore_envs(
+    env: VectorEnv, host: HostState, records: list[EpisodeRecord | None] | None, fresh_seeds: list[int]
+) -> None:
+    """Put each training env back where it was (`records`, seed after seed; None: new episodes from
+    `fresh_seeds`, not the first episodes again); envs that cannot be rebuilt start new episodes."""
+    n_envs = host.obs.shape[1]
+    if records is None:
+        obs, _ = env.reset(seed=fresh_seeds)
+        restored = np.zeros(env.num_envs, bool)
+    else:
+        obs, restored = restore_episodes(env, records, host.obs.reshape(env.num_envs, -1))
+    if not restored.all():
+        print(
+            f"Envs {np.flatnonzero(~restored).tolist()} could not be restored exactly (no record, or "
+            "a replay that differs: a non-deterministic env); they start new episodes"
+        )
+        for i in np.flatnonzero(~restored):
+            host.seeds[i // n_envs].episodes.restart(i % n_envs)
+        host.next_action = None  # chosen for observations some envs no longer show
+    host.obs = obs.reshape(host.obs.shape[0], n_envs, *obs.shape[1:])
+
+
 def complete(buffers: list[BufferState | None]) -> list[BufferState] | None:
     """Every seed's replay buffer, or None when a checkpoint holds none."""
     return None if any(buffer is None for buffer in buffers) else buffers
@@ -176,3 +208,137 @@ def new_host_state(
         seeds=[SeedHost(seed, np.random.default_rng(seed), EpisodeTracker(n_envs)) for seed in seeds],
         metrics={},
     )
+
+
+class RunCheckpoints:
+    """Writes a run's checkpoints: one per training seed, each in its own folder with its own settings.
+
+    The loop passes what a checkpoint holds (learner states and replay buffers with the seed axis, the host
+    state, the envs' episode records seed after seed); this class slices out each seed's part."""
+
+    def __init__(self, settings: Sequence[CheckpointSettings] | None, axis: SeedAxis, n_envs: int):
+        self.settings, self.axis, self.n_envs = settings, axis, n_envs
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings is not None
+
+    def periodic_due(self, vector_steps: int) -> bool:
+        save_freq = self.settings[0].save_freq if self.settings else -1
+        return save_freq > 0 and vector_steps % max(save_freq // self.n_envs, 1) == 0
+
+    def prune(self) -> None:
+        for settings in self.settings:
+            prune_periodic_checkpoints(settings.run_dir, settings.keep)
+
+    def write(
+        self,
+        kind: str,
+        path_of: Callable[[CheckpointSettings], Path],
+        host: HostState,
+        state: Any,
+        buffer_state: BufferState,
+        records: list[EpisodeRecord | None] | None,
+        with_buffer: bool | None = None,
+        compress: bool = True,
+    ) -> list[Path | None]:
+        """Each training seed's checkpoint at `path_of(its settings)` (`with_buffer` None: its
+        save_replay_buffer); returns the paths, None for a seed that failed."""
+        paths: list[Path | None] = []
+        for index, settings in enumerate(self.settings):
+            if host.seeds[index].failed is not None:
+                paths.append(None)
+                continue
+            path = path_of(settings)
+            buffer = settings.save_replay_buffer if with_buffer is None else with_buffer
+            self.write_seed(
+                path,
+                kind,
+                host,
+                index,
+                self.axis.take(state, index),
+                buffer_state if buffer else None,
+                records,
+                compress,
+            )
+            paths.append(path)
+        return paths
+
+    def write_seed(
+        self,
+        path: Path,
+        kind: str,
+        host: HostState,
+        index: int,
+        state: Any,
+        buffer_state: BufferState | None,
+        records: list[EpisodeRecord | None] | None,
+        compress: bool = True,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Seed `index`'s checkpoint of its `state` (no seed axis); `buffer_state` (with the axis, or None)
+        and `records` (all envs') are sliced to the seed here."""
+        rows = slice(index * self.n_envs, (index + 1) * self.n_envs)
+        write_seed_checkpoint(
+            path,
+            self.settings[index],
+            kind,
+            host,
+            index,
+            state,
+            None if buffer_state is None else self.axis.take(buffer_state, index),
+            None if records is None else records[rows],
+            compress=compress,
+            extra=extra,
+        )
+
+    def write_all_after_failure(
+        self,
+        host: HostState,
+        error: RunFailure,
+        state: Any,
+        buffer_state: BufferState,
+        records: list[EpisodeRecord | None] | None,
+        verified: Verified,
+    ) -> list[str]:
+        """`write_after_failure` for each training seed; the notes."""
+        return [
+            self.write_after_failure(host, index, error, self.axis.take(state, index), buffer_state, records, verified)
+            for index, seed in enumerate(host.seeds)
+            if seed.failed is None
+        ]
+
+    def write_after_failure(
+        self,
+        host: HostState,
+        index: int,
+        error: RunFailure,
+        state: Any,
+        buffer_state: BufferState,
+        records: list[EpisodeRecord | None] | None,
+        verified: Verified,
+    ) -> str:
+        """The checkpoint a failure leaves seed `index` to resume from (always with its buffer, uncompressed
+        to be quick); returns the note saying where, or why not. After a divergence it holds the seed's
+        last verified state and metrics, and no next action (that came from the diverged actor)."""
+        extra: dict[str, Any] = {}
+        metrics, next_action = host.metrics, host.next_action
+        if isinstance(error, DivergenceError):
+            state = self.axis.take(verified.state, index)
+            host.metrics, host.next_action = verified.metrics, None
+            extra = {
+                "divergence": {
+                    "detected_at_env_steps": host.env_steps,
+                    "learner_state_from_env_steps": verified.env_steps,
+                }
+            }
+        path = self.settings[index].run_dir / f"rl_model_{host.env_steps}_steps.zip"
+        try:
+            self.write_seed(path, "failure", host, index, state, buffer_state, records, compress=False, extra=extra)
+        except (OSError, RunFailure) as save_error:
+            return f"no checkpoint written: {save_error}"
+        finally:  # the other seeds of the run train on with their own metrics and actions
+            host.metrics, host.next_action = metrics, next_action
+        if isinstance(error, DivergenceError):
+            return f"checkpoint with the learner state from env step {verified.env_steps}: {path}"
+        return f"checkpoint written before the failure: {path}"

@@ -218,7 +218,8 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     for checkpoint in resume_seeds:
         check_spaces(checkpoint, spaces, request.allow_space_bounds_mismatch, request.env)
         check_resume_state(checkpoint, algo, learner_config, spaces)
-        check_resume_evaluations(checkpoint, request.eval_episodes)
+        if request.eval_freq > 0:
+            check_resume_evaluations(checkpoint, request.eval_episodes)
     group_id = None
     if resume is not None:
         seed = int(resume_seeds[0].manifest["seed"])  # every RNG continues from the checkpoints

@@ -26,24 +26,22 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from gymnasium.vector import VectorEnv
 
-from rlbench.algos.common.finite import all_finite, non_finite_paths
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.uniform import UniformBuffer, make_uniform_buffer
-from rlbench.checkpoint import Checkpoint, prune_periodic_checkpoints
-from rlbench.checkpointing import CheckpointSettings, new_host_state, restore, write_seed_checkpoint
+from rlbench.checkpoint import Checkpoint
+from rlbench.checkpointing import CheckpointSettings, RunCheckpoints, new_host_state, restore, restore_envs
 from rlbench.config import RunConfig
+from rlbench.divergence import FiniteGuard
 from rlbench.envs.make import (
     close_vector_env,
     env_spec,
     episode_records,
     final_observations,
     make_vector_env,
-    restore_episodes,
     step_vector_env,
 )
 from rlbench.errors import DivergenceError, EnvWorkerError, EvaluationError, RunFailure
@@ -51,7 +49,7 @@ from rlbench.evaluation import EvalResult, evaluate_groups
 from rlbench.files import atomic_write_text
 from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
-from rlbench.loop_state import Evaluations, HostState, host_metrics
+from rlbench.loop_state import Evaluations, HostState
 from rlbench.memory import check_buffer_memory
 from rlbench.registry import AlgoSpec
 from rlbench.types import EnvSpec
@@ -190,8 +188,9 @@ def train_seeds(
 
 
 class _Loop:
-    """The host loop of a run's seeds: the compiled entry points, the learner state and replay buffers
-    (leading seed axis), and the HostState. Saving and resuming live in rlbench.checkpointing."""
+    """The host loop of a run's seeds: the compiled entry points, the learner states and replay buffers
+    (with the seed axis), and the HostState. Resuming and writing checkpoints live in rlbench.checkpointing,
+    the divergence checks in rlbench.divergence."""
 
     def __init__(
         self,
@@ -205,25 +204,28 @@ class _Loop:
         outputs: Sequence[SeedOutput],
     ):
         self.run, self.cfg, self.spec, self.env, self.eval_env = run, cfg, spec, env, eval_env
-        self.learner, self.buffer, self.outputs = learner, buffer, list(outputs)
+        self.buffer, self.outputs = buffer, list(outputs)
         self.axis = axis = SeedAxis(len(outputs))
         self.seeds = [run.seed + index for index in range(axis.n_seeds)]
+        settings = [output.checkpoints for output in outputs]
+        self.checkpoints = RunCheckpoints(None if None in settings else settings, axis, run.n_envs)
+        self.guard = FiniteGuard(axis)
 
-        def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key, active):
+        def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key, training):
             # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
             first_step = axis.first(state.step)
 
-            def one_seed(state, buffer_state, new, obs, act_key, active):
+            def one_seed(state, buffer_state, new, obs, act_key, training):
                 # The next action comes out of the same call as the update: one dispatch per env step.
                 updated, buffer_state, metrics = learner.update_fn(
                     state, buffer_state, new, progress_remaining, first_step
                 )
-                if axis.n_seeds > 1:  # a seed that diverged stays at its last finite state
-                    updated = jax.lax.cond(active, lambda: updated, lambda: state)
+                if axis.batched:  # a seed that diverged stays at its last finite state
+                    updated = jax.lax.cond(training, lambda: updated, lambda: state)
                 action, act_key = learner.act_fn(updated, obs, act_key)
                 return updated, buffer_state, metrics, action, act_key
 
-            return axis.map(one_seed)(state, buffer_state, new, obs, act_key, active)
+            return axis.map(one_seed)(state, buffer_state, new, obs, act_key, training)
 
         def put_seed(state, source, index):
             """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
@@ -236,11 +238,7 @@ class _Loop:
         self.act_deterministic = jax.jit(axis.map(learner.act_deterministic_fn))
         self.insert = jax.jit(axis.map(buffer.add_fn), donate_argnums=0)
         self.update = jax.jit(update_then_act, donate_argnums=(0, 1))
-        self.all_finite = jax.jit(axis.map(all_finite))
-        self.copy_state = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation
         self.put_seed = jax.jit(put_seed, donate_argnums=0)
-
-    # -- start and resume ----------------------------------------------------------------------------
 
     def env_seeds(self, offset: int, n_envs: int) -> list[int]:
         """Each env's seed, seed after seed: env j of seed s gets s + offset + j (as env.reset(seed=s + offset)
@@ -251,6 +249,8 @@ class _Loop:
         """[n_seeds * n, ...] -> [n_seeds, n, ...]: the vector env's rows, seed after seed."""
         return flat.reshape(self.axis.n_seeds, -1, *flat.shape[1:])
 
+    # -- start and resume ----------------------------------------------------------------------------
+
     def start(self, resume: Sequence[Checkpoint] | None) -> None:
         run, cfg, spec, axis = self.run, self.cfg, self.spec, self.axis
         keys = [jax.random.split(jax.random.key(seed)) for seed in self.seeds]
@@ -258,85 +258,63 @@ class _Loop:
         self.state = axis.stack([self.init(key) for key, _ in keys])
         act_key = axis.stack([act_key for _, act_key in keys])  # device layout: no seed axis for one seed
         self.buffer_state = self.init_buffers()
-        obs, _ = self.env.reset(seed=self.env_seeds(0, run.n_envs))
-        obs = self.by_seed(obs)
+        obs = self.by_seed(self.env.reset(seed=self.env_seeds(0, run.n_envs))[0])
         capacity = cfg.train_freq * run.n_envs
         if resume is None:
             self.host = new_host_state(self.seeds, obs, act_key, spec, cfg.learning_starts, capacity)
-            self.active = self.axis.device(self.host.active)
-            return
-        restored = restore(resume, self.seeds, axis.take(self.state, 0), self.buffer, spec, run.n_envs, capacity, obs)
-        self.state = axis.stack(restored.states)
-        self.host = restored.host
-        # The checkpoints' keys and actions, stacked per seed, in the device layout the loop passes on.
-        self.host.act_key = axis.device(self.host.act_key)
-        if self.host.next_action is not None:
-            self.host.next_action = axis.device(self.host.next_action)
-        self.active = self.axis.device(self.host.active)
-        if restored.buffer_states is not None:
-            self.buffer_state = axis.stack(restored.buffer_states)
         else:
-            self.host.update_start = max(self.host.update_start, self.host.env_steps + cfg.learning_starts)
-            print(
-                f"{resume[0].path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
-                f"transitions are collected (at {self.host.update_start} env steps); save one with "
-                "--save-replay-buffer for an exact continuation"
+            restored = restore(
+                resume, self.seeds, axis.take(self.state, 0), self.buffer, spec, run.n_envs, capacity, obs
             )
-        if restored.replay_envs:
-            self._restore_envs(restored.records)
-
-    def _restore_envs(self, records) -> None:
-        """Put each training env back where it was; envs that cannot be rebuilt start new episodes."""
-        host, n_envs = self.host, self.run.n_envs
-        if records is None:
-            obs, _ = self.env.reset(seed=self.env_seeds(host.env_steps, n_envs))  # not the first episodes again
-            restored = np.zeros(self.env.num_envs, bool)
-        else:
-            obs, restored = restore_episodes(self.env, records, host.obs.reshape(self.env.num_envs, -1))
-        if not restored.all():
-            print(
-                f"Envs {np.flatnonzero(~restored).tolist()} could not be restored exactly (no record, or "
-                "a replay that differs: a non-deterministic env); they start new episodes"
-            )
-            for i in np.flatnonzero(~restored):
-                host.seeds[i // n_envs].episodes.restart(i % n_envs)
-            host.next_action = None  # chosen for observations some envs no longer show
-        host.obs = self.by_seed(obs)
+            self.state, self.host = axis.stack(restored.states), restored.host
+            # The checkpoints' keys and actions, stacked per seed, in the device layout the loop passes on.
+            self.host.act_key = axis.device(self.host.act_key)
+            if self.host.next_action is not None:
+                self.host.next_action = axis.device(self.host.next_action)
+            if restored.buffer_states is not None:
+                self.buffer_state = axis.stack(restored.buffer_states)
+            else:
+                self.host.update_start = max(self.host.update_start, self.host.env_steps + cfg.learning_starts)
+                print(
+                    f"{resume[0].path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
+                    f"transitions are collected (at {self.host.update_start} env steps); save one with "
+                    "--save-replay-buffer for an exact continuation"
+                )
+            if restored.replay_envs:
+                restore_envs(self.env, self.host, restored.records, self.env_seeds(self.host.env_steps, run.n_envs))
+        self.training = axis.device(self.host.active)
 
     # -- the loop ------------------------------------------------------------------------------------
 
     def train(self, loggers, on_eval, on_iteration, stop_requested) -> TrainResult:
-        host = self.host
-        start = time.perf_counter()
-        start_steps = host.env_steps
-        self.verified = _Verified(host.env_steps, self.copy_state(self.state), host_metrics(host.metrics))
-        self.loggers = loggers
-        self.failed: dict[int, str] = {}
-        interrupted = None
-        checkpoints: list[Path | None] = [None] * self.axis.n_seeds
-        progress = _progress_bar(self.run)
-        self.rate = TrainingRate()
+        host, run = self.host, self.run
+        start, start_steps = time.perf_counter(), host.env_steps
+        self.guard.start(host.env_steps, self.state, host.metrics)
+        self.loggers, self.failed = loggers, {}
+        interrupted, checkpoints = None, [None] * self.axis.n_seeds
+        progress, self.rate = _progress_bar(run), TrainingRate()
         self.monitors = [
-            None if output.run_dir is None else MonitorFiles(output.run_dir, self.run.n_envs, self.run.env_id)
+            None if output.run_dir is None else MonitorFiles(output.run_dir, run.n_envs, run.env_id)
             for output in self.outputs
         ]
+
+        def keep(written: list[Path | None]) -> None:
+            checkpoints[:] = [new or old for new, old in zip(written, checkpoints, strict=True)]
+
         try:
             with progress:
                 task = progress.add_task(
-                    "training", total=self.run.n_timesteps, completed=host.env_steps, rate="-", eta="-", last_eval="-"
+                    "training", total=run.n_timesteps, completed=host.env_steps, rate="-", eta="-", last_eval="-"
                 )
-                while host.env_steps < self.run.n_timesteps and host.active.any():
+                while host.env_steps < run.n_timesteps and host.active.any():
                     if stop_requested is not None and (interrupted := stop_requested()):
                         break
-                    saved = self._iteration(on_eval, on_iteration, progress, task, start, start_steps)
-                    checkpoints = [new or old for new, old in zip(saved, checkpoints, strict=True)]
+                    keep(self._iteration(on_eval, on_iteration, progress, task, start, start_steps))
             self.state = jax.block_until_ready(self.state)
             if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
-                saved = self._save_periodic(with_buffer=True, urgent=True)
-                checkpoints = [new or old for new, old in zip(saved, checkpoints, strict=True)]
+                keep(self._save_periodic(with_buffer=True, urgent=True))
             elif host.active.any():
-                saved = self._save_all("final", lambda settings: settings.run_dir / f"{settings.model_name}.zip")
-                checkpoints = [new or old for new, old in zip(saved, checkpoints, strict=True)]
+                keep(self._save("final", lambda settings: settings.run_dir / f"{settings.model_name}.zip"))
         except RunFailure as error:
             for note in self._save_after_failure(error):
                 error.add_note(note)
@@ -358,7 +336,7 @@ class _Loop:
     def _iteration(self, on_eval, on_iteration, progress, task, start, start_steps) -> list[Path | None]:
         """One vector step and what falls due after it: evaluation, logging, periodic checkpoints.
         Returns the checkpoint each seed wrote (None: none)."""
-        run, host, n_seeds = self.run, self.host, self.axis.n_seeds
+        run, host = self.run, self.host
         trained = self._vector_step()
         if trained and self.rate.start_steps is None:
             self.rate.start(host.env_steps)  # the first iteration, and its compilation, are behind us
@@ -372,43 +350,33 @@ class _Loop:
         if on_iteration is not None and host.pending.count == 0:
             on_iteration(host.env_steps, self.state)
         self._log_due(start, start_steps)
-        checkpoints: list[Path | None] = [None] * n_seeds
-        settings = self.outputs[0].checkpoints
-        if (
-            settings is not None
-            and settings.save_freq > 0
-            and host.vector_steps % max(settings.save_freq // run.n_envs, 1) == 0
-        ):
-            checkpoints = self._save_periodic(with_buffer=settings.save_replay_buffer)
-            for output in self.outputs:
-                prune_periodic_checkpoints(output.checkpoints.run_dir, output.checkpoints.keep)
+        written: list[Path | None] = [None] * self.axis.n_seeds
+        if self.checkpoints.enabled and self.checkpoints.periodic_due(host.vector_steps):
+            written = self._save_periodic(with_buffer=None)
+            self.checkpoints.prune()
         if run.progress:
             rate, eta = self.rate.rate(host.env_steps), self.rate.eta(host.env_steps, run.n_timesteps)
             progress.update(
                 task,
                 completed=host.env_steps,
-                rate="-" if rate is None else f"{rate * n_seeds:.0f}",  # env steps of all seeds
+                rate="-" if rate is None else f"{rate * self.axis.n_seeds:.0f}",  # env steps of all seeds
                 eta="-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta)),
             )
-        return checkpoints
+        return written
 
     def _vector_step(self) -> bool:
         """Act, step the envs, stage the transitions and, once train_freq vector steps are staged, train.
         Returns whether a training iteration ran."""
-        cfg, host, n_envs = self.cfg, self.host, self.run.n_envs
+        cfg, host, axis, n_envs = self.cfg, self.host, self.axis, self.run.n_envs
         if host.env_steps < cfg.learning_starts:
-            action = np.stack(
-                [
-                    seed.warmup_rng.uniform(-1.0, 1.0, (n_envs, self.spec.action_dim)).astype(np.float32)
-                    for seed in host.seeds
-                ]
-            )
+            shape = (n_envs, self.spec.action_dim)
+            action = np.stack([seed.warmup_rng.uniform(-1.0, 1.0, shape).astype(np.float32) for seed in host.seeds])
         else:
             if host.next_action is not None:
-                action = self.axis.host(host.next_action)
+                action = axis.host(host.next_action)
             else:
-                action, host.act_key = self.act(self.state, self.axis.device(host.obs), host.act_key)
-                action = self.axis.host(action)
+                action, host.act_key = self.act(self.state, axis.device(host.obs), host.act_key)
+                action = axis.host(action)
             if not np.isfinite(action).all():  # on the host already: a NaN actor never drives the envs
                 self._verify_finite()  # raises for one seed; freezes the diverged seeds of several
                 action = np.where(host.active[:, None, None], action, 0.0).astype(np.float32)  # frozen: one idle step
@@ -418,8 +386,9 @@ class _Loop:
                     "state: the observations hold NaN or inf"
                 )
         host.next_action = None
-        flat_action = action.reshape(self.env.num_envs, -1)
-        next_obs, reward, terminated, truncated, infos = step_vector_env(self.env, flat_action)
+        next_obs, reward, terminated, truncated, infos = step_vector_env(
+            self.env, action.reshape(self.env.num_envs, -1)
+        )
         done = terminated | truncated
         real_next_obs = final_observations(next_obs, infos, done)
         host.pending.add(host.obs, action, self.by_seed(reward), self.by_seed(real_next_obs), self.by_seed(terminated))
@@ -433,31 +402,25 @@ class _Loop:
                     self.monitors[index].episode(env_index, episode_return, length)
         if not host.pending.full:
             return False
-        batch = self.axis.device(host.pending.take())
+        batch = axis.device(host.pending.take())
         if host.env_steps <= host.update_start:
             self.buffer_state = self.insert(self.buffer_state, batch)
             return False
         progress_remaining = np.float32(1.0 - host.env_steps / self.run.n_timesteps)
+        obs = axis.device(host.obs)
         self.state, self.buffer_state, host.metrics, host.next_action, host.act_key = self.update(
-            self.state,
-            self.buffer_state,
-            batch,
-            progress_remaining,
-            self.axis.device(host.obs),
-            host.act_key,
-            self.active,
+            self.state, self.buffer_state, batch, progress_remaining, obs, host.act_key, self.training
         )
         return True
 
     def _log_due(self, start: float, start_steps: int) -> None:
         """Each training seed logs once log_interval more of its episodes have ended (SB3's rhythm)."""
         run, host = self.run, self.host
-        if run.log_interval <= 0:
-            return
         due = [
             index
             for index, seed in enumerate(host.seeds)
-            if seed.failed is None
+            if run.log_interval > 0
+            and seed.failed is None
             and len(seed.episodes.finished_returns) - seed.episodes_at_last_log >= run.log_interval
         ]
         if not due:
@@ -475,66 +438,39 @@ class _Loop:
     # -- divergence ----------------------------------------------------------------------------------
 
     def _verify_finite(self) -> dict[str, np.ndarray]:
-        """The learner's last metrics ([n_seeds] each, on the host), after checking them and each training
-        seed's learner state for NaN and inf.
-
-        Called where the metrics come to the host anyway (log intervals, evaluations, checkpoints), so it
-        costs one small reduction there. A passing check keeps a device copy of the learner state: what
-        a checkpoint written after a divergence holds instead of the diverged one. A seed that fails it
-        ends a one-seed run (DivergenceError); in a run of several seeds it is frozen (`_freeze`).
-        """
+        """The last training metrics ([n_seeds] each, on the host), after checking them and each training
+        seed's learner state (FiniteGuard). A seed that diverged ends a one-seed run (DivergenceError); in a
+        run of several it is frozen."""
         host = self.host
-        metrics = host_metrics(host.metrics)
-        finite = self.axis.host(self.all_finite(self.state))
-        diverged = {}
-        for index, seed in enumerate(host.seeds):
-            # NaN metrics are normal: an iteration without an actor step reports NaN actor losses.
-            infinite = [name for name, value in metrics.items() if np.isinf(value[index])]
-            if seed.failed is None and (not finite[index] or infinite):
-                diverged[index] = self._divergence_message(index, infinite)
-        if not diverged:
-            if self.verified.env_steps != host.env_steps:
-                self.verified = _Verified(host.env_steps, self.copy_state(self.state), metrics)
-            return metrics
-        if self.axis.n_seeds == 1:
+        metrics, diverged = self.guard.check(host.env_steps, self.state, host.metrics, host.active)
+        if diverged and not self.axis.batched:
             raise DivergenceError(diverged[0])
         for index, message in diverged.items():
             self._freeze(index, message)
         return metrics
 
-    def _divergence_message(self, index: int, infinite: list[str]) -> str:
-        host = self.host
-        paths = non_finite_paths(self.axis.take(self.state, index))
-        where = [", ".join(infinite)] if infinite else []
-        if paths:
-            where.append(
-                f"learner state {', '.join(paths[:3])}"
-                + (f" and {len(paths) - 3} more arrays" if len(paths) > 3 else "")
-            )
-        verified = {name: value[index] for name, value in self.verified.metrics.items()}
-        # NaN: no actor step in that iteration
-        last = ", ".join(f"{name}={value:.4g}" for name, value in verified.items() if not np.isnan(value))
-        last = last or "none logged yet"
-        return (
-            f"training diverged at env step {host.env_steps}: non-finite {'; '.join(where)}. Last finite check at "
-            f"env step {self.verified.env_steps}: {last}. Lower learning_rate, or check the env's rewards"
-        )
-
     def _freeze(self, index: int, message: str) -> None:
-        """A seed of a multi-seed run diverged: write its checkpoint with its last finite state, mark it
-        failed (failed.txt in its folder, a `train/diverged` row in its logs), and put its last finite
-        state back on the device, where the update leaves it unchanged from now on."""
+        """A seed of several diverged: write its checkpoint with its last finite state, mark it failed
+        (failed.txt in its folder, a `train/diverged` row in its logs), and put its last finite state back
+        on the device, where the update leaves it unchanged from now on."""
         host, seed, output = self.host, self.host.seeds[index], self.outputs[index]
-        seed.failed = message
-        self.failed[index] = message
         note = ""
-        if output.checkpoints is not None:
-            note = self._save_seed_after_failure(index, DivergenceError(message), self._episode_records())
+        if self.checkpoints.enabled:
+            note = self.checkpoints.write_after_failure(
+                host,
+                index,
+                DivergenceError(message),
+                None,
+                self.buffer_state,
+                episode_records(self.env),
+                self.guard.verified,
+            )
+        seed.failed = self.failed[index] = message
         self.loggers[index].log({DIVERGED_METRIC: 1.0}, host.env_steps)
         if output.run_dir is not None:
             atomic_write_text(output.run_dir / FAILED_FILE, f"{message}\n{note}\n")
-        self.state = self.put_seed(self.state, self.verified.state, index)
-        self.active = self.axis.device(host.active)
+        self.state = self.put_seed(self.state, self.guard.verified.state, index)
+        self.training = self.axis.device(host.active)
         print(
             f"Seed {seed.seed} diverged and is frozen ({message}); {note or 'no checkpoint'}. "
             f"{int(host.active.sum())} seed(s) train on",
@@ -545,7 +481,9 @@ class _Loop:
     # -- evaluation ----------------------------------------------------------------------------------
 
     def _evaluate(self) -> list[EvalResult | None]:
-        run, host, n_seeds = self.run, self.host, self.axis.n_seeds
+        """Every seed's policy at once on its own eval envs; the results of the seeds that train (None for
+        a frozen one) are recorded, logged and checked for a new best model."""
+        run, host, axis, n_seeds = self.run, self.host, self.axis, self.axis.n_seeds
         self._verify_finite()  # a diverged policy is not worth evaluating, nor a best_model
         eval_seeds = [
             seed.seed + EVAL_SEED_OFFSET + len(seed.evaluations.timesteps) + j
@@ -554,48 +492,45 @@ class _Loop:
         ]
 
         def policy(obs, state=self.state):
-            actions = self.act_deterministic(state, self.axis.device(obs.reshape(n_seeds, run.n_eval_envs, -1)))
-            return self.axis.host(actions).reshape(len(obs), -1)
+            actions = self.act_deterministic(state, axis.device(obs.reshape(n_seeds, run.n_eval_envs, -1)))
+            return axis.host(actions).reshape(len(obs), -1)
 
         try:
-            results: list[EvalResult | None] = evaluate_groups(
-                policy, self.eval_env, n_seeds, run.eval_episodes, eval_seeds
-            )
+            results = evaluate_groups(policy, self.eval_env, n_seeds, run.eval_episodes, eval_seeds)
         except Exception as error:
             raise EvaluationError(f"evaluation at env step {host.env_steps} failed: {error}") from error
-        for index, seed in enumerate(host.seeds):
-            if seed.failed is not None:
-                results[index] = None  # a frozen policy's scores are not the seed's any more
-            elif not np.isfinite(results[index].returns).all():
+        recorded: list[EvalResult | None] = []
+        for index, (seed, result) in enumerate(zip(host.seeds, results, strict=True)):
+            if seed.failed is not None:  # a frozen policy's scores are not the seed's any more
+                recorded.append(None)
+                continue
+            if not np.isfinite(result.returns).all():
                 raise EvaluationError(
                     f"evaluation at env step {host.env_steps} returned non-finite episode returns "
-                    f"{results[index].returns.tolist()} from a finite policy: check the env's rewards"
+                    f"{result.returns.tolist()} from a finite policy: check the env's rewards"
                 )
-        for index, (seed, result) in enumerate(zip(host.seeds, results, strict=True)):
-            if result is not None:
-                self._record_evaluation(index, seed, result)
-        if run.verbose and n_seeds > 1:
-            means = [result.mean for result in results if result is not None]
+            self._record_evaluation(index, result)
+            recorded.append(result)
+        if run.verbose and axis.batched:  # one line for all seeds; one seed prints its own
+            means = [result.mean for result in recorded if result is not None]
             print(
                 f"Eval num_timesteps={host.env_steps}, episode_reward over {len(means)} seeds: "
                 f"mean {np.mean(means):.2f}, min {np.min(means):.2f}, max {np.max(means):.2f}"
             )
-        return results
+        return recorded
 
-    def _record_evaluation(self, index: int, seed, result: EvalResult) -> None:
-        run, host, output = self.run, self.host, self.outputs[index]
+    def _record_evaluation(self, index: int, result: EvalResult) -> None:
+        run, host, seed, output = self.run, self.host, self.host.seeds[index], self.outputs[index]
         seed.evaluations.append(host.env_steps, result.returns, result.lengths)
         if output.run_dir is not None:
             seed.evaluations.save(output.run_dir / "evaluations.npz")
-        self.loggers[index].log(
-            {
-                "eval/mean_reward": result.mean,
-                "eval/std_reward": result.std,
-                "eval/mean_ep_length": float(result.lengths.mean()),
-            },
-            host.env_steps,
-        )
-        single = self.axis.n_seeds == 1  # several seeds: one console line for all of them (in _evaluate)
+        eval_metrics = {
+            "eval/mean_reward": result.mean,
+            "eval/std_reward": result.std,
+            "eval/mean_ep_length": float(result.lengths.mean()),
+        }
+        self.loggers[index].log(eval_metrics, host.env_steps)
+        single = not self.axis.batched
         if run.verbose and single:
             print(f"Eval num_timesteps={host.env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}")
         if result.mean > seed.best_mean_reward:
@@ -603,134 +538,46 @@ class _Loop:
             if output.checkpoints is not None:
                 if run.verbose and single:
                     print("New best mean reward!")
-                self._save_seed(
-                    index, output.checkpoints.run_dir / "best_model.zip", "best", with_buffer=False, checked=True
+                # Checked finite at the start of the evaluation; no buffer, no episode records needed.
+                self.checkpoints.write_seed(
+                    output.checkpoints.run_dir / "best_model.zip",
+                    "best",
+                    host,
+                    index,
+                    self.axis.take(self.state, index),
+                    None,
+                    episode_records(self.env),
                 )
 
     # -- checkpoints ---------------------------------------------------------------------------------
 
-    def _episode_records(self, envs_usable: bool = True) -> list | None:
-        return episode_records(self.env) if envs_usable else None
-
-    def _save_all(
-        self, kind: str, path_of: Callable[[CheckpointSettings], Path], with_buffer: bool | None = None, compress=True
-    ) -> list[Path | None]:
-        """Each training seed's checkpoint at `path_of(its settings)`; returns the paths (None: not written)."""
-        if self.outputs[0].checkpoints is None:
+    def _save(self, kind: str, path_of, with_buffer: bool | None = None, compress: bool = True) -> list[Path | None]:
+        """Each training seed's checkpoint (its learner state checked finite first)."""
+        if not self.checkpoints.enabled:
             return [None] * self.axis.n_seeds
         self._verify_finite()
-        records = self._episode_records()
-        paths: list[Path | None] = []
-        for index, (seed, output) in enumerate(zip(self.host.seeds, self.outputs, strict=True)):
-            if seed.failed is not None:
-                paths.append(None)
-                continue
-            path = path_of(output.checkpoints)
-            buffer = output.checkpoints.save_replay_buffer if with_buffer is None else with_buffer
-            self._save_seed(index, path, kind, buffer, records=records, compress=compress, checked=True)
-            paths.append(path)
-        return paths
+        records = episode_records(self.env)
+        return self.checkpoints.write(
+            kind, path_of, self.host, self.state, self.buffer_state, records, with_buffer, compress
+        )
 
-    def _save_periodic(self, with_buffer: bool, urgent: bool = False) -> list[Path | None]:
+    def _save_periodic(self, with_buffer: bool | None, urgent: bool = False) -> list[Path | None]:
         steps = self.host.env_steps
-        return self._save_all(
+        return self._save(
             "interrupt" if urgent else "checkpoint",
             lambda settings: settings.run_dir / f"rl_model_{steps}_steps.zip",
             with_buffer=with_buffer,
             compress=not urgent,
         )
 
-    def _save_seed(
-        self,
-        index: int,
-        path: Path,
-        kind: str,
-        with_buffer: bool,
-        records: list | bool | None = True,
-        compress: bool = True,
-        state: Any = None,
-        checked: bool = False,
-        extra: dict | None = None,
-    ) -> None:
-        """Write seed `index`'s checkpoint of `state` (default: its current learner state, checked finite
-        first unless `checked`). `records`: the envs' episode records (True: ask the envs now)."""
-        if state is None:
-            if not checked:
-                self._verify_finite()
-            state = self.axis.take(self.state, index)
-        if records is True:
-            records = self._episode_records()
-        n_envs = self.run.n_envs
-        seed_records = None if records is None else records[index * n_envs : (index + 1) * n_envs]
-        buffer_state = self.axis.take(self.buffer_state, index) if with_buffer else None
-        write_seed_checkpoint(
-            path,
-            self.outputs[index].checkpoints,
-            kind,
-            self.host,
-            index,
-            state,
-            buffer_state,
-            seed_records,
-            compress=compress,
-            extra=extra,
-        )
-
     def _save_after_failure(self, error: RunFailure) -> list[str]:
-        """Write the checkpoint a failure leaves each training seed to resume from; returns the notes
-        saying where (or why not)."""
-        if self.outputs[0].checkpoints is None:
+        """The checkpoint a failure leaves each training seed to resume from; the notes saying where."""
+        if not self.checkpoints.enabled:
             return []
-        records = self._episode_records(envs_usable=not isinstance(error, EnvWorkerError))
-        return [
-            self._save_seed_after_failure(index, error, records)
-            for index, seed in enumerate(self.host.seeds)
-            if seed.failed is None
-        ]
-
-    def _save_seed_after_failure(self, index: int, error: RunFailure, records: list | None) -> str:
-        host, extra = self.host, {}
-        state = None
-        metrics, next_action = host.metrics, host.next_action
-        if isinstance(error, DivergenceError):
-            state = self.axis.take(self.verified.state, index)
-            host.metrics, host.next_action = self.verified.metrics, None  # the next action came from NaN
-            extra = {
-                "divergence": {
-                    "detected_at_env_steps": host.env_steps,
-                    "learner_state_from_env_steps": self.verified.env_steps,
-                }
-            }
-        path = self.outputs[index].checkpoints.run_dir / f"rl_model_{host.env_steps}_steps.zip"
-        try:
-            self._save_seed(
-                index,
-                path,
-                "failure",
-                with_buffer=True,
-                records=records,
-                compress=False,
-                state=state,
-                checked=True,
-                extra=extra,
-            )
-        except (OSError, RunFailure) as save_error:
-            return f"no checkpoint written: {save_error}"
-        finally:
-            if self.axis.n_seeds > 1:  # the other seeds train on with their own metrics and actions
-                host.metrics, host.next_action = metrics, next_action
-        if isinstance(error, DivergenceError):
-            return f"checkpoint with the learner state from env step {self.verified.env_steps}: {path}"
-        return f"checkpoint written before the failure: {path}"
-
-
-@dataclass
-class _Verified:
-    """The learner state at the last passing finiteness check (a device copy), with its metrics."""
-
-    env_steps: int
-    state: Any
-    metrics: dict[str, np.ndarray]
+        records = None if isinstance(error, EnvWorkerError) else episode_records(self.env)
+        return self.checkpoints.write_all_after_failure(
+            self.host, error, self.state, self.buffer_state, records, self.guard.verified
+        )
 
 
 class TrainingRate:

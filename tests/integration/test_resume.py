@@ -313,7 +313,7 @@ def resume_cli(tmp_path, model, *argv):
             r"saved learner state has \d+ arrays, this configuration \d+",
         ),
         (
-            ["--algo", "sac", "--env", "Pendulum-v1", "--eval-episodes", "3"],
+            ["--algo", "sac", "--env", "Pendulum-v1", "--eval-freq", "100", "--eval-episodes", "3"],
             r"--eval-episodes 3: .*evaluations ran 1 episodes each.*resume with --eval-episodes 1",
         ),
         (

@@ -1,0 +1,75 @@
+"""Divergence checks of a run's learner states, where the metrics come to the host anyway.
+
+At log intervals, evaluations and checkpoints the loop fetches the last training metrics; `FiniteGuard`
+then checks them and each training seed's learner state for NaN and inf (one jitted reduction, one flag
+per seed), and keeps a device copy of the state at the last passing check: what a checkpoint written
+after a divergence holds instead of the diverged state, and what a frozen seed is put back to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlbench.algos.common.finite import all_finite, non_finite_paths
+from rlbench.algos.common.seed_axis import SeedAxis
+from rlbench.loop_state import host_metrics
+
+
+@dataclass
+class Verified:
+    """The learner state at the last passing check (a device copy, with the seed axis), with its metrics."""
+
+    env_steps: int
+    state: Any
+    metrics: dict[str, np.ndarray]  # [n_seeds] each
+
+
+class FiniteGuard:
+    def __init__(self, axis: SeedAxis):
+        self.axis = axis
+        self.all_finite = jax.jit(axis.map(all_finite))
+        self.copy = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation
+        self.verified: Verified | None = None
+
+    def start(self, env_steps: int, state: Any, metrics: dict[str, Any]) -> None:
+        self.verified = Verified(env_steps, self.copy(state), host_metrics(metrics))
+
+    def check(
+        self, env_steps: int, state: Any, metrics: dict[str, Any], training: Sequence[bool]
+    ) -> tuple[dict[str, np.ndarray], dict[int, str]]:
+        """The metrics on the host ([n_seeds] each), and a message for each training seed whose state or
+        metrics hold NaN or inf. When none does, the state becomes the last verified one."""
+        values = host_metrics(metrics)
+        finite = self.axis.host(self.all_finite(state))
+        diverged = {}
+        for index, seed_trains in enumerate(training):
+            # NaN metrics are normal: an iteration without an actor step reports NaN actor losses.
+            infinite = [name for name, value in values.items() if np.isinf(value[index])]
+            if seed_trains and (not finite[index] or infinite):
+                diverged[index] = self.message(env_steps, state, index, infinite)
+        if not diverged and self.verified.env_steps != env_steps:
+            self.verified = Verified(env_steps, self.copy(state), values)
+        return values, diverged
+
+    def message(self, env_steps: int, state: Any, index: int, infinite: list[str]) -> str:
+        paths = non_finite_paths(self.axis.take(state, index))
+        where = [", ".join(infinite)] if infinite else []
+        if paths:
+            where.append(
+                f"learner state {', '.join(paths[:3])}"
+                + (f" and {len(paths) - 3} more arrays" if len(paths) > 3 else "")
+            )
+        verified = {name: value[index] for name, value in self.verified.metrics.items()}
+        # NaN: no actor step in that iteration
+        last = ", ".join(f"{name}={value:.4g}" for name, value in verified.items() if not np.isnan(value))
+        return (
+            f"training diverged at env step {env_steps}: non-finite {'; '.join(where)}. Last finite check at "
+            f"env step {self.verified.env_steps}: {last or 'none logged yet'}. Lower learning_rate, or check "
+            "the env's rewards"
+        )
