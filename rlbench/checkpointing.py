@@ -55,52 +55,6 @@ class CheckpointSettings:
     save_replay_buffer: bool = False
 
 
-def write_seed_checkpoint(
-    path: Path,
-    settings: CheckpointSettings,
-    kind: str,
-    host: HostState,
-    index: int,
-    state: Any,
-    buffer_state: BufferState | None,
-    records: list[EpisodeRecord | None] | None,
-    compress: bool = True,
-    extra: Mapping[str, Any] | None = None,
-) -> None:
-    """Write seed `index`'s checkpoint: `state` and `buffer_state` are that seed's (no seed axis), checked
-    finite by the caller; `buffer_state` None leaves the replay buffer out; `records` are its envs'
-    episode records (None when the envs cannot be asked)."""
-    info, host_arrays = host.to_checkpoint(index, records)
-    arrays = {f"host/{name}": value for name, value in host_arrays.items()}
-    if buffer_state is not None:
-        arrays |= {f"replay_buffer/{name}": value for name, value in buffer_to_arrays(buffer_state).items()}
-    non_finite = [
-        name
-        for name, value in arrays.items()
-        if np.issubdtype(value.dtype, np.inexact) and not np.isfinite(value).all()
-    ]
-    if non_finite:  # stored from the envs' own outputs: no learner state can be swapped in for them
-        raise EnvWorkerError(
-            f"the environments returned NaN or inf ({', '.join(non_finite)}); {path.name} is not written with them"
-        )
-    manifest = {
-        **settings.manifest,
-        "kind": kind,
-        "host": info,
-        "replay_buffer": buffer_state is not None,
-        **(extra or {}),
-        "counters": {
-            "env_steps": host.env_steps,
-            "gradient_steps": int(state.step),
-            "episodes": len(host.seeds[index].episodes.finished_returns),
-        },
-    }
-    try:
-        write_checkpoint(path, manifest, state_to_bytes(state), arrays, compress=compress)
-    except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
-        raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
-
-
 @dataclass
 class Restored:
     """What a resume puts back: per-seed learner states and buffers (stacked by the caller) and the host
@@ -276,21 +230,42 @@ class RunCheckpoints:
         compress: bool = True,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
-        """Seed `index`'s checkpoint of its `state` (no seed axis); `buffer_state` (with the axis, or None)
-        and `records` (all envs') are sliced to the seed here."""
+        """Seed `index`'s checkpoint of its `state` (no seed axis, checked finite by the caller); its slices of
+        `buffer_state` (with the seed axis; None leaves the replay buffer out) and of `records` (every env's
+        episode record, None when the envs cannot be asked)."""
         rows = slice(index * self.n_envs, (index + 1) * self.n_envs)
-        write_seed_checkpoint(
-            path,
-            self.settings[index],
-            kind,
-            host,
-            index,
-            state,
-            None if buffer_state is None else self.axis.take(buffer_state, index),
-            None if records is None else records[rows],
-            compress=compress,
-            extra=extra,
-        )
+        records = None if records is None else records[rows]
+        buffer_state = None if buffer_state is None else self.axis.take(buffer_state, index)
+        settings = self.settings[index]
+        info, host_arrays = host.to_checkpoint(index, records)
+        arrays = {f"host/{name}": value for name, value in host_arrays.items()}
+        if buffer_state is not None:
+            arrays |= {f"replay_buffer/{name}": value for name, value in buffer_to_arrays(buffer_state).items()}
+        non_finite = [
+            name
+            for name, value in arrays.items()
+            if np.issubdtype(value.dtype, np.inexact) and not np.isfinite(value).all()
+        ]
+        if non_finite:  # stored from the envs' own outputs: no learner state can be swapped in for them
+            raise EnvWorkerError(
+                f"the environments returned NaN or inf ({', '.join(non_finite)}); {path.name} is not written with them"
+            )
+        manifest = {
+            **settings.manifest,
+            "kind": kind,
+            "host": info,
+            "replay_buffer": buffer_state is not None,
+            **(extra or {}),
+            "counters": {
+                "env_steps": host.env_steps,
+                "gradient_steps": int(state.step),
+                "episodes": len(host.seeds[index].episodes.finished_returns),
+            },
+        }
+        try:
+            write_checkpoint(path, manifest, state_to_bytes(state), arrays, compress=compress)
+        except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
+            raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
 
     def write_all_after_failure(
         self,
