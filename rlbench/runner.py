@@ -60,8 +60,6 @@ DIVERGED_METRIC = "train/diverged"  # 1 in the last row of a seed that diverged 
 EVAL_SEED_OFFSET = 10_000  # eval envs never share seeds with training envs
 FAILED_FILE = "failed.txt"  # in the run folder of a seed that diverged: why, and its checkpoint
 
-__all__ = ["CheckpointSettings", "SeedOutput", "TrainResult", "train", "train_seeds"]
-
 
 @dataclass(frozen=True)
 class SeedOutput:

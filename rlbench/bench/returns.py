@@ -158,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="train nothing: write the report from the grid's finished runs (e.g. while other "
         "invocations are still training the rest of it into the same -f)",
     )
+    p.add_argument(
+        "--seeds-per-run",
+        type=int,
+        default=1,
+        metavar="K",
+        help="train up to K consecutive seeds of an algo and env in one train.py run (--n-seeds K: one vmapped "
+        "learner, the fast way on a GPU); each seed still gets its own run folder",
+    )
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "cuda"), help="as train.py's")
     p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2), help="train.py's verbosity")
     p.add_argument("-P", "--progress", action="store_true", help="train.py's progress bar")
@@ -191,6 +199,7 @@ def check_args(args: argparse.Namespace) -> list[Cell]:
         ("--eval-freq", args.eval_freq, 1),
         ("--eval-episodes", args.eval_episodes, 1),
         ("--at-steps", args.at_steps, 1),
+        ("--seeds-per-run", args.seeds_per_run, 1),
         ("--seed-list", min(seeds, default=0), 0),
     ]
     for name, value, lowest in checks:
@@ -300,16 +309,17 @@ def is_finished(cell: Cell, settings: Mapping[str, Any], log: Path) -> bool:
     return True
 
 
-def resumable_checkpoint(staging: Path, settings: Mapping[str, Any]) -> tuple[Path, int] | None:
-    """The newest valid checkpoint with a replay buffer left by an interrupted run of these settings,
-    and its env steps; None when there is none (the run is then redone from scratch)."""
+def resumable_checkpoint(staging: Path, record: Any, algo: str, n_timesteps: int) -> tuple[Path, int] | None:
+    """The newest valid checkpoint with a replay buffer left by an interrupted run of these settings
+    (`record`, as the staging folder records them), and its env steps; None when there is none (the run
+    is then redone from scratch)."""
     try:
-        if json.loads((staging / CELL_FILE).read_text()) != settings:
+        if json.loads((staging / CELL_FILE).read_text()) != record:
             return None
     except (OSError, ValueError):
         return None
     found = []
-    for run_dir in staging.glob(f"{settings['algo']}/*"):
+    for run_dir in staging.glob(f"{algo}/*"):
         path = newest_valid_checkpoint(run_dir)
         if path is None:
             continue
@@ -318,7 +328,7 @@ def resumable_checkpoint(staging: Path, settings: Mapping[str, Any]) -> tuple[Pa
         except CheckpointError:
             continue
         steps = int(manifest["counters"]["env_steps"])
-        if manifest.get("replay_buffer") and steps < settings["n_timesteps"]:
+        if manifest.get("replay_buffer") and steps < n_timesteps:
             found.append((steps, path))
     if not found:
         return None
@@ -326,43 +336,61 @@ def resumable_checkpoint(staging: Path, settings: Mapping[str, Any]) -> tuple[Pa
     return path, steps
 
 
-def train_cell(cell: Cell, settings: Mapping[str, Any], args: argparse.Namespace, label: str) -> int:
-    """Train one cell in its staging folder, then move the finished run into place; train.py's exit code."""
+def staging_of(cells: list[Cell], log: Path) -> Path:
+    """The staging folder of a train.py run of these cells: the cell's own, or `<env>_<first>-<last>`."""
+    if len(cells) == 1:
+        return cells[0].staging(log)
+    return log / PARTIAL / cells[0].algo / f"{cells[0].env.replace(':', '_')}_{cells[0].seed}-{cells[-1].seed}"
+
+
+def train_cells(
+    cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], args: argparse.Namespace, label: str
+) -> int:
+    """Train one cell, or consecutive seeds of one algo and env as one --n-seeds run, in a staging folder,
+    then move each finished seed's run folder into place; train.py's exit code."""
     log = args.log_folder
-    staging = cell.staging(log)
-    resume = resumable_checkpoint(staging, settings)
+    staging = staging_of(cells, log)
+    recorded = [settings[cell] for cell in cells]
+    record = recorded[0] if len(cells) == 1 else recorded  # a single cell's record is its settings, as before
+    resume = resumable_checkpoint(staging, record, recorded[0]["algo"], recorded[0]["n_timesteps"])
+    seeds = ["--n-seeds", str(len(cells))] if len(cells) > 1 else []
     if resume is None:
         if staging.exists():
             print(f"{label}: removing the unfinished run in {staging}")
             shutil.rmtree(staging)
         staging.mkdir(parents=True)
-        atomic_write_text(staging / CELL_FILE, json.dumps(settings, indent=1, sort_keys=True) + "\n")
-        argv = train_argv(cell, args, staging, settings["n_timesteps"])
-        print(f"{label}: training ({settings['n_timesteps']} env steps)", flush=True)
+        atomic_write_text(staging / CELL_FILE, json.dumps(record, indent=1, sort_keys=True) + "\n")
+        argv = [*train_argv(cells[0], args, staging, recorded[0]["n_timesteps"]), *seeds]
+        print(f"{label}: training ({recorded[0]['n_timesteps']} env steps)", flush=True)
     else:
         path, steps = resume
-        # No -params: the checkpoint holds the resolved hyperparameters, and -n counts the steps to add.
-        argv = [*train_argv(cell, args, staging, settings["n_timesteps"] - steps, with_params=False), "-i", str(path)]
+        # No -params: the checkpoint holds the resolved hyperparameters, and -n counts the steps to add; -i on
+        # one seed's checkpoint continues all the seeds of its run.
+        remaining = recorded[0]["n_timesteps"] - steps
+        argv = [*train_argv(cells[0], args, staging, remaining, with_params=False), "-i", str(path)]
         print(f"{label}: continuing the interrupted run from {path} ({steps} env steps)", flush=True)
     start = time.perf_counter()
     code = train_cli.main(argv)
     wall_time = time.perf_counter() - start
     if code != 0:
         return code
-    algo_dir, model_name = staging / cell.algo, cell.env.replace(":", "_")
-    run_dir = algo_dir / f"{model_name}_{train_cli.latest_run_id(algo_dir, model_name)}"  # this run's folder
-    done = {
-        "settings": settings,
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "wall_time_s": round(wall_time, 1),
-        "resumed_from": None if resume is None else str(resume[0]),
-        "trained_in": str(run_dir),
-    }
-    atomic_write_text(run_dir / DONE_FILE, json.dumps(done, indent=1, sort_keys=True) + "\n")
-    cell.folder(log).parent.mkdir(parents=True, exist_ok=True)
-    run_dir.rename(cell.folder(log))  # atomic: the run appears in the layout complete, or not at all
-    remove_staging(cell, log)
-    print(f"{label}: finished in {wall_time:.0f} s -> {cell.folder(log)}", flush=True)
+    algo_dir, model_name = staging / cells[0].algo, cells[0].env.replace(":", "_")
+    last = train_cli.latest_run_id(algo_dir, model_name)  # this run's folders: the newest, one per seed
+    for cell, run_id in zip(cells, range(last - len(cells) + 1, last + 1), strict=True):
+        run_dir = algo_dir / f"{model_name}_{run_id}"
+        done = {
+            "settings": settings[cell],
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            "wall_time_s": round(wall_time, 1),
+            "resumed_from": None if resume is None else str(resume[0]),
+            "trained_in": str(run_dir),
+        }
+        atomic_write_text(run_dir / DONE_FILE, json.dumps(done, indent=1, sort_keys=True) + "\n")
+        cell.folder(log).parent.mkdir(parents=True, exist_ok=True)
+        run_dir.rename(cell.folder(log))  # atomic: the run appears in the layout complete, or not at all
+    shutil.rmtree(staging)
+    remove_staging(cells[0], log)
+    print(f"{label}: finished in {wall_time:.0f} s -> {', '.join(str(cell.folder(log)) for cell in cells)}", flush=True)
     return 0
 
 
@@ -381,23 +409,40 @@ def remove_staging(cell: Cell, log: Path) -> None:
 def run_grid(
     cells: list[Cell], settings: Mapping[Cell, Mapping[str, Any]], args: argparse.Namespace, finished: set[Cell]
 ) -> tuple[list[str], int | None]:
-    """Train the cells not in `finished` (which gains each run that finishes), in order. Returns the
-    failures and, if a run was stopped by a signal, its exit code (the grid stops there)."""
+    """Train the cells not in `finished` (which gains each run that finishes), in order, up to
+    --seeds-per-run consecutive seeds of one algo and env per train.py run. Returns the failures and, if a
+    run was stopped by a signal, its exit code (the grid stops there)."""
     failures = []
-    for i, cell in enumerate(cells, 1):
-        label = f"[{i}/{len(cells)}] {cell.algo} {cell.env} seed {cell.seed}"
+    batch: list[Cell] = []
+    batches: list[list[Cell]] = []
+    for cell in cells:
         if cell in finished:
-            print(f"{label}: finished earlier, skipped ({cell.folder(args.log_folder)})")
+            print(
+                f"{cell.algo} {cell.env} seed {cell.seed}: finished earlier, skipped ({cell.folder(args.log_folder)})"
+            )
             remove_staging(cell, args.log_folder)  # left behind if a previous invocation died after the move
             continue
-        code = train_cell(cell, settings[cell], args, label)
+        joins = batch and (batch[-1].algo, batch[-1].env, batch[-1].seed + 1) == (cell.algo, cell.env, cell.seed)
+        if batch and (not joins or len(batch) == args.seeds_per_run):
+            batches.append(batch)
+            batch = []
+        batch.append(cell)
+    if batch:
+        batches.append(batch)
+    done = 0
+    for batch in batches:
+        seeds = f"seed {batch[0].seed}" if len(batch) == 1 else f"seeds {batch[0].seed}-{batch[-1].seed}"
+        label = f"[{done + len(batch)}/{len(cells) - len(finished)}] {batch[0].algo} {batch[0].env} {seeds}"
+        code = train_cells(batch, settings, args, label)
+        done += len(batch)
         if code in EXIT_STOPPED:
             print(f"{label}: stopped (exit {code}); run the same command again to continue", file=sys.stderr)
             return failures, code
         if code == 0:
-            finished.add(cell)
+            finished.update(batch)
         else:
-            failures.append(f"{cell.algo}/{cell.name} (exit {code}; files in {cell.staging(args.log_folder)})")
+            staging = staging_of(batch, args.log_folder)
+            failures += [f"{cell.algo}/{cell.name} (exit {code}; files in {staging})" for cell in batch]
     return failures, None
 
 

@@ -26,6 +26,7 @@ import yaml
 
 from rlbench import compile_cache, hyperparams
 from rlbench.checkpoint import CheckpointError, library_versions
+from rlbench.checkpointing import CheckpointSettings
 from rlbench.envs.make import VEC_ENV_KINDS
 from rlbench.errors import ConfigError, RunFailure
 from rlbench.experiment import Experiment, RunRequest, resolve
@@ -37,7 +38,7 @@ from rlbench.loggers.tensorboard import TensorBoardLogger, import_tensorboardx
 from rlbench.loggers.tracking import WandbTracker, import_wandb
 from rlbench.redact import redact_argv, redact_values
 from rlbench.registry import ALGORITHMS
-from rlbench.runner import CheckpointSettings, SeedOutput, train_seeds
+from rlbench.runner import SeedOutput, train_seeds
 from rlbench.signals import SignalScope
 from rlbench.tuning import GRACE_S, HEARTBEAT_S
 

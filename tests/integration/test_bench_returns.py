@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import yaml
 
 from rlbench.bench.__main__ import main as bench_main
 from rlbench.bench.returns import REFERENCES, Summary, reference_cells
@@ -352,3 +353,23 @@ def test_missing_plots_extra_exits_2_before_training(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: plots need the plots extra") and 'pip install -e ".[plots]"' in done.stderr
     assert sorted(os.listdir(tmp_path)) == ["stubs"]
+
+
+def test_seeds_per_run_trains_consecutive_seeds_together_into_their_own_cells(tmp_path, capsys):
+    """--seeds-per-run 2 over seeds 1-3: seeds 1 and 2 in one train.py --n-seeds 2 run, seed 3 alone; each
+    seed's run lands in its own cell folder (its args.yml seed, its bench_done.json), and a rerun skips all."""
+    log, output = tmp_path / "logs", tmp_path / "returns.md"
+    argv = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "3", "-f", str(log)]
+    argv += ["--output", str(output), "--seeds-per-run", "2", *TINY]
+    assert bench_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "[2/3] sac Pendulum-v1 seeds 1-2: training" in out and "[3/3] sac Pendulum-v1 seed 3: training" in out
+    assert not (log / ".partial").exists()
+    for seed in (1, 2, 3):
+        run = log / "sac" / f"Pendulum-v1_{seed}"
+        assert yaml.safe_load((run / "Pendulum-v1" / "args.yml").read_text())["seed"] == seed
+        assert json.loads((run / "bench_done.json").read_text())["settings"]["seed"] == seed
+        assert f"| sac | Pendulum-v1 | {seed} | sac/Pendulum-v1_{seed} | 600 |" in output.read_text()
+    assert "--n-seeds" in (log / "sac" / "Pendulum-v1_1" / "Pendulum-v1" / "command.txt").read_text()
+    assert bench_main(argv) == 0
+    assert capsys.readouterr().out.count("finished earlier, skipped") == 3

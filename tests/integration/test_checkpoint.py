@@ -21,10 +21,11 @@ from rlbench.checkpoint import (
     state_from_bytes,
     write_checkpoint,
 )
+from rlbench.checkpointing import CheckpointSettings
 from rlbench.config import RunConfig
 from rlbench.policy import load_policy
 from rlbench.registry import ALGORITHMS
-from rlbench.runner import CheckpointSettings, train
+from rlbench.runner import train
 from tests.conftest import REPO_ROOT, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
 

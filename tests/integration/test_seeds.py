@@ -11,11 +11,12 @@ import numpy as np
 import yaml
 
 from rlbench.checkpoint import read_checkpoint, state_from_bytes
+from rlbench.checkpointing import CheckpointSettings
 from rlbench.cli.train import EXIT_INTERRUPTED
 from rlbench.config import RunConfig
 from rlbench.loggers.csv import CSVLogger
 from rlbench.registry import ALGORITHMS
-from rlbench.runner import FAILED_FILE, CheckpointSettings, SeedOutput, train, train_seeds
+from rlbench.runner import FAILED_FILE, SeedOutput, train, train_seeds
 from tests.conftest import REPO_ROOT, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
 from tests.integration.test_resume import run_dir, state_hash, train_process, wait_for
