@@ -9,7 +9,9 @@ complete run of the settings it records: a rerun skips it, and a rerun with othe
 -params, evaluation, an edited hyperparameter file) is refused instead of mixing results. A run
 stopped by Ctrl-C or SIGTERM leaves train.py's interrupt checkpoint (replay buffer included) in its
 staging folder, and the next invocation continues it with `train.py -i`; anything else found there is
-redone from scratch. Since cells share nothing but the log folder, several invocations can train disjoint
+redone from scratch. With --seeds-per-run K, up to K consecutive seeds of one algo and env train as one
+`train.py --n-seeds` run (staged in `<log>/.partial/<algo>/<env>_<first>-<last>/`), each seed's run
+folder moved to its own cell. Since cells share nothing but the log folder, several invocations can train disjoint
 parts of one grid at once, and `--report-only` reports whatever has finished.
 
 The report gives, per env and algo over seeds, the mean, the interquartile mean (IQM: the mean of the
