@@ -12,6 +12,7 @@ import yaml
 
 from rlbench.checkpoint import read_checkpoint, state_from_bytes
 from rlbench.checkpointing import CheckpointSettings
+from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import EXIT_INTERRUPTED
 from rlbench.config import RunConfig
 from rlbench.loggers.csv import CSVLogger
@@ -114,7 +115,7 @@ SEEDS_TINY = [
 ]
 
 
-def test_three_seeds_write_their_own_run_folders_w_and_b_runs_and_one_seed_diverges(tmp_path):
+def test_three_seeds_write_their_own_run_folders_w_and_b_runs_and_one_seed_diverges(tmp_path, capsys):
     """Issue 16 items 3, 4 and 6 through train.py: three run folders laid out as single runs (args.yml with
     the seed and group, config.yml, command.txt, evaluations.npz, progress.csv, best/final/periodic models,
     TensorBoard), three grouped offline W&B runs, one console line per evaluation; seed 1's env blows up,
@@ -180,6 +181,10 @@ def test_three_seeds_write_their_own_run_folders_w_and_b_runs_and_one_seed_diver
     assert (folders[1] / FAILED_FILE).is_file() and not (folders[1] / "tests.envs_SeedBlowUp-v0.zip").exists()
     assert list(csv.DictReader((folders[1] / "progress.csv").open()))[-1]["train/diverged"] == "1.0"
     assert any(row.get("train/diverged") == 1.0 for row in runs[1]["history"])
+    # enjoy.py reads a seed's folder as a single run's: seed 2's best model, by run number.
+    play = ["--algo", "sac", "--env", "tests.envs:SeedBlowUp-v0", "-f", str(tmp_path / "logs"), "--exp-id", "3"]
+    assert enjoy([*play, "--load-best", "-n", "50", "--no-render"]) == 0
+    assert f"Loaded {folders[2] / 'best_model.zip'}" in capsys.readouterr().out
 
 
 def test_sigterm_stops_every_seed_and_minus_i_on_any_one_resumes_the_group_bit_identically(tmp_path):
