@@ -513,7 +513,8 @@ class _Loop:
             means = [result.mean for result in recorded if result is not None]
             print(
                 f"Eval num_timesteps={host.env_steps}, episode_reward over {len(means)} seeds: "
-                f"mean {np.mean(means):.2f}, min {np.min(means):.2f}, max {np.max(means):.2f}"
+                f"mean {np.mean(means):.2f}, min {np.min(means):.2f}, max {np.max(means):.2f}",
+                flush=True,  # a log file that someone tails, or a test waits on
             )
         return recorded
 
@@ -530,7 +531,10 @@ class _Loop:
         self.loggers[index].log(eval_metrics, host.env_steps)
         single = not self.axis.batched
         if run.verbose and single:
-            print(f"Eval num_timesteps={host.env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}")
+            print(
+                f"Eval num_timesteps={host.env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}",
+                flush=True,
+            )
         if result.mean > seed.best_mean_reward:
             seed.best_mean_reward = result.mean
             if output.checkpoints is not None:

@@ -431,10 +431,10 @@ def run_grid(
         batch.append(cell)
     if batch:
         batches.append(batch)
-    done = 0
+    done, to_train = 0, sum(len(batch) for batch in batches)
     for batch in batches:
         seeds = f"seed {batch[0].seed}" if len(batch) == 1 else f"seeds {batch[0].seed}-{batch[-1].seed}"
-        label = f"[{done + len(batch)}/{len(cells) - len(finished)}] {batch[0].algo} {batch[0].env} {seeds}"
+        label = f"[{done + len(batch)}/{to_train}] {batch[0].algo} {batch[0].env} {seeds}"
         code = train_cells(batch, settings, args, label)
         done += len(batch)
         if code in EXIT_STOPPED:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from rlbench.experiment import RunRequest
 
 HEARTBEAT_ATTR = "rlbench_heartbeat"
+JOURNAL_LOCK_GRACE_S = 10
 SURPLUS_ATTR = "surplus"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 PRUNERS = ("median", "halving", "hyperband", "none")
@@ -53,9 +54,13 @@ def make_storage(url: str, heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_
     if "://" not in url:
         path = Path(url)
         path.parent.mkdir(parents=True, exist_ok=True)
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
+        from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock, JournalStorage
 
-        return JournalStorage(JournalFileBackend(str(path)))
+        # A worker killed while it appends to the journal leaves the lock behind; the others take it over
+        # after JOURNAL_LOCK_GRACE_S (Optuna's default, 30 s, stalls every worker that long). An append holds
+        # the lock for milliseconds, so a lock this old has no live holder.
+        lock = JournalFileSymlinkLock(str(path), grace_period=JOURNAL_LOCK_GRACE_S)
+        return JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
         raise ConfigError(
             f"--storage {redact(url)!r}: expected a journal file path, sqlite:///..., or "
