@@ -116,10 +116,11 @@ def test_warm_run_hits_and_is_bit_identical_to_the_cold_run(tmp_path):
     assert f"Compilation cache: {cache}" in out
     cold_entries = entries(cache)
     assert any(name.startswith("jit_update_then_act") for name in cold_entries), cold_entries
-    finish(train_process(tmp_path, cache, "warm"))
+    # The warm run and one with `--compile-cache none` (no cache at all) at once: two cores, two processes.
+    warm, off = train_process(tmp_path, cache, "warm"), train_process(tmp_path, Path("none"), "off")
+    finish(warm), finish(off)
     assert entries(cache) == cold_entries  # every compilation of the warm run was a hit
     assert learner_state(tmp_path, "warm") == learner_state(tmp_path, "cold")
-    finish(train_process(tmp_path, Path("none"), "off"))  # `--compile-cache none`: no cache at all
     assert learner_state(tmp_path, "off") == learner_state(tmp_path, "cold")
     assert not (Path(REPO_ROOT) / "none").exists()
 

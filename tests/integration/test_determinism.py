@@ -45,7 +45,6 @@ def finished_run(log_folder, algo, process):
     return model, np.load(run_dir / "evaluations.npz")["results"]
 
 
-@pytest.mark.xdist_group("multi_process")  # three busy processes: never beside the other such tests
 @pytest.mark.parametrize("algo", ["sac", "droq"])
 def test_same_seed_is_bit_identical_across_processes_and_other_seeds_differ(tmp_path, algo):
     # The three processes run at the same time: runs that share the machine must not influence each other.

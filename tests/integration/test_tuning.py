@@ -243,11 +243,6 @@ def test_parallel_jobs_are_processes_and_sqlite_storage_works(tmp_path, capsys):
         assert (tmp_path / "trials" / f"trial_{t.number}" / "evaluations.npz").is_file()
 
 
-# Tests that start three or more busy processes: one xdist group, so that two of them never share the
-# two cores at once (they would each take half again as long, past the 20 s budget of a default test).
-SERIAL_MULTI_PROCESS = pytest.mark.xdist_group("multi_process")
-
-
 def worker(tmp_path, storage, name, *argv, log=None):
     return subprocess.Popen(
         [
@@ -299,12 +294,14 @@ def distributed_study(tmp_path, storage, name):
     share the study and finish it (one of them fails and retries the dead worker's trial)."""
     logs = [(tmp_path / f"worker{i}.log").open("w") for i in range(3)]
     budget = ["--n-trials", "10", "--max-total-trials", "2", *SMALL_TRIALS]
-    victim = worker(tmp_path, storage, name, *budget, "--seed", "0", log=logs[0])
-    deadline = time.time() + 300
+    # The victim's trials are long (-n 3000), so that it is surely inside one when it is killed, even when
+    # the session's compilation cache makes short trials take under a second.
+    victim = worker(tmp_path, storage, name, *budget, "--seed", "0", "-n", "3000", log=logs[0])
+    deadline, polled = time.time() + 300, make_storage(storage)  # one storage: one connection to a server
     while time.time() < deadline:  # wait until the victim's trial is RUNNING, then kill it mid-trial
         time.sleep(0.2)
         try:
-            study = optuna.load_study(storage=make_storage(storage), study_name=name)
+            study = optuna.load_study(storage=polled, study_name=name)
         except KeyError:
             continue
         if study.get_trials(states=(TrialState.RUNNING,)):
@@ -335,13 +332,11 @@ def check_distributed(done):
     assert len(counted) == 2  # exactly --max-total-trials
 
 
-@SERIAL_MULTI_PROCESS
 def test_workers_share_a_journal_study_and_a_killed_workers_trial_is_failed_and_retried(tmp_path):
     """E2: the journal file has no Optuna heartbeat; rlbench's own marks the silent trial FAIL."""
     check_distributed(distributed_study(tmp_path, str(tmp_path / "study.log"), "journal"))
 
 
-@SERIAL_MULTI_PROCESS
 def test_workers_share_a_postgresql_study_and_heartbeat_retries_a_killed_workers_trial(tmp_path, postgres_url):
     """E1: RDB storage with Optuna's heartbeat: the killed worker's trial becomes FAIL after the grace
     period and is retried once with the same parameters; exactly --max-total-trials are counted."""
