@@ -1,6 +1,6 @@
-"""Learning thresholds (marked slow; CI runs them): the learners must actually learn. Each algorithm's
-seeds train together, as one `--n-seeds` run (one process, one compiled update), and every seed must
-pass the threshold."""
+"""Learning thresholds (marked slow; CI runs them): the learners must actually learn. SAC's and CrossQ's
+three seeds train together, as one `--n-seeds` run (one process, one compiled update: what issue 16 asks
+these tests to show), and every seed must pass the threshold; DroQ's seeds run one per process."""
 
 import numpy as np
 import pytest
@@ -59,8 +59,10 @@ def test_crossq_solves_pendulum_in_10k_steps_on_every_seed(tmp_path):
 
 
 @pytest.mark.slow
-def test_droq_solves_pendulum_in_5k_steps_on_every_seed(tmp_path):
+@pytest.mark.parametrize("seed", [1, 2])
+def test_droq_solves_pendulum_in_5k_steps(tmp_path, seed):
     # The DroQ preset (20 gradient steps per env step, policy delay 20, dropout 0.01 + layer norm) and
-    # hyperparams/droq.yml's Pendulum-v1 entry, with [64, 64] networks to keep CI fast.
-    finals = final_evals(tmp_path, "droq", 5_000, [1, 2], "-params", "policy_kwargs:dict(net_arch=[64, 64])")
-    assert min(finals.values()) >= -250, finals
+    # hyperparams/droq.yml's Pendulum-v1 entry, with [64, 64] networks to keep CI fast. One process per seed:
+    # on CI's two cores two processes train two seeds faster than one process with both (benchmarks/README.md).
+    finals = final_evals(tmp_path, "droq", 5_000, [seed], "-params", "policy_kwargs:dict(net_arch=[64, 64])")
+    assert finals[seed] >= -250, finals
