@@ -304,7 +304,8 @@ class _Loop:
                 task = progress.add_task(
                     "training", total=run.n_timesteps, completed=host.env_steps, rate="-", eta="-", last_eval="-"
                 )
-                while host.env_steps < run.n_timesteps and host.active.any():
+                # self.failed, not host.active: the loop's condition runs every env step, and it is a count.
+                while host.env_steps < run.n_timesteps and len(self.failed) < self.axis.n_seeds:
                     if stop_requested is not None and (interrupted := stop_requested()):
                         break
                     keep(self._iteration(on_eval, on_iteration, progress, task, start, start_steps))
