@@ -47,6 +47,7 @@ from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
 from rlbench.experiment import resolve
 from rlbench.files import atomic_write_text
+from rlbench.launch import EXIT_INTERRUPTED, latest_run_id
 from rlbench.registry import ALGORITHMS, get_algo
 
 DEFAULT_LOG_FOLDER = Path("logs/bench_returns")
@@ -54,7 +55,7 @@ DEFAULT_OUTPUT = Path("benchmarks/returns.md")
 DONE_FILE = "bench_done.json"  # in a finished run folder: the settings it was trained with
 CELL_FILE = "bench_cell.json"  # in a staging folder: the settings of the run in progress
 PARTIAL = ".partial"
-EXIT_STOPPED = (train_cli.EXIT_INTERRUPTED, 130)  # train.py stopped by a signal: stop the grid too
+EXIT_STOPPED = (EXIT_INTERRUPTED, 130)  # train.py stopped by a signal: stop the grid too
 
 
 class Reference(NamedTuple):
@@ -377,7 +378,7 @@ def train_cells(
     if code != 0:
         return code
     algo_dir, model_name = staging / cells[0].algo, cells[0].env.replace(":", "_")
-    last = train_cli.latest_run_id(algo_dir, model_name)  # this run's folders: the newest, one per seed
+    last = latest_run_id(algo_dir, model_name)  # this run's folders: the newest, one per seed
     for cell, run_id in zip(cells, range(last - len(cells) + 1, last + 1), strict=True):
         run_dir = algo_dir / f"{model_name}_{run_id}"
         done = {

@@ -22,12 +22,12 @@ import numpy as np
 from rlbench import compile_cache, hyperparams
 from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
 from rlbench.checkpoint_schema import policy_expectations
-from rlbench.cli.train import latest_run_id
 from rlbench.config import literal_mapping, normalize_entry
 from rlbench.envs.make import check_env_id, make_single_env
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers, trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.experiment import select_device
+from rlbench.launch import latest_run_id
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.monitor import MonitorFiles
 from rlbench.video import VideoWriter, find_ffmpeg

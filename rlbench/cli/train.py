@@ -9,38 +9,33 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
 import signal
-import subprocess
 import sys
-import time
-import traceback
-import uuid
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import jax
-import numpy as np
-import yaml
-
 from rlbench import compile_cache, hyperparams
-from rlbench.checkpoint import CheckpointError, library_versions
-from rlbench.checkpointing import CheckpointSettings
+from rlbench.checkpoint import CheckpointError
 from rlbench.envs.make import VEC_ENV_KINDS
-from rlbench.errors import ConfigError, RunFailure
-from rlbench.experiment import Experiment, RunRequest, resolve
-from rlbench.files import atomic_write_text
-from rlbench.loggers.base import MultiLogger
-from rlbench.loggers.console import ConsoleLogger
-from rlbench.loggers.csv import CSVLogger
-from rlbench.loggers.tensorboard import TensorBoardLogger, import_tensorboardx
-from rlbench.loggers.tracking import WandbTracker, import_wandb
-from rlbench.redact import redact_argv, redact_values
+from rlbench.errors import ConfigError
+from rlbench.experiment import RunRequest, resolve
+from rlbench.launch import (
+    EXIT_INTERRUPTED,
+    RunOutputs,
+    Tracking,
+    prepare_run_dirs,
+    print_banner,
+    run_exit_code,
+    train_run,
+)
+from rlbench.loggers.tensorboard import import_tensorboardx
+from rlbench.loggers.tracking import import_wandb
+from rlbench.redact import redact_argv
 from rlbench.registry import ALGORITHMS
-from rlbench.runner import SeedOutput, train_seeds
 from rlbench.signals import SignalScope
 from rlbench.tuning import GRACE_S, HEARTBEAT_S
+
+__all__ = ["EXIT_INTERRUPTED", "build_parser", "main", "request_from_args"]
 
 
 def str2bool(text: str) -> bool:
@@ -59,9 +54,6 @@ def add_bool_flag(p: argparse.ArgumentParser, *names: str, help: str) -> None:
     p.add_argument(*names, dest=dest, nargs="?", const=True, default=False, type=str2bool, help=help)
     p.add_argument("--no-" + names[-1].lstrip("-"), dest=dest, action="store_false", help=argparse.SUPPRESS)
 
-
-EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal, checkpoint written, resumable
-MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
 
 # RL Zoo flags whose features later work brings (tracking, tuning). Accepted so that RL Zoo command
 # lines parse, but any non-default value exits 2 with "not supported yet", never ignored.
@@ -273,76 +265,9 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
     )
 
 
-def latest_run_id(algo_dir: Path, env_id: str) -> int:
-    ids = []
-    for path in algo_dir.glob(f"{env_id}_*"):
-        suffix = path.name[len(env_id) + 1 :].split("_", 1)[0]  # N, or N from N_<uuid>
-        if suffix.isdigit():
-            ids.append(int(suffix))
-    return max(ids, default=0)
-
-
-def create_run_dir(log_folder: str, algo: str, env_id: str, use_uuid: bool) -> Path:
-    """Create `<log_folder>/<algo>/<env_id>_<N>[_<uuid>]`, N one more than the highest existing (RL Zoo
-    layout). The folder is claimed with an exclusive mkdir, so two runs started at once never share one."""
-    algo_dir = Path(log_folder) / algo
-    algo_dir.mkdir(parents=True, exist_ok=True)
-    for _ in range(1000):
-        name = f"{env_id}_{latest_run_id(algo_dir, env_id) + 1}" + (f"_{uuid.uuid4()}" if use_uuid else "")
-        try:
-            (algo_dir / name).mkdir()
-            return algo_dir / name
-        except FileExistsError:
-            continue  # another run claimed this id between the scan and the mkdir
-    raise RuntimeError(f"could not claim a run folder in {algo_dir}")
-
-
-def claim_run_dirs(log_folder: str, algo: str, env_id: str, use_uuid: bool, n_seeds: int) -> list[Path]:
-    """One run folder per seed, each claimed atomically (`create_run_dir`); none left behind on failure."""
-    run_dirs: list[Path] = []
-    try:
-        for _ in range(n_seeds):
-            run_dirs.append(create_run_dir(log_folder, algo, env_id, use_uuid))
-    except OSError:
-        for run_dir in run_dirs:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    return run_dirs
-
-
-def write_run_files(run_dir: Path, exp: Experiment, seed: int, args: argparse.Namespace, argv: Sequence[str]) -> None:
-    """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out (args.yml with
-    this folder's seed, and the group id in a run of several seeds); written atomically, with credentials
-    (a --storage password) masked."""
-    params_dir = run_dir / exp.run.env_id.replace(":", "_")
-    params_dir.mkdir()
-    group = {"group": exp.group_id} if exp.n_seeds > 1 else {}
-    saved_args = redact_values(dict(sorted({**vars(args), "seed": seed, **group}.items())))
-    files = {
-        "config.yml": yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True),
-        "args.yml": yaml.safe_dump(_plain(saved_args), sort_keys=True),
-        "command.txt": command_line(argv) + "\n",
-    }
-    for name, text in files.items():
-        path = params_dir / name
-        try:
-            atomic_write_text(path, text)
-        except OSError as error:
-            raise OSError(error.errno, f"could not write {path}: {error.strerror or error}") from None
-
-
 def command_line(argv: Sequence[str]) -> str:
     """The command as the user typed it (for command.txt and W&B), with credentials masked."""
     return shlex.join(["python", "train.py", *redact_argv(argv)])
-
-
-def _plain(value: Any) -> Any:
-    """Plain YAML types only (no Python tags): tuples become lists."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 class StopRequest(SignalScope):
@@ -387,58 +312,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CheckpointError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    model_name = exp.run.env_id.replace(":", "_")
+    outputs = outputs_from_args(args, argv)
     try:
-        run_dirs = claim_run_dirs(args.log_folder, exp.algo.name, model_name, args.uuid, exp.n_seeds)
+        run_dirs = prepare_run_dirs(exp, outputs)
     except OSError as error:
-        print(f"error: cannot create a run folder under {args.log_folder}: {error.strerror or error}", file=sys.stderr)
-        return 1
-    try:
-        for seed, run_dir in zip(exp.seeds, run_dirs, strict=True):
-            write_run_files(run_dir, exp, seed, args, argv)
-    except OSError as error:  # a full disk at start: no half-written file, no empty run folder left behind
-        for run_dir in run_dirs:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error.strerror or error}", file=sys.stderr)
         return 1
     if args.verbose:
-        if exp.n_seeds == 1:
-            print(f"Seed: {exp.run.seed}\nLog folder: {run_dirs[0]}")
-        else:
-            print(f"Seeds: {exp.seeds[0]} to {exp.seeds[-1]}, trained together (group {exp.group_id})")
-            print("Log folders: " + ", ".join(str(run_dir) for run_dir in run_dirs))
-        if exp.resume is not None:
-            counters = exp.resume.manifest["counters"]
-            print(
-                f"Resuming from {exp.resume.path}{' and its group' if exp.n_seeds > 1 else ''} at "
-                f"{counters['env_steps']} env steps ({counters['gradient_steps']} gradient steps), until "
-                f"{exp.run.n_timesteps}"
-            )
-            print("Hyperparameters (merged: checkpoint < -params < -n):")
-        else:
-            source = args.conf_file or hyperparams.default_file(exp.algo.name)
-            print(
-                f"Hyperparameters (merged: {exp.algo.name} defaults < {exp.algo.name} preset < {source} "
-                f"< -params < -n):"
-            )
-        print(yaml.safe_dump(_plain(exp.hyperparams), sort_keys=True), end="")
-
-    trackers: list[WandbTracker] = []
-    codes = [1] * exp.n_seeds
-    try:
-        if args.track:
-            for index, run_dir in enumerate(run_dirs):
-                trackers.append(start_tracking(args, exp, index, run_dir, argv))
-        codes = train_and_report(args, exp, run_dirs, model_name, trackers)
-        return max(codes, key=exit_code_priority)
-    finally:
-        for tracker, code in zip(trackers, codes, strict=False):
-            tracker.finish(code)
+        print_banner(exp, run_dirs, args.conf_file or hyperparams.default_file(exp.algo.name))
+    with StopRequest() as stop:
+        return run_exit_code(train_run(exp, outputs, run_dirs, stop))
 
 
-def exit_code_priority(code: int) -> int:
-    """The process's exit code from its seeds': a failure (1, 2) over an interruption (75) over success (0)."""
-    return {0: 0, EXIT_INTERRUPTED: 1}.get(code, 2)
+def outputs_from_args(args: argparse.Namespace, argv: Sequence[str]) -> RunOutputs:
+    """What the run writes, from the flags; args.yml records every flag, command.txt the command line."""
+    tracking = None
+    if args.track:
+        tracking = Tracking(args.wandb_project_name, args.wandb_entity, args.wandb_group, tuple(args.wandb_tags))
+    return RunOutputs(
+        log_folder=args.log_folder,
+        uuid=args.uuid,
+        save_freq=args.save_freq,
+        keep_checkpoints=args.keep_checkpoints,
+        save_replay_buffer=args.save_replay_buffer,
+        tensorboard_log=args.tensorboard_log,
+        tracking=tracking,
+        verbose=args.verbose,
+        saved_args=vars(args),
+        command=command_line(argv),
+    )
 
 
 def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -478,171 +380,3 @@ def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except StorageUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-
-
-def start_tracking(
-    args: argparse.Namespace, exp: Experiment, index: int, run_dir: Path, argv: Sequence[str]
-) -> WandbTracker:
-    """Seed `index`'s W&B run: RL Zoo's name and flags; config = hyperparameters, arguments, seed, command
-    line, versions, git commit and backend. The seeds of one process are grouped (--wandb-group, by default
-    the group id). A resumed run continues the checkpoint's W&B run id."""
-    seed = exp.seeds[index]
-    name = f"{exp.run.env_id}__{exp.algo.name}__{seed}__{int(time.time())}"
-    group = {"group_id": exp.group_id} if exp.n_seeds > 1 else {}
-    config = {
-        **_plain(exp.hyperparams),
-        "algo": exp.algo.name,
-        "env_id": exp.run.env_id,
-        "seed": seed,
-        **group,
-        "args": _plain(redact_values({**vars(args), "seed": seed})),
-        "command": command_line(argv),
-        "versions": library_versions(),
-        "git_commit": git_commit(),
-        "backend": jax.default_backend(),
-        "run_dir": str(run_dir),
-    }
-    run_id = exp.resume_seeds[index].manifest.get("wandb_run_id") if exp.resume_seeds else None
-    return WandbTracker(
-        project=args.wandb_project_name,
-        entity=args.wandb_entity,
-        group=args.wandb_group or exp.group_id,
-        tags=list(args.wandb_tags),
-        name=name,
-        config=config,
-        run_id=run_id,
-    )
-
-
-def git_commit() -> str | None:
-    """The project's commit when it runs from a git checkout (None otherwise)."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and commit else None
-
-
-def train_and_report(
-    args: argparse.Namespace,
-    exp: Experiment,
-    run_dirs: Sequence[Path],
-    model_name: str,
-    trackers: Sequence[WandbTracker],
-) -> list[int]:
-    """Train every seed; return each seed's exit code (1 for a seed that diverged)."""
-    n_seeds = exp.n_seeds
-    outputs = [
-        seed_output(args, exp, index, run_dirs, model_name, trackers[index] if trackers else None)
-        for index in range(n_seeds)
-    ]
-    try:
-        with StopRequest() as stop:
-            result = train_seeds(
-                exp.run,
-                exp.algo,
-                exp.learner_config,
-                outputs,
-                resume=exp.resume_seeds or None,
-                stop_requested=stop,
-            )
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return [2] * n_seeds
-    except RunFailure as error:  # an env, an evaluation or a divergence; the notes name the checkpoints
-        print(f"error: {error}", *getattr(error, "__notes__", []), sep="\n", file=sys.stderr)
-        return [1] * n_seeds
-    except OSError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return [1] * n_seeds
-    except KeyboardInterrupt:
-        print("aborted (second Ctrl-C): no checkpoint written for the current step", file=sys.stderr)
-        return [130] * n_seeds
-    except Exception:
-        traceback.print_exc()
-        return [1] * n_seeds
-    for index, tracker in enumerate(trackers):
-        evaluations = result.host.seeds[index].evaluations
-        summary = {"env_steps": result.env_steps, "wall_time_s": result.wall_time}
-        if evaluations.results:
-            summary |= {
-                "final_eval_mean_reward": float(np.mean(evaluations.results[-1])),
-                "best_eval_mean_reward": float(max(np.mean(r) for r in evaluations.results)),
-            }
-        if index in result.failed:
-            summary["failed"] = result.failed[index]
-        files = [run_dirs[index] / "evaluations.npz", result.checkpoints[index]]
-        tracker.summarize(summary, [path for path in files if path is not None], base=run_dirs[index])
-    codes = [1 if index in result.failed else 0 for index in range(n_seeds)]
-    if result.failed:
-        print(f"{len(result.failed)} of {n_seeds} seeds diverged and were frozen:", file=sys.stderr)
-        for index, reason in result.failed.items():
-            print(f"  seed {exp.seeds[index]} ({run_dirs[index]}): {reason}", file=sys.stderr)
-    if result.interrupted:
-        written = [path for path in result.checkpoints if path is not None]
-        print(
-            f"Stopped by {result.interrupted} at {result.env_steps} env steps; "
-            f"checkpoint{'s' if len(written) > 1 else ''}: {', '.join(map(str, written))}\n"
-            f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {written[0]}",
-            file=sys.stderr,
-        )
-        return [code or EXIT_INTERRUPTED for code in codes]
-    if args.verbose:
-        seeds = f" per seed ({n_seeds} seeds)" if n_seeds > 1 else ""
-        models = ", ".join(str(path) for path in result.checkpoints if path is not None)
-        print(f"Trained {result.env_steps} env steps{seeds} in {result.wall_time:.1f} s; model: {models}")
-    return codes
-
-
-def seed_output(
-    args: argparse.Namespace,
-    exp: Experiment,
-    index: int,
-    run_dirs: Sequence[Path],
-    model_name: str,
-    tracker: WandbTracker | None,
-) -> SeedOutput:
-    """Seed `index`'s logger (progress.csv, the console for a one-seed run, TensorBoard, W&B), run folder
-    and checkpoints, whose manifest names the group and every seed's folder in a run of several seeds."""
-    run_dir = run_dirs[index]
-
-    def make_logger(metric_names: Sequence[str]) -> MultiLogger:
-        loggers: list[Any] = [CSVLogger(run_dir / "progress.csv", metric_names)]
-        if args.verbose and exp.n_seeds == 1:  # several seeds: one console line per evaluation, for all
-            loggers.append(ConsoleLogger())
-        if args.tensorboard_log:
-            loggers.append(
-                TensorBoardLogger(
-                    Path(args.tensorboard_log) / model_name / f"{exp.algo.name}_{run_dir.name[len(model_name) + 1 :]}"
-                )
-            )
-        if tracker is not None:
-            loggers.append(tracker)
-        return MultiLogger(loggers)
-
-    group = {}
-    if exp.n_seeds > 1:
-        group = {"group": {"id": exp.group_id, "index": index, "run_dirs": [path.name for path in run_dirs]}}
-    checkpoints = CheckpointSettings(
-        run_dir=run_dir,
-        model_name=model_name,
-        save_freq=args.save_freq,
-        keep=args.keep_checkpoints,
-        save_replay_buffer=args.save_replay_buffer,
-        manifest={
-            "algo": exp.algo.name,
-            "env_id": exp.run.env_id,
-            "seed": exp.seeds[index],
-            "n_timesteps": exp.run.n_timesteps,
-            "n_envs": exp.run.n_envs,
-            "hyperparams": _plain(exp.hyperparams),
-            "spaces": exp.spaces,
-            "resumed_from": str(exp.resume_seeds[index].path) if exp.resume_seeds else None,
-            "wandb_run_id": None if tracker is None else tracker.id,
-            **group,
-        },
-    )
-    return SeedOutput(make_logger, run_dir, checkpoints)

@@ -1,0 +1,377 @@
+"""Launching a resolved run: from an `Experiment` to its finished run folders.
+
+This is what train.py does once its flags are resolved, and what a sweep's cell does on a Ray worker
+(rlbench.sweep): claim one RL Zoo run folder per seed (`<log>/<algo>/<env>_<N>`), write config.yml,
+args.yml and command.txt into it, start the loggers (progress.csv, the console, TensorBoard, W&B), train
+every seed, and turn the outcome into one exit code per seed. Nothing here reads a command line: the
+caller says what to record as args.yml and command.txt (`RunOutputs`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import yaml
+
+from rlbench.checkpoint import library_versions
+from rlbench.checkpointing import CheckpointSettings
+from rlbench.errors import ConfigError, RunFailure
+from rlbench.experiment import Experiment
+from rlbench.files import atomic_write_text
+from rlbench.loggers.base import MultiLogger
+from rlbench.loggers.console import ConsoleLogger
+from rlbench.loggers.csv import CSVLogger
+from rlbench.loggers.tensorboard import TensorBoardLogger
+from rlbench.loggers.tracking import WandbTracker
+from rlbench.redact import redact_values
+from rlbench.runner import SeedOutput, TrainResult, train_seeds
+
+EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal, checkpoint written, resumable
+EXIT_ABORTED = 130  # a second Ctrl-C: stopped without a checkpoint
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """W&B settings (`--track`): RL Zoo's project, entity, group and tags."""
+
+    project: str = "sb3"
+    entity: str | None = None
+    group: str | None = None  # None: the group id of a run of several seeds (else no group)
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    """Where and what a run writes besides its training itself, as train.py's flags spell it.
+
+    `saved_args` is args.yml (train.py's parsed flags; each seed's folder gets its own seed) and `command`
+    is command.txt (a command that reproduces the run); both are recorded, never read back as settings.
+    """
+
+    log_folder: str = "logs"
+    uuid: bool = False
+    save_freq: int = -1
+    keep_checkpoints: int = 0
+    save_replay_buffer: bool = False
+    tensorboard_log: str = ""
+    tracking: Tracking | None = None
+    verbose: int = 1
+    saved_args: Mapping[str, Any] = field(default_factory=dict)
+    command: str = ""
+
+
+def latest_run_id(algo_dir: Path, env_id: str) -> int:
+    ids = []
+    for path in algo_dir.glob(f"{env_id}_*"):
+        suffix = path.name[len(env_id) + 1 :].split("_", 1)[0]  # N, or N from N_<uuid>
+        if suffix.isdigit():
+            ids.append(int(suffix))
+    return max(ids, default=0)
+
+
+def create_run_dir(log_folder: str | Path, algo: str, env_id: str, use_uuid: bool) -> Path:
+    """Create `<log_folder>/<algo>/<env_id>_<N>[_<uuid>]`, N one more than the highest existing (RL Zoo
+    layout). The folder is claimed with an exclusive mkdir, so two runs started at once never share one."""
+    algo_dir = Path(log_folder) / algo
+    algo_dir.mkdir(parents=True, exist_ok=True)
+    for _ in range(1000):
+        name = f"{env_id}_{latest_run_id(algo_dir, env_id) + 1}" + (f"_{uuid.uuid4()}" if use_uuid else "")
+        try:
+            (algo_dir / name).mkdir()
+            return algo_dir / name
+        except FileExistsError:
+            continue  # another run claimed this id between the scan and the mkdir
+    raise RuntimeError(f"could not claim a run folder in {algo_dir}")
+
+
+def claim_run_dirs(log_folder: str | Path, algo: str, env_id: str, use_uuid: bool, n_seeds: int) -> list[Path]:
+    """One run folder per seed, each claimed atomically (`create_run_dir`); none left behind on failure."""
+    run_dirs: list[Path] = []
+    try:
+        for _ in range(n_seeds):
+            run_dirs.append(create_run_dir(log_folder, algo, env_id, use_uuid))
+    except OSError:
+        for run_dir in run_dirs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return run_dirs
+
+
+def model_name(exp: Experiment) -> str:
+    """The env id as RL Zoo names files and folders after it (`module:EnvId` -> `module_EnvId`)."""
+    return exp.run.env_id.replace(":", "_")
+
+
+def prepare_run_dirs(exp: Experiment, outputs: RunOutputs) -> list[Path]:
+    """Claim the seeds' run folders and write their config.yml, args.yml and command.txt; OSError (after
+    removing what was claimed: a full disk at start leaves no empty run folder behind)."""
+    try:
+        run_dirs = claim_run_dirs(outputs.log_folder, exp.algo.name, model_name(exp), outputs.uuid, exp.n_seeds)
+    except OSError as error:
+        raise OSError(
+            error.errno, f"cannot create a run folder under {outputs.log_folder}: {error.strerror or error}"
+        ) from None
+    try:
+        for seed, run_dir in zip(exp.seeds, run_dirs, strict=True):
+            write_run_files(run_dir, exp, seed, outputs)
+    except OSError:
+        for run_dir in run_dirs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return run_dirs
+
+
+def print_banner(exp: Experiment, run_dirs: Sequence[Path], conf_source: str) -> None:
+    """The startup lines: seeds, run folders, what is resumed, and the merged hyperparameters."""
+    if exp.n_seeds == 1:
+        print(f"Seed: {exp.run.seed}\nLog folder: {run_dirs[0]}")
+    else:
+        print(f"Seeds: {exp.seeds[0]} to {exp.seeds[-1]}, trained together (group {exp.group_id})")
+        print("Log folders: " + ", ".join(str(run_dir) for run_dir in run_dirs))
+    if exp.resume is not None:
+        counters = exp.resume.manifest["counters"]
+        print(
+            f"Resuming from {exp.resume.path}{' and its group' if exp.n_seeds > 1 else ''} at "
+            f"{counters['env_steps']} env steps ({counters['gradient_steps']} gradient steps), until "
+            f"{exp.run.n_timesteps}"
+        )
+        print("Hyperparameters (merged: checkpoint < -params < -n):")
+    else:
+        name = exp.algo.name
+        print(f"Hyperparameters (merged: {name} defaults < {name} preset < {conf_source} < -params < -n):")
+    print(yaml.safe_dump(plain_yaml(exp.hyperparams), sort_keys=True), end="", flush=True)
+
+
+def write_run_files(run_dir: Path, exp: Experiment, seed: int, outputs: RunOutputs) -> None:
+    """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out (args.yml with
+    this folder's seed, and the group id in a run of several seeds); written atomically, with credentials
+    (a --storage password) masked."""
+    params_dir = run_dir / model_name(exp)
+    params_dir.mkdir()
+    group = {"group": exp.group_id} if exp.n_seeds > 1 else {}
+    saved_args = redact_values(dict(sorted({**outputs.saved_args, "seed": seed, **group}.items())))
+    files = {
+        "config.yml": yaml.safe_dump(plain_yaml(exp.hyperparams), sort_keys=True),
+        "args.yml": yaml.safe_dump(plain_yaml(saved_args), sort_keys=True),
+        "command.txt": outputs.command + "\n",
+    }
+    for name, text in files.items():
+        path = params_dir / name
+        try:
+            atomic_write_text(path, text)
+        except OSError as error:
+            raise OSError(error.errno, f"could not write {path}: {error.strerror or error}") from None
+
+
+def plain_yaml(value: Any) -> Any:
+    """Plain YAML types only (no Python tags): tuples become lists."""
+    if isinstance(value, Mapping):
+        return {str(k): plain_yaml(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_yaml(v) for v in value]
+    return value
+
+
+def exit_code_priority(code: int) -> int:
+    """The process's exit code from its seeds': a failure (1, 2) over an interruption (75) over success (0)."""
+    return {0: 0, EXIT_INTERRUPTED: 1}.get(code, 2)
+
+
+def run_exit_code(codes: Sequence[int]) -> int:
+    return max(codes, key=exit_code_priority)
+
+
+def train_run(
+    exp: Experiment,
+    outputs: RunOutputs,
+    run_dirs: Sequence[Path],
+    stop_requested: Callable[[], str | None] | None = None,
+    on_eval: Callable[[int, list[Any]], None] | None = None,
+) -> list[int]:
+    """Train every seed into its prepared run folder; one exit code per seed (0 done, 1 failed or
+    diverged, 2 a configuration error found late, 75 stopped with a checkpoint, 130 aborted). W&B runs
+    are started here and finished with their seed's code, whatever happens."""
+    trackers: list[WandbTracker] = []
+    codes = [1] * exp.n_seeds
+    try:
+        if outputs.tracking is not None:
+            for index, run_dir in enumerate(run_dirs):
+                trackers.append(start_tracking(outputs.tracking, outputs, exp, index, run_dir))
+        codes = _train_and_report(exp, outputs, run_dirs, trackers, stop_requested, on_eval)
+        return codes
+    finally:
+        for tracker, code in zip(trackers, codes, strict=False):
+            tracker.finish(code)
+
+
+def start_tracking(tracking: Tracking, outputs: RunOutputs, exp: Experiment, index: int, run_dir: Path) -> WandbTracker:
+    """Seed `index`'s W&B run: RL Zoo's name and flags; config = hyperparameters, arguments, seed, command
+    line, versions, git commit and backend. The seeds of one process are grouped (the tracking group, by
+    default the group id). A resumed run continues the checkpoint's W&B run id."""
+    seed = exp.seeds[index]
+    name = f"{exp.run.env_id}__{exp.algo.name}__{seed}__{int(time.time())}"
+    group = {"group_id": exp.group_id} if exp.n_seeds > 1 else {}
+    config = {
+        **plain_yaml(exp.hyperparams),
+        "algo": exp.algo.name,
+        "env_id": exp.run.env_id,
+        "seed": seed,
+        **group,
+        "args": plain_yaml(redact_values({**outputs.saved_args, "seed": seed})),
+        "command": outputs.command,
+        "versions": library_versions(),
+        "git_commit": git_commit(),
+        "backend": jax.default_backend(),
+        "run_dir": str(run_dir),
+    }
+    run_id = exp.resume_seeds[index].manifest.get("wandb_run_id") if exp.resume_seeds else None
+    return WandbTracker(
+        project=tracking.project,
+        entity=tracking.entity,
+        group=tracking.group or exp.group_id,
+        tags=list(tracking.tags),
+        name=name,
+        config=config,
+        run_id=run_id,
+    )
+
+
+def git_commit() -> str | None:
+    """The project's commit when it runs from a git checkout (None otherwise)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and commit else None
+
+
+def _train_and_report(
+    exp: Experiment,
+    outputs: RunOutputs,
+    run_dirs: Sequence[Path],
+    trackers: Sequence[WandbTracker],
+    stop_requested: Callable[[], str | None] | None,
+    on_eval: Callable[[int, list[Any]], None] | None,
+) -> list[int]:
+    n_seeds = exp.n_seeds
+    seed_outputs = [
+        seed_output(outputs, exp, index, run_dirs, trackers[index] if trackers else None) for index in range(n_seeds)
+    ]
+    try:
+        result = train_seeds(
+            exp.run,
+            exp.algo,
+            exp.learner_config,
+            seed_outputs,
+            on_eval=on_eval,
+            resume=exp.resume_seeds or None,
+            stop_requested=stop_requested,
+        )
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return [2] * n_seeds
+    except RunFailure as error:  # an env, an evaluation or a divergence; the notes name the checkpoints
+        print(f"error: {error}", *getattr(error, "__notes__", []), sep="\n", file=sys.stderr)
+        return [1] * n_seeds
+    except OSError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return [1] * n_seeds
+    except KeyboardInterrupt:
+        print("aborted (second Ctrl-C): no checkpoint written for the current step", file=sys.stderr)
+        return [EXIT_ABORTED] * n_seeds
+    except Exception:
+        traceback.print_exc()
+        return [1] * n_seeds
+    _summarize_tracking(result, trackers, run_dirs)
+    codes = [1 if index in result.failed else 0 for index in range(n_seeds)]
+    if result.failed:
+        print(f"{len(result.failed)} of {n_seeds} seeds diverged and were frozen:", file=sys.stderr)
+        for index, reason in result.failed.items():
+            print(f"  seed {exp.seeds[index]} ({run_dirs[index]}): {reason}", file=sys.stderr)
+    if result.interrupted:
+        written = [path for path in result.checkpoints if path is not None]
+        print(
+            f"Stopped by {result.interrupted} at {result.env_steps} env steps; "
+            f"checkpoint{'s' if len(written) > 1 else ''}: {', '.join(map(str, written))}\n"
+            f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {written[0]}",
+            file=sys.stderr,
+        )
+        return [code or EXIT_INTERRUPTED for code in codes]
+    if outputs.verbose:
+        seeds = f" per seed ({n_seeds} seeds)" if n_seeds > 1 else ""
+        models = ", ".join(str(path) for path in result.checkpoints if path is not None)
+        print(f"Trained {result.env_steps} env steps{seeds} in {result.wall_time:.1f} s; model: {models}")
+    return codes
+
+
+def _summarize_tracking(result: TrainResult, trackers: Sequence[WandbTracker], run_dirs: Sequence[Path]) -> None:
+    for index, tracker in enumerate(trackers):
+        evaluations = result.host.seeds[index].evaluations
+        summary = {"env_steps": result.env_steps, "wall_time_s": result.wall_time}
+        if evaluations.results:
+            summary |= {
+                "final_eval_mean_reward": float(np.mean(evaluations.results[-1])),
+                "best_eval_mean_reward": float(max(np.mean(r) for r in evaluations.results)),
+            }
+        if index in result.failed:
+            summary["failed"] = result.failed[index]
+        files = [run_dirs[index] / "evaluations.npz", result.checkpoints[index]]
+        tracker.summarize(summary, [path for path in files if path is not None], base=run_dirs[index])
+
+
+def seed_output(
+    outputs: RunOutputs, exp: Experiment, index: int, run_dirs: Sequence[Path], tracker: WandbTracker | None
+) -> SeedOutput:
+    """Seed `index`'s logger (progress.csv, the console for a one-seed run, TensorBoard, W&B), run folder
+    and checkpoints, whose manifest names the group and every seed's folder in a run of several seeds."""
+    run_dir = run_dirs[index]
+    name = model_name(exp)
+
+    def make_logger(metric_names: Sequence[str]) -> MultiLogger:
+        loggers: list[Any] = [CSVLogger(run_dir / "progress.csv", metric_names)]
+        if outputs.verbose and exp.n_seeds == 1:  # several seeds: one console line per evaluation, for all
+            loggers.append(ConsoleLogger())
+        if outputs.tensorboard_log:
+            run_id = run_dir.name[len(name) + 1 :]
+            loggers.append(TensorBoardLogger(Path(outputs.tensorboard_log) / name / f"{exp.algo.name}_{run_id}"))
+        if tracker is not None:
+            loggers.append(tracker)
+        return MultiLogger(loggers)
+
+    group = {}
+    if exp.n_seeds > 1:
+        group = {"group": {"id": exp.group_id, "index": index, "run_dirs": [path.name for path in run_dirs]}}
+    checkpoints = CheckpointSettings(
+        run_dir=run_dir,
+        model_name=name,
+        save_freq=outputs.save_freq,
+        keep=outputs.keep_checkpoints,
+        save_replay_buffer=outputs.save_replay_buffer,
+        manifest={
+            "algo": exp.algo.name,
+            "env_id": exp.run.env_id,
+            "seed": exp.seeds[index],
+            "n_timesteps": exp.run.n_timesteps,
+            "n_envs": exp.run.n_envs,
+            "hyperparams": plain_yaml(exp.hyperparams),
+            "spaces": exp.spaces,
+            "resumed_from": str(exp.resume_seeds[index].path) if exp.resume_seeds else None,
+            "wandb_run_id": None if tracker is None else tracker.id,
+            **group,
+        },
+    )
+    return SeedOutput(make_logger, run_dir, checkpoints)
