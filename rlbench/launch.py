@@ -198,6 +198,7 @@ def train_run(
     run_dirs: Sequence[Path],
     stop_requested: Callable[[], str | None] | None = None,
     on_eval: Callable[[int, list[Any]], None] | None = None,
+    on_iteration: Callable[[int, Any], None] | None = None,
 ) -> list[int]:
     """Train every seed into its prepared run folder; one exit code per seed (0 done, 1 failed or
     diverged, 2 a configuration error found late, 75 stopped with a checkpoint, 130 aborted). W&B runs
@@ -208,7 +209,7 @@ def train_run(
         if outputs.tracking is not None:
             for index, run_dir in enumerate(run_dirs):
                 trackers.append(start_tracking(outputs.tracking, outputs, exp, index, run_dir))
-        codes = _train_and_report(exp, outputs, run_dirs, trackers, stop_requested, on_eval)
+        codes = _train_and_report(exp, outputs, run_dirs, trackers, stop_requested, on_eval, on_iteration)
         return codes
     finally:
         for tracker, code in zip(trackers, codes, strict=False):
@@ -266,6 +267,7 @@ def _train_and_report(
     trackers: Sequence[WandbTracker],
     stop_requested: Callable[[], str | None] | None,
     on_eval: Callable[[int, list[Any]], None] | None,
+    on_iteration: Callable[[int, Any], None] | None,
 ) -> list[int]:
     n_seeds = exp.n_seeds
     seed_outputs = [
@@ -278,6 +280,7 @@ def _train_and_report(
             exp.learner_config,
             seed_outputs,
             on_eval=on_eval,
+            on_iteration=on_iteration,
             resume=exp.resume_seeds or None,
             stop_requested=stop_requested,
         )

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from rlbench.bench.__main__ import main as bench_main
-from rlbench.bench.returns import REFERENCES, Summary, reference_cells
+from rlbench.bench.report import REFERENCES, Summary, reference_cells
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*InvertedPendulum-v4 is out of date:DeprecationWarning")
 

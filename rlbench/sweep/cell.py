@@ -1,0 +1,352 @@
+"""One task of a sweep, run on a Ray worker: a train.py run of one or more seeds, without a command line.
+
+The task resolves its `RunRequest` (rlbench.experiment) and runs it with rlbench.launch into a staging
+folder, so that a run folder appears under the log root only once it is finished (the driver moves it
+there). On shared storage the staging folder is `<sweep>/staging/<task>/` and outlives the process: a
+retried or re-run task continues from the newest valid checkpoint in it (sweeps save checkpoints with
+their replay buffer by default, so the continuation is bit-exact). Without shared storage it is a
+temporary folder on the worker's node, the finished run folders go back to the driver as tar archives
+through Ray's object store, and a retried task starts from scratch.
+
+Each task gets a fresh worker process (`max_calls=1`): it pins itself to its own cores before JAX starts
+(a lock file per core, released by the kernel when the process dies, so two nodes on one machine never
+share a core either), and its output goes to its log file, not the driver's terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import io
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlbench.experiment import RunRequest
+from rlbench.launch import RunOutputs
+from rlbench.signals import SignalScope
+from rlbench.sweep.grid import Task
+from rlbench.sweep.packing import Packing
+
+STOP_POLL_S = 2.0  # how often a task asks the driver's board whether the sweep is stopping
+PROGRESS_EVERY_S = 2.0
+CORE_LOCKS = Path(tempfile.gettempdir()) / f"rlbench-cores-{os.getuid()}"
+_held_core_locks: list[int] = []  # open lock files: held for the life of the process
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything a task needs, sent from the driver (plain data: no handles, no paths of the driver's)."""
+
+    task: Task
+    request: RunRequest  # seed = the first seed, n_seeds = len(cells); log_folder is replaced by the staging folder
+    outputs: RunOutputs
+    sweep_dir: str
+    shared_fs: bool
+    packing: Packing
+    compile_cache: str | None
+    attempt: int
+
+
+@dataclass
+class TaskOutcome:
+    """What the driver needs back: one exit code and error per seed, and where each seed's run folder is."""
+
+    codes: list[int]
+    errors: list[str | None]
+    staged: list[str | None]  # each seed's run folder in the staging folder (shared storage)
+    archives: list[bytes | None]  # each finished seed's run folder as a tar archive (no shared storage)
+    node: str
+    wall_time_s: float
+    resumed_from: str | None = None
+    log_tail: str = ""
+
+
+def staging_dir(sweep_dir: str | Path, task_id: str) -> Path:
+    return Path(sweep_dir) / "staging" / task_id
+
+
+def log_path(sweep_dir: str | Path, task_id: str) -> Path:
+    return Path(sweep_dir) / "logs" / f"{task_id}.log"
+
+
+def run_task(spec: TaskSpec, board: Any) -> TaskOutcome:
+    """The Ray task: run `spec` and report to `board` (the driver's progress actor) as it goes."""
+    start = time.monotonic()
+    node = node_name()
+    cores = claim_cores(int(spec.packing.cpus_per_run)) if spec.packing.pin else []
+    if cores:
+        os.sched_setaffinity(0, cores)
+    if spec.packing.gpus_per_run > 0:  # Ray sets CUDA_VISIBLE_DEVICES; cap this process's share of the GPU
+        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{min(0.95, 0.95 * spec.packing.gpus_per_run):.3f}"
+    if spec.shared_fs:
+        staging, log = staging_dir(spec.sweep_dir, spec.task.id), log_path(spec.sweep_dir, spec.task.id)
+        log.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        staging = Path(tempfile.mkdtemp(prefix=f"rlbench-sweep-{spec.task.id}-"))
+        log = staging.with_suffix(".log")
+    board.started.remote(spec.task.id, node, os.getpid())
+    with output_to(log):
+        where = f"cores {','.join(map(str, cores))}" if cores else "unpinned"
+        print(f"=== {spec.task.label}: attempt {spec.attempt} on {node}, pid {os.getpid()}, {where}", flush=True)
+        outcome = _run(spec, staging, BoardStop(board, spec.task.id))
+    outcome.node = node
+    outcome.wall_time_s = time.monotonic() - start
+    outcome.log_tail = tail(log)
+    text = log.read_text(errors="replace") if log.exists() else ""
+    outcome.errors = [
+        error if code == 0 or error is not None else seed_error(text, cell.seed, code)
+        for cell, code, error in zip(spec.task.cells, outcome.codes, outcome.errors, strict=True)
+    ]
+    if not spec.shared_fs:
+        outcome.archives = [None if path is None else pack(Path(path)) for path in outcome.staged]
+        outcome.staged = [None] * len(outcome.staged)
+        shutil.rmtree(staging, ignore_errors=True)
+        log.unlink(missing_ok=True)
+    return outcome
+
+
+def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
+    # JAX is imported here, after the pinning and the GPU share above are in place.
+    from rlbench import compile_cache
+    from rlbench.checkpoint import CheckpointError
+    from rlbench.errors import ConfigError
+    from rlbench.experiment import resolve
+    from rlbench.launch import prepare_run_dirs, print_banner, train_run
+
+    n = len(spec.task.cells)
+    compile_cache.enable(spec.compile_cache)
+    request = dataclasses.replace(spec.request, log_folder=str(staging))
+    found = resumable_checkpoint(staging, spec.task.cells[0].algo) if spec.shared_fs else None
+    resumed_from = None
+    if found is not None:
+        path, steps, target = found
+        resumed_from = str(path)
+        print(f"=== continuing from checkpoint {path} at {steps} env steps (until {target})", flush=True)
+        # No -params and no file: the checkpoint holds the resolved hyperparameters; -n counts the steps to add.
+        request = dataclasses.replace(
+            request, trained_agent=str(path), n_timesteps=target - steps, params=(), conf_file=None, n_seeds=None
+        )
+    else:
+        if staging.exists():
+            print(f"=== no checkpoint to continue from in {staging}: starting from scratch", flush=True)
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+    outputs = dataclasses.replace(spec.outputs, log_folder=str(staging))
+    try:
+        exp = resolve(request)
+        run_dirs = prepare_run_dirs(exp, outputs)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return TaskOutcome([2] * n, [str(error)] * n, [None] * n, [None] * n, "", 0.0, resumed_from)
+    except (CheckpointError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return TaskOutcome([1] * n, [str(error)] * n, [None] * n, [None] * n, "", 0.0, resumed_from)
+    if spec.outputs.verbose:
+        print_banner(exp, run_dirs, spec.request.conf_file or "hyperparams/<algo>.yml")
+    progress = ProgressReport(board_stop.board, spec.task.id)
+    with SignalStop() as signals:
+        codes = train_run(
+            exp,
+            outputs,
+            run_dirs,
+            stop_requested=lambda: signals() or board_stop(),
+            on_eval=progress.evaluation,
+            on_iteration=progress.iteration,
+        )
+    errors = [None] * n  # filled from the log by run_task
+    staged = [str(run_dir) if code == 0 else None for code, run_dir in zip(codes, run_dirs, strict=True)]
+    return TaskOutcome(codes, errors, staged, [None] * n, "", 0.0, resumed_from)
+
+
+def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | None:
+    """The newest valid checkpoint with a replay buffer in the staging folder's run folders, with its env
+    steps and the run's target; None when there is none (or the run had already reached its target)."""
+    from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, read_checkpoint
+    from rlbench.checkpoint_schema import resume_expectations
+
+    found = []
+    for run_dir in staging.glob(f"{algo}/*"):
+        path = newest_valid_checkpoint(run_dir)
+        if path is None:
+            continue
+        try:
+            manifest = read_checkpoint(path, load_replay_buffer=False, expect=resume_expectations).manifest
+        except CheckpointError:
+            continue
+        steps, target = int(manifest["counters"]["env_steps"]), int(manifest["n_timesteps"])
+        if manifest.get("replay_buffer") and steps < target:
+            found.append((steps, str(path), target))
+    if not found:
+        return None
+    steps, path, target = max(found)
+    return Path(path), steps, target
+
+
+class BoardStop:
+    """`stop_requested` for the loop: the driver's stop (Ctrl-C, SIGTERM) through the board, polled at most
+    every STOP_POLL_S seconds (an unreachable board is not a stop: the task goes on)."""
+
+    def __init__(self, board: Any, task_id: str) -> None:
+        self.board, self.task_id = board, task_id
+        self._next_poll = 0.0
+        self._reason: str | None = None
+
+    def __call__(self) -> str | None:
+        if self._reason is None and time.monotonic() >= self._next_poll:
+            self._next_poll = time.monotonic() + STOP_POLL_S
+            import ray
+
+            try:
+                self._reason = ray.get(self.board.stop_reason.remote(), timeout=10)
+            except Exception:  # the driver's node is gone or busy: keep training, its checkpoints keep it safe
+                self._reason = None
+        return self._reason
+
+
+class ProgressReport:
+    """Env steps, env-steps/s and the last evaluation, sent to the board (fire and forget)."""
+
+    def __init__(self, board: Any, task_id: str) -> None:
+        self.board, self.task_id = board, task_id
+        self._last = (time.monotonic(), 0)
+        self._next = 0.0
+
+    def iteration(self, env_steps: int, state: Any) -> None:
+        now = time.monotonic()
+        if now >= self._next:
+            last_time, last_steps = self._last
+            rate = (env_steps - last_steps) / (now - last_time) if last_steps else None
+            self.board.progress.remote(self.task_id, env_steps, rate, None)
+            self._last, self._next = (now, env_steps), now + PROGRESS_EVERY_S
+
+    def evaluation(self, env_steps: int, results: list[Any]) -> None:
+        means = [result.mean for result in results if result is not None]
+        if means:
+            self.board.progress.remote(self.task_id, env_steps, None, sum(means) / len(means))
+
+
+def claim_cores(n: int) -> list[int]:
+    """`n` cores of this process's affinity that no other task on this machine holds (an exclusive lock
+    file per core); [] (unpinned) when fewer are free."""
+    CORE_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    claimed: list[int] = []
+    for core in sorted(os.sched_getaffinity(0)):
+        if len(claimed) == n:
+            break
+        fd = os.open(CORE_LOCKS / f"core{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _held_core_locks.append(fd)
+        claimed.append(core)
+    if len(claimed) < n:
+        for fd in _held_core_locks:
+            os.close(fd)
+        _held_core_locks.clear()
+        return []
+    return claimed
+
+
+def node_name() -> str:
+    import ray
+
+    try:
+        node_id = ray.get_runtime_context().get_node_id()[:8]
+    except Exception:
+        node_id = "?"
+    return f"{socket.gethostname()}/{node_id}"
+
+
+@contextlib.contextmanager
+def output_to(path: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr (Python's and the C libraries') to `path`, appended."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def seed_error(log_text: str, seed: int, code: int) -> str:
+    """Why a seed did not finish, as its run printed it: its divergence note, else the last `error:` line."""
+    if code in (75, 130):
+        return "stopped (checkpoint written)" if code == 75 else "aborted without a checkpoint"
+    lines = log_text.splitlines()
+    for line in reversed(lines):
+        match = re.match(rf"\s+seed {seed} \(.*?\): (.*)$", line)
+        if match:
+            return f"diverged: {match.group(1)}"
+    for line in reversed(lines):
+        if line.startswith("error:"):
+            return line.removeprefix("error:").strip()
+    if any(line.startswith("Traceback") for line in lines):  # an exception in rlbench: its last line
+        return next((line.strip() for line in reversed(lines) if line.strip()), f"exit {code}")
+    return f"exit {code}"
+
+
+def pack(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as archive:
+        archive.add(folder, arcname=folder.name)
+    return buffer.getvalue()
+
+
+def unpack(data: bytes, into: Path) -> Path:
+    """Extract a `pack` archive into the folder `into` (which must not exist); the archive is untrusted:
+    only plain files and folders below its one top folder (tarfile's "data" filter)."""
+    staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=into.parent))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            tops = {Path(member.name).parts[0] for member in archive.getmembers() if member.name}
+            if len(tops) != 1 or not re.fullmatch(r"[A-Za-z0-9._-]+", next(iter(tops))):
+                raise ValueError("not one run folder")
+            archive.extractall(staging, filter="data")
+        os.rename(staging / next(iter(tops)), into)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return into
+
+
+class SignalStop(SignalScope):
+    """SIGINT/SIGTERM sent to the worker itself (a terminal's Ctrl-C reaching the whole process group, or
+    a scheduler): stop at the next env step with a checkpoint, as train.py does."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.reason = signal.Signals(signum).name
+
+    def __call__(self) -> str | None:
+        return self.reason

@@ -1,0 +1,541 @@
+"""The sweep's driver: schedule the grid's tasks on Ray, retry the ones whose process or node died, keep
+the manifest, move finished runs into the log root, and write the returns report.
+
+Faults, by kind:
+- a task's process or node dies (Ray raises WorkerCrashedError, NodeDiedError, ...): the task is
+  submitted again, up to `max_retries` times, and continues from its last checkpoint when the log root
+  is shared storage (rlbench.sweep.cell);
+- a task fails for a reason of its own (a hyperparameter value resolve() refuses, a diverging seed, an
+  exception in the code): its cells are marked failed with the error, never retried in this invocation;
+- the driver is asked to stop (SIGINT, SIGTERM): the board tells every task to write its checkpoint and
+  return, tasks not started yet are cancelled, and the sweep exits 75; the same command continues it.
+  A second Ctrl-C aborts at once (exit 130); the periodic checkpoints still let the next run continue.
+- the driver itself dies: its tasks die with it (Ray ties them to their owner). A run folder is moved
+  into the log root only after `moved.json` records the move in its staging folder, so the next
+  invocation finishes a move the driver was killed in the middle of, and no run is duplicated or lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlbench.errors import ConfigError
+from rlbench.experiment import RunRequest
+from rlbench.files import atomic_write_text
+from rlbench.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
+from rlbench.signals import SignalScope
+from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir, unpack
+from rlbench.sweep.grid import (
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    MANIFEST_FILE,
+    PENDING,
+    RUNNING,
+    Cell,
+    Manifest,
+    SweepSpec,
+    Task,
+    load_manifest,
+    make_tasks,
+    new_manifest,
+    sweep_dir,
+)
+from rlbench.sweep.packing import Packing, choose_packing
+from rlbench.sweep.progress import Progress
+
+INSTALL_HINT = 'pip install -e ".[sweep]"'
+MOVED_FILE = "moved.json"
+POLL_S = 0.5
+EXIT_ABORTED = 130
+
+# What train.py would record for a cell: (args.yml as a dict, command.txt) from its request and outputs.
+RecordArgs = Callable[[RunRequest, RunOutputs], tuple[dict[str, Any], str]]
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How to run a sweep (none of it changes its results, so none of it is part of the grid)."""
+
+    log_root: Path
+    address: str | None = None  # None: a private local Ray instance; "auto" or HOST:PORT: a running cluster
+    max_retries: int = 2
+    shared_fs: bool = True
+    seeds_per_process: int | None = None
+    cpus_per_run: float | None = None
+    gpus_per_run: float | None = None
+    retry_failed: bool = False
+    compile_cache: str | None = None
+    at_steps: int = 100_000
+    report: bool = True
+
+
+def import_ray() -> Any:
+    """Ray, or ConfigError (exit 2) with the install command."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"sweeps run on Ray, which is not installed: {INSTALL_HINT}") from None
+    return ray
+
+
+class Board:
+    """A Ray actor on the driver's node: tasks report to it (started, progress), the driver polls it, and
+    it carries the driver's stop to every task."""
+
+    def __init__(self) -> None:
+        self._stop: str | None = None
+        self._events: list[tuple[Any, ...]] = []
+
+    def stop_reason(self) -> str | None:
+        return self._stop
+
+    def request_stop(self, reason: str) -> None:
+        self._stop = reason
+
+    def started(self, task_id: str, node: str, pid: int) -> None:
+        self._events.append(("started", task_id, node, pid))
+
+    def progress(self, task_id: str, env_steps: int, rate: float | None, last_eval: float | None) -> None:
+        self._events.append(("progress", task_id, env_steps, rate, last_eval))
+
+    def drain(self) -> list[tuple[Any, ...]]:
+        events, self._events = self._events, []
+        return events
+
+
+class DriverStop(SignalScope):
+    """The first SIGINT/SIGTERM asks the sweep to stop gracefully; a second SIGINT aborts it."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        import signal
+
+        if self.reason is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.reason = signal.Signals(signum).name
+        print(
+            f"\n{self.reason} received: every run writes its checkpoint and stops (Ctrl-C again aborts)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def open_manifest(spec: SweepSpec, folder: Path, command: str) -> Manifest:
+    path = folder / MANIFEST_FILE
+    return load_manifest(path, spec) if path.exists() else new_manifest(spec, command)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    options: SweepOptions,
+    request: RunRequest,
+    outputs: RunOutputs,
+    record_args: RecordArgs,
+    command: str,
+) -> int:
+    """Run the sweep's unfinished cells; 0 when every cell has finished, 75 when stopped, else 1.
+
+    `request` and `outputs` are every cell's template (algo, env, seeds and params are filled in per task).
+    ConfigError (exit 2) for a manifest of another grid, or without Ray, before anything is written.
+    """
+    folder = sweep_dir(options.log_root, spec.name)
+    manifest = open_manifest(spec, folder, command)
+    ray = import_ray()
+    cells = {cell.key: cell for cell in spec.cells()}
+    if (folder / "staging").is_dir():
+        finish_moves(folder, manifest, options.log_root)
+    wanted = (PENDING, RUNNING, INTERRUPTED, FAILED) if options.retry_failed else (PENDING, RUNNING, INTERRUPTED)
+    todo = [cell for key, cell in cells.items() if manifest.cells[key].state in wanted]
+    if not todo:
+        counts = manifest.counts()
+        print(
+            f"Sweep {spec.name}: nothing to do, all {len(cells)} cells ran earlier ({counts[DONE]} done, "
+            f"{counts[FAILED]} failed{'; --retry-failed runs the failed ones again' if counts[FAILED] else ''})",
+            flush=True,
+        )
+        manifest.save(folder)
+        finish(spec, manifest, folder, options)
+        return 0 if counts[DONE] == len(cells) else 1
+    started = ray.is_initialized()
+    if not started:
+        connect(ray, options.address)
+    try:
+        packing = choose_packing(
+            ray.cluster_resources(),
+            len(spec.seeds),
+            options.seeds_per_process,
+            options.cpus_per_run,
+            options.gpus_per_run,
+        )
+        print(f"Packing: {packing.reason}", flush=True)
+        tasks = make_tasks(todo, packing.seeds_per_process)
+        for cell in todo:
+            record = manifest.cells[cell.key]
+            if record.state == FAILED:  # --retry-failed: from scratch
+                record.state, record.error = PENDING, None
+                if record.task:
+                    shutil.rmtree(staging_dir(folder, record.task), ignore_errors=True)
+        manifest.packing = packing.plain()
+        manifest.save(folder)  # the first file the sweep writes: every check above has passed
+        print(
+            f"Sweep {spec.name}: {len(cells)} cells, {len(todo)} to run in {len(tasks)} processes; manifest "
+            f"{folder / MANIFEST_FILE}",
+            flush=True,
+        )
+        driver = Driver(ray, spec, options, manifest, folder, packing, request, outputs, record_args)
+        code = driver.run(tasks)
+    finally:
+        if not started:
+            ray.shutdown()
+    with contextlib.suppress(OSError):
+        (folder / "staging").rmdir()  # when nothing is left in it
+    finish(spec, manifest, folder, options)
+    return code
+
+
+def connect(ray: Any, address: str | None) -> None:
+    """A private local Ray instance (address None), or the running cluster at `address`."""
+    settings: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    if address is None:
+        settings |= {"include_dashboard": False}
+    try:
+        ray.init(address=address, **settings)
+    except ConnectionError as error:
+        hint = "start one with `ray start --head`"
+        raise ConfigError(f"--address {address}: no Ray cluster there ({error}); {hint}") from None
+
+
+class Driver:
+    """The scheduling loop of one invocation."""
+
+    def __init__(
+        self,
+        ray: Any,
+        spec: SweepSpec,
+        options: SweepOptions,
+        manifest: Manifest,
+        folder: Path,
+        packing: Packing,
+        request: RunRequest,
+        outputs: RunOutputs,
+        record_args: RecordArgs,
+    ) -> None:
+        self.ray, self.spec, self.options, self.manifest, self.folder = ray, spec, options, manifest, folder
+        self.packing, self.request, self.outputs, self.record_args = packing, request, outputs, record_args
+        self.running: dict[Any, tuple[Task, int]] = {}  # object ref -> (task, attempt)
+        self.started: set[str] = set()
+        self.stopping = False
+        self.progress: Progress | None = None
+        self.remote = ray.remote(
+            num_cpus=packing.cpus_per_run, num_gpus=packing.gpus_per_run, max_calls=1, max_retries=0
+        )(run_task)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        self.board = ray.remote(Board).options(num_cpus=0, scheduling_strategy=here).remote()
+
+    def run(self, tasks: list[Task]) -> int:
+        with Progress(self.manifest, tasks) as progress, DriverStop() as stop:
+            self.progress = progress
+            for task in tasks:
+                self.submit(task, attempt=max(self.manifest.cells[c.key].attempts for c in task.cells) + 1)
+            try:
+                while self.running:
+                    if stop.reason and not self.stopping:
+                        self.stop(stop.reason)
+                    ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=POLL_S)
+                    for ref in ready:
+                        task, attempt = self.running.pop(ref)
+                        self.collect(task, attempt, ref)
+                    self.read_board()
+                    progress.refresh()
+            except KeyboardInterrupt:
+                for ref in self.running:
+                    self.ray.cancel(ref, force=True)
+                for task, _ in self.running.values():
+                    self.set_state(task, INTERRUPTED)
+                self.manifest.save(self.folder)
+                print(
+                    f"aborted: runs stopped without a final checkpoint; the same command continues the sweep "
+                    f"from their periodic checkpoints ({self.folder / MANIFEST_FILE})",
+                    file=sys.stderr,
+                )
+                return EXIT_ABORTED
+        self.manifest.save(self.folder)
+        counts = self.manifest.counts()
+        if self.stopping:
+            print(
+                f"Stopped: {counts[DONE]} done, {counts[INTERRUPTED]} interrupted (checkpoints written), "
+                f"{counts[FAILED]} failed. Continue with the same command:\n  {self.manifest.command}",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+        return 0 if counts[DONE] == len(self.manifest.cells) else 1
+
+    # -- tasks ---------------------------------------------------------------------------------
+
+    def submit(self, task: Task, attempt: int) -> None:
+        first = task.cells[0]
+        request = dataclasses.replace(
+            self.request,
+            algo=first.algo,
+            env=first.env,
+            params=first.params(self.spec),
+            seed=first.seed,
+            n_seeds=len(task.cells),
+            device=self.request.device if self.request.device != "auto" else self.packing.device,
+            num_threads=1 if self.packing.pin and self.packing.cpus_per_run == 1 else -1,
+        )
+        saved_args, command = self.record_args(request, self.outputs)
+        outputs = dataclasses.replace(self.outputs, saved_args=saved_args, command=command)
+        spec = TaskSpec(
+            task=task,
+            request=request,
+            outputs=outputs,
+            sweep_dir=str(self.folder.resolve()),
+            shared_fs=self.options.shared_fs,
+            packing=self.packing,
+            compile_cache=self.options.compile_cache,
+            attempt=attempt,
+        )
+        self.running[self.remote.remote(spec, self.board)] = (task, attempt)
+        for cell in task.cells:
+            record = self.manifest.cells[cell.key]
+            record.task = task.id
+            record.log = f"logs/{task.id}.log" if self.options.shared_fs else None
+        self.view(task).state = "pending" if attempt == 1 else "retrying"
+
+    def collect(self, task: Task, attempt: int, ref: Any) -> None:
+        exceptions = self.ray.exceptions
+        lost = (
+            exceptions.WorkerCrashedError,
+            exceptions.NodeDiedError,
+            exceptions.ObjectLostError,
+            exceptions.OwnerDiedError,
+            exceptions.LocalRayletDiedError,
+            exceptions.RaySystemError,
+        )
+        try:
+            outcome: TaskOutcome = self.ray.get(ref)
+        except exceptions.TaskCancelledError:
+            self.set_state(task, INTERRUPTED)
+            self.event(task, "not started (the sweep is stopping)")
+            return
+        except lost as error:
+            self.count_attempt(task)
+            reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(": ")
+            if self.stopping:
+                self.set_state(task, INTERRUPTED)
+                self.event(task, f"process lost while stopping ({reason})")
+            elif attempt <= self.options.max_retries:
+                self.event(task, f"process lost ({reason}); retry {attempt} of {self.options.max_retries}")
+                self.submit(task, attempt + 1)
+            else:
+                self.set_state(task, FAILED, error=f"process lost {attempt} times; last: {reason}")
+                self.event(task, f"failed: process lost {attempt} times ({reason})")
+            self.manifest.save(self.folder)
+            return
+        except exceptions.RayTaskError as error:  # an exception in rlbench's own code: the task's own failure
+            self.count_attempt(task)
+            message = str(error).strip().splitlines()[-1]
+            self.set_state(task, FAILED, error=message)
+            self.event(task, f"failed: {message}")
+            self.manifest.save(self.folder)
+            return
+        self.record(task, outcome)
+
+    def record(self, task: Task, outcome: TaskOutcome) -> None:
+        """Apply a task's outcome: move the finished runs into the log root, then save the manifest."""
+        for cell in task.cells:
+            record = self.manifest.cells[cell.key]
+            record.attempts += 1
+            record.node = outcome.node
+            record.wall_time_s = round(record.wall_time_s + outcome.wall_time_s, 1)
+        if any(code in (EXIT_INTERRUPTED, EXIT_ABORTED) for code in outcome.codes):
+            self.set_state(task, INTERRUPTED)
+            self.manifest.save(self.folder)
+            self.event(task, "stopped with a checkpoint; the same command continues it")
+            return
+        moves = {}  # the finished seeds' run folders; a failed seed's stays in the staging folder, for a look
+        for cell, code, staged, archive in zip(
+            task.cells, outcome.codes, outcome.staged, outcome.archives, strict=True
+        ):
+            if code != 0 or (staged is None and archive is None):
+                continue
+            final = create_run_dir(self.options.log_root, cell.algo, cell.env.replace(":", "_"), use_uuid=False)
+            if archive is not None:
+                final.rmdir()
+                unpack(archive, final)
+            relative = final.relative_to(self.options.log_root).as_posix()
+            moves[cell.key] = {"staged": staged, "final": relative, "state": DONE, "error": None}
+        staging = staging_dir(self.folder, task.id)
+        if self.options.shared_fs and moves:
+            atomic_write_text(staging / MOVED_FILE, json.dumps(moves, indent=1, sort_keys=True) + "\n")
+            apply_moves(moves, staging, self.manifest, self.options.log_root)
+        kept = f" (its files: {staging})" if self.options.shared_fs else ""
+        for cell, code, error in zip(task.cells, outcome.codes, outcome.errors, strict=True):
+            record = self.manifest.cells[cell.key]
+            record.state = DONE if code == 0 else FAILED
+            record.error = None if code == 0 else f"{error}{kept}"
+            if cell.key in moves:
+                record.run_dir = moves[cell.key]["final"]
+        self.manifest.save(self.folder)
+        if self.options.shared_fs:
+            if all(code == 0 for code in outcome.codes):
+                shutil.rmtree(staging, ignore_errors=True)
+            else:
+                (staging / MOVED_FILE).unlink(missing_ok=True)
+        resumed = f" (continued from {outcome.resumed_from})" if outcome.resumed_from else ""
+        seeds = zip(task.cells, outcome.codes, outcome.errors, strict=True)
+        failed = [f"seed {cell.seed}: {error}" for cell, code, error in seeds if code]
+        if failed:
+            self.event(task, f"failed on {outcome.node}{resumed}: " + "; ".join(failed))
+        else:
+            runs = ", ".join(self.manifest.cells[c.key].run_dir or "" for c in task.cells)
+            self.event(task, f"done on {outcome.node} in {outcome.wall_time_s:.0f} s{resumed} -> {runs}")
+
+    def stop(self, reason: str) -> None:
+        self.stopping = True
+        self.board.request_stop.remote(reason)
+        for ref, (task, _) in list(self.running.items()):
+            if task.id not in self.started:
+                self.ray.cancel(ref)  # not started: nothing to checkpoint
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+
+    def read_board(self) -> None:
+        try:
+            events = self.ray.get(self.board.drain.remote(), timeout=10)
+        except Exception:
+            return
+        changed = False
+        for event in events:
+            kind, task_id = event[0], event[1]
+            view = self.progress.views.get(task_id) if self.progress else None
+            if view is None:
+                continue
+            if kind == "started":
+                self.started.add(task_id)
+                view.state, view.node, view.attempts = "running", event[2], view.attempts + 1
+                for cell in view.task.cells:
+                    record = self.manifest.cells[cell.key]
+                    record.state, record.node = RUNNING, event[2]
+                changed = True
+                self.event(view.task, f"started on {event[2]} (pid {event[3]}, attempt {view.attempts})")
+            else:
+                _, _, env_steps, rate, last_eval = event
+                view.env_steps = max(view.env_steps, env_steps)
+                view.rate = rate if rate is not None else view.rate
+                view.last_eval = last_eval if last_eval is not None else view.last_eval
+        if changed:
+            self.manifest.save(self.folder)
+
+    def view(self, task: Task) -> Any:
+        return self.progress.views[task.id]
+
+    def set_state(self, task: Task, state: str, error: str | None = None) -> None:
+        for cell in task.cells:
+            record = self.manifest.cells[cell.key]
+            record.state = state
+            if error is not None:
+                record.error = error
+        self.view(task).state = state
+
+    def count_attempt(self, task: Task) -> None:
+        for cell in task.cells:
+            self.manifest.cells[cell.key].attempts += 1
+
+    def event(self, task: Task, text: str) -> None:
+        if task.id in self.progress.views:
+            view = self.view(task)
+            states = {self.manifest.cells[c.key].state for c in task.cells}
+            if len(states) == 1 and (state := states.pop()) != RUNNING:
+                view.state = state
+        self.progress.event(f"[{self.progress.summary()}] {task.label}: {text}")
+
+
+# -- moves into the log root -------------------------------------------------------------------
+
+
+def apply_moves(moves: dict[str, dict[str, Any]], staging: Path, manifest: Manifest, log_root: Path) -> None:
+    """Rename each staged run folder onto its claimed (empty) folder in the log root; a move done earlier
+    (the staged folder is gone, the final one is full) is skipped."""
+    for move in moves.values():
+        if move["staged"] is None:
+            continue
+        staged, final = Path(move["staged"]), Path(log_root) / move["final"]
+        if staged.is_dir():
+            final.mkdir(parents=True, exist_ok=True)
+            os.rename(staged, final)  # onto an empty folder: atomic; the run appears complete or not at all
+
+
+def finish_moves(folder: Path, manifest: Manifest, log_root: Path) -> None:
+    """Complete the moves a killed driver recorded in `moved.json` but had not finished or saved."""
+    for moved in sorted((folder / "staging").glob(f"*/{MOVED_FILE}")):
+        staging = moved.parent
+        try:
+            moves = json.loads(moved.read_text())
+            checked = {key: check_move(key, move, staging, manifest) for key, move in moves.items()}
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ConfigError(f"{moved}: unreadable ({error}); move the sweep folder away") from None
+        apply_moves(checked, staging, manifest, log_root)
+        for key, move in checked.items():
+            record = manifest.cells[key]
+            record.state, record.error, record.run_dir = move["state"], move["error"], move["final"]
+        manifest.save(folder)
+        shutil.rmtree(staging, ignore_errors=True)
+        print(f"finished moving the runs of {staging.name} into the log root (the last driver stopped mid-move)")
+
+
+def check_move(key: str, move: Any, staging: Path, manifest: Manifest) -> dict[str, Any]:
+    """A `moved.json` entry, read back as untrusted input: a cell of this grid, a staged folder inside the
+    staging folder, a plain `<algo>/<folder>` under the log root."""
+    from rlbench.sweep.grid import _is_run_dir
+
+    if key not in manifest.cells or not isinstance(move, dict):
+        raise ValueError(f"{key!r} is not a cell of this sweep")
+    staged, final = move.get("staged"), move.get("final")
+    if staged is not None and (
+        not isinstance(staged, str) or Path(staged).resolve().parent.parent != staging.resolve()
+    ):
+        raise ValueError(f"{key}: staged folder {staged!r} is not inside {staging}")
+    if not isinstance(final, str) or not _is_run_dir(final):
+        raise ValueError(f"{key}: {final!r} is not <algo>/<folder>")
+    if move.get("state") not in (DONE, FAILED) or not isinstance(move.get("error"), str | None):
+        raise ValueError(f"{key}: bad state or error")
+    return {"staged": staged, "final": final, "state": move["state"], "error": move.get("error")}
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def finish(spec: SweepSpec, manifest: Manifest, folder: Path, options: SweepOptions) -> None:
+    """The report of the finished cells (when there is one), and the sweep's one-line summary."""
+    counts = manifest.counts()
+    print(f"Sweep {spec.name}: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n), flush=True)
+    for key, record in manifest.cells.items():
+        if record.state == FAILED:
+            print(f"  failed {key}: {record.error}", file=sys.stderr)
+    if options.report and counts[DONE]:
+        from rlbench.sweep.report import write_sweep_report
+
+        path = write_sweep_report(spec, manifest, folder, options.log_root, options.at_steps)
+        if path is not None:
+            print(f"Report: {path}", flush=True)
+
+
+def cells_of(spec: SweepSpec, keys: Sequence[str]) -> list[Cell]:
+    cells = {cell.key: cell for cell in spec.cells()}
+    return [cells[key] for key in keys]
