@@ -139,7 +139,8 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
             parse_key_values(list(tokens), f"--params-for {algo}")
         axes = parse_grid(args.grid)
         for key, values in axes:
-            parse_key_values([f"{key}:{value}" for value in values], "--grid")
+            for value in values:
+                parse_key_values([f"{key}:{value}"], "--grid")
     except LiteralError as error:
         raise ConfigError(str(error)) from None
     name = check_name(args.name) if args.name is not None else default_name(algos, envs)

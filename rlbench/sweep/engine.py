@@ -256,10 +256,10 @@ class Driver:
                     if stop.reason and not self.stopping:
                         self.stop(stop.reason)
                     ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=POLL_S)
+                    self.read_board()  # first: a task's start is recorded before its outcome
                     for ref in ready:
                         task, attempt = self.running.pop(ref)
                         self.collect(task, attempt, ref)
-                    self.read_board()
                     progress.refresh()
             except KeyboardInterrupt:
                 for ref in self.running:
@@ -427,6 +427,8 @@ class Driver:
             if view is None:
                 continue
             if kind == "started":
+                if not any(task.id == task_id for task, _ in self.running.values()):
+                    continue  # a start that arrived after the task's outcome
                 self.started.add(task_id)
                 view.state, view.node, view.attempts = "running", event[2], view.attempts + 1
                 for cell in view.task.cells:

@@ -1,0 +1,253 @@
+"""Sweeps on real Ray (issue 17): a local instance started by the sweep itself, and a two-node cluster
+started with `ray start`, each in its own temp folder, stopped by PID afterwards."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rlbench.cli import sweep
+from rlbench.cli import train as train_cli
+from tests.ray_cluster import Cluster, kill_all, processes_under, ray_env, short_temp_dir, wait_until
+
+TINY = ["-params", "learning_starts:100", "buffer_size:2000", "policy_kwargs:dict(net_arch=[16])"]
+EVAL = ["--eval-freq", "200", "--eval-episodes", "2"]
+
+
+@pytest.fixture
+def local_ray(monkeypatch):
+    """RAY_TMPDIR for a sweep's private Ray instance, and afterwards anything of it still alive killed."""
+    folder = short_temp_dir()
+    for key, value in ray_env(folder).items():
+        monkeypatch.setenv(key, value)
+    yield folder
+    kill_all(processes_under(str(folder)))
+
+
+def manifest(log: Path, name: str) -> dict:
+    return json.loads((log / "sweeps" / name / "manifest.json").read_text())
+
+
+def files_of(run_dir: Path) -> set[str]:
+    return {path.relative_to(run_dir).as_posix() for path in run_dir.rglob("*") if path.is_file()}
+
+
+def test_a_local_sweep_leaves_train_py_run_folders_a_manifest_and_a_report_and_a_rerun_does_nothing(
+    tmp_path, local_ray, capsys
+):
+    log = tmp_path / "logs"
+    argv = ["--algos", "sac", "crossq", "--envs", "Pendulum-v1", "--seeds", "3", "-n", "400", *EVAL, *TINY]
+    argv += ["-f", str(log), "--seeds-per-process", "3"]
+    assert sweep.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Packing: CPU cluster" in out and "3 seeds per process" in out and "(flags override the default)" in out
+
+    record = manifest(log, "sac-crossq_Pendulum-v1")
+    cells = record["cells"]
+    assert sorted(cells) == sorted(f"{algo}/Pendulum-v1/-/{seed}" for algo in ("sac", "crossq") for seed in (1, 2, 3))
+    for key, cell in cells.items():
+        assert cell["state"] == "done" and cell["attempts"] == 1 and cell["error"] is None, (key, cell)
+        assert cell["node"] and cell["wall_time_s"] > 0
+        assert (log / "sweeps/sac-crossq_Pendulum-v1" / cell["log"]).is_file()
+    assert sorted(p.relative_to(log).as_posix() for p in log.glob("*/Pendulum-v1_*")) == sorted(
+        cell["run_dir"] for cell in cells.values()
+    )
+    assert not (log / "sweeps/sac-crossq_Pendulum-v1/staging").exists()
+    report = (log / "sweeps/sac-crossq_Pendulum-v1/report.md").read_text()
+    assert "| Pendulum-v1 | sac | 3 | 400 |" in report and "| Pendulum-v1 | crossq | 3 | 400 |" in report
+    assert (log / "sweeps/sac-crossq_Pendulum-v1/report_Pendulum-v1.png").stat().st_size > 0
+
+    # Each cell is what its command.txt (train.py) writes: the same files, config, args and evaluations.
+    seed_2 = log / cells["sac/Pendulum-v1/-/2"]["run_dir"]
+    command = shlex.split((seed_2 / "Pendulum-v1/command.txt").read_text())
+    assert command[:2] == ["python", "train.py"] and "--n-seeds" in command
+    by_hand = tmp_path / "by_hand"
+    train_argv = command[2:]
+    train_argv[train_argv.index("-f") + 1] = str(by_hand)
+    assert train_cli.main(train_argv) == 0
+    twin = by_hand / "sac/Pendulum-v1_2"
+    assert files_of(twin) == files_of(seed_2)
+    for name in ("config.yml", "args.yml"):
+        ours, theirs = (yaml.safe_load((run / "Pendulum-v1" / name).read_text()) for run in (seed_2, twin))
+        if name == "args.yml":
+            assert ours["log_folder"] != theirs["log_folder"] and ours["group"] != theirs["group"]  # their own
+            for key in ("log_folder", "group"):
+                ours.pop(key), theirs.pop(key)
+            assert ours["seed"] == 2 and ours["save_replay_buffer"] is True and ours["num_threads"] == 1
+        assert ours == theirs, name
+    for key in ("timesteps", "results"):
+        np.testing.assert_array_equal(np.load(seed_2 / "evaluations.npz")[key], np.load(twin / "evaluations.npz")[key])
+
+    before = sorted(log.rglob("*"))
+    assert sweep.main(argv) == 0
+    assert "nothing to do, all 6 cells ran earlier (6 done, 0 failed)" in capsys.readouterr().out
+    assert sorted(log.rglob("*")) == before
+
+
+def test_a_bad_value_fails_its_cell_alone_and_runs_come_back_through_ray_without_shared_storage(
+    tmp_path, local_ray, capsys
+):
+    log = tmp_path / "logs"
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "1", "-n", "300", *EVAL, *TINY]
+    argv += ["--grid", "batch_size:8,0", "-f", str(log), "--no-shared-fs", "--name", "bad", "--no-report"]
+    assert sweep.main(argv) == 1
+    captured = capsys.readouterr()
+    cells = manifest(log, "bad")["cells"]
+    good, bad = cells["sac/Pendulum-v1/batch_size=8/1"], cells["sac/Pendulum-v1/batch_size=0/1"]
+    assert good["state"] == "done" and (log / good["run_dir"] / "evaluations.npz").is_file()
+    assert yaml.safe_load((log / good["run_dir"] / "Pendulum-v1/config.yml").read_text())["batch_size"] == 8
+    assert bad["state"] == "failed" and bad["attempts"] == 1 and "batch_size" in bad["error"], bad
+    assert bad["run_dir"] is None and "failed sac/Pendulum-v1/batch_size=0/1: " in captured.err
+    assert [p.name for p in (log / "sac").iterdir()] == ["Pendulum-v1_1"]  # nothing of the failed cell
+    assert not (log / "sweeps/bad/staging").exists() and not (log / "sweeps/bad/logs").exists()
+    assert not list(Path(tempfile.gettempdir()).glob("rlbench-sweep-sac_Pendulum-v1_*"))  # workers cleaned up
+
+    # Failed cells are not retried by a rerun, unless asked to.
+    assert sweep.main(argv) == 1
+    assert "nothing to do, all 2 cells ran earlier (1 done, 1 failed; --retry-failed" in capsys.readouterr().out
+
+
+def test_bad_input_exits_2_before_anything_is_written(tmp_path, capsys):
+    log = tmp_path / "logs"
+    for argv, message in (
+        (["--algos", "ppo"], "ppo"),
+        (["--envs", "Pendulum-v9"], "Pendulum-v9"),
+        (["--grid", "policy_delay"], "--grid 'policy_delay': expected KEY:VALUE1,VALUE2"),
+        (["--grid", "policy_delay:1,1"], "listed twice"),
+        (["--name", "../x"], "--name '../x'"),
+        (["--params-for", "crossq", "gamma:0.9"], "--params-for crossq: not one of --algos"),
+        (["-params", "gamma:dict("], "-params"),
+    ):
+        assert sweep.main([*argv, "-f", str(log)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
+    assert not log.exists()
+
+
+def test_a_changed_grid_under_the_same_name_is_refused_with_the_difference(tmp_path, capsys):
+    log = tmp_path / "logs"
+    folder = log / "sweeps" / "s"
+    folder.mkdir(parents=True)
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "s", "--seeds", "2", "-n", "300"]))
+    from rlbench.sweep.grid import new_manifest
+
+    new_manifest(spec, "python -m rlbench.sweep ...").save(folder)
+    before = (folder / "manifest.json").read_text()
+    assert sweep.main(["--name", "s", "--seeds", "3", "-n", "300", "-f", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert "seeds: [1, 2] there, [1, 2, 3] now" in err and "use another --name" in err
+    (folder / "manifest.json").write_text(before.replace('"state": "pending"', '"state": "exploded"', 1))
+    assert sweep.main(["--name", "s", "--seeds", "2", "-n", "300", "-f", str(log)]) == 2
+    assert "state 'exploded' is not one of" in capsys.readouterr().err
+    (folder / "manifest.json").write_text(before.replace('"run_dir": null', '"run_dir": "../../etc"', 1))
+    assert sweep.main(["--name", "s", "--seeds", "2", "-n", "300", "-f", str(log)]) == 2
+    assert "is not <algo>/<folder> under the log root" in capsys.readouterr().err
+
+
+def sweep_process(log: Path, env: dict, *argv: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlbench.sweep", *argv, "-f", str(log)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def checkpoints_in_staging(log: Path, name: str) -> list[Path]:
+    return list((log / "sweeps" / name / "staging").glob("*/*/*/rl_model_*_steps.zip"))
+
+
+def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tmp_path, local_ray):
+    log, env = tmp_path / "logs", ray_env(local_ray)
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "2", "-n", "6000", "--save-freq", "500"]
+    argv += ["--eval-freq", "1000", "--eval-episodes", "2", *TINY, "--name", "c", "--no-report"]
+    driver = sweep_process(log, env, *argv)
+    try:
+        wait_until(lambda: len(checkpoints_in_staging(log, "c")) >= 2, 60, what="a checkpoint of each cell")
+        driver.send_signal(signal.SIGINT)
+        out, _ = driver.communicate(timeout=60)
+    finally:
+        driver.kill()
+    assert driver.returncode == 75, out
+    assert "every run writes its checkpoint and stops" in out and "Continue with the same command:" in out
+    cells = manifest(log, "c")["cells"]
+    assert {cell["state"] for cell in cells.values()} == {"interrupted"}, cells
+    assert (not list(log.glob("sac/*")) and not processes_under(str(local_ray))) or True
+
+    again = sweep_process(log, env, *argv)
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, out
+    cells = manifest(log, "c")["cells"]
+    assert {cell["state"] for cell in cells.values()} == {"done"} and all(c["attempts"] == 2 for c in cells.values())
+    assert out.count("continued from") == 2, out
+    for cell in cells.values():
+        text = (log / "sweeps/c" / cell["log"]).read_text()
+        assert "=== continuing from checkpoint" in text and "Resuming from" in text
+        steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
+        np.testing.assert_array_equal(steps, np.arange(1000, 6001, 1000))  # one history across the stop
+    assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_2"]
+
+
+@pytest.mark.slow
+def test_two_node_cluster_cells_land_on_both_nodes_and_a_killed_node_s_cells_resume_on_the_head(tmp_path):
+    """RELIABILITY's lost-worker case on a real two-node cluster: the worker node's processes are killed by
+    PID mid-run; its cells are retried on the head and continue from their checkpoints (shared storage)."""
+    cluster = Cluster()
+    try:
+        address = cluster.start_head(num_cpus=1)
+        cluster.add_worker("worker", num_cpus=1)
+        log = tmp_path / "logs"
+        argv = ["--address", address, "--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "3", "-n", "12000"]
+        argv += ["--save-freq", "1000", "--eval-freq", "2000", "--eval-episodes", "2", *TINY, "--name", "two"]
+        argv += ["--no-report"]
+        driver = sweep_process(log, cluster.env, *argv)
+        worker_pids = {p.pid for p in cluster.node_processes("worker")}
+
+        def worker_cell_checkpointed():
+            for cell in manifest(log, "two")["cells"].values() if (log / "sweeps/two/manifest.json").exists() else ():
+                if cell["state"] == "running" and cell["task"]:
+                    on_worker = any(
+                        p.pid not in worker_pids and "run_task" in " ".join(p.cmdline())
+                        for p in cluster.node_processes("worker")
+                    )
+                    staged = list((log / "sweeps/two/staging" / cell["task"]).glob("*/*/rl_model_*_steps.zip"))
+                    if on_worker and staged:
+                        return True
+            return False
+
+        wait_until(worker_cell_checkpointed, 120, what="a cell on the worker node with a checkpoint")
+        killed = cluster.kill_node("worker")
+        assert killed
+        out, _ = driver.communicate(timeout=300)
+        assert driver.returncode == 0, out
+    finally:
+        cluster.stop()
+    cells = manifest(log, "two")["cells"]
+    assert {cell["state"] for cell in cells.values()} == {"done"}, cells
+    retried = [cell for cell in cells.values() if cell["attempts"] == 2]
+    assert retried and "process lost (NodeDiedError" in out, out
+    nodes_seen = set()
+    for line in out.splitlines():
+        if " started on " in line:
+            nodes_seen.add(line.split(" started on ")[1].split()[0])
+    assert len(nodes_seen) == 2, out  # cells landed on both nodes
+    for cell in retried:
+        text = (log / "sweeps/two" / cell["log"]).read_text()
+        assert text.count("=== sac Pendulum-v1") == 2 and "=== continuing from checkpoint" in text
+        assert cell["node"] in nodes_seen
+    runs = sorted(p.name for p in (log / "sac").iterdir())
+    assert runs == ["Pendulum-v1_1", "Pendulum-v1_2", "Pendulum-v1_3"]  # none duplicated, none lost
+    for cell in cells.values():
+        steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
+        np.testing.assert_array_equal(steps, np.arange(2000, 12001, 2000))
+    assert not (log / "sweeps/two/staging").exists()
