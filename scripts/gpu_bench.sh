@@ -21,6 +21,11 @@
 #                  evaluations included), its wall time (target <= 5 minutes; SBX seed after seed: ~2 hours);
 #   seeds          issue 16: K = 1, 8, 32, 128 vmapped seeds of SAC 1x1 and DroQ, aggregate and per-seed
 #                  env-steps/s and peak device memory (target: K=32 SAC >= 10,000 aggregate env-steps/s).
+#   sweep          issue 17: SAC HalfCheetah-v4, 32 seeds x 20k env steps, as python -m rlbench.sweep packs them
+#                  on one GPU (8 vmapped seeds per process, 4 processes per GPU), against sequential runs (two
+#                  timed, x16). Ray's wheel (79 MB) does not fit the device carry (64 MiB) and the device has
+#                  no network, so where Ray is missing the same packing runs as 4 concurrent train.py --n-seeds 8.
+# Issue 17's call: run(command="PHASES='sweep' bash scripts/gpu_bench.sh", carry=[".whl"]).
 # Issue 16's call: run(command="PHASES='seeds_run seeds first_step' bash scripts/gpu_bench.sh", carry=[".whl"]).
 # Figures of the first session that ran it (2026-11-30): benchmarks/README.md and benchmarks/gpu_h200/.
 set -uo pipefail
@@ -89,4 +94,33 @@ if wanted seeds_run; then
   fi
 fi
 phase seeds --n-seeds 1 8 32 128 --packing vmapped --case sac 1 1 3000 --case droq 1 20 300
+if wanted sweep; then
+  s=$(left)
+  if ((s < 180)); then
+    echo "skipped sweep: ${s}s left"
+  else
+    grid=(-n 20000 --eval-freq 20000 --eval-episodes 1 -params learning_starts:1000)
+    sweep_start=$SECONDS
+    if python3 -c "import ray" 2>/dev/null; then
+      echo "== sweep: python -m rlbench.sweep, 32 seeds, automatic packing (up to $((s / 2))s)"
+      timeout $((s / 2)) python3 -m rlbench.sweep --algos sac --envs HalfCheetah-v4 --seeds 32 "${grid[@]}" \
+        -f /tmp/gpu_sweep --name gpu32 --no-report >"$out/sweep.log" 2>&1
+    else
+      echo "== sweep: no Ray here; the sweep's packing by hand: 4 x train.py --n-seeds 8 at once (up to $((s / 2))s)"
+      for first in 1 9 17 25; do
+        XLA_PYTHON_CLIENT_MEM_FRACTION=0.23 timeout $((s / 2)) python3 train.py --algo sac --env HalfCheetah-v4 \
+          --seed $first --n-seeds 8 "${grid[@]}" --device "$device" -f /tmp/gpu_sweep --verbose 0 \
+          >"$out/sweep_$first.log" 2>&1 &
+      done
+      wait
+    fi
+    echo "== sweep: 32 seeds in $((SECONDS - sweep_start))s"
+    one_start=$SECONDS
+    for seed in 1 2; do
+      timeout $(($(left) - 30)) python3 train.py --algo sac --env HalfCheetah-v4 --seed $seed "${grid[@]}" \
+        --device "$device" -f /tmp/gpu_sequential --verbose 0 >>"$out/sweep_sequential.log" 2>&1
+    done
+    echo "== sweep: 2 sequential runs in $((SECONDS - one_start))s (32 sequential: x16)"
+  fi
+fi
 ls -l "$out"

@@ -99,6 +99,8 @@ def run_task(spec: TaskSpec, board: Any) -> TaskOutcome:
     board.started.remote(spec.task.id, node, os.getpid())
     with output_to(log):
         where = f"cores {','.join(map(str, cores))}" if cores else "unpinned"
+        if spec.packing.pin and not cores:
+            where += " (no free core: more processes than cores on this machine)"
         print(f"=== {spec.task.label}: attempt {spec.attempt} on {node}, pid {os.getpid()}, {where}", flush=True)
         outcome = _run(spec, staging, BoardStop(board, spec.task.id))
     outcome.node = node
@@ -119,7 +121,7 @@ def run_task(spec: TaskSpec, board: Any) -> TaskOutcome:
 
 def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
     # JAX is imported here, after the pinning and the GPU share above are in place.
-    from rlbench import compile_cache
+    from rlbench import compile_cache, hyperparams
     from rlbench.checkpoint import CheckpointError
     from rlbench.errors import ConfigError
     from rlbench.experiment import resolve
@@ -154,7 +156,7 @@ def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return TaskOutcome([1] * n, [str(error)] * n, [None] * n, [None] * n, "", 0.0, resumed_from)
     if spec.outputs.verbose:
-        print_banner(exp, run_dirs, spec.request.conf_file or "hyperparams/<algo>.yml")
+        print_banner(exp, run_dirs, spec.request.conf_file or str(hyperparams.default_file(exp.algo.name)))
     progress = ProgressReport(board_stop.board, spec.task.id)
     with SignalStop() as signals:
         codes = train_run(

@@ -4,6 +4,7 @@ started with `ray start`, each in its own temp folder, stopped by PID afterwards
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import subprocess
@@ -211,18 +212,15 @@ def test_two_node_cluster_cells_land_on_both_nodes_and_a_killed_node_s_cells_res
         argv += ["--save-freq", "1000", "--eval-freq", "2000", "--eval-episodes", "2", *TINY, "--name", "two"]
         argv += ["--no-report"]
         driver = sweep_process(log, cluster.env, *argv)
-        worker_pids = {p.pid for p in cluster.node_processes("worker")}
 
         def worker_cell_checkpointed():
-            for cell in manifest(log, "two")["cells"].values() if (log / "sweeps/two/manifest.json").exists() else ():
-                if cell["state"] == "running" and cell["task"]:
-                    on_worker = any(
-                        p.pid not in worker_pids and "run_task" in " ".join(p.cmdline())
-                        for p in cluster.node_processes("worker")
-                    )
-                    staged = list((log / "sweeps/two/staging" / cell["task"]).glob("*/*/rl_model_*_steps.zip"))
-                    if on_worker and staged:
-                        return True
+            """A cell whose process runs on the worker node (its log names the pid) and has a checkpoint."""
+            on_worker = {p.pid for p in cluster.node_processes("worker")}
+            for log_file in (log / "sweeps/two/logs").glob("*.log"):
+                pids = re.findall(r"^=== .*, pid (\d+), ", log_file.read_text(), re.MULTILINE)
+                staging = log / "sweeps/two/staging" / log_file.stem
+                if pids and int(pids[-1]) in on_worker and list(staging.glob("*/*/rl_model_*_steps.zip")):
+                    return True
             return False
 
         wait_until(worker_cell_checkpointed, 120, what="a cell on the worker node with a checkpoint")
