@@ -180,7 +180,7 @@ def run_sweep(
             options.gpus_per_run,
         )
         print(f"Packing: {packing.reason}", flush=True)
-        tasks = make_tasks(todo, packing.seeds_per_process)
+        tasks = group_tasks(todo, manifest, folder, packing.seeds_per_process)
         for cell in todo:
             record = manifest.cells[cell.key]
             if record.state == FAILED:  # --retry-failed: from scratch
@@ -203,6 +203,20 @@ def run_sweep(
         (folder / "staging").rmdir()  # when nothing is left in it
     finish(spec, manifest, folder, options)
     return code
+
+
+def group_tasks(todo: list[Cell], manifest: Manifest, folder: Path, seeds_per_process: int) -> list[Task]:
+    """The processes to run: interrupted cells keep the process they were in (their checkpoint holds all its
+    seeds), whatever the packing is now; the others are packed afresh."""
+    kept: dict[str, list[Cell]] = {}
+    fresh = []
+    for cell in todo:
+        task = manifest.cells[cell.key].task
+        if task is not None and staging_dir(folder, task).is_dir() and manifest.cells[cell.key].state != FAILED:
+            kept.setdefault(task, []).append(cell)
+        else:
+            fresh.append(cell)
+    return [Task(tuple(cells)) for cells in kept.values()] + make_tasks(fresh, seeds_per_process)
 
 
 def connect(ray: Any, address: str | None) -> None:

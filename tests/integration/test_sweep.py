@@ -249,3 +249,41 @@ def test_two_node_cluster_cells_land_on_both_nodes_and_a_killed_node_s_cells_res
         steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
         np.testing.assert_array_equal(steps, np.arange(2000, 12001, 2000))
     assert not (log / "sweeps/two/staging").exists()
+
+
+def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forged_one_refused(tmp_path):
+    """The driver records a finished run's move in moved.json before renaming; if it dies between the two,
+    the next invocation completes the move (no run lost or trained twice). moved.json is untrusted."""
+    from rlbench.sweep.engine import finish_moves
+    from rlbench.sweep.grid import RUNNING, new_manifest
+
+    log = tmp_path / "logs"
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "m", "--seeds", "2", "-n", "300"]))
+    folder = log / "sweeps" / "m"
+    manifest_ = new_manifest(spec, "python -m rlbench.sweep ...")
+    manifest_.cells["sac/Pendulum-v1/-/1"].state = RUNNING
+    staging = folder / "staging" / "sac_Pendulum-v1_x_s1"
+    staged = staging / "sac" / "Pendulum-v1_1"
+    (staged / "Pendulum-v1").mkdir(parents=True)
+    (staged / "evaluations.npz").write_bytes(b"run")
+    (log / "sac" / "Pendulum-v1_1").mkdir(parents=True)  # claimed by the dead driver, still empty
+    move = {"staged": str(staged), "final": "sac/Pendulum-v1_1", "state": "done", "error": None}
+    moves = {"sac/Pendulum-v1/-/1": move}
+    (staging / "moved.json").write_text(json.dumps(moves))
+    finish_moves(folder, manifest_, log)
+    assert (log / "sac/Pendulum-v1_1/evaluations.npz").read_bytes() == b"run" and not staging.exists()
+    record = manifest(log, "m")["cells"]["sac/Pendulum-v1/-/1"]
+    assert (record["state"], record["run_dir"]) == ("done", "sac/Pendulum-v1_1")
+
+    from rlbench.errors import ConfigError
+
+    for forged in (
+        {"staged": "/etc", "final": "sac/Pendulum-v1_2", "state": "done", "error": None},
+        {"staged": None, "final": "../../outside", "state": "done", "error": None},
+        {"staged": None, "final": "sac/Pendulum-v1_2", "state": "rm -rf", "error": None},
+    ):
+        staging.mkdir(parents=True, exist_ok=True)
+        (staging / "moved.json").write_text(json.dumps({"sac/Pendulum-v1/-/2": forged}))
+        with pytest.raises(ConfigError, match=r"moved\.json: unreadable"):
+            finish_moves(folder, manifest_, log)
+    assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1"]

@@ -1,0 +1,78 @@
+"""The sweep's grid, tasks and packing, by hand (no Ray)."""
+
+import pytest
+
+from rlbench.errors import ConfigError
+from rlbench.sweep.grid import Cell, SweepSpec, default_name, make_tasks, parse_grid
+from rlbench.sweep.packing import choose_packing
+
+
+def test_grid_values_split_at_top_level_commas_only():
+    axes = parse_grid(["policy_delay:1,3", "net_arch:[64,64],[256, 256]", "policy_kwargs:dict(a=1,b=2),None"])
+    assert axes == (
+        ("policy_delay", ("1", "3")),
+        ("net_arch", ("[64,64]", "[256, 256]")),
+        ("policy_kwargs", ("dict(a=1,b=2)", "None")),
+    )
+    for bad, message in (
+        ("gamma", "expected KEY:VALUE1,VALUE2"),
+        ("gamma:0.9,", "an empty value"),
+        ("gamma:0.9,0.9", "listed twice"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            parse_grid([bad])
+    with pytest.raises(ConfigError, match="already an axis"):
+        parse_grid(["gamma:0.9", "gamma:0.99"])
+
+
+def test_cells_are_the_product_and_a_cell_s_params_are_shared_then_its_algo_s_then_its_setting():
+    spec = SweepSpec(
+        name="s",
+        algos=("sac", "crossq"),
+        envs=("Pendulum-v1",),
+        seeds=(1, 2),
+        params=("gamma:0.9", "tau:0.01"),
+        params_for=(("crossq", ("gamma:0.95",)),),
+        grid=(("policy_delay", ("1", "3")), ("tau", ("0.02", "0.05"))),
+    )
+    cells = spec.cells()
+    assert len(cells) == 2 * 1 * 4 * 2 and len({cell.key for cell in cells}) == len(cells)
+    crossq = next(c for c in cells if c.algo == "crossq" and c.setting == (("policy_delay", "3"), ("tau", "0.05")))
+    assert crossq.params(spec) == ("gamma:0.95", "tau:0.05", "policy_delay:3")  # later wins, one token per key
+    assert crossq.key == "crossq/Pendulum-v1/policy_delay=3,tau=0.05/1"
+    assert crossq.setting_label == "policy_delay=3 tau=0.05"
+    assert spec.record()["grid"] == {"policy_delay": ["1", "3"], "tau": ["0.02", "0.05"]}
+
+
+def test_tasks_take_up_to_k_consecutive_seeds_of_one_algo_env_and_setting():
+    a = [Cell("sac", "E", (), seed) for seed in (1, 2, 3, 5, 6)]
+    b = [Cell("sac", "E", (("gamma", "0.9"),), seed) for seed in (1, 2)]
+    tasks = make_tasks([*a, *b], seeds_per_process=2)
+    assert [[c.seed for c in t.cells] for t in tasks] == [[1, 2], [3], [5, 6], [1, 2]]
+    assert tasks[3].cells[0].setting == (("gamma", "0.9"),)
+    assert len({t.id for t in tasks}) == 4 and tasks[0].id.endswith("_s1-2") and tasks[1].id.endswith("_s3")
+    assert make_tasks(a, 1)[0].id == make_tasks(a, 1)[0].id  # the same cells give the same id in every invocation
+
+
+def test_default_names_are_plain_folder_names():
+    assert default_name(["sac", "crossq"], ["HalfCheetah-v4"]) == "sac-crossq_HalfCheetah-v4"
+    assert default_name(["sac"], ["tests.envs:SeedBlowUp-v0"]) == "sac_tests.envs_SeedBlowUp-v0"
+    long = default_name(["sac"], [f"Env{i}-v4" for i in range(30)])
+    assert len(long) <= 100 and long != default_name(["sac"], [f"Env{i}-v4" for i in range(31)])
+
+
+def test_packing_pins_one_seed_per_core_on_cpus_and_packs_seeds_and_fractional_gpus_on_gpus():
+    cpu = choose_packing({"CPU": 16.0}, n_seeds=32)
+    assert (cpu.seeds_per_process, cpu.cpus_per_run, cpu.gpus_per_run, cpu.pin, cpu.device) == (1, 1, 0, True, "cpu")
+    assert "313 vs 216" in cpu.reason
+    gpu = choose_packing({"CPU": 16.0, "GPU": 1.0}, n_seeds=32)
+    assert (gpu.seeds_per_process, gpu.gpus_per_run, gpu.pin, gpu.device) == (8, 0.25, False, "gpu")
+    assert choose_packing({"CPU": 16.0, "GPU": 1.0}, n_seeds=3).seeds_per_process == 3
+    forced = choose_packing({"CPU": 16.0, "GPU": 1.0}, n_seeds=32, seeds_per_process=4, gpus_per_run=0)
+    assert (forced.seeds_per_process, forced.gpus_per_run, forced.device) == (4, 0, "cpu")
+    assert "flags override" in forced.reason
+    assert not choose_packing({"CPU": 2.0}, 4, cpus_per_run=0.5).pin  # half a core cannot be pinned
+    with pytest.raises(ConfigError, match="--gpus-per-run: above 1, a whole number"):
+        choose_packing({"GPU": 4.0}, 4, gpus_per_run=1.5)
+    with pytest.raises(ConfigError, match="--seeds-per-process"):
+        choose_packing({"CPU": 2.0}, 4, seeds_per_process=0)
