@@ -262,7 +262,8 @@ def main(argv: Sequence[str]) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    command = shown_command(redact_argv(argv))
+    # The command that trains the grid (--report-only left out): what the report shows and a stopped sweep names.
+    command = shown_command(redact_argv([token for token in argv if token != "--report-only"]))
     code = 0
     if args.report_only:
         done = manifest.counts()[DONE] if manifest is not None else 0
