@@ -427,6 +427,8 @@ class Driver:
             if view is None:
                 continue
             if kind == "started":
+                if task_id not in {task.id for task, _ in self.running.values()}:
+                    continue  # collected already (it ended before its start was read): keep the outcome
                 self.started.add(task_id)
                 view.state, view.node, view.attempts = "running", event[2], view.attempts + 1
                 for cell in view.task.cells:
