@@ -351,3 +351,20 @@ def test_seeds_per_run_trains_consecutive_seeds_together_into_their_own_cells(tm
     assert "--n-seeds 2" in (first / "Pendulum-v1" / "command.txt").read_text()
     assert bench_main(argv) == 0
     assert "nothing to do, all 3 cells ran earlier (3 done, 0 failed)" in capsys.readouterr().out
+
+
+def test_a_failing_cell_leaves_the_others_reported_and_exits_1(tmp_path, capsys):
+    """crossq's runs get a hyperparameter it does not have: its cell fails alone, with the error in the manifest
+    and the report; sac's is reported; exit 1."""
+    log, output = tmp_path / "logs", tmp_path / "returns.md"
+    argv = ["returns", "--algos", "sac", "crossq", "--envs", "Pendulum-v1", "--seed-list", "1", "-f", str(log)]
+    argv += ["--output", str(output), *TINY, "--params-for", "crossq", "not_a_hyperparameter:1"]
+    assert bench_main(argv) == 1
+    cells = manifest_cells(log)
+    sac, crossq = cells["sac/Pendulum-v1/-/1"], cells["crossq/Pendulum-v1/-/1"]
+    assert sac["state"] == "done" and crossq["state"] == "failed" and crossq["run_dir"] is None
+    assert "not_a_hyperparameter" in crossq["error"]
+    report = output.read_text()
+    assert f"Missing (failed) runs: crossq/Pendulum-v1 seed 1 ({crossq['error']})" in report
+    assert f"| sac | Pendulum-v1 | 1 | {sac['run_dir']} | 600 |" in report and "| crossq |" not in report
+    assert "failed crossq/Pendulum-v1/-/1" in capsys.readouterr().err
