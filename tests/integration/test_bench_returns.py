@@ -1,7 +1,15 @@
-"""`python -m rlbench.bench returns`: a CI-sized grid, its report checked against the evaluations.npz
-files by hand, resumability (finished runs skipped, interrupted runs continued) and argument errors."""
+"""`python -m rlbench.bench returns`, a front end of the sweep engine: a CI-sized grid, its report checked
+against the evaluations.npz files by hand, resumability (finished runs skipped, a Ctrl-C'd grid continued
+from its checkpoint by the same command), refused changes of settings, --report-only and argument errors."""
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -9,6 +17,8 @@ import yaml
 
 from rlbench.bench.__main__ import main as bench_main
 from rlbench.bench.report import REFERENCES, Summary, reference_cells
+from tests.conftest import REPO_ROOT
+from tests.integration.test_scripts import without_module
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*InvertedPendulum-v4 is out of date:DeprecationWarning")
 
@@ -28,6 +38,17 @@ TINY = [
     "policy_kwargs:dict(net_arch=[8])",
     "batch_size:16",
 ]
+PER_ALGO = ["--params-for", "crossq", "batch_size:8", "gamma:0.9"]
+
+
+@pytest.fixture(autouse=True)
+def ray_tmpdir(monkeypatch):
+    """Each test's Ray instance keeps its sockets and logs in its own folder (a short path: Ray's socket
+    paths must fit in 107 bytes, which pytest's tmp_path does not leave room for)."""
+    folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", folder)
+    yield
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def grid_args(log, output, *extra):
@@ -45,6 +66,7 @@ def grid_args(log, output, *extra):
         str(output),
         *extra,
         *TINY,
+        *PER_ALGO,
     ]
 
 
@@ -59,24 +81,28 @@ def by_hand(values):
 
 
 def run_folders(log):
-    return sorted(p.relative_to(log) for p in log.rglob("*") if p.is_dir())
+    return sorted(p.relative_to(log) for p in log.rglob("*") if p.is_dir() and "sweeps" not in p.parts)
+
+
+def manifest_cells(log, name="returns"):
+    return json.loads((log / "sweeps" / name / "manifest.json").read_text())["cells"]
 
 
 def test_grid_report_then_rerun_skips(tmp_path, capsys):
+    """Eight cells (2 algos x 2 envs x 2 seeds, crossq with its own --params-for) run as one sweep; the
+    report's statistics are recomputed from the runs' evaluations.npz, its runs table from the manifest."""
     log, output = tmp_path / "logs", tmp_path / "report" / "returns.md"
-    junk = log / ".partial" / "sac" / "Pendulum-v1_1" / "sac" / "Pendulum-v1_1"  # as left by a killed run
-    junk.mkdir(parents=True)
-    (junk / "evaluations.npz").write_bytes(b"torn")
-
     assert bench_main(grid_args(log, output, "--at-steps", "500")) == 0
     out = capsys.readouterr().out
-    assert "8 runs: 0 finished earlier, 8 to train" in out and "removing the unfinished run" in out
-    assert not (log / ".partial").exists()
+    assert "Sweep returns: 8 cells, 8 to run in 8 processes" in out
+    cells = manifest_cells(log)
+    assert len(cells) == 8 and {record["state"] for record in cells.values()} == {"done"}
     report = output.read_text()
     lines = report.splitlines()
     for env in ENVS:
         for algo in ALGOS:
-            runs = [log / algo / f"{env}_{seed}" for seed in (1, 2)]
+            records = [cells[f"{algo}/{env}/-/{seed}"] for seed in (1, 2)]
+            runs = [log / record["run_dir"] for record in records]
             data = [np.load(run / "evaluations.npz") for run in runs]
             for d in data:
                 np.testing.assert_array_equal(d["timesteps"], [200, 400, 600])
@@ -84,10 +110,14 @@ def test_grid_report_then_rerun_skips(tmp_path, capsys):
             at_400 = np.array([d["results"][1].mean() for d in data])  # the last evaluation at or below 500
             assert f"| {env} | {algo} | 2 | 600 | {by_hand(finals)} | - | - |" in lines
             assert f"| {env} | {algo} | 2 | 400 | {by_hand(at_400)} | - | - |" in lines
-            for seed, final in zip((1, 2), finals, strict=True):
-                assert f"| {algo} | {env} | {seed} | {algo}/{env}_{seed} | 600 | {final:.1f} |" in report
-            done = json.loads((runs[0] / "bench_done.json").read_text())["settings"]
-            assert (done["n_timesteps"], done["hyperparams"]["learning_starts"]) == (600, 1000)
+            for seed, run, record, final in zip((1, 2), runs, records, finals, strict=True):
+                assert yaml.safe_load((run / env / "args.yml").read_text())["seed"] == seed  # the seed's own folder
+                row = f"| {algo} | {env} | {seed} | {record['run_dir']} | 600 | {final:.1f} | "
+                assert f"{row}{record['wall_time_s']:.0f} |" in lines
+            config = yaml.safe_load((runs[0] / env / "config.yml").read_text())
+            assert (config["n_timesteps"], config["learning_starts"]) == (600, 1000)
+            assert (config["batch_size"], config["gamma"]) == ((8, 0.9) if algo == "crossq" else (16, 0.99))
+    assert "crossq `learning_starts:1000 policy_kwargs:dict(net_arch=[8]) batch_size:8 gamma:0.9`" in report
     for env in ENVS:
         png = output.parent / f"returns_{env}.png"
         assert f"]({png.name})" in report
@@ -97,17 +127,21 @@ def test_grid_report_then_rerun_skips(tmp_path, capsys):
         assert plt.imread(png).shape[0] > 100  # decodes
     assert "python -m rlbench.bench returns --algos sac crossq" in report and "Machine: " in report
 
+    def without_date(text):
+        return [line for line in text.splitlines() if not line.startswith("Date: ")]
+
     folders = run_folders(log)
     stamps = {p: p.stat().st_mtime_ns for p in log.rglob("evaluations.npz")}
     assert bench_main(grid_args(log, output, "--at-steps", "500")) == 0
-    out = capsys.readouterr().out
-    assert "8 runs: 8 finished earlier, 0 to train" in out and out.count("finished earlier, skipped") == 8
+    assert "Sweep returns: nothing to do, all 8 cells ran earlier (8 done, 0 failed)" in capsys.readouterr().out
     assert run_folders(log) == folders
     assert stamps == {p: p.stat().st_mtime_ns for p in log.rglob("evaluations.npz")}
-    second = output.read_text().splitlines()
-    assert [line for line in second if not line.startswith("Date: ")] == [
-        line for line in lines if not line.startswith("Date: ")
-    ]
+    assert without_date(output.read_text()) == without_date(report)
+
+    # --report-only reports what the manifest records, and trains nothing.
+    assert bench_main([*grid_args(log, output, "--at-steps", "500"), "--report-only"]) == 0
+    assert "8 runs: 8 finished, 0 not (--report-only" in capsys.readouterr().out
+    assert without_date(output.read_text()) == without_date(report)
 
     # A later step count than the runs reach: n/a. --at-steps picks a report column, not other runs.
     longer = tmp_path / "longer.md"
@@ -115,121 +149,61 @@ def test_grid_report_then_rerun_skips(tmp_path, capsys):
     assert "| Pendulum-v1 | sac | 2 | n/a | n/a | n/a | n/a | - | - |" in longer.read_text().splitlines()
     assert run_folders(log) == folders
 
-    # Other settings for the same folders are refused before anything runs.
+    # Other settings under the same name are refused before anything runs, the difference named.
     assert bench_main([*grid_args(log, tmp_path / "other.md"), "-n", "400"]) == 2
     err = capsys.readouterr().err
-    assert "sac/Pendulum-v1_1 was trained with other settings (n_timesteps: 600 there, 400 now" in err
+    assert "sweep 'returns'" in err and "n_timesteps: 600 there, 400 now" in err and "another --name" in err
+    other = [*grid_args(log, tmp_path / "other.md")[:-1], "gamma:0.8", "--report-only"]  # crossq's own settings
+    assert bench_main(other) == 2
+    assert 'params_for: {"crossq": ["batch_size:8", "gamma:0.9"]} there' in capsys.readouterr().err
+    assert not (tmp_path / "other.md").exists() and run_folders(log) == folders
+    # Under another name they are another sweep; with nothing of it trained, --report-only has nothing to show.
+    assert bench_main([*grid_args(log, tmp_path / "other.md"), "-n", "400", "--name", "n400", "--report-only"]) == 1
+    assert "no finished run to report" in capsys.readouterr().err
     assert not (tmp_path / "other.md").exists() and run_folders(log) == folders
 
 
-def test_params_per_algo_and_report_only(tmp_path, capsys):
-    """--params-for sets one algorithm's overrides (winning over -params); --report-only reports the finished
-    part of a larger grid and trains nothing, as when several invocations train disjoint seeds into one -f."""
+def test_ctrl_c_stops_with_exit_75_and_the_same_command_continues(tmp_path):
+    """SIGINT to the command once its cell has started: the run writes its checkpoint, the command exits 75;
+    --report-only then has nothing finished to show; the same command continues the run from the checkpoint."""
     log, output = tmp_path / "logs", tmp_path / "returns.md"
-    common = [
-        "returns",
-        "--algos",
-        "sac",
-        "crossq",
-        "--envs",
-        "Pendulum-v1",
-        "-f",
-        str(log),
-        "--output",
-        str(output),
-        *TINY,
-        "--params-for",
-        "crossq",
-        "batch_size:8",
-        "gamma:0.9",
-    ]
-    assert bench_main([*common, "--seed-list", "1"]) == 0
-    settings = {
-        algo: json.loads((log / algo / "Pendulum-v1_1" / "bench_done.json").read_text())["settings"]
-        for algo in ("sac", "crossq")
-    }
-    assert (settings["sac"]["hyperparams"]["batch_size"], settings["crossq"]["hyperparams"]["batch_size"]) == (16, 8)
-    assert (settings["sac"]["hyperparams"]["gamma"], settings["crossq"]["hyperparams"]["gamma"]) == (0.99, 0.9)
-    assert "crossq `learning_starts:1000 policy_kwargs:dict(net_arch=[8]) batch_size:8 gamma:0.9`" in output.read_text()
-    capsys.readouterr()
-
-    folders = run_folders(log)
-    partial = tmp_path / "partial.md"
-    assert bench_main([*common, "--seed-list", "1", "2", "--report-only", "--output", str(partial)]) == 0
-    assert "2 finished, 2 not (--report-only" in capsys.readouterr().out
-    assert run_folders(log) == folders  # nothing trained
-    report = partial.read_text()
-    assert "Not trained yet (left out of the tables): sac/Pendulum-v1_2, crossq/Pendulum-v1_2" in report
-    final = np.load(log / "crossq" / "Pendulum-v1_1" / "evaluations.npz")["results"][-1].mean()
-    assert f"| Pendulum-v1 | crossq | 1 | 600 | {final:.1f} | {final:.1f} | n/a (1 seed) | - | - |" in report
-
-    # Other per-algorithm settings are other runs: refused, as any change of settings is.
-    other = [*common[:-1], "gamma:0.8", "--seed-list", "1", "--report-only"]
-    assert bench_main(other) == 2
-    assert "crossq/Pendulum-v1_1 was trained with other settings (gamma: 0.9 there, 0.8 now" in capsys.readouterr().err
-    assert bench_main([*common, "--seed-list", "3", "--report-only"]) == 1  # no finished run of seed 3
-    assert "no finished run to report" in capsys.readouterr().err
-    assert run_folders(log) == folders
-
-
-class StopAfter300Steps:
-    """Stands in for train.py's signal handler: asks the loop to stop, as SIGTERM would, at 300 env steps
-    (it is polled once per env step)."""
-
-    def __init__(self):
-        self.polls = 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass
-
-    def __call__(self):
-        self.polls += 1
-        return "SIGTERM" if self.polls > 300 else None
-
-
-def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch, capsys):
-    log, output = tmp_path / "logs", tmp_path / "returns.md"
-    args = [
-        "returns",
-        "--algos",
-        "sac",
-        "--envs",
-        "Pendulum-v1",
-        "--seed-list",
-        "7",
-        "-f",
-        str(log),
-        "--output",
-        str(output),
-        "-n",
-        "600",
-        "--eval-freq",
-        "100",
-        "--eval-episodes",
-        "1",
-        "-params",
-        "learning_starts:400",
-        "policy_kwargs:dict(net_arch=[8])",
-        "batch_size:16",
-    ]
-    with monkeypatch.context() as patch:
-        patch.setattr("rlbench.cli.train.StopRequest", StopAfter300Steps)
-        assert bench_main(args) == 75
-    assert "run the same command again to continue" in capsys.readouterr().err
+    args = [sys.executable, "-m", "rlbench.bench", "returns", "--algos", "sac", "--envs", "Pendulum-v1"]
+    args += ["--seed-list", "7", "-f", str(log), "--output", str(output), "-n", "3000", "--eval-freq", "500"]
+    args += ["--eval-episodes", "2", "-params", "learning_starts:100", "batch_size:8", "buffer_size:1000"]
+    args += ["policy_kwargs:dict(net_arch=[16])"]
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT, "PYTHONUNBUFFERED": "1"}
+    manifest = log / "sweeps" / "returns" / "manifest.json"
+    with subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        deadline = time.monotonic() + 120
+        while not (manifest.exists() and '"running"' in manifest.read_text()):
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 75, out + err
+    assert "SIGINT received" in err and "Continue with the same command" in err
+    (record,) = manifest_cells(log).values()
+    assert record["state"] == "interrupted" and record["run_dir"] is None
     assert not (log / "sac").exists() and not output.exists()
-    assert (log / ".partial/sac/Pendulum-v1_7/sac/Pendulum-v1_1/rl_model_300_steps.zip").is_file()
+    staged = list((log / "sweeps" / "returns" / "staging").rglob("rl_model_*_steps.zip"))
+    assert staged, "no interrupt checkpoint"
 
-    assert bench_main(args) == 0
-    assert "continuing the interrupted run from" in capsys.readouterr().out
-    run = log / "sac" / "Pendulum-v1_7"
-    np.testing.assert_array_equal(np.load(run / "evaluations.npz")["timesteps"], [100, 200, 300, 400, 500, 600])
-    assert " -i " in (run / "Pendulum-v1" / "command.txt").read_text()
-    assert json.loads((run / "bench_done.json").read_text())["resumed_from"].endswith("rl_model_300_steps.zip")
-    assert not (log / ".partial").exists()
-    assert "| Pendulum-v1 | sac | 1 | 600 |" in output.read_text()
+    report_only = subprocess.run([*args, "--report-only"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert report_only.returncode == 1, report_only.stderr
+    assert "1 runs: 0 finished, 1 not (--report-only" in report_only.stdout
+    assert "no finished run to report" in report_only.stderr and not output.exists()
+
+    done = subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(continued from " in done.stdout
+    (record,) = manifest_cells(log).values()
+    assert (record["state"], record["attempts"]) == ("done", 2)
+    run = log / record["run_dir"]
+    np.testing.assert_array_equal(np.load(run / "evaluations.npz")["timesteps"], [500, 1000, 1500, 2000, 2500, 3000])
+    task_log = (log / "sweeps" / "returns" / record["log"]).read_text()
+    assert "=== continuing from checkpoint" in task_log
+    assert not (log / "sweeps" / "returns" / "staging").exists()
+    assert "| Pendulum-v1 | sac | 1 | 3000 |" in output.read_text()
 
 
 @pytest.mark.parametrize(
@@ -239,6 +213,7 @@ def test_interrupted_run_continues_from_its_checkpoint(tmp_path, monkeypatch, ca
         ("--envs", "Pendulum-v9", "environment 'Pendulum-v9' not found"),
         ("--params-for", "droq", "--params-for droq: not one of --algos (sac)"),
         ("--params-for", "sac", "--params-for sac: expected KEY:VALUE overrides after the algorithm"),
+        ("--seeds-per-run", "0", "--seeds-per-run: expected an integer >= 1, got 0"),
     ],
 )
 def test_unknown_names_exit_2_before_writing(tmp_path, capsys, flag, bad, expected):
@@ -254,6 +229,8 @@ def test_unknown_names_exit_2_before_writing(tmp_path, capsys, flag, bad, expect
         str(tmp_path / "returns.md"),
         "-n",
         "100",
+        "--seeds-per-run",
+        "1",
         "--params-for",
         "sac",
         "gamma:0.9",
@@ -284,35 +261,26 @@ def test_summary_and_references_by_hand():
     assert all(len(REFERENCES[(env, algo)]) == 3 for env in mujoco for algo in ("sac", "crossq", "droq"))
 
 
-def test_report_names_no_absolute_path(tmp_path, capsys, monkeypatch):
+def test_report_only_without_ray_names_no_absolute_path_and_lists_unfinished_runs(tmp_path):
     """Issue 20 item 20: a report is committed, so its command and run paths are relative (the runs to the
-    log folder, -f and --output to the working directory); here with a hand-made finished run."""
-    from rlbench.bench.returns import DONE_FILE, build_parser, check_args, resolve_settings
+    log folder, -f and --output to the working directory). Here with a hand-made manifest (seed 1 done in
+    sac/Pendulum-v1_4, seed 2 interrupted) and without Ray: --report-only trains nothing, so needs none,
+    while training exits 2 with the install command before writing anything."""
+    from rlbench.bench.returns import build_parser, check_args
+    from rlbench.sweep.grid import new_manifest
 
     work = tmp_path / "repo"
     work.mkdir()
-    monkeypatch.chdir(work)
     log, output = tmp_path / "runs", tmp_path / "report" / "returns.md"
-    argv = [
-        "returns",
-        "--algos",
-        "sac",
-        "--envs",
-        "Pendulum-v1",
-        "--seed-list",
-        "1",
-        "-f",
-        str(log),
-        f"--output={output}",
-        "-n",
-        "200",
-        "--eval-freq",
-        "100",
-        "--report-only",
-    ]
-    args = build_parser().parse_args(argv[1:])
-    (cell,) = check_args(args)
-    run = cell.folder(log)
+    argv = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "--seed-list", "1", "2", "-f", str(log)]
+    argv += [f"--output={output}", "-n", "200", "--eval-freq", "100"]
+    spec = check_args(build_parser().parse_args(argv[1:]))
+    manifest = new_manifest(spec, "python -m rlbench.bench returns ...")
+    record = manifest.cells["sac/Pendulum-v1/-/1"]
+    record.state, record.run_dir, record.wall_time_s = "done", "sac/Pendulum-v1_4", 3.0
+    manifest.cells["sac/Pendulum-v1/-/2"].state = "interrupted"
+    manifest.save(log / "sweeps" / "returns")
+    run = log / "sac" / "Pendulum-v1_4"
     run.mkdir(parents=True)
     np.savez(
         run / "evaluations.npz",
@@ -320,28 +288,36 @@ def test_report_names_no_absolute_path(tmp_path, capsys, monkeypatch):
         results=np.array([[-900.0], [-500.0]]),
         ep_lengths=np.full((2, 1), 200),
     )
-    (run / DONE_FILE).write_text(json.dumps({"settings": resolve_settings([cell], args)[cell], "wall_time_s": 3}))
+    env = without_module(tmp_path, "ray")
 
-    assert bench_main(argv) == 0
+    def bench(*extra):
+        command = [sys.executable, "-m", "rlbench.bench", *argv[:-4], *extra, *argv[-4:]]
+        return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+
+    done = bench("--report-only")
+    assert done.returncode == 0, done.stderr
+    assert "2 runs: 1 finished, 1 not (--report-only" in done.stdout
     report = output.read_text()
     assert str(tmp_path) not in report and " /" not in report and "`/" not in report
     assert (
-        "python -m rlbench.bench returns --algos sac --envs Pendulum-v1 --seed-list 1 -f ../runs "
-        "--output=../report/returns.md -n 200" in report
+        "python -m rlbench.bench returns --algos sac --envs Pendulum-v1 --seed-list 1 2 -f ../runs "
+        "--output=../report/returns.md -n 200 --eval-freq 100\n" in report
     )
-    assert "Runs: `<algo>/<env>_<seed>` in the log folder (-f; RL Zoo layout)" in report
-    assert "| sac | Pendulum-v1 | 1 | sac/Pendulum-v1_1 | 200 | -500.0 | 3 |" in report
+    assert "Runs: `<algo>/<env>_<N>` in the log folder (-f; RL Zoo layout" in report
+    assert "| sac | Pendulum-v1 | 1 | sac/Pendulum-v1_4 | 200 | -500.0 | 3 |" in report
+    assert "Not trained yet (left out of the tables): sac/Pendulum-v1 seed 2" in report
+    assert "| Pendulum-v1 | sac | 1 | 200 | -500.0 | -500.0 | n/a (1 seed) | - | - |" in report
+
+    output.unlink()
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    training = bench()
+    assert training.returncode == 2
+    assert training.stderr == 'error: sweeps run on Ray, which is not installed: pip install -e ".[sweep]"\n'
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
 def test_missing_plots_extra_exits_2_before_training(tmp_path):
     """The report draws curves: without matplotlib the grid must not train for hours and then fail."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO_ROOT
-    from tests.integration.test_scripts import without_module
-
     done = subprocess.run(
         [sys.executable, "-m", "rlbench.bench", *grid_args(tmp_path / "logs", tmp_path / "r.md")],
         cwd=REPO_ROOT,
@@ -356,20 +332,39 @@ def test_missing_plots_extra_exits_2_before_training(tmp_path):
 
 
 def test_seeds_per_run_trains_consecutive_seeds_together_into_their_own_cells(tmp_path, capsys):
-    """--seeds-per-run 2 over seeds 1-3: seeds 1 and 2 in one train.py --n-seeds 2 run, seed 3 alone; each
-    seed's run lands in its own cell folder (its args.yml seed, its bench_done.json), and a rerun skips all."""
+    """--seeds-per-run 2 over seeds 1-3: seeds 1 and 2 in one --n-seeds 2 process, seed 3 alone; each seed's
+    run gets its own run folder (its args.yml seed, its manifest entry), and a rerun skips all."""
     log, output = tmp_path / "logs", tmp_path / "returns.md"
     argv = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "3", "-f", str(log)]
     argv += ["--output", str(output), "--seeds-per-run", "2", *TINY]
     assert bench_main(argv) == 0
     out = capsys.readouterr().out
-    assert "[2/3] sac Pendulum-v1 seeds 1-2: training" in out and "[3/3] sac Pendulum-v1 seed 3: training" in out
-    assert not (log / ".partial").exists()
+    assert "3 cells, 3 to run in 2 processes" in out and "2 seeds per process" in out
+    cells = manifest_cells(log)
+    assert {cells[f"sac/Pendulum-v1/-/{seed}"]["task"].rsplit("_", 1)[1] for seed in (1, 2)} == {"s1-2"}
+    assert cells["sac/Pendulum-v1/-/3"]["task"].endswith("_s3")
     for seed in (1, 2, 3):
-        run = log / "sac" / f"Pendulum-v1_{seed}"
-        assert yaml.safe_load((run / "Pendulum-v1" / "args.yml").read_text())["seed"] == seed
-        assert json.loads((run / "bench_done.json").read_text())["settings"]["seed"] == seed
-        assert f"| sac | Pendulum-v1 | {seed} | sac/Pendulum-v1_{seed} | 600 |" in output.read_text()
-    assert "--n-seeds" in (log / "sac" / "Pendulum-v1_1" / "Pendulum-v1" / "command.txt").read_text()
+        run_dir = cells[f"sac/Pendulum-v1/-/{seed}"]["run_dir"]
+        assert yaml.safe_load((log / run_dir / "Pendulum-v1" / "args.yml").read_text())["seed"] == seed
+        assert f"| sac | Pendulum-v1 | {seed} | {run_dir} | 600 |" in output.read_text()
+    first = log / cells["sac/Pendulum-v1/-/1"]["run_dir"]
+    assert "--n-seeds 2" in (first / "Pendulum-v1" / "command.txt").read_text()
     assert bench_main(argv) == 0
-    assert capsys.readouterr().out.count("finished earlier, skipped") == 3
+    assert "nothing to do, all 3 cells ran earlier (3 done, 0 failed)" in capsys.readouterr().out
+
+
+def test_a_failing_cell_leaves_the_others_reported_and_exits_1(tmp_path, capsys):
+    """crossq's runs get a hyperparameter it does not have: its cell fails alone, with the error in the manifest
+    and the report; sac's is reported; exit 1."""
+    log, output = tmp_path / "logs", tmp_path / "returns.md"
+    argv = ["returns", "--algos", "sac", "crossq", "--envs", "Pendulum-v1", "--seed-list", "1", "-f", str(log)]
+    argv += ["--output", str(output), *TINY, "--params-for", "crossq", "not_a_hyperparameter:1"]
+    assert bench_main(argv) == 1
+    cells = manifest_cells(log)
+    sac, crossq = cells["sac/Pendulum-v1/-/1"], cells["crossq/Pendulum-v1/-/1"]
+    assert sac["state"] == "done" and crossq["state"] == "failed" and crossq["run_dir"] is None
+    assert "not_a_hyperparameter" in crossq["error"]
+    report = output.read_text()
+    assert f"Missing (failed) runs: crossq/Pendulum-v1 seed 1 ({crossq['error']})" in report
+    assert f"| sac | Pendulum-v1 | 1 | {sac['run_dir']} | 600 |" in report and "| crossq |" not in report
+    assert "failed crossq/Pendulum-v1/-/1" in capsys.readouterr().err

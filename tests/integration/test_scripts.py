@@ -1,8 +1,11 @@
 """scripts/run_seeds.sh and the plot script, end to end on tiny runs."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -15,9 +18,10 @@ from tests.conftest import REPO_ROOT
 
 @pytest.mark.parametrize("seeds_per_run", ["1", "3"])
 def test_seed_sweep_then_plots_and_table(tmp_path, capsys, seeds_per_run):
-    """Three seeds as three train.py runs, or as one run of three vmapped seeds: the same three run folders."""
+    """The bash loop (engine=bash, with Ray installed too): three seeds as three train.py runs, or as one run
+    of three vmapped seeds: the same three run folders."""
     logs = tmp_path / "logs"
-    env = {**os.environ, "envs": "Pendulum-v1", "seeds": "1 2 3", "PYTHON": sys.executable}
+    env = {**os.environ, "envs": "Pendulum-v1", "seeds": "1 2 3", "PYTHON": sys.executable, "engine": "bash"}
     env["seeds_per_run"] = seeds_per_run
     done = subprocess.run(
         [
@@ -47,6 +51,7 @@ def test_seed_sweep_then_plots_and_table(tmp_path, capsys, seeds_per_run):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"finished {3 // int(seeds_per_run)}" in done.stdout and "failed 0" in done.stdout
+    assert "rlbench.sweep" not in done.stdout and not (logs / "sweeps").exists()
     runs = sorted((logs / "sac").glob("Pendulum-v1_*"))
     assert len(runs) == 3
     seeds = [yaml.safe_load((run / "Pendulum-v1" / "args.yml").read_text())["seed"] for run in runs]
@@ -82,8 +87,8 @@ def test_aggregate_across_envs_by_hand(tmp_path):
     assert aggregate_table(groups[:2]) is None
 
 
-def test_sweep_reports_failed_runs(tmp_path):
-    env = {**os.environ, "envs": "Pendulm-v1", "seeds": "1", "PYTHON": sys.executable}
+def test_without_ray_the_loop_runs_and_reports_failed_runs(tmp_path):
+    env = {**without_module(tmp_path, "ray"), "envs": "Pendulm-v1", "seeds": "1", "PYTHON": sys.executable}
     done = subprocess.run(
         ["bash", "scripts/run_seeds.sh", "-f", str(tmp_path), "--verbose", "0"],
         cwd=REPO_ROOT,
@@ -93,6 +98,7 @@ def test_sweep_reports_failed_runs(tmp_path):
         timeout=300,
     )
     assert done.returncode == 1 and "failed 1: Pendulm-v1/1 (exit 2)" in done.stdout
+    assert "=== Pendulm-v1 seed 1: " in done.stdout and "rlbench.sweep" not in done.stdout
 
 
 def test_parallel_sweep_pins_each_slot_and_keeps_logs(tmp_path):
@@ -109,6 +115,7 @@ def test_parallel_sweep_pins_each_slot_and_keeps_logs(tmp_path):
         "jobs": "2",
         "sweep_logs": str(logs),
         "PYTHON": str(wrapper),
+        "engine": "bash",
     }
     done = subprocess.run(
         [
@@ -161,17 +168,25 @@ def test_parallel_sweep_pins_each_slot_and_keeps_logs(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "settings,message",
+    "settings,flags,message",
     [
-        ({"jobs": "two"}, "jobs=two: expected a positive integer"),
-        ({"seeds_per_run": "2", "seeds": "1 2 3"}, "the 3 seeds (1 2 3) do not split into runs of 2"),
-        ({"seeds_per_run": "2", "seeds": "1 3"}, "seeds 1 3 are not consecutive"),
+        ({"jobs": "two"}, [], "jobs=two: expected a positive integer"),
+        ({"seeds_per_run": "2", "seeds": "1 2 3"}, [], "the 3 seeds (1 2 3) do not split into runs of 2"),
+        ({"seeds_per_run": "2", "seeds": "1 3"}, [], "seeds 1 3 are not consecutive"),
+        ({"engine": "ray"}, [], "engine=ray: expected auto (the sweep when Ray is installed, else the bash loop)"),
+        (
+            {"engine": "sweep"},
+            ["--algo", "sac", "--verbose", "0"],
+            "--verbose: not a flag the sweep engine maps (run_seeds.sh's header lists them); run it with "
+            "engine=bash ./scripts/run_seeds.sh ...",
+        ),
+        ({"engine": "sweep", "envs": "Pendulm-v1"}, [], "error: environment 'Pendulm-v1' not found"),
     ],
 )
-def test_sweep_refuses_bad_settings_before_running(tmp_path, settings, message):
+def test_sweep_refuses_bad_settings_before_running(tmp_path, settings, flags, message):
     env = {**os.environ, **settings, "PYTHON": sys.executable}
     done = subprocess.run(
-        ["bash", "scripts/run_seeds.sh", "-f", str(tmp_path)],
+        ["bash", "scripts/run_seeds.sh", *flags, "-f", str(tmp_path)],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -180,6 +195,53 @@ def test_sweep_refuses_bad_settings_before_running(tmp_path, settings, message):
     )
     assert done.returncode == 2 and message in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_with_ray_run_seeds_drives_a_sweep(tmp_path):
+    """With Ray installed (engine=auto), the same command line becomes one `python -m rlbench.sweep`: its
+    manifest records both cells done with the packing jobs=<cores> asks for (one core each), each seed in its
+    own run folder; the same command again trains nothing."""
+    logs = tmp_path / "logs"
+    ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must fit in 107 bytes
+    jobs = str(len(os.sched_getaffinity(0)))  # as nproc counts the cores
+    env = {**os.environ, "envs": "Pendulum-v1", "seeds": "1 2", "jobs": jobs, "PYTHON": sys.executable}
+    env["RAY_TMPDIR"] = ray_tmp
+    flags = ["--algo", "sac", "-n", "300", "--eval-freq=300", "--eval-episodes", "2", "-f", str(logs), "-params"]
+    flags += ["learning_starts:100", "batch_size:8", "buffer_size:1000", "policy_kwargs:dict(net_arch=[16])"]
+    try:
+        runs = [
+            subprocess.run(
+                ["bash", "scripts/run_seeds.sh", *flags],
+                cwd=REPO_ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            for _ in range(2)
+        ]
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    first, again = runs
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert (
+        "-m rlbench.sweep --envs Pendulum-v1 --seed-list 1 2 --seeds-per-process 1 --cpus-per-run 1 --algos sac "
+        "-n 300 --eval-freq 300 --eval-episodes 2 -f" in first.stdout
+    )
+    manifest = json.loads((logs / "sweeps" / "sac_Pendulum-v1" / "manifest.json").read_text())
+    packing = manifest["packing"]
+    assert (packing["seeds_per_process"], packing["cpus_per_run"], packing["pinned"]) == (1, 1, True)
+    assert manifest["grid"]["params"] == flags[-4:] and manifest["grid"]["n_timesteps"] == 300
+    cells = manifest["cells"]
+    assert sorted(cells) == ["sac/Pendulum-v1/-/1", "sac/Pendulum-v1/-/2"]
+    for seed in (1, 2):
+        record = cells[f"sac/Pendulum-v1/-/{seed}"]
+        assert record["state"] == "done"
+        args = yaml.safe_load((logs / record["run_dir"] / "Pendulum-v1" / "args.yml").read_text())
+        assert (args["seed"], args["n_timesteps"], args["eval_freq"]) == (seed, 300, 300)
+    assert (logs / "sweeps" / "sac_Pendulum-v1" / "report.md").is_file()
+    assert again.returncode == 0 and "nothing to do, all 2 cells ran earlier" in again.stdout
+    assert sorted(p.name for p in (logs / "sac").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_2"]
 
 
 def write_evaluations(run, timesteps, returns):

@@ -28,7 +28,7 @@ FORBIDDEN = (
 
 # Modules outside rlbench/cli that are command lines themselves, each with what it may do and why.
 CLI_IMPORTERS = {
-    "bench/returns.py": "runs train.py's command line in-process, one grid cell per call",
+    "bench/returns.py": "a front end of the sweep: builds its grid and run records with rlbench.cli.sweep's helpers",
     "sweep/__main__.py": "the `python -m rlbench.sweep` entry point (its command line is rlbench.cli.sweep)",
 }
 ARGV_READERS = {"bench/__main__.py": "the `python -m rlbench.bench` entry point"}
