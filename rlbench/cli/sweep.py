@@ -144,8 +144,12 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
     except LiteralError as error:
         raise ConfigError(str(error)) from None
     name = check_name(args.name) if args.name is not None else default_name(algos, envs)
-    files = [Path(args.conf_file)] if args.conf_file else [hyperparams.default_file(algo) for algo in algos]
-    hashes = tuple((str(path), file_hash(path)) for path in files)
+    # Keyed by the name the user gave, or the shipped file's name in the repository: the same command from
+    # another checkout finds the same sweep, unless the file's content differs there.
+    if args.conf_file:
+        hashes = ((args.conf_file, file_hash(Path(args.conf_file))),)
+    else:
+        hashes = tuple((f"hyperparams/{algo}.yml", file_hash(hyperparams.default_file(algo))) for algo in algos)
     return SweepSpec(
         name=name,
         algos=algos,
