@@ -8,9 +8,10 @@ their replay buffer by default, so the continuation is bit-exact). Without share
 temporary folder on the worker's node, the finished run folders go back to the driver as tar archives
 through Ray's object store, and a retried task starts from scratch.
 
-Each task gets a fresh worker process (`max_calls=1`): it pins itself to its own cores before JAX starts
-(a lock file per core, released by the kernel when the process dies, so two nodes on one machine never
-share a core either), and its output goes to its log file, not the driver's terminal.
+A task pins its worker process to its own cores before JAX starts its backend (a lock file per core,
+released by the kernel when the process dies, so two nodes on one machine never share a core either);
+Ray reuses the process for the sweep's next task, which keeps those cores and the JAX state (imports,
+compiled updates). Its output goes to its log file, not the driver's terminal.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ STOP_POLL_S = 2.0  # how often a task asks the driver's board whether the sweep 
 PROGRESS_EVERY_S = 2.0
 CORE_LOCKS = Path(tempfile.gettempdir()) / f"rlbench-cores-{os.getuid()}"
 _held_core_locks: list[int] = []  # open lock files: held for the life of the process
+_held_cores: list[int] = []
+_ALLOWED_CORES = sorted(os.sched_getaffinity(0))  # this worker's cores before any task pinned it (a cpuset)
 
 
 @dataclass(frozen=True)
@@ -240,12 +243,14 @@ class ProgressReport:
 
 
 def claim_cores(n: int) -> list[int]:
-    """`n` cores of this process's affinity that no other task on this machine holds (an exclusive lock
-    file per core); [] (unpinned) when fewer are free."""
+    """`n` cores of this machine that no other task holds (an exclusive lock file per core); [] (unpinned)
+    when fewer are free. A process keeps the cores it claimed for its next task."""
+    if len(_held_cores) == n:
+        return list(_held_cores)
+    release_cores()
     CORE_LOCKS.mkdir(mode=0o700, exist_ok=True)
-    claimed: list[int] = []
-    for core in sorted(os.sched_getaffinity(0)):
-        if len(claimed) == n:
+    for core in _ALLOWED_CORES:
+        if len(_held_cores) == n:
             break
         fd = os.open(CORE_LOCKS / f"core{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
         try:
@@ -254,13 +259,17 @@ def claim_cores(n: int) -> list[int]:
             os.close(fd)
             continue
         _held_core_locks.append(fd)
-        claimed.append(core)
-    if len(claimed) < n:
-        for fd in _held_core_locks:
-            os.close(fd)
-        _held_core_locks.clear()
-        return []
-    return claimed
+        _held_cores.append(core)
+    if len(_held_cores) < n:
+        release_cores()
+    return list(_held_cores)
+
+
+def release_cores() -> None:
+    for fd in _held_core_locks:
+        os.close(fd)
+    _held_core_locks.clear()
+    _held_cores.clear()
 
 
 def node_name() -> str:

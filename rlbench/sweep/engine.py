@@ -252,9 +252,7 @@ class Driver:
         self.started: set[str] = set()
         self.stopping = False
         self.progress: Progress | None = None
-        self.remote = ray.remote(
-            num_cpus=packing.cpus_per_run, num_gpus=packing.gpus_per_run, max_calls=1, max_retries=0
-        )(run_task)
+        self.remote = ray.remote(num_cpus=packing.cpus_per_run, num_gpus=packing.gpus_per_run, max_retries=0)(run_task)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
