@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import shutil
+import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,7 @@ from rlbench.sweep.progress import Progress
 
 INSTALL_HINT = 'pip install -e ".[sweep]"'
 MOVED_FILE = "moved.json"
+LOCK_FILE = "driver.lock"
 POLL_S = 0.5
 EXIT_ABORTED = 130
 
@@ -148,11 +151,32 @@ def run_sweep(
     """Run the sweep's unfinished cells; 0 when every cell has finished, 75 when stopped, else 1.
 
     `request` and `outputs` are every cell's template (algo, env, seeds and params are filled in per task).
-    ConfigError (exit 2) for a manifest of another grid, or without Ray, before anything is written.
+    ConfigError (exit 2) for a manifest of another grid, a sweep running already, an unreachable cluster or
+    no Ray, before anything is written (a sweep folder made for the lock alone is removed again).
     """
     folder = sweep_dir(options.log_root, spec.name)
     manifest = open_manifest(spec, folder, command)
     ray = import_ray()
+    new = not folder.exists()
+    try:
+        with driver_lock(folder):
+            return _run_locked(ray, spec, options, manifest, folder, request, outputs, record_args)
+    except ConfigError:
+        if new and not (folder / MANIFEST_FILE).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _run_locked(
+    ray: Any,
+    spec: SweepSpec,
+    options: SweepOptions,
+    manifest: Manifest,
+    folder: Path,
+    request: RunRequest,
+    outputs: RunOutputs,
+    record_args: RecordArgs,
+) -> int:
     cells = {cell.key: cell for cell in spec.cells()}
     if (folder / "staging").is_dir():
         finish_moves(folder, manifest, options.log_root)
@@ -205,6 +229,26 @@ def run_sweep(
     return code
 
 
+@contextlib.contextmanager
+def driver_lock(folder: Path) -> Iterator[None]:
+    """One driver per sweep: a second invocation of the same sweep (same log root and name) exits 2 instead
+    of writing the manifest beside the first. The kernel drops the lock when the driver dies."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.seek(0)
+            raise ConfigError(
+                f"sweep {folder.name} is running already ({lock.read().strip() or 'another driver'}); wait for it, "
+                "or stop it first"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"driver pid {os.getpid()} on {socket.gethostname()}\n")
+        lock.flush()
+        yield
+
+
 def group_tasks(todo: list[Cell], manifest: Manifest, folder: Path, seeds_per_process: int) -> list[Task]:
     """The processes to run: interrupted cells keep the process they were in (their checkpoint holds all its
     seeds), whatever the packing is now; the others are packed afresh."""
@@ -221,6 +265,8 @@ def group_tasks(todo: list[Cell], manifest: Manifest, folder: Path, seeds_per_pr
 
 def connect(ray: Any, address: str | None) -> None:
     """A private local Ray instance (address None), or the running cluster at `address`."""
+    if address not in (None, "auto"):
+        check_reachable(address)  # Ray itself retries an unreachable address for minutes
     settings: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address is None:
         settings |= {"include_dashboard": False}
@@ -229,6 +275,20 @@ def connect(ray: Any, address: str | None) -> None:
     except ConnectionError as error:
         hint = "start one with `ray start --head`"
         raise ConfigError(f"--address {address}: no Ray cluster there ({error}); {hint}") from None
+
+
+def check_reachable(address: str) -> None:
+    """ConfigError (exit 2) unless `address` is HOST:PORT of something that accepts a connection."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--address {address}: expected auto or HOST:PORT (e.g. 10.0.0.1:6379)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as error:
+        raise ConfigError(
+            f"--address {address}: no Ray cluster answers there ({error.strerror or error}); start one with "
+            "`ray start --head`, or leave --address out for a private one on this machine"
+        ) from None
 
 
 class Driver:

@@ -287,3 +287,24 @@ def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forge
         with pytest.raises(ConfigError, match=r"moved\.json: unreadable"):
             finish_moves(folder, manifest_, log)
     assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1"]
+
+
+def test_a_second_driver_of_the_same_sweep_exits_2_and_a_wrong_address_leaves_nothing(tmp_path, capsys, monkeypatch):
+    import fcntl
+
+    log = tmp_path / "logs"
+    folder = log / "sweeps" / "l"
+    folder.mkdir(parents=True)
+    with open(folder / "driver.lock", "a+") as held:  # the first driver, alive
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("driver pid 4242 on elsewhere\n")
+        held.flush()
+        assert sweep.main(["--name", "l", "-n", "300", "-f", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert "sweep l is running already (driver pid 4242 on elsewhere)" in err
+    assert sorted(p.name for p in folder.iterdir()) == ["driver.lock"]
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert sweep.main(["--name", "w", "-n", "300", "-f", str(log), "--address", "127.0.0.1:9"]) == 2
+    assert "--address 127.0.0.1:9" in capsys.readouterr().err
+    assert not (log / "sweeps" / "w").exists()
