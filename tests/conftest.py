@@ -59,3 +59,27 @@ def postgres_url(tmp_path_factory):
         yield server.get_uri()
     finally:
         server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One private Ray instance per test process, shared by the tests that run sweeps in-process (run_sweep
+    uses a running instance): its start, about 4.6 CPU-seconds, is paid once, not per test. It has its own
+    short temp folder (Ray's socket paths must fit in 107 bytes) and is stopped, with anything of it still
+    alive, at the end of the session."""
+    import ray
+
+    from tests.ray_cluster import kill_all, processes_under, ray_env, short_temp_dir
+
+    folder = short_temp_dir()
+    saved = dict(os.environ)
+    os.environ.update(ray_env(folder))
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        yield folder
+    finally:
+        ray.shutdown()
+        os.environ.clear()
+        os.environ.update(saved)
+        kill_all(processes_under(str(folder)))
+        shutil.rmtree(folder, ignore_errors=True)

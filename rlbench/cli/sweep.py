@@ -245,8 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracking=tracking,
         verbose=1,
     )
+    conf_file = args.conf_file
+    if conf_file and Path(conf_file).suffix in (".yml", ".yaml", ".py"):
+        conf_file = str(Path(conf_file).resolve())  # workers do not share the driver's working folder
     request = RunRequest(
-        conf_file=args.conf_file,
+        conf_file=conf_file,
         n_timesteps=args.n_timesteps,
         eval_freq=args.eval_freq,
         eval_episodes=args.eval_episodes,
