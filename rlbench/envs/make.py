@@ -352,6 +352,19 @@ def close_vector_env(env: VectorEnv, failed: bool) -> None:
         env.close()
 
 
+# gymnasium env families whose package is one of rlbench's extras (gymnasium's own hint names its extras).
+EXTRA_OF_PACKAGE = {"Box2D": "box2d", "pygame": "video"}
+
+
+def missing_dependency(env_id: str, error: Exception) -> str:
+    """One line: what `env_id` needs and the install command of the rlbench extra that brings it."""
+    text = " ".join(str(error).split())
+    for package, extra in EXTRA_OF_PACKAGE.items():
+        if package.lower() in text.lower():
+            return f'{env_id} needs {package}, which is not installed: pip install -e ".[{extra}]"'
+    return f"{env_id} needs a package that is not installed: {text}"
+
+
 def check_env_runs(
     env_id: str, env_kwargs: Mapping[str, Any], wrappers: Sequence[EnvWrapper], packages: Sequence[str], flag: str
 ) -> tuple[gym.spaces.Box, gym.spaces.Box]:
@@ -367,6 +380,8 @@ def check_env_runs(
         env.step(np.zeros(env.action_space.shape, env.action_space.dtype))  # the middle of [-1, 1]
     except ConfigError:
         raise
+    except gym.error.DependencyNotInstalled as error:  # the env's own package, not its kwargs
+        raise ConfigError(missing_dependency(env_id, error)) from None
     except Exception as error:
         shown = ", ".join(f"{k}={v!r}" for k, v in env_kwargs.items()) or "no kwargs"
         message = " ".join(str(error).split())  # one line
