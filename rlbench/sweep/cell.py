@@ -40,8 +40,8 @@ from rlbench.signals import SignalScope
 from rlbench.sweep.grid import Task
 from rlbench.sweep.packing import Packing
 
-STOP_POLL_S = 2.0  # how often a task asks the driver's board whether the sweep is stopping
-PROGRESS_EVERY_S = 2.0
+STOP_POLL_S = 3.0  # how often a task asks the driver's board whether the sweep is stopping
+PROGRESS_EVERY_S = 5.0
 CORE_LOCKS = Path(tempfile.gettempdir()) / f"rlbench-cores-{os.getuid()}"
 _held_core_locks: list[int] = []  # open lock files: held for the life of the process
 _held_cores: list[int] = []
