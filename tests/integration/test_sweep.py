@@ -4,6 +4,7 @@ started with `ray start`, each in its own temp folder, stopped by PID afterwards
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import signal
@@ -18,7 +19,10 @@ import yaml
 
 from rlbench.cli import sweep
 from rlbench.cli import train as train_cli
+from tests.conftest import REPO_ROOT
+from tests.integration.test_tracking import isolated_env
 from tests.ray_cluster import Cluster, kill_all, processes_under, ray_env, short_temp_dir, wait_until
+from tests.run_files import wandb_run
 
 TINY = ["-params", "learning_starts:100", "buffer_size:2000", "policy_kwargs:dict(net_arch=[16])"]
 EVAL = ["--eval-freq", "200", "--eval-episodes", "2"]
@@ -134,6 +138,22 @@ def test_bad_input_exits_2_before_anything_is_written(tmp_path, capsys):
     assert not log.exists()
 
 
+def test_without_ray_the_sweep_exits_2_with_the_install_command_before_anything_is_written(tmp_path):
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    (stubs / "ray.py").write_text("raise ImportError(\"No module named 'ray'\", name='ray')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(stubs), REPO_ROOT])}
+    done = subprocess.run(
+        [sys.executable, "-m", "rlbench.sweep", "-n", "300", "-f", str(tmp_path / "logs")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == 'error: sweeps run on Ray, which is not installed: pip install -e ".[sweep]"'
+    assert not (tmp_path / "logs").exists()
+
+
 def test_a_changed_grid_under_the_same_name_is_refused_with_the_difference(tmp_path, capsys):
     log = tmp_path / "logs"
     folder = log / "sweeps" / "s"
@@ -169,9 +189,12 @@ def checkpoints_in_staging(log: Path, name: str) -> list[Path]:
 
 
 def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tmp_path, local_ray):
-    log, env = tmp_path / "logs", ray_env(local_ray)
+    """Also --track: every cell's W&B run is in the sweep's group, and a continued cell continues its run."""
+    log = tmp_path / "logs"
+    ray_settings = {key: value for key, value in ray_env(local_ray).items() if key.startswith("RAY")}
+    env = isolated_env(tmp_path, WANDB_MODE="offline", **ray_settings)
     argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "2", "-n", "6000", "--save-freq", "500"]
-    argv += ["--eval-freq", "1000", "--eval-episodes", "2", *TINY, "--name", "c", "--no-report"]
+    argv += ["--eval-freq", "1000", "--eval-episodes", "2", *TINY, "--name", "c", "--no-report", "--track"]
     driver = sweep_process(log, env, *argv)
     try:
         wait_until(lambda: len(checkpoints_in_staging(log, "c")) >= 2, 60, what="a checkpoint of each cell")
@@ -198,6 +221,10 @@ def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tm
         steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
         np.testing.assert_array_equal(steps, np.arange(1000, 6001, 1000))  # one history across the stop
     assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_2"]
+    runs = [wandb_run(path) for path in (tmp_path / "wandb").glob("offline-run-*")]
+    assert len(runs) == 4 and {run["group"] for run in runs} == {"c"}  # two attempts of two cells
+    ids = {seed: {run["id"] for run in runs if run["config"]["seed"] == seed} for seed in (1, 2)}
+    assert all(len(found) == 1 for found in ids.values()) and ids[1] != ids[2], ids  # continued, not new
 
 
 @pytest.mark.slow
