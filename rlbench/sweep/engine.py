@@ -370,7 +370,6 @@ class Driver:
             seed=first.seed,
             n_seeds=len(task.cells),
             device=self.request.device if self.request.device != "auto" else self.packing.device,
-            num_threads=1 if self.packing.pin and self.packing.cpus_per_run == 1 else -1,
         )
         saved_args, command = self.record_args(request, self.outputs)
         outputs = dataclasses.replace(self.outputs, saved_args=saved_args, command=command)

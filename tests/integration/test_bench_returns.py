@@ -58,6 +58,8 @@ def grid_args(log, output, *extra):
         *ENVS,
         "--seeds",
         "2",
+        "--seeds-per-run",
+        "2",
         "-f",
         str(log),
         "--output",
@@ -90,7 +92,7 @@ def test_grid_report_then_rerun_skips(tmp_path, capsys, ray_session):
     """Eight cells (2 algos x 2 envs x 2 seeds, crossq with its own --params-for) run as one sweep; the
     report's statistics are recomputed from the runs' evaluations.npz, its runs table from the manifest."""
     log, output = tmp_path / "logs", tmp_path / "report" / "returns.md"
-    assert bench_main(grid_args(log, output, "--at-steps", "500", "--seeds-per-run", "2")) == 0
+    assert bench_main(grid_args(log, output, "--at-steps", "500")) == 0
     out = capsys.readouterr().out
     assert "Sweep returns: 8 cells, 8 to run in 4 processes" in out
     cells = manifest_cells(log)

@@ -87,7 +87,7 @@ def test_a_local_sweep_leaves_train_py_run_folders_a_manifest_and_a_report_and_a
             assert ours["log_folder"] != theirs["log_folder"] and ours["group"] != theirs["group"]  # their own
             for key in ("log_folder", "group"):
                 ours.pop(key), theirs.pop(key)
-            assert ours["seed"] == 2 and ours["save_replay_buffer"] is True and ours["num_threads"] == 1
+            assert ours["seed"] == 2 and ours["save_replay_buffer"] is True and ours["num_threads"] == -1
         assert ours == theirs, name
     for key in ("timesteps", "results"):
         np.testing.assert_array_equal(np.load(seed_2 / "evaluations.npz")[key], np.load(twin / "evaluations.npz")[key])
