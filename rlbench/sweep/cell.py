@@ -8,10 +8,11 @@ their replay buffer by default, so the continuation is bit-exact). Without share
 temporary folder on the worker's node, the finished run folders go back to the driver as tar archives
 through Ray's object store, and a retried task starts from scratch.
 
-A task pins its worker process to its own cores before JAX starts its backend (a lock file per core,
-released by the kernel when the process dies, so two nodes on one machine never share a core either);
-Ray reuses the process for the sweep's next task, which keeps those cores and the JAX state (imports,
-compiled updates). Its output goes to its log file, not the driver's terminal.
+A task pins every thread of its worker process to its own cores (a lock file per core, held for the task
+and released by the kernel if the process dies, so two nodes on one machine never share a core either).
+Ray reuses worker processes for later tasks, which keeps the JAX state (imports, compiled updates); such a
+task pins the process again, to whatever cores are free then. Its output goes to its log file, not the
+driver's terminal.
 """
 
 from __future__ import annotations
@@ -89,8 +90,7 @@ def run_task(spec: TaskSpec, board: Any) -> TaskOutcome:
     start = time.monotonic()
     node = node_name()
     cores = claim_cores(int(spec.packing.cpus_per_run)) if spec.packing.pin else []
-    if cores:
-        os.sched_setaffinity(0, cores)
+    pin_process(cores or _ALLOWED_CORES)
     if spec.packing.gpus_per_run > 0:  # Ray sets CUDA_VISIBLE_DEVICES; cap this process's share of the GPU
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{min(0.95, 0.95 * spec.packing.gpus_per_run):.3f}"
     if spec.shared_fs:
@@ -106,6 +106,7 @@ def run_task(spec: TaskSpec, board: Any) -> TaskOutcome:
             where += " (no free core: more processes than cores on this machine)"
         print(f"=== {spec.task.label}: attempt {spec.attempt} on {node}, pid {os.getpid()}, {where}", flush=True)
         outcome = _run(spec, staging, BoardStop(board, spec.task.id))
+    release_cores()  # an idle worker holds no core: the next task may start in another process
     outcome.node = node
     outcome.wall_time_s = time.monotonic() - start
     outcome.log_tail = tail(log)
@@ -200,12 +201,15 @@ def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | No
 
 
 class BoardStop:
-    """`stop_requested` for the loop: the driver's stop (Ctrl-C, SIGTERM) through the board, polled at most
-    every STOP_POLL_S seconds (an unreachable board is not a stop: the task goes on)."""
+    """`stop_requested` for the loop: the driver's stop (Ctrl-C, SIGTERM) through the board, asked at most
+    every STOP_POLL_S seconds. Never a blocking ray.get: while a task blocks in one, Ray lends its CPU to
+    another task, and a third run would start on a two-core node (an unanswered question is asked again
+    later; an unreachable board is not a stop, the task goes on)."""
 
     def __init__(self, board: Any, task_id: str) -> None:
         self.board, self.task_id = board, task_id
         self._next_poll = 0.0
+        self._pending: Any = None
         self._reason: str | None = None
 
     def __call__(self) -> str | None:
@@ -214,9 +218,12 @@ class BoardStop:
             import ray
 
             try:
-                self._reason = ray.get(self.board.stop_reason.remote(), timeout=10)
-            except Exception:  # the driver's node is gone or busy: keep training, its checkpoints keep it safe
-                self._reason = None
+                if self._pending is None:
+                    self._pending = self.board.stop_reason.remote()
+                elif ray.wait([self._pending], timeout=0)[0]:
+                    self._reason, self._pending = ray.get(self._pending), None
+            except Exception:  # the driver's node is gone: keep training, its checkpoints keep it safe
+                self._pending = None
         return self._reason
 
 
@@ -244,9 +251,7 @@ class ProgressReport:
 
 def claim_cores(n: int) -> list[int]:
     """`n` cores of this machine that no other task holds (an exclusive lock file per core); [] (unpinned)
-    when fewer are free. A process keeps the cores it claimed for its next task."""
-    if len(_held_cores) == n:
-        return list(_held_cores)
+    when fewer are free."""
     release_cores()
     CORE_LOCKS.mkdir(mode=0o700, exist_ok=True)
     for core in _ALLOWED_CORES:
@@ -263,6 +268,14 @@ def claim_cores(n: int) -> list[int]:
     if len(_held_cores) < n:
         release_cores()
     return list(_held_cores)
+
+
+def pin_process(cores: list[int]) -> None:
+    """Pin every thread of this process to `cores`: a reused worker already has XLA's thread pool, and
+    sched_setaffinity(0) would move only the calling thread (new threads inherit its affinity)."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that just ended
+            os.sched_setaffinity(int(tid), cores)
 
 
 def release_cores() -> None:
