@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rlbench.experiment import RunRequest
@@ -347,15 +347,24 @@ def pack(folder: Path) -> bytes:
 
 
 def unpack(data: bytes, into: Path) -> Path:
-    """Extract a `pack` archive into the folder `into` (which must not exist); the archive is untrusted:
-    only plain files and folders below its one top folder (tarfile's "data" filter)."""
+    """Extract a `pack` archive into the folder `into` (which must not exist). The archive is untrusted: only
+    plain files and folders below its one top folder, checked here (tarfile's "data" filter, where this
+    Python has it, checks the same again)."""
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=into.parent))
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-            tops = {Path(member.name).parts[0] for member in archive.getmembers() if member.name}
+            members = archive.getmembers()
+            tops = {PurePosixPath(member.name).parts[0] for member in members if member.name}
             if len(tops) != 1 or not re.fullmatch(r"[A-Za-z0-9._-]+", next(iter(tops))):
                 raise ValueError("not one run folder")
-            archive.extractall(staging, filter="data")
+            for member in members:
+                parts = PurePosixPath(member.name).parts
+                if member.name.startswith("/") or ".." in parts or not (member.isfile() or member.isdir()):
+                    raise ValueError(f"{member.name!r} is not a plain file or folder inside the run folder")
+            if hasattr(tarfile, "data_filter"):  # Python 3.11.4+
+                archive.extractall(staging, members=members, filter="data")
+            else:
+                archive.extractall(staging, members=members)
         os.rename(staging / next(iter(tops)), into)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

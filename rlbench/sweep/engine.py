@@ -157,6 +157,8 @@ def run_sweep(
     folder = sweep_dir(options.log_root, spec.name)
     manifest = open_manifest(spec, folder, command)
     ray = import_ray()
+    if options.address not in (None, "auto"):
+        check_reachable(options.address)  # Ray itself retries an unreachable address for minutes
     new = not folder.exists()
     try:
         with driver_lock(folder):
@@ -265,8 +267,6 @@ def group_tasks(todo: list[Cell], manifest: Manifest, folder: Path, seeds_per_pr
 
 def connect(ray: Any, address: str | None) -> None:
     """A private local Ray instance (address None), or the running cluster at `address`."""
-    if address not in (None, "auto"):
-        check_reachable(address)  # Ray itself retries an unreachable address for minutes
     settings: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address is None:
         settings |= {"include_dashboard": False}

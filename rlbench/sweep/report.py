@@ -23,7 +23,12 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
         for algo in spec.algos:
             for setting in spec.settings():
                 members = [c for c in cells if (c.algo, c.env, c.setting) == (algo, env, setting)]
-                done = [c for c in members if manifest.cells[c.key].state == DONE]
+                done = [  # a run shorter than --eval-freq has no evaluation to report
+                    c
+                    for c in members
+                    if manifest.cells[c.key].state == DONE
+                    and (log_root / manifest.cells[c.key].run_dir / "evaluations.npz").is_file()
+                ]
                 if not done:
                     continue
                 label = curve_label(algo, done[0].setting_label)

@@ -245,7 +245,7 @@ def test_report_only_without_ray_names_no_absolute_path_and_lists_unfinished_run
         results=np.array([[-900.0], [-500.0]]),
         ep_lengths=np.full((2, 1), 200),
     )
-    env = without_module(tmp_path, "ray")
+    env = {**without_module(tmp_path, "ray"), "PYTHONDONTWRITEBYTECODE": "1"}  # the folder is compared
 
     def bench(*extra):
         command = [sys.executable, "-m", "rlbench.bench", *argv[:-4], *extra, *argv[-4:]]

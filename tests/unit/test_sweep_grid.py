@@ -76,3 +76,38 @@ def test_packing_pins_one_seed_per_core_on_cpus_and_packs_seeds_and_fractional_g
         choose_packing({"GPU": 4.0}, 4, gpus_per_run=1.5)
     with pytest.raises(ConfigError, match="--seeds-per-process"):
         choose_packing({"CPU": 2.0}, 4, seeds_per_process=0)
+
+
+def test_a_run_folder_sent_back_is_unpacked_only_if_it_holds_plain_files_below_one_folder(tmp_path):
+    import io
+    import tarfile
+
+    from rlbench.sweep.cell import pack, unpack
+
+    run = tmp_path / "staged" / "Pendulum-v1_1"
+    (run / "Pendulum-v1").mkdir(parents=True)
+    (run / "Pendulum-v1" / "config.yml").write_text("gamma: 0.9\n")
+    unpack(pack(run), tmp_path / "Pendulum-v1_7")
+    assert (tmp_path / "Pendulum-v1_7" / "Pendulum-v1" / "config.yml").read_text() == "gamma: 0.9\n"
+
+    def archive(*members):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for name, kind in members:
+                info = tarfile.TarInfo(name)
+                info.type = kind
+                if kind == tarfile.SYMTYPE:
+                    info.linkname = "/etc/passwd"
+                tar.addfile(info, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+        return buffer.getvalue()
+
+    for bad in (
+        archive(("run/../../escape", tarfile.REGTYPE)),
+        archive(("run/link", tarfile.SYMTYPE)),
+        archive(("a/x", tarfile.REGTYPE), ("b/y", tarfile.REGTYPE)),
+        archive(("/abs/x", tarfile.REGTYPE)),
+    ):
+        with pytest.raises(ValueError):
+            unpack(bad, tmp_path / "out")
+        assert not (tmp_path / "out").exists() and not (tmp_path.parent / "escape").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Pendulum-v1_7", "staged"]  # no temporary left
