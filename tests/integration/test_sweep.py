@@ -188,6 +188,7 @@ def checkpoints_in_staging(log: Path, name: str) -> list[Path]:
     return list((log / "sweeps" / name / "staging").glob("*/*/*/rl_model_*_steps.zip"))
 
 
+@pytest.mark.slow  # 30-50 s: two train runs to their checkpoints, stopped, then continued, with W&B files
 def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tmp_path, local_ray):
     """Also --track: every cell's W&B run is in the sweep's group, and a continued cell continues its run."""
     log = tmp_path / "logs"
