@@ -41,7 +41,7 @@ from rlbench.signals import SignalScope
 from rlbench.sweep.grid import Task
 from rlbench.sweep.packing import Packing
 
-STOP_POLL_S = 3.0  # how often a task asks the driver's board whether the sweep is stopping
+STOP_POLL_S = 1.0  # how often a task asks the driver's board whether the sweep is stopping (a non-blocking call)
 PROGRESS_EVERY_S = 5.0
 CORE_LOCKS = Path(tempfile.gettempdir()) / f"rlbench-cores-{os.getuid()}"
 _held_core_locks: list[int] = []  # open lock files: held for the life of the process
