@@ -32,7 +32,6 @@ from rlbench.bench.report import write_report as write_returns_report
 from rlbench.cli import sweep as sweep_cli
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
-from rlbench.experiment import RunRequest
 from rlbench.launch import EXIT_ABORTED, EXIT_INTERRUPTED, RunOutputs
 from rlbench.redact import redact_argv
 from rlbench.registry import ALGORITHMS
@@ -153,14 +152,7 @@ def train(spec: SweepSpec, args: argparse.Namespace, command: str) -> int:
         save_replay_buffer=frequency > 0,
         verbose=1,
     )
-    request = RunRequest(
-        conf_file=args.conf_file,
-        n_timesteps=args.n_timesteps,
-        eval_freq=args.eval_freq,
-        eval_episodes=args.eval_episodes,
-        device=args.device,
-        log_interval=-1,
-    )
+    request = sweep_cli.cell_template(args)
     options = SweepOptions(
         log_root=args.log_folder,
         address=args.address,

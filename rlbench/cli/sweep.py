@@ -213,6 +213,21 @@ def record_args(request: RunRequest, outputs: RunOutputs) -> tuple[dict[str, Any
     return vars(args), train_cli.command_line(argv)
 
 
+def cell_template(args: argparse.Namespace) -> RunRequest:
+    """Every cell's request before its algo, env, seeds and params are filled in per task."""
+    conf_file = args.conf_file
+    if conf_file and Path(conf_file).suffix in (".yml", ".yaml", ".py"):
+        conf_file = str(Path(conf_file).resolve())  # workers do not share the driver's working folder
+    return RunRequest(
+        conf_file=conf_file,
+        n_timesteps=args.n_timesteps,
+        eval_freq=args.eval_freq,
+        eval_episodes=args.eval_episodes,
+        device=args.device,
+        log_interval=-1,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -245,17 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracking=tracking,
         verbose=1,
     )
-    conf_file = args.conf_file
-    if conf_file and Path(conf_file).suffix in (".yml", ".yaml", ".py"):
-        conf_file = str(Path(conf_file).resolve())  # workers do not share the driver's working folder
-    request = RunRequest(
-        conf_file=conf_file,
-        n_timesteps=args.n_timesteps,
-        eval_freq=args.eval_freq,
-        eval_episodes=args.eval_episodes,
-        device=args.device,
-        log_interval=-1,
-    )
+    request = cell_template(args)
     options = SweepOptions(
         log_root=args.log_folder,
         address=args.address,

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from rlbench import compile_cache, hyperparams
 from rlbench.checkpoint import CheckpointError
@@ -32,7 +30,7 @@ from rlbench.loggers.tensorboard import import_tensorboardx
 from rlbench.loggers.tracking import import_wandb
 from rlbench.redact import redact_argv
 from rlbench.registry import ALGORITHMS
-from rlbench.signals import SignalScope
+from rlbench.signals import GracefulStop
 from rlbench.tuning import GRACE_S, HEARTBEAT_S
 
 __all__ = ["EXIT_INTERRUPTED", "build_parser", "main", "request_from_args"]
@@ -270,27 +268,6 @@ def command_line(argv: Sequence[str]) -> str:
     return shlex.join(["python", "train.py", *redact_argv(argv)])
 
 
-class StopRequest(SignalScope):
-    """SIGINT and SIGTERM ask the loop to stop at the next env step, after writing a checkpoint.
-    A second SIGINT aborts at once (KeyboardInterrupt) for a user who does not want to wait."""
-
-    def __init__(self) -> None:
-        self.reason: str | None = None
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.reason is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.reason = signal.Signals(signum).name
-        print(
-            f"\n{self.reason} received: writing a checkpoint, then stopping (Ctrl-C again aborts without one)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def __call__(self) -> str | None:
-        return self.reason
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -320,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.verbose:
         print_banner(exp, run_dirs, args.conf_file or hyperparams.default_file(exp.algo.name))
-    with StopRequest() as stop:
+    with GracefulStop("writing a checkpoint, then stopping (Ctrl-C again aborts without one)") as stop:
         return run_exit_code(train_run(exp, outputs, run_dirs, stop))
 
 

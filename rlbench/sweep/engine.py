@@ -34,7 +34,7 @@ from rlbench.errors import ConfigError
 from rlbench.experiment import RunRequest
 from rlbench.files import atomic_write_text
 from rlbench.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
-from rlbench.signals import SignalScope
+from rlbench.signals import GracefulStop
 from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir, unpack
 from rlbench.sweep.grid import (
     DONE,
@@ -58,6 +58,7 @@ from rlbench.sweep.progress import Progress
 INSTALL_HINT = 'pip install -e ".[sweep]"'
 MOVED_FILE = "moved.json"
 LOCK_FILE = "driver.lock"
+STOP_ANNOUNCE = "every run writes its checkpoint and stops (Ctrl-C again aborts)"
 POLL_S = 1.0  # the driver's loop: results, then the board's events (each a Ray call)
 EXIT_ABORTED = 130
 
@@ -114,25 +115,6 @@ class Board:
     def drain(self) -> list[tuple[Any, ...]]:
         events, self._events = self._events, []
         return events
-
-
-class DriverStop(SignalScope):
-    """The first SIGINT/SIGTERM asks the sweep to stop gracefully; a second SIGINT aborts it."""
-
-    def __init__(self) -> None:
-        self.reason: str | None = None
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        import signal
-
-        if self.reason is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.reason = signal.Signals(signum).name
-        print(
-            f"\n{self.reason} received: every run writes its checkpoint and stops (Ctrl-C again aborts)",
-            file=sys.stderr,
-            flush=True,
-        )
 
 
 def open_manifest(spec: SweepSpec, folder: Path, command: str) -> Manifest:
@@ -321,7 +303,7 @@ class Driver:
         self.board = ray.remote(Board).options(num_cpus=0, scheduling_strategy=here).remote()
 
     def run(self, tasks: list[Task]) -> int:
-        with Progress(self.manifest, tasks) as progress, DriverStop() as stop:
+        with Progress(self.manifest, tasks) as progress, GracefulStop(STOP_ANNOUNCE) as stop:
             self.progress = progress
             for task in tasks:
                 self.submit(task, attempt=max(self.manifest.cells[c.key].attempts for c in task.cells) + 1)

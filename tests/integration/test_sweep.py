@@ -199,9 +199,9 @@ def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tm
     argv += ["--eval-freq", "2000", "--eval-episodes", "2", *TINY, "--name", "c", "--no-report", "--track"]
     driver = sweep_process(log, env, *argv)
     try:
-        wait_until(lambda: len(checkpoints_in_staging(log, "c")) >= 2, 60, what="a checkpoint of each cell")
+        wait_until(lambda: len(checkpoints_in_staging(log, "c")) >= 2, 180, what="a checkpoint of each cell")
         driver.send_signal(signal.SIGINT)
-        out, _ = driver.communicate(timeout=60)
+        out, _ = driver.communicate(timeout=180)
     finally:
         driver.kill()
     assert driver.returncode == 75, out
@@ -209,10 +209,10 @@ def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tm
     cells = manifest(log, "c")["cells"]
     assert {cell["state"] for cell in cells.values()} == {"interrupted"}, cells
     assert not list(log.glob("sac/*"))  # nothing unfinished in the log root
-    wait_until(lambda: not processes_under(str(local_ray)), 20, what="the driver's Ray instance to stop")
+    wait_until(lambda: not processes_under(str(local_ray)), 60, what="the driver's Ray instance to stop")
 
     again = sweep_process(log, env, *argv)
-    out, _ = again.communicate(timeout=120)
+    out, _ = again.communicate(timeout=300)
     assert again.returncode == 0, out
     cells = manifest(log, "c")["cells"]
     assert {cell["state"] for cell in cells.values()} == {"done"} and all(c["attempts"] == 2 for c in cells.values())
