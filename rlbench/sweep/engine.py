@@ -25,7 +25,7 @@ import os
 import shutil
 import socket
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from rlbench.sweep.grid import (
     Manifest,
     SweepSpec,
     Task,
+    is_run_dir,
     load_manifest,
     make_tasks,
     new_manifest,
@@ -559,8 +560,6 @@ def finish_moves(folder: Path, manifest: Manifest, log_root: Path) -> None:
 def check_move(key: str, move: Any, staging: Path, manifest: Manifest) -> dict[str, Any]:
     """A `moved.json` entry, read back as untrusted input: a cell of this grid, a staged folder inside the
     staging folder, a plain `<algo>/<folder>` under the log root."""
-    from rlbench.sweep.grid import _is_run_dir
-
     if key not in manifest.cells or not isinstance(move, dict):
         raise ValueError(f"{key!r} is not a cell of this sweep")
     staged, final = move.get("staged"), move.get("final")
@@ -568,7 +567,7 @@ def check_move(key: str, move: Any, staging: Path, manifest: Manifest) -> dict[s
         not isinstance(staged, str) or Path(staged).resolve().parent.parent != staging.resolve()
     ):
         raise ValueError(f"{key}: staged folder {staged!r} is not inside {staging}")
-    if not isinstance(final, str) or not _is_run_dir(final):
+    if not isinstance(final, str) or not is_run_dir(final):
         raise ValueError(f"{key}: {final!r} is not <algo>/<folder>")
     if move.get("state") not in (DONE, FAILED) or not isinstance(move.get("error"), str | None):
         raise ValueError(f"{key}: bad state or error")
@@ -591,8 +590,3 @@ def finish(spec: SweepSpec, manifest: Manifest, folder: Path, options: SweepOpti
         path = write_sweep_report(spec, manifest, folder, options.log_root, options.at_steps)
         if path is not None:
             print(f"Report: {path}", flush=True)
-
-
-def cells_of(spec: SweepSpec, keys: Sequence[str]) -> list[Cell]:
-    cells = {cell.key: cell for cell in spec.cells()}
-    return [cells[key] for key in keys]

@@ -323,7 +323,7 @@ def _cell_record(value: Any, where: str) -> CellRecord:
         setattr(record, key, item)
     if record.task is not None and not NAME_PATTERN.fullmatch(record.task):
         raise ConfigError(f"{where}: task {record.task!r} is not a plain folder name")
-    if record.run_dir is not None and not _is_run_dir(record.run_dir):
+    if record.run_dir is not None and not is_run_dir(record.run_dir):
         raise ConfigError(f"{where}: run_dir {record.run_dir!r} is not <algo>/<folder> under the log root")
     if record.log is not None and not re.fullmatch(r"logs/[A-Za-z0-9._-]+\.log", record.log):
         raise ConfigError(f"{where}: log {record.log!r} is not logs/<file>.log")
@@ -338,7 +338,7 @@ def _cell_record(value: Any, where: str) -> CellRecord:
     return record
 
 
-def _is_run_dir(text: str) -> bool:
+def is_run_dir(text: str) -> bool:
     parts = text.split("/")
     return len(parts) == 2 and all(NAME_PATTERN.fullmatch(part) for part in parts)
 
