@@ -21,7 +21,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlbench.bench.speed import HALF_CHEETAH_SPEC, bench_config, random_batches
-from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.networks.actor import LOG_STD_MAX, LOG_STD_MIN, sample_action
 from rlbench.registry import ALGORITHMS
 from rlbench.types import EnvSpec
@@ -127,7 +126,7 @@ def main() -> None:
 
     spec = EnvSpec(*HALF_CHEETAH_SPEC)
     cfg = bench_config("sac", n, [WIDTH, WIDTH])
-    learner = ALGORITHMS["sac"].make_learner(cfg, spec, make_uniform_buffer(1000, spec))
+    learner = ALGORITHMS["sac"].make_learner(cfg, spec)
     batches = random_batches(spec, n, cfg.batch_size)
     keys = jax.random.split(jax.random.key(1), n)
     progress = np.float32(1.0)

@@ -42,7 +42,8 @@ from rlbench import __version__
 from rlbench.checkpoint_schema import ARCHIVE_SCHEMA, Expected, ManifestError, check_schema, describe_shape, shape_fits
 from rlbench.files import atomic_writer, remove_stale_temporaries
 
-FORMAT_VERSION = 2  # 1: the foundation's .msgpack + .json pair, without host state
+FORMAT_VERSION = 3  # 1: the foundation's .msgpack + .json pair, without host state; 2: before the
+# bfloat16 W^T copies moved into each network's train state (rlbench/algos/common/train_state.py)
 SUFFIX = ".zip"
 MANIFEST = "manifest.json"
 STATE = "state.msgpack"

@@ -23,16 +23,18 @@ import jax
 import numpy as np
 
 from rlbench import hyperparams
-from rlbench.buffers.uniform import check_buffer_arrays, make_uniform_buffer
+from rlbench.algos.common.algorithm import Algorithm
+from rlbench.algos.common.spelling import literal_mapping, positive_int
+from rlbench.buffers.uniform import check_buffer_arrays
 from rlbench.checkpoint import Checkpoint, check_state_fits, read_checkpoint, state_size_bound
 from rlbench.checkpoint_schema import Expected, resume_expectations
-from rlbench.config import RunConfig, literal_mapping, normalize_entry, positive_int, split_entry
+from rlbench.config import RunConfig, normalize_entry, split_entry
 from rlbench.envs.make import check_env_id, check_env_runs
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.memory import check_buffer_memory, check_learner_memory
-from rlbench.registry import AlgoSpec, get_algo
+from rlbench.registry import get_algo
 from rlbench.types import EnvSpec
 
 MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
@@ -108,7 +110,7 @@ def select_device(device: str, num_threads: int) -> None:
 class Experiment:
     """Everything a run needs, resolved and checked, before anything is written."""
 
-    algo: AlgoSpec
+    algo: Algorithm
     run: RunConfig
     learner_config: Any
     hyperparams: dict[str, Any]  # resolved, file spelling (saved as config.yml)
@@ -278,7 +280,7 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     )
 
 
-def resume_group(resume: Checkpoint, n_seeds: int | None, algo: AlgoSpec) -> tuple[Checkpoint, ...]:
+def resume_group(resume: Checkpoint, n_seeds: int | None, algo: Algorithm) -> tuple[Checkpoint, ...]:
     """The checkpoints a resume from `resume` continues, in seed order: every seed of its group (the
     default, and --n-seeds equal to the group's size), or `resume` alone (--n-seeds 1, or a one-seed run).
 
@@ -324,7 +326,7 @@ def resume_group(resume: Checkpoint, n_seeds: int | None, algo: AlgoSpec) -> tup
     return tuple(checkpoints)
 
 
-def load_resume_checkpoint(path: Path, algo: AlgoSpec) -> Checkpoint:
+def load_resume_checkpoint(path: Path, algo: Algorithm) -> Checkpoint:
     """Read and verify `-i PATH` (CheckpointError, exit 1, when torn, corrupt or forged). Before any member
     is decompressed: the manifest must hold every key a resume reads, its algorithm must be the one asked
     for, its replay buffer must fit in memory, and no member may be larger than its saved configuration
@@ -346,7 +348,7 @@ def load_resume_checkpoint(path: Path, algo: AlgoSpec) -> Checkpoint:
         learner_config = algo.build_config(learner_keys, manifest["n_envs"], str(path))
         if manifest["replay_buffer"]:  # it is restored at its saved size (without one, -params may shrink it)
             check_buffer_memory(learner_config.buffer_size, spec, verbose=0)
-        learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
+        learner = algo.make_learner(learner_config, spec)
         return dataclasses.replace(expected, state_bytes=state_size_bound(learner.init_fn))
 
     return read_checkpoint(path, expect=expect)
@@ -391,10 +393,10 @@ def check_resume_evaluations(resume: Checkpoint, eval_episodes: int) -> None:
         )
 
 
-def check_resume_state(resume: Checkpoint, algo: AlgoSpec, learner_config: Any, spaces: Mapping[str, Any]) -> None:
+def check_resume_state(resume: Checkpoint, algo: Algorithm, learner_config: Any, spaces: Mapping[str, Any]) -> None:
     """The saved learner state and replay buffer must fit the resolved configuration (B7, B8)."""
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
-    learner = algo.make_learner(learner_config, spec, make_uniform_buffer(learner_config.buffer_size, spec))
+    learner = algo.make_learner(learner_config, spec)
     try:
         check_state_fits(learner.init_fn, resume.state_bytes)
     except ValueError as error:

@@ -8,7 +8,7 @@ from typing import Any
 
 import jax
 
-from rlbench.buffers.uniform import bytes_per_transition, make_uniform_buffer
+from rlbench.buffers.uniform import bytes_per_transition
 from rlbench.checkpoint import state_array_bytes
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
@@ -58,7 +58,7 @@ def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int, n_seeds: int
 def learner_state_bytes(algo: Any, cfg: Any, spec: EnvSpec) -> int:
     """Bytes of the learner state (parameters, optimizer moments, targets, statistics), from its
     abstract shapes: nothing is allocated or computed."""
-    return state_array_bytes(algo.make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec)).init_fn)
+    return state_array_bytes(algo.make_learner(cfg, spec).init_fn)
 
 
 def update_activation_bytes(cfg: Any, spec: EnvSpec) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from rlbench.buffers.uniform import make_uniform_buffer
+from rlbench.algos.common import acting
 from rlbench.checkpoint import Checkpoint, state_from_bytes
 from rlbench.config import normalize_entry, split_entry
 from rlbench.errors import ConfigError
@@ -45,8 +45,7 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     cfg = algo.build_config(learner_keys, int(manifest.get("n_envs", 1)), where)
     spaces = manifest["spaces"]
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
-    # The buffer is never allocated: only the learner's acting functions are used.
-    learner = algo.make_learner(cfg, spec, make_uniform_buffer(1, spec))
+    learner = algo.make_learner(cfg, spec)  # for the state's structure: the checkpoint fills it
     try:
         state = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(0)), checkpoint.state_bytes)
     except ValueError as error:
@@ -54,7 +53,7 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     return Policy(
         state=state,
         spec=spec,
-        _act=jax.jit(learner.act_fn),
-        _act_deterministic=jax.jit(learner.act_deterministic_fn),
+        _act=jax.jit(acting.act),
+        _act_deterministic=jax.jit(acting.act_deterministic),
         key=jax.random.key(seed),
     )

@@ -29,6 +29,9 @@ import jax
 import numpy as np
 from gymnasium.vector import VectorEnv
 
+from rlbench.algos.common import acting
+from rlbench.algos.common.algorithm import Algorithm
+from rlbench.algos.common.fused import make_update
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.uniform import UniformBuffer, make_uniform_buffer
@@ -51,7 +54,6 @@ from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
 from rlbench.loop_state import Evaluations, HostState
 from rlbench.memory import check_buffer_memory
-from rlbench.registry import AlgoSpec
 from rlbench.types import EnvSpec
 
 ROLLOUT_METRICS = ("rollout/ep_rew_mean", "rollout/ep_len_mean", "time/episodes", "time/fps")
@@ -100,7 +102,7 @@ class TrainResult:
 
 def train(
     run: RunConfig,
-    algo: AlgoSpec,
+    algo: Algorithm,
     cfg: Any,
     make_logger: Callable[[Sequence[str]], Logger],
     run_dir: Path | None = None,
@@ -126,7 +128,7 @@ def train(
 
 def train_seeds(
     run: RunConfig,
-    algo: AlgoSpec,
+    algo: Algorithm,
     cfg: Any,
     outputs: Sequence[SeedOutput],
     on_eval: Callable[[int, list[EvalResult | None]], None] | None = None,
@@ -165,7 +167,7 @@ def train_seeds(
                 run.env_id, n_seeds * run.n_eval_envs, "dummy", eval_kwargs, run.env_wrappers, run.gym_packages
             )
         buffer = make_uniform_buffer(cfg.buffer_size, spec)
-        learner = algo.make_learner(cfg, spec, buffer)
+        learner = algo.make_learner(cfg, spec)
         loop = _Loop(run, cfg, spec, env, eval_env, learner, buffer, outputs)
         loop.start(resume)
         metric_names = [*ROLLOUT_METRICS, *EVAL_METRICS, *learner.metric_names]
@@ -209,18 +211,18 @@ class _Loop:
         self.checkpoints = RunCheckpoints(None if None in settings else settings, axis, run.n_envs)
         self.guard = FiniteGuard(axis)
 
+        update = make_update(cfg, buffer, learner.gradient_steps_fn)
+
         def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key, training):
             # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
             first_step = axis.first(state.step)
 
             def one_seed(state, buffer_state, new, obs, act_key, training):
                 # The next action comes out of the same call as the update: one dispatch per env step.
-                updated, buffer_state, metrics = learner.update_fn(
-                    state, buffer_state, new, progress_remaining, first_step
-                )
+                updated, buffer_state, metrics = update(state, buffer_state, new, progress_remaining, first_step)
                 if axis.batched:  # a seed that diverged stays at its last finite state
                     updated = jax.lax.cond(training, lambda: updated, lambda: state)
-                action, act_key = learner.act_fn(updated, obs, act_key)
+                action, act_key = acting.act(updated, obs, act_key)
                 return updated, buffer_state, metrics, action, act_key
 
             return axis.map(one_seed)(state, buffer_state, new, obs, act_key, training)
@@ -232,8 +234,8 @@ class _Loop:
         # The compiled entry points, all of them: state and buffer are donated, so updates happen in place.
         self.init = jax.jit(learner.init_fn)
         self.init_buffers = jax.jit(lambda: axis.broadcast(buffer.init_fn()))
-        self.act = jax.jit(axis.map(learner.act_fn))
-        self.act_deterministic = jax.jit(axis.map(learner.act_deterministic_fn))
+        self.act = jax.jit(axis.map(acting.act))
+        self.act_deterministic = jax.jit(axis.map(acting.act_deterministic))
         self.insert = jax.jit(axis.map(buffer.add_fn), donate_argnums=0)
         self.update = jax.jit(update_then_act, donate_argnums=(0, 1))
         self.put_seed = jax.jit(put_seed, donate_argnums=0)

@@ -14,6 +14,7 @@ import jax  # noqa: E402  (after JAX_PLATFORMS)
 import pytest  # noqa: E402
 
 from rlbench import compile_cache  # noqa: E402
+from rlbench.algos.crossq.config import CrossQConfig  # noqa: E402
 from rlbench.algos.sac.config import SACConfig  # noqa: E402
 from rlbench.networks.mlp import NetworkConfig  # noqa: E402
 
@@ -22,7 +23,7 @@ compile_cache.enable()
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tiny_sac_config(**overrides) -> SACConfig:
+def tiny_config(config_type=SACConfig, **overrides):
     """Tiny networks and batches: fast to compile, enough to exercise every code path."""
     values = dict(
         batch_size=4,
@@ -31,7 +32,15 @@ def tiny_sac_config(**overrides) -> SACConfig:
         critic=NetworkConfig(hidden=(8, 8)),
     )
     values.update(overrides)
-    return SACConfig(**values)
+    return config_type(**values)
+
+
+def tiny_sac_config(**overrides) -> SACConfig:
+    return tiny_config(SACConfig, **overrides)
+
+
+def tiny_crossq_config(**overrides) -> CrossQConfig:
+    return tiny_config(CrossQConfig, **overrides)
 
 
 @pytest.fixture

@@ -154,7 +154,6 @@ def rlbench_row(
     """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up, then the
     update alone for `update_seconds`. With `n_seeds` K, K vmapped seeds train together (`train_seeds`):
     the rates are for all seeds together, `per_seed_env_steps_per_s` for each."""
-    from rlbench.buffers.uniform import make_uniform_buffer
     from rlbench.config import RunConfig
     from rlbench.loggers.base import MultiLogger
     from rlbench.registry import ALGORITHMS
@@ -197,7 +196,7 @@ def rlbench_row(
         probe = gym.make(env_id)
         spec = EnvSpec(int(np.prod(probe.observation_space.shape)), int(np.prod(probe.action_space.shape)))
         probe.close()
-    learner = ALGORITHMS[algo].make_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec))
+    learner = ALGORITHMS[algo].make_learner(cfg, spec)
     gflop = gradient_step_gflop(learner, cfg, spec)
     bare = update_only_rate(learner, cfg, spec, update_seconds, n_seeds)
     row = {

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from rlbench import compile_cache, hyperparams
+from rlbench.algos.common.spelling import literal_mapping
 from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
 from rlbench.checkpoint_schema import policy_expectations
-from rlbench.config import literal_mapping, normalize_entry
+from rlbench.config import normalize_entry
 from rlbench.envs.make import check_env_id, make_single_env
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers, trusted_modules
 from rlbench.errors import ConfigError

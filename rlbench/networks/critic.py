@@ -11,9 +11,11 @@ from rlbench.networks.plain_layout import KERNELS_T
 
 
 class QNetwork(nn.Module):
-    """Q(s, a): the MLP trunk on concat([obs, action]) and a linear output."""
+    """Q(s, a): the MLP trunk on concat([obs, action]) and a linear output; [B], or [B, n_quantiles]
+    quantiles of the return for a distributional critic (TQC)."""
 
     config: NetworkConfig
+    n_quantiles: int | None = None
 
     @nn.compact
     def __call__(
@@ -21,11 +23,14 @@ class QNetwork(nn.Module):
     ) -> jax.Array:
         x = jnp.concatenate([obs, action], axis=-1)
         x = MLP(self.config, name="trunk")(x, train=train, dropout=dropout, plain_layout=plain_layout)
-        return nn.Dense(1, name="q")(x).squeeze(-1)  # [B]
+        if self.n_quantiles is None:
+            return nn.Dense(1, name="q")(x).squeeze(-1)  # [B]
+        return nn.Dense(self.n_quantiles, name="q")(x)  # [B, n_quantiles]
 
 
 class CriticEnsemble(nn.Module):
-    """`n_critics` independent Q networks evaluated on the same inputs: output [n_critics, B].
+    """`n_critics` independent Q networks evaluated on the same inputs: output [n_critics, B], or
+    [n_critics, B, n_quantiles] with quantile critics.
 
     Parameters, BatchRenorm statistics and dropout masks are split across members, so each critic is
     initialised, normalised and regularised independently, while the ensemble is one batched computation.
@@ -33,6 +38,7 @@ class CriticEnsemble(nn.Module):
 
     config: NetworkConfig
     n_critics: int = 2
+    n_quantiles: int | None = None
 
     @nn.compact
     def __call__(
@@ -54,4 +60,4 @@ class CriticEnsemble(nn.Module):
             axis_size=self.n_critics,
         )
         # Flags go positionally: lifted vmap drops keyword arguments (with only a warning).
-        return ensemble(self.config, name="critics")(obs, action, train, dropout, plain_layout)
+        return ensemble(self.config, self.n_quantiles, name="critics")(obs, action, train, dropout, plain_layout)

@@ -11,7 +11,6 @@ import pytest
 
 from rlbench.bench.speed import bench_config, gradient_step_gflop, machine, row_from
 from rlbench.bench.speed import main as speed_main
-from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.registry import ALGORITHMS
 from rlbench.types import EnvSpec
 
@@ -44,7 +43,7 @@ def test_sac_gradient_step_flops_match_a_count_by_hand():
 
     cfg = bench_config("sac", 1, [256, 256])
     spec = EnvSpec(obs, act)
-    learner = ALGORITHMS["sac"].make_learner(cfg, spec, make_uniform_buffer(1000, spec))
+    learner = ALGORITHMS["sac"].make_learner(cfg, spec)
     gflop = gradient_step_gflop(learner, cfg, spec)
     assert by_hand == pytest.approx(0.5815, abs=1e-4)
     # XLA also counts the elementwise work (activations, Adam, the losses): a few percent more.

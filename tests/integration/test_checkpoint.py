@@ -13,7 +13,9 @@ import jax
 import numpy as np
 import pytest
 
+from rlbench.algos.common import acting
 from rlbench.checkpoint import (
+    FORMAT_VERSION,
     CheckpointError,
     newest_valid_checkpoint,
     prune_periodic_checkpoints,
@@ -55,11 +57,11 @@ def trained(tmp_path, algo="sac", **overrides):
 
 
 def crossq_config(**overrides):
-    from rlbench.algos.sac.config import SACConfig
+    from rlbench.algos.crossq.config import CrossQConfig
     from rlbench.networks.mlp import NetworkConfig
 
     bn = NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=20)
-    return SACConfig(
+    return CrossQConfig(
         batch_size=8,
         actor=bn,
         critic=NetworkConfig(hidden=(16, 16), batch_norm=True, renorm_warmup_steps=20),
@@ -74,12 +76,9 @@ def test_round_trip_restores_every_leaf_actions_and_counters(tmp_path, algo):
     """B1: parameters, optimizer states, targets, alpha, batch statistics and key are array_equal."""
     cfg, result = trained(tmp_path, algo)
     checkpoint = read_checkpoint(tmp_path / "final.zip")
-    spec_learner = ALGORITHMS[algo].make_learner
-    from rlbench.buffers.uniform import make_uniform_buffer
     from rlbench.types import EnvSpec
 
-    spec = EnvSpec(3, 1)
-    learner = spec_learner(cfg, spec, make_uniform_buffer(cfg.buffer_size, spec))
+    learner = ALGORITHMS[algo].make_learner(cfg, EnvSpec(3, 1))
     restored = state_from_bytes(learner.init_fn(jax.random.key(1)), checkpoint.state_bytes)
     saved_leaves = jax.tree_util.tree_leaves(result.state.replace(key=jax.random.key_data(result.state.key)))
     restored_leaves = jax.tree_util.tree_leaves(restored.replace(key=jax.random.key_data(restored.key)))
@@ -96,7 +95,7 @@ def test_round_trip_restores_every_leaf_actions_and_counters(tmp_path, algo):
     }
     assert int(result.state.step) == 70  # gradient steps after learning_starts=50
     obs = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
-    act = jax.jit(learner.act_deterministic_fn)
+    act = jax.jit(acting.act_deterministic)
     np.testing.assert_array_equal(np.asarray(act(result.state, obs)), np.asarray(act(restored, obs)))
     # The checkpoint holds only .npy members, a msgpack state and JSON: no pickle anywhere (B9).
     with zipfile.ZipFile(tmp_path / "final.zip") as archive:
@@ -108,7 +107,7 @@ def test_round_trip_restores_every_leaf_actions_and_counters(tmp_path, algo):
 
 
 def test_policy_rebuilt_from_the_manifest_alone_acts_like_the_trained_state(tmp_path):
-    from rlbench.config import sac_config_to_hyperparams
+    from rlbench.algos.sac.config import config_to_hyperparams
 
     cfg = tiny_sac_config(learning_starts=50, buffer_size=500)
     run = RunConfig(env_id="Pendulum-v1", n_timesteps=100, eval_freq=-1, verbose=0)
@@ -116,16 +115,12 @@ def test_policy_rebuilt_from_the_manifest_alone_acts_like_the_trained_state(tmp_
     settings = CheckpointSettings(
         run_dir=tmp_path,
         model_name="m",
-        manifest={"algo": "sac", "hyperparams": sac_config_to_hyperparams(cfg), "spaces": spaces, "n_envs": 1},
+        manifest={"algo": "sac", "hyperparams": config_to_hyperparams(cfg), "spaces": spaces, "n_envs": 1},
     )
     result = train(run, ALGORITHMS["sac"], cfg, NO_LOG, checkpoints=settings)
     policy = load_policy(read_checkpoint(tmp_path / "m.zip"))
     obs = np.random.default_rng(1).normal(size=(5, 3)).astype(np.float32)
-    from rlbench.buffers.uniform import make_uniform_buffer
-    from rlbench.types import EnvSpec
-
-    learner = ALGORITHMS["sac"].make_learner(cfg, EnvSpec(3, 1), make_uniform_buffer(1, EnvSpec(3, 1)))
-    np.testing.assert_array_equal(policy(obs), np.asarray(learner.act_deterministic_fn(result.state, obs)))
+    np.testing.assert_array_equal(policy(obs), np.asarray(acting.act_deterministic(result.state, obs)))
 
 
 def test_every_kind_of_broken_file_is_reported_with_path_reason_and_newest_valid(tmp_path):
@@ -167,12 +162,15 @@ def test_every_kind_of_broken_file_is_reported_with_path_reason_and_newest_valid
 def test_other_format_version_is_refused_by_name(tmp_path):
     path = small_checkpoint(tmp_path, "old.zip")
     with zipfile.ZipFile(path) as src:
-        manifest = src.read("manifest.json").replace(b'"format_version": 2', b'"format_version": 1')
+        older = FORMAT_VERSION - 1
+        manifest = src.read("manifest.json").replace(
+            f'"format_version": {FORMAT_VERSION}'.encode(), f'"format_version": {older}'.encode()
+        )
         members = {item.filename: src.read(item) for item in src.infolist()}
     with zipfile.ZipFile(path, "w") as dst:
         for name, data in members.items():
             dst.writestr(name, manifest if name == "manifest.json" else data)
-    with pytest.raises(CheckpointError, match="format version 1, this rlbench reads version 2"):
+    with pytest.raises(CheckpointError, match=f"format version {older}, this rlbench reads version {FORMAT_VERSION}"):
         read_checkpoint(path)
 
 

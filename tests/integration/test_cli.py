@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import yaml
 
+from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.cli.train import main
-from rlbench.config import build_sac_config, normalize_entry
+from rlbench.config import normalize_entry
 
 TINY = ["--verbose", "0", "-params", "policy_kwargs:dict(net_arch=[16, 16])", "batch_size:32", "learning_starts:50"]
 

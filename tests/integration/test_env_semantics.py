@@ -8,7 +8,9 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import tests.envs  # noqa: F401  (registers the test envs)
 from rlbench.algos.common.schedules import ConstantSchedule
-from rlbench.algos.sac.config import EntropyCoef
+from rlbench.algos.common.temperature import EntropyCoef
+from rlbench.algos.crossq.config import CrossQConfig
+from rlbench.algos.sac.config import SACConfig
 from rlbench.algos.sac.state import make_networks
 from rlbench.buffers.uniform import unpack
 from rlbench.config import RunConfig
@@ -19,7 +21,7 @@ from rlbench.networks.mlp import NetworkConfig
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import train
 from rlbench.types import EnvSpec
-from tests.conftest import tiny_sac_config
+from tests.conftest import tiny_config, tiny_sac_config
 
 NO_LOG = lambda names: MultiLogger([])  # noqa: E731
 
@@ -39,10 +41,7 @@ def stored(result):
 def q_value(cfg, result, obs=1.0):
     """Mean over critics of Q(obs, 0), BatchRenorm (CrossQ) in evaluation mode."""
     critic = make_networks(cfg, EnvSpec(1, 1)).critic
-    variables = {"params": result.state.critic.params}
-    if hasattr(result.state.critic, "batch_stats"):
-        variables["batch_stats"] = result.state.critic.batch_stats
-    q = critic.apply(variables, jnp.array([[obs]]), jnp.zeros((1, 1)))
+    q = critic.apply(result.state.critic.variables(), jnp.array([[obs]]), jnp.zeros((1, 1)))
     return float(q.mean())
 
 
@@ -51,14 +50,13 @@ Q_CONFIG = dict(
     gamma=0.9,
     ent_coef=EntropyCoef(initial=1e-6, learned=False),
     learning_rate=ConstantSchedule(3e-3),
-    tau=0.05,
     batch_size=64,
     buffer_size=4000,
     learning_starts=64,
 )
 Q_CONFIGS = {
-    "sac": {},
-    "droq": dict(critic=NetworkConfig(hidden=(8, 8), dropout_rate=0.01, layer_norm=True), gradient_steps=2),
+    "sac": dict(tau=0.05),
+    "droq": dict(tau=0.05, critic=NetworkConfig(hidden=(8, 8), dropout_rate=0.01, layer_norm=True), gradient_steps=2),
     "crossq": dict(
         critic=NetworkConfig(hidden=(32, 32), batch_norm=True, renorm_warmup_steps=1000),
         actor=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=1000),
@@ -71,7 +69,7 @@ def test_truncation_bootstraps_to_infinite_horizon_value(algo):
     # Reward 1 forever, cut by an 8-step time limit, one constant observation. Bootstrapping from
     # the final observation gives Q = 1 / (1 - 0.9) = 10; treating the 1-in-8 truncated transitions
     # as terminal would give Q = 1 / (1 - 0.9 * 7/8) = 4.7 instead.
-    cfg = tiny_sac_config(**Q_CONFIG | Q_CONFIGS[algo])
+    cfg = tiny_config(CrossQConfig if algo == "crossq" else SACConfig, **Q_CONFIG | Q_CONFIGS[algo])
     result = run("tests.envs:InfiniteHorizon-v0", 3000, cfg, algo=algo)
     assert abs(q_value(cfg, result) - 10.0) < 0.7
     data = stored(result)
@@ -81,7 +79,7 @@ def test_truncation_bootstraps_to_infinite_horizon_value(algo):
 def test_termination_does_not_bootstrap():
     # Same rewards, but a true terminal state at step 8, with the same constant observation: one
     # sampled transition in 8 is terminal, so the fixed point is Q = 1 + 0.9 * (7/8) * Q = 4.71.
-    cfg = tiny_sac_config(**Q_CONFIG)
+    cfg = tiny_sac_config(**Q_CONFIG, tau=0.05)
     result = run("tests.envs:TerminateAt8-v0", 3000, cfg)
     expected = 1.0 / (1.0 - 0.9 * 7 / 8)
     assert abs(q_value(cfg, result) - expected) < 0.7

@@ -62,6 +62,25 @@ def test_core_imports_point_downward_only():
     assert not offenders, offenders
 
 
+def test_only_the_registry_names_an_algorithm():
+    """Adding an algorithm touches its folder, the registry and its hyperparameter file: the rest of
+    rlbench reaches algorithms only through the registry's `Algorithm` values and rlbench.algos.common."""
+    algorithm_folders = [
+        p.name for p in (PACKAGE / "algos").iterdir() if p.is_dir() and p.name not in ("common", "__pycache__")
+    ]
+    assert {"sac", "crossq", "tqc"} <= set(algorithm_folders)
+    offenders = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in PACKAGE.rglob("*.py")
+        if not path.relative_to(PACKAGE).as_posix().startswith("algos/") and path.name != "registry.py"
+        for name in sorted(imported_modules(path))
+        if any(
+            name == f"rlbench.algos.{algo}" or name.startswith(f"rlbench.algos.{algo}.") for algo in algorithm_folders
+        )
+    ]
+    assert not offenders, offenders
+
+
 def test_only_the_command_line_imports_rlbench_cli():
     offenders = [
         f"{relative} imports {name}"

@@ -3,7 +3,8 @@
 import pytest
 
 from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule
-from rlbench.config import build_crossq_config, build_sac_config
+from rlbench.algos.crossq.config import build_config as build_crossq_config
+from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.errors import ConfigError
 from rlbench.hyperparams import merge
 from rlbench.literals import LiteralError, parse_key_values, parse_value

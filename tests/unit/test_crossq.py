@@ -5,13 +5,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rlbench.algos.common import acting
+from rlbench.algos.common.fused import make_update
 from rlbench.algos.crossq.update import make_learner as make_crossq
 from rlbench.algos.sac.update import make_learner as make_sac
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.networks.batch_renorm import BatchRenorm
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.types import EnvSpec
-from tests.conftest import tiny_sac_config
+from tests.conftest import tiny_crossq_config, tiny_sac_config
 from tests.unit.test_update import leaves_close, random_batches
 
 SPEC = EnvSpec(obs_dim=3, action_dim=2)
@@ -87,11 +89,11 @@ def crossq_config(**overrides):
     bn = dict(batch_norm=True, renorm_warmup_steps=2)
     values = dict(policy_delay=2, actor=NetworkConfig(hidden=(8, 8), **bn), critic=NetworkConfig(hidden=(8, 8), **bn))
     values.update(overrides)
-    return tiny_sac_config(**values)
+    return tiny_crossq_config(**values)
 
 
 def crossq_learner(cfg):
-    return make_crossq(cfg, SPEC, make_uniform_buffer(cfg.buffer_size, SPEC))
+    return make_crossq(cfg, SPEC)
 
 
 def test_joint_pass_keeps_statistics_of_the_concatenated_batch_and_no_target():
@@ -147,13 +149,14 @@ def test_crossq_fused_equals_unfused_with_batch_stats(dropout):
 def test_crossq_update_traces_once():
     cfg = crossq_config(policy_delay=3, gradient_steps=2)
     buffer = make_uniform_buffer(cfg.buffer_size, SPEC)
-    learner = make_crossq(cfg, SPEC, buffer)
+    learner = make_crossq(cfg, SPEC)
+    update_fn = make_update(cfg, buffer, learner.gradient_steps_fn)
     n_traces = 0
 
     def counted(state, buffer_state, new, progress):
         nonlocal n_traces
         n_traces += 1
-        return learner.update_fn(state, buffer_state, new, progress, state.step)
+        return update_fn(state, buffer_state, new, progress, state.step)
 
     update = jax.jit(counted, donate_argnums=(0, 1))
     # A jitted init (as the runner's) and a weakly typed progress: a state whose types changed after
@@ -167,7 +170,7 @@ def test_crossq_update_traces_once():
 
 def test_droq_dropout_changes_training_outputs_and_evaluation_repeats():
     cfg = tiny_sac_config(critic=NetworkConfig(hidden=(16, 16), dropout_rate=0.2, layer_norm=True))
-    learner = make_sac(cfg, SPEC, make_uniform_buffer(cfg.buffer_size, SPEC))
+    learner = make_sac(cfg, SPEC)
     state = learner.init_fn(jax.random.key(0))
     from rlbench.algos.sac.state import make_networks
 
@@ -178,7 +181,7 @@ def test_droq_dropout_changes_training_outputs_and_evaluation_repeats():
     train_b = critic.apply(variables, obs, action, dropout=True, rngs={"dropout": jax.random.key(2)})
     assert not np.allclose(train_a, train_b)
     np.testing.assert_array_equal(critic.apply(variables, obs, action), critic.apply(variables, obs, action))
-    act = jax.jit(learner.act_deterministic_fn)
+    act = jax.jit(acting.act_deterministic)
     np.testing.assert_array_equal(act(state, obs), act(state, obs))
     layer_names = set(state.critic.params["critics"]["trunk"])
     assert {"LayerNorm_0", "LayerNorm_1"} <= layer_names

@@ -40,7 +40,7 @@ def test_actor_loss_by_hand():
     log_prob = jnp.array([-1.0, 0.5])
     q = jnp.array([[3.0, 1.0], [2.0, 4.0]])  # min over critics: [2, 1]
     # mean(0.2 * -1 - 2, 0.2 * 0.5 - 1) = mean(-2.2, -0.9) = -1.55
-    np.testing.assert_allclose(actor_loss(log_prob, q, jnp.array(0.2)), -1.55, rtol=1e-6)
+    np.testing.assert_allclose(actor_loss(log_prob, q.min(axis=0), jnp.array(0.2)), -1.55, rtol=1e-6)
 
 
 def test_temperature_loss_sign_raises_alpha_when_entropy_is_low():

@@ -10,11 +10,10 @@ import pytest
 
 from rlbench.algos.crossq.update import make_learner as make_crossq
 from rlbench.algos.sac.update import make_learner as make_sac
-from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.checkpoint import state_from_bytes, state_to_bytes
 from rlbench.networks.mlp import MLP, NetworkConfig
 from rlbench.networks.plain_layout import PlainLayoutDense, dense_pair, transposed_kernels
-from tests.conftest import tiny_sac_config
+from tests.conftest import tiny_crossq_config, tiny_sac_config
 from tests.unit.test_update import SPEC, random_batches
 
 
@@ -113,9 +112,9 @@ def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(
 def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoint(algo):
     """The W^T copies the plain-layout pass reads must be exactly those of the current parameters."""
     bf16 = NetworkConfig(hidden=(8, 8), precision="bfloat16", batch_norm=algo == "crossq", renorm_warmup_steps=2)
-    cfg = tiny_sac_config(policy_delay=2, gradient_steps=3, actor=bf16, critic=bf16)
-    make = make_crossq if algo == "crossq" else make_sac
-    learner = make(cfg, SPEC, make_uniform_buffer(cfg.buffer_size, SPEC))
+    tiny_config, make = (tiny_crossq_config, make_crossq) if algo == "crossq" else (tiny_sac_config, make_sac)
+    cfg = tiny_config(policy_delay=2, gradient_steps=3, actor=bf16, critic=bf16)
+    learner = make(cfg, SPEC)
     state = jax.jit(learner.init_fn)(jax.random.key(0))
     steps = jax.jit(learner.gradient_steps_fn)
     for i in range(3):  # 9 gradient steps, the actor updated on every other one
@@ -126,21 +125,21 @@ def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoi
     assert not np.array_equal(jax.tree.leaves(before.actor.params)[0], jax.tree.leaves(state.actor.params)[0])
     for network in ("actor", "critic"):
         params = getattr(state, network).params
-        jax.tree.map(np.testing.assert_array_equal, getattr(state.transposed, network), transposed_kernels(params))
+        jax.tree.map(np.testing.assert_array_equal, getattr(state, network).kernels_t, transposed_kernels(params))
     restored = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(1)), state_to_bytes(state))
     jax.tree.map(
         np.testing.assert_array_equal,
-        (restored.transposed, restored.critic.params),
-        (state.transposed, state.critic.params),
+        (restored.actor.kernels_t, restored.critic.kernels_t, restored.critic.params),
+        (state.actor.kernels_t, state.critic.kernels_t, state.critic.params),
     )
-    assert jax.tree.leaves(restored.transposed)[0].dtype == jnp.bfloat16
+    assert jax.tree.leaves(restored.critic.kernels_t)[0].dtype == jnp.bfloat16
 
 
 def test_only_bfloat16_networks_carry_transposed_kernels():
     droq_critic = NetworkConfig(hidden=(8, 8), precision="bfloat16", dropout_rate=0.01, layer_norm=True)
-    float32 = make_sac(tiny_sac_config(), SPEC, make_uniform_buffer(64, SPEC)).init_fn(jax.random.key(0))
-    assert float32.transposed is None  # float32 state and checkpoints are unchanged
+    float32 = make_sac(tiny_sac_config(), SPEC).init_fn(jax.random.key(0))
+    assert float32.actor.kernels_t is None and float32.critic.kernels_t is None  # no copies to store
     cfg = tiny_sac_config(critic=droq_critic)  # float32 actor, bfloat16 DroQ critic
-    state = make_sac(cfg, SPEC, make_uniform_buffer(64, SPEC)).init_fn(jax.random.key(0))
-    assert state.transposed.actor is None
-    jax.tree.map(np.testing.assert_array_equal, state.transposed.critic, transposed_kernels(state.critic.params))
+    state = make_sac(cfg, SPEC).init_fn(jax.random.key(0))
+    assert state.actor.kernels_t is None
+    jax.tree.map(np.testing.assert_array_equal, state.critic.kernels_t, transposed_kernels(state.critic.params))

@@ -37,7 +37,8 @@ def config(algo: str, **overrides):
 def make(algo: str, **overrides):
     cfg = config(algo, **overrides)
     buffer = make_uniform_buffer(cfg.buffer_size, SPEC)
-    return cfg, get_algo(algo).make_learner(cfg, SPEC, buffer), buffer
+    learner = get_algo(algo).make_learner(cfg, SPEC)
+    return cfg, learner, buffer, make_update(cfg, buffer, learner.gradient_steps_fn)
 
 
 def one_seed_inputs(learner, buffer, seed: int):
@@ -70,12 +71,12 @@ def as_arrays(tree):
     ids=["sac", "crossq", "droq", "sac-bfloat16"],
 )
 def test_vmapped_update_equals_separate_updates(algo, overrides):
-    _, learner, buffer = make(algo, **overrides)
+    _, learner, buffer, update = make(algo, **overrides)
     axis = SeedAxis(K)
     per_seed, stacked = stacked_inputs(axis, learner, buffer)
     progress = jnp.float32(0.9)
-    vmapped = jax.jit(axis.map(learner.update_fn, shared_argnums=SHARED))(*stacked, progress, 0)
-    single = jax.jit(learner.update_fn)
+    vmapped = jax.jit(axis.map(update, shared_argnums=SHARED))(*stacked, progress, 0)
+    single = jax.jit(update)
     for i, (state, buffer_state, new) in enumerate(per_seed):
         expected = single(state, buffer_state, new, progress, state.step)
         # Params, target params, optimizer state, BatchRenorm statistics, keys, buffer, metrics.
@@ -89,10 +90,10 @@ def test_vmapped_update_equals_separate_updates(algo, overrides):
 def test_one_seed_has_no_axis_on_the_device_and_one_on_the_host():
     """A one-seed run compiles the unbatched functions themselves (bit for bit a run without seeds):
     the axis adds nothing on the device, and the host's [1, ...] arrays are converted at the boundary."""
-    _, learner, buffer = make("droq")
+    _, learner, buffer, update = make("droq")
     axis = SeedAxis(1)
     [(state, buffer_state, new)], (states, buffer_states, news) = stacked_inputs(axis, learner, buffer)
-    assert axis.map(learner.update_fn, shared_argnums=SHARED) is learner.update_fn
+    assert axis.map(update, shared_argnums=SHARED) is update
     assert states is state and buffer_states is buffer_state and news is new
     assert axis.take(state, 0) is state and axis.first(state.step) is state.step
     assert axis.broadcast(buffer_state) is buffer_state
@@ -138,7 +139,7 @@ def primitives_under_cond(jaxpr, inside=False):
 def test_actor_branch_runs_once_per_policy_delay_steps_under_vmap_and_traces_once():
     # 10 gradient steps, the actor on every 4th: from step 0 it runs on steps 4 and 8, from 10 on 12, 16 and
     # 20, from 20 on 24 and 28. A batched predicate would make the cond a select that runs it on all 10.
-    cfg, learner, buffer = make("droq", gradient_steps=10)
+    cfg, learner, buffer, _ = make("droq", gradient_steps=10)
     axis = SeedAxis(K)
     states, buffer_states, new = stacked_inputs(axis, learner, buffer)[1]
     counter: list[int] = []
@@ -171,7 +172,7 @@ def test_actor_branch_runs_once_per_policy_delay_steps_under_vmap_and_traces_onc
 
 
 def test_seed_i_starts_exactly_as_a_single_run_with_that_seed():
-    _, learner, _ = make("crossq")
+    _, learner, _, _ = make("crossq")
     init = jax.jit(learner.init_fn)  # as the runner compiles it
     seeds = [7, 8, 9]
     keys = [jax.random.split(jax.random.key(seed))[0] for seed in seeds]  # the runner's (state key, act key)

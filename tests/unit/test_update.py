@@ -5,8 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rlbench.algos.common.fused import make_update
 from rlbench.algos.common.steps import fuse_steps
-from rlbench.algos.sac.config import EntropyCoef
+from rlbench.algos.common.temperature import EntropyCoef
 from rlbench.algos.sac.update import make_learner
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.networks.mlp import NetworkConfig
@@ -31,7 +32,7 @@ def random_batches(key, n_steps, batch_size):
 
 def make(cfg):
     buffer = make_uniform_buffer(cfg.buffer_size, SPEC)
-    return make_learner(cfg, SPEC, buffer), buffer
+    return make_learner(cfg, SPEC), buffer
 
 
 def leaves_close(a, b, tol=1e-6):
@@ -65,12 +66,13 @@ def test_fused_equals_unfused(policy_delay, dropout):
 def test_update_traces_once_over_changing_policy_delay_offsets():
     cfg = tiny_sac_config(policy_delay=3, gradient_steps=2)
     learner, buffer = make(cfg)
+    update_fn = make_update(cfg, buffer, learner.gradient_steps_fn)
     n_traces = 0
 
     def counted(state, buffer_state, new, progress):
         nonlocal n_traces
         n_traces += 1
-        return learner.update_fn(state, buffer_state, new, progress, state.step)
+        return update_fn(state, buffer_state, new, progress, state.step)
 
     update = jax.jit(counted, donate_argnums=(0, 1))
     # A jitted init (as the runner's) and a weakly typed progress: a state whose types changed after

@@ -5,6 +5,9 @@ Shapes: q values are [n_critics, B]; everything per sample is [B].
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import jax
 
 
@@ -29,9 +32,10 @@ def critic_loss(q: jax.Array, target: jax.Array) -> jax.Array:
     return 0.5 * ((q - target[None, :]) ** 2).mean(axis=1).sum()
 
 
-def actor_loss(log_prob: jax.Array, q: jax.Array, alpha: jax.Array) -> jax.Array:
-    """E[alpha log pi(a|s) - min_i Q_i(s, a)], a ~ pi(.|s) reparameterised (eq. 12)."""
-    return (alpha * log_prob - q.min(axis=0)).mean()
+def actor_loss(log_prob: jax.Array, q_value: jax.Array, alpha: jax.Array) -> jax.Array:
+    """E[alpha log pi(a|s) - Q(s, a)], a ~ pi(.|s) reparameterised (eq. 12). `q_value` [B] is the
+    critics' estimate: the minimum over critics in SAC and CrossQ, the mean of all quantiles in TQC."""
+    return (alpha * log_prob - q_value).mean()
 
 
 def temperature_loss(log_alpha: jax.Array, entropy: jax.Array, target_entropy: float) -> jax.Array:
@@ -43,3 +47,23 @@ def temperature_loss(log_alpha: jax.Array, entropy: jax.Array, target_entropy: f
     alpha, so descent raises alpha.
     """
     return (log_alpha * jax.lax.stop_gradient(entropy - target_entropy)).mean()
+
+
+class CriticObjective(NamedTuple):
+    """How a learner's critics are trained and read, given the critics' output q:
+    target(next_q, next_log_prob, reward, terminated, alpha, gamma) -> the TD target (stop_gradient);
+    loss(q, target) -> the critic loss;
+    value(q) -> [B], the critics' estimate of Q(s, a) that the actor maximises.
+    SAC's below; TQC's in rlbench/algos/tqc/losses.py."""
+
+    target: Callable[..., jax.Array]
+    loss: Callable[[jax.Array, jax.Array], jax.Array]
+    value: Callable[[jax.Array], jax.Array]
+
+
+def min_over_critics(q: jax.Array) -> jax.Array:
+    """The pessimistic value of [n_critics, B] Q values: [B] (clipped double Q)."""
+    return q.min(axis=0)
+
+
+SOFT_Q = CriticObjective(target=soft_td_target, loss=critic_loss, value=min_over_critics)

@@ -1,6 +1,8 @@
-"""The SAC temperature alpha, shared by SAC, DroQ and CrossQ: learned on log alpha, or fixed."""
+"""The SAC temperature alpha, shared by SAC, DroQ, CrossQ and TQC: learned on log alpha, or fixed."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -8,6 +10,14 @@ from flax.training.train_state import TrainState
 
 from rlbench.algos.common.losses import temperature_loss
 from rlbench.algos.common.steps import apply_loss, make_adam
+
+
+@dataclass(frozen=True)
+class EntropyCoef:
+    """The temperature alpha: learned from `initial` (ent_coef auto / auto_<x>) or fixed."""
+
+    initial: float = 1.0
+    learned: bool = True
 
 
 def init_temperature(initial: float, learned: bool, learning_rate: float) -> TrainState | None:

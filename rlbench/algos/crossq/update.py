@@ -5,6 +5,9 @@ Critic step: no target network. One training-mode pass of the critic ensemble ov
 and Q(s', a'), the soft TD target is built from the second half under stop_gradient, and the batch
 statistics of that one pass are kept. Actor step: the actor in training mode (its BatchRenorm
 statistics updated), the critic in evaluation mode. Temperature: as SAC.
+
+CrossQ + TQC (`n_quantiles` set): the same joint pass through quantile critics, TQC's truncated
+quantile target and quantile Huber loss, and the actor on the mean of all quantiles.
 """
 
 from __future__ import annotations
@@ -12,16 +15,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rlbench.algos.common.layout import actor_kernels_t, critic_kernels_t, refresh, with_kernels_t
 from rlbench.algos.common.learner import Learner, assemble_learner
-from rlbench.algos.common.losses import actor_loss, critic_loss, soft_td_target
+from rlbench.algos.common.losses import SOFT_Q, CriticObjective, actor_loss
 from rlbench.algos.common.steps import apply_loss
 from rlbench.algos.common.temperature import current_alpha, temperature_step
+from rlbench.algos.crossq.config import CrossQConfig
 from rlbench.algos.crossq.state import CrossQState, init_state
-from rlbench.algos.sac.config import SACConfig
-from rlbench.algos.sac.state import SACNetworks, make_networks
+from rlbench.algos.sac.state import make_networks
 from rlbench.algos.sac.update import target_entropy
-from rlbench.buffers.uniform import UniformBuffer
+from rlbench.algos.tqc.losses import quantile_objective
 from rlbench.networks.actor import sample_action
 from rlbench.types import EnvSpec, Metrics, Transition
 
@@ -40,14 +42,12 @@ def bn_steps(batch_stats) -> jax.Array:
     return jnp.max(counters[0]).astype(jnp.float32) if counters else jnp.zeros((), jnp.float32)
 
 
-def critic_step(cfg: SACConfig, nets: SACNetworks, state: CrossQState, batch: Transition, key: jax.Array):
+def critic_step(cfg: CrossQConfig, objective: CriticObjective, state: CrossQState, batch: Transition, key: jax.Array):
     next_action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
-    actor_vars = {"params": state.actor.params, "batch_stats": state.actor.batch_stats}
-    mean, log_std = nets.actor.apply(actor_vars, batch.next_obs, train=False)
+    mean, log_std = state.actor.apply_fn(state.actor.variables(), batch.next_obs, train=False)
     next_action, next_log_prob = sample_action(mean, log_std, next_action_key)
     batch_size = batch.reward.shape[0]
-    kernels_t = critic_kernels_t(state.transposed)
 
     def loss_fn(params):
         # CrossQ's key idea: ONE training-mode pass over the concatenation of (s, a) and (s', a').
@@ -58,48 +58,47 @@ def critic_step(cfg: SACConfig, nets: SACNetworks, state: CrossQState, batch: Tr
         # is also cheaper. The running statistics kept are those of this joint batch.
         joint_obs = jnp.concatenate([batch.obs, batch.next_obs])  # [2B, obs_dim]
         joint_action = jnp.concatenate([batch.action, next_action])  # [2B, action_dim]
-        joint_q, updates = nets.critic.apply(
-            with_kernels_t({"params": params, "batch_stats": state.critic.batch_stats}, kernels_t),
+        joint_q, updates = state.critic.apply_training(
+            params,
             joint_obs,
             joint_action,
             train=True,
             dropout=True,
-            plain_layout=kernels_t is not None,
             rngs={"dropout": dropout_key},
             mutable=["batch_stats"],
         )
-        q, next_q = joint_q[:, :batch_size], joint_q[:, batch_size:]  # [n_critics, B] each
-        target = soft_td_target(next_q, next_log_prob, batch.reward, batch.terminated, alpha, cfg.gamma)
-        return critic_loss(q, target), (q, updates["batch_stats"])
+        q, next_q = joint_q[:, :batch_size], joint_q[:, batch_size:]  # [n_critics, B(, n_quantiles)] each
+        target = objective.target(next_q, next_log_prob, batch.reward, batch.terminated, alpha, cfg.gamma)
+        return objective.loss(q, target), (q, updates["batch_stats"])
 
     critic, loss, (q, batch_stats) = apply_loss(state.critic, loss_fn)
     critic = critic.replace(batch_stats=batch_stats)
     metrics = {"train/critic_loss": loss, "train/q_mean": q.mean(), "train/critic_bn_steps": bn_steps(batch_stats)}
-    return state.replace(critic=critic, transposed=refresh(state.transposed, critic=critic.params)), metrics
+    return state.replace(critic=critic), metrics
 
 
 def actor_step(
-    cfg: SACConfig, nets: SACNetworks, entropy_target: float, state: CrossQState, batch: Transition, key: jax.Array
+    cfg: CrossQConfig,
+    objective: CriticObjective,
+    entropy_target: float,
+    state: CrossQState,
+    batch: Transition,
+    key: jax.Array,
 ) -> tuple[CrossQState, Metrics]:
     action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
-    critic_vars = {"params": state.critic.params, "batch_stats": state.critic.batch_stats}
-
-    kernels_t = actor_kernels_t(state.transposed)
 
     def loss_fn(actor_params):
-        (mean, log_std), updates = nets.actor.apply(
-            with_kernels_t({"params": actor_params, "batch_stats": state.actor.batch_stats}, kernels_t),
-            batch.obs,
-            train=True,
-            plain_layout=kernels_t is not None,
-            mutable=["batch_stats"],
+        (mean, log_std), updates = state.actor.apply_training(
+            actor_params, batch.obs, train=True, mutable=["batch_stats"]
         )
         action, log_prob = sample_action(mean, log_std, action_key)
         # The critic in evaluation mode: running statistics, no statistics update from the actor's
         # actions. Dropout stays on, as in the critic step (CrossQ + DroQ configuration).
-        q = nets.critic.apply(critic_vars, batch.obs, action, train=False, dropout=True, rngs={"dropout": dropout_key})
-        return actor_loss(log_prob, q, alpha), (log_prob, updates["batch_stats"])
+        q = state.critic.apply_fn(
+            state.critic.variables(), batch.obs, action, train=False, dropout=True, rngs={"dropout": dropout_key}
+        )
+        return actor_loss(log_prob, objective.value(q), alpha), (log_prob, updates["batch_stats"])
 
     actor, loss, (log_prob, batch_stats) = apply_loss(state.actor, loss_fn)
     actor = actor.replace(batch_stats=batch_stats)
@@ -112,23 +111,21 @@ def actor_step(
         "train/temperature_loss": temperature_loss,
         "train/actor_bn_steps": bn_steps(batch_stats),
     }
-    return state.replace(
-        actor=actor, temperature=temperature, transposed=refresh(state.transposed, actor=actor.params)
-    ), metrics
+    return state.replace(actor=actor, temperature=temperature), metrics
 
 
-def make_learner(cfg: SACConfig, spec: EnvSpec, buffer: UniformBuffer) -> Learner[CrossQState]:
-    """Bind CrossQ's pure functions to a config, an environment spec and a buffer."""
-    nets = make_networks(cfg, spec)
+def make_learner(cfg: CrossQConfig, spec: EnvSpec) -> Learner[CrossQState]:
+    """Bind CrossQ's pure functions to a config and an environment spec."""
+    if cfg.quantiles is None:
+        objective, nets = SOFT_Q, make_networks(cfg, spec)
+    else:  # CrossQ + TQC
+        objective, nets = quantile_objective(cfg.quantiles), make_networks(cfg, spec, cfg.quantiles.n_quantiles)
     entropy_target = target_entropy(cfg, spec)
     return assemble_learner(
         cfg,
-        buffer,
-        nets.actor,
-        actor_variables=lambda state: {"params": state.actor.params, "batch_stats": state.actor.batch_stats},
         init_fn=lambda key: init_state(cfg, spec, nets, key),
-        critic_step=lambda state, batch, key: critic_step(cfg, nets, state, batch, key),
-        actor_step=lambda state, batch, key: actor_step(cfg, nets, entropy_target, state, batch, key),
+        critic_step=lambda state, batch, key: critic_step(cfg, objective, state, batch, key),
+        actor_step=lambda state, batch, key: actor_step(cfg, objective, entropy_target, state, batch, key),
         critic_metric_names=CRITIC_METRICS,
         actor_metric_names=ACTOR_METRICS,
     )

@@ -1,45 +1,47 @@
-"""Typed, frozen hyperparameters of SAC (defaults as SBX's SAC) and the DroQ preset.
-
-CrossQ uses the same config type (its preset lives in the registry); it has no target network, so
-`tau` is unused there and refused by the config builder.
-"""
+"""SAC's typed, frozen hyperparameters (defaults as SBX's SAC), its keys, and the DroQ preset."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from rlbench.algos.common.schedules import ConstantSchedule, Schedule
-from rlbench.networks.mlp import NetworkConfig
-
-
-@dataclass(frozen=True)
-class EntropyCoef:
-    """The temperature alpha: learned from `initial` (ent_coef auto / auto_<x>) or fixed."""
-
-    initial: float = 1.0
-    learned: bool = True
+from rlbench.algos.common.config import (
+    BATCH_NORM_IS_CROSSQS,
+    QUANTILES_ARE_TQCS,
+    SHARED_KEYS,
+    ActorCriticConfig,
+    read_shared,
+    shared_hyperparams,
+)
+from rlbench.algos.common.spelling import number
 
 
 @dataclass(frozen=True, kw_only=True)
-class SACConfig:
-    # Actor and temperature (the temperature uses the initial value). Frozen, so a shared default is safe.
-    learning_rate: Schedule = ConstantSchedule(3e-4)  # noqa: RUF009
-    qf_learning_rate: float | None = None  # critic; None -> follows learning_rate
-    buffer_size: int = 1_000_000
-    learning_starts: int = 100  # env steps of uniform random actions before training
-    batch_size: int = 256
+class SACConfig(ActorCriticConfig):
     tau: float = 0.005  # Polyak rate of the target critics
-    gamma: float = 0.99
-    train_freq: int = 1  # vector steps between training iterations
-    gradient_steps: int = 1  # per training iteration (resolved: never -1 here)
-    policy_delay: int = 1  # actor and temperature update every `policy_delay` gradient steps
-    ent_coef: EntropyCoef = EntropyCoef()
-    target_entropy: float | None = None  # None -> -dim(A)
-    n_critics: int = 2
-    adam_b1: float = 0.9
-    actor: NetworkConfig = field(default_factory=NetworkConfig)
-    critic: NetworkConfig = field(default_factory=NetworkConfig)
+
+
+KEYS = SHARED_KEYS.extend(
+    keys=("tau",),
+    refused={**BATCH_NORM_IS_CROSSQS, **QUANTILES_ARE_TQCS},
+)
+
+
+def read_tau(params: Mapping[str, Any]) -> dict[str, float]:
+    """The Polyak rate, for the learners with a target critic (SAC, TQC)."""
+    return {"tau": number(params, "tau", float, 0, 1, low_open=True)} if "tau" in params else {}
+
+
+def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> SACConfig:
+    """A checked SACConfig (SAC, DroQ) from the learner keys of a merged hyperparameter entry."""
+    values, _ = read_shared(params, n_envs, where, KEYS)
+    return SACConfig(**values, **read_tau(params))
+
+
+def config_to_hyperparams(cfg: SACConfig) -> dict[str, Any]:
+    """The inverse of build_config, in file spelling: what config.yml stores, sorted."""
+    return dict(sorted((shared_hyperparams(cfg) | {"tau": cfg.tau}).items()))
 
 
 # DroQ (Hiraoka et al. 2022, arXiv:2110.02034): SAC with a dropout + layer-norm critic and a high

@@ -1,0 +1,213 @@
+"""What every learner here shares (SAC, DroQ, CrossQ, TQC): the config fields, the keys that set them,
+and the way back to the file spelling.
+
+Each algorithm's own config.py declares a frozen config type (this base plus its fields) and its key
+set, reads the shared keys with `read_shared` and its own with rlbench.algos.common.spelling, and
+writes the file spelling back with `shared_hyperparams`. config.yml and checkpoints store that
+spelling, and resuming and enjoy.py build the config from it again, so for every algorithm
+build_config(config_to_hyperparams(cfg)) == cfg (tests/unit/test_config.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule, Schedule
+from rlbench.algos.common.spelling import (
+    literal_mapping,
+    number,
+    parse_activation,
+    parse_ent_coef,
+    parse_net_arch,
+    parse_schedule,
+    parse_train_freq,
+    resolve_gradient_steps,
+    unknown_key,
+)
+from rlbench.algos.common.temperature import EntropyCoef
+from rlbench.errors import ConfigError
+from rlbench.networks.mlp import PRECISIONS, NetworkConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorCriticConfig:
+    """The fields of every learner here; the defaults are SBX's SAC."""
+
+    # Actor and temperature (the temperature uses the initial value). Frozen, so a shared default is safe.
+    learning_rate: Schedule = ConstantSchedule(3e-4)  # noqa: RUF009
+    qf_learning_rate: float | None = None  # critic; None -> follows learning_rate
+    buffer_size: int = 1_000_000
+    learning_starts: int = 100  # env steps of uniform random actions before training
+    batch_size: int = 256
+    gamma: float = 0.99
+    train_freq: int = 1  # vector steps between training iterations
+    gradient_steps: int = 1  # per training iteration (resolved: never -1 here)
+    policy_delay: int = 1  # actor and temperature update every `policy_delay` gradient steps
+    ent_coef: EntropyCoef = EntropyCoef()  # noqa: RUF009 (frozen)
+    target_entropy: float | None = None  # None -> -dim(A)
+    n_critics: int = 2
+    adam_b1: float = 0.9
+    actor: NetworkConfig = field(default_factory=NetworkConfig)
+    critic: NetworkConfig = field(default_factory=NetworkConfig)
+
+    @property
+    def critic_learning_rate(self) -> Schedule | float:
+        """qf_learning_rate when set, else the (scheduled) learning_rate."""
+        return self.learning_rate if self.qf_learning_rate is None else self.qf_learning_rate
+
+
+@dataclass(frozen=True)
+class KeySet:
+    """The hyperparameter-file keys an algorithm reads, at the top level and in policy_kwargs.
+
+    `refused` names keys that other algorithms read, with the reason they do not apply here, so a
+    user who moves an entry between algorithms learns what to change rather than "unknown key".
+    """
+
+    keys: tuple[str, ...]
+    policy_kwargs: tuple[str, ...]
+    refused: Mapping[str, str] = field(default_factory=dict)
+
+    def extend(
+        self, keys: tuple[str, ...] = (), policy_kwargs: tuple[str, ...] = (), refused: Mapping[str, str] | None = None
+    ) -> KeySet:
+        return KeySet(self.keys + keys, self.policy_kwargs + policy_kwargs, {**self.refused, **(refused or {})})
+
+
+SHARED_KEYS = KeySet(
+    keys=(
+        "learning_rate",
+        "qf_learning_rate",
+        "buffer_size",
+        "learning_starts",
+        "batch_size",
+        "gamma",
+        "train_freq",
+        "gradient_steps",
+        "policy_delay",
+        "ent_coef",
+        "target_entropy",
+        "policy_kwargs",
+        "precision",
+    ),
+    policy_kwargs=("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs"),
+)
+# RL Zoo policy_kwargs that only gSDE uses: refused by name until gSDE exists, never silently dropped.
+GSDE_POLICY_KWARGS = ("log_std_init", "use_expln", "full_std", "clip_mean")
+# Keys of CrossQ and TQC, refused elsewhere with the algorithm to use.
+BATCH_NORM_KEYS = ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps")
+BATCH_NORM_IS_CROSSQS = {
+    f"policy_kwargs.{key}": "BatchRenorm is CrossQ's; use --algo crossq" for key in BATCH_NORM_KEYS
+}
+QUANTILES_ARE_TQCS = {
+    key: "quantile critics are TQC's (or CrossQ's with n_quantiles); use --algo tqc"
+    for key in ("top_quantiles_to_drop_per_net", "policy_kwargs.n_quantiles")
+}
+
+
+def checked_policy_kwargs(params: Mapping[str, Any], key_set: KeySet, where: str) -> dict[str, Any]:
+    """policy_kwargs as a dict, after refusing any key (top level or inside it) `key_set` does not read."""
+    for key in params:
+        if key in key_set.refused:
+            raise ConfigError(f"{key}: {key_set.refused[key]} (from {where})")
+        if key not in key_set.keys:
+            raise unknown_key(key, key_set.keys, where)
+    kwargs = literal_mapping(params.get("policy_kwargs"), "policy_kwargs")
+    for key in kwargs:
+        if key in GSDE_POLICY_KWARGS:
+            raise ConfigError(
+                f"policy_kwargs.{key} is a gSDE setting, and gSDE (use_sde) is not supported yet by rlbench; remove it"
+            )
+        if f"policy_kwargs.{key}" in key_set.refused:
+            raise ConfigError(f"policy_kwargs.{key}: {key_set.refused[f'policy_kwargs.{key}']}")
+        if key not in key_set.policy_kwargs:
+            raise unknown_key(key, key_set.policy_kwargs, "policy_kwargs")
+    return kwargs
+
+
+def boolean(kwargs: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = kwargs.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"policy_kwargs.{key}: expected True or False, got {value!r}")
+    return value
+
+
+def read_shared(
+    params: Mapping[str, Any], n_envs: int, where: str, key_set: KeySet
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the shared fields' values, the checked policy_kwargs) of the learner keys of a merged entry.
+
+    Every key is checked against `key_set` first; the algorithm reads its own keys from `params` and
+    the returned policy_kwargs."""
+    kwargs = checked_policy_kwargs(params, key_set, where)
+    p = dict(params)
+    values: dict[str, Any] = {}
+    if "learning_rate" in p:
+        values["learning_rate"] = parse_schedule("learning_rate", p["learning_rate"])
+    if p.get("qf_learning_rate") is not None:
+        values["qf_learning_rate"] = number(p, "qf_learning_rate", float, 0, low_open=True)
+    for key, low in (("buffer_size", 1), ("learning_starts", 0), ("batch_size", 1), ("policy_delay", 1)):
+        if key in p:
+            values[key] = number(p, key, int, low)
+    if "gamma" in p:
+        values["gamma"] = number(p, "gamma", float, 0, 1, high_open=True)
+    values["train_freq"] = parse_train_freq(p)
+    values["gradient_steps"] = resolve_gradient_steps(p, n_envs)
+    if "ent_coef" in p:
+        values["ent_coef"] = parse_ent_coef(p["ent_coef"])
+    if p.get("target_entropy", "auto") != "auto":
+        values["target_entropy"] = number(p, "target_entropy", float)
+    precision = p.get("precision", "float32")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r} (from {where})")
+    values["actor"], values["critic"] = _networks(kwargs, precision)
+    optimizer_kwargs = kwargs.get("optimizer_kwargs") or {}
+    if not isinstance(optimizer_kwargs, Mapping) or set(optimizer_kwargs) - {"b1"}:
+        raise ConfigError(
+            f"policy_kwargs.optimizer_kwargs: only dict(b1=<float>) (Adam's beta 1) is supported, "
+            f"got {optimizer_kwargs!r}"
+        )
+    if "b1" in optimizer_kwargs:
+        values["adam_b1"] = number(optimizer_kwargs, "b1", float, 0, 1, high_open=True)
+    if "n_critics" in kwargs:
+        values["n_critics"] = number(kwargs, "n_critics", int, 1)
+    return values, kwargs
+
+
+def _networks(kwargs: Mapping[str, Any], precision: str) -> tuple[NetworkConfig, NetworkConfig]:
+    """(actor, critic) architectures from policy_kwargs."""
+    default = NetworkConfig()
+    actor_hidden, critic_hidden = parse_net_arch(kwargs.get("net_arch", list(default.hidden)))
+    activation = parse_activation(kwargs.get("activation_fn", default.activation))
+    dropout = number({"dropout_rate": kwargs.get("dropout_rate", 0.0)}, "dropout_rate", float, 0, 1, high_open=True)
+    actor = NetworkConfig(hidden=actor_hidden, activation=activation, precision=precision)
+    # As SBX: dropout and layer norm regularise the critic only (DroQ).
+    critic = replace(actor, hidden=critic_hidden, dropout_rate=dropout, layer_norm=boolean(kwargs, "layer_norm", False))
+    return actor, critic
+
+
+def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
+    """The shared fields of `cfg` in file spelling (what config.yml stores)."""
+    lr = cfg.learning_rate
+    out: dict[str, Any] = {
+        "learning_rate": f"lin_{lr.start}" if isinstance(lr, LinearSchedule) else lr.value,
+        "qf_learning_rate": cfg.qf_learning_rate,
+        "ent_coef": (f"auto_{cfg.ent_coef.initial}" if cfg.ent_coef.learned else cfg.ent_coef.initial),
+        "target_entropy": "auto" if cfg.target_entropy is None else cfg.target_entropy,
+        "precision": cfg.critic.precision,
+        "policy_kwargs": {
+            "net_arch": {"pi": list(cfg.actor.hidden), "qf": list(cfg.critic.hidden)},
+            "activation_fn": cfg.actor.activation,
+            "dropout_rate": cfg.critic.dropout_rate,
+            "layer_norm": cfg.critic.layer_norm,
+            "n_critics": cfg.n_critics,
+            "optimizer_kwargs": {"b1": cfg.adam_b1},
+        },
+    }
+    spelled = set(out) | {"ent_coef", "actor", "critic", "n_critics", "adam_b1"}
+    for f in fields(ActorCriticConfig):
+        if f.name not in spelled:
+            out[f.name] = getattr(cfg, f.name)
+    return out

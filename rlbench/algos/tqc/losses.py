@@ -1,0 +1,56 @@
+"""TQC's critic objective (Kuznetsov et al. 2020, arXiv:2005.04269), as pure functions.
+
+Shapes: quantiles are [n_critics, B, n_quantiles]; the target is [B, n_target] with
+n_target = (n_quantiles - top_quantiles_to_drop_per_net) x n_critics.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rlbench.algos.common.losses import CriticObjective
+from rlbench.algos.tqc.config import Quantiles
+
+
+def truncated_quantile_target(
+    next_quantiles: jax.Array,
+    next_log_prob: jax.Array,
+    reward: jax.Array,
+    terminated: jax.Array,
+    alpha: jax.Array,
+    gamma: float,
+    quantiles: Quantiles,
+) -> jax.Array:
+    """y_j = r + gamma (1 - terminated) (z_(j)(s', a') - alpha log pi(a'|s')) for the n_target smallest
+    of the next state's quantiles pooled over all critics (sorted ascending): dropping the largest ones
+    is TQC's control of overestimation. Only `terminated` stops the bootstrap."""
+    n_critics, batch_size, n_quantiles = next_quantiles.shape
+    pooled = jnp.moveaxis(next_quantiles, 0, 1).reshape(batch_size, n_critics * n_quantiles)
+    kept = jnp.sort(pooled, axis=-1)[:, : quantiles.n_target_quantiles(n_critics)]
+    target = reward[:, None] + gamma * (1.0 - terminated[:, None]) * (kept - alpha * next_log_prob[:, None])
+    return jax.lax.stop_gradient(target)
+
+
+def quantile_huber_loss(quantiles: jax.Array, target: jax.Array) -> jax.Array:
+    """The quantile Huber loss (kappa = 1) of every critic's quantiles against every target atom:
+    mean over critics, samples, quantiles and atoms of |tau_i - 1{delta < 0}| * Huber(delta),
+    delta = target_j - z_i, tau_i = (i + 0.5) / n_quantiles (SB3-contrib's scale)."""
+    n_quantiles = quantiles.shape[-1]
+    tau = (jnp.arange(n_quantiles, dtype=jnp.float32) + 0.5) / n_quantiles  # quantile midpoints
+    delta = target[None, :, None, :] - quantiles[..., None]  # [n_critics, B, n_quantiles, n_target]
+    abs_delta = jnp.abs(delta)
+    huber = jnp.where(abs_delta > 1.0, abs_delta - 0.5, 0.5 * delta**2)
+    return (jnp.abs(tau[:, None] - (delta < 0).astype(jnp.float32)) * huber).mean()
+
+
+def mean_of_quantiles(quantiles: jax.Array) -> jax.Array:
+    """The actor's value of [n_critics, B, n_quantiles] quantiles: their mean over critics and quantiles, [B]."""
+    return quantiles.mean(axis=(0, 2))
+
+
+def quantile_objective(quantiles: Quantiles) -> CriticObjective:
+    def target(next_q, next_log_prob, reward, terminated, alpha, gamma):
+        return truncated_quantile_target(next_q, next_log_prob, reward, terminated, alpha, gamma, quantiles)
+
+    return CriticObjective(target=target, loss=quantile_huber_loss, value=mean_of_quantiles)
