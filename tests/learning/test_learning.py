@@ -66,3 +66,10 @@ def test_droq_solves_pendulum_in_5k_steps(tmp_path, seed):
     # on CI's two cores two processes train two seeds faster than one process with both (benchmarks/README.md).
     finals = final_evals(tmp_path, "droq", 5_000, [seed], "-params", "policy_kwargs:dict(net_arch=[64, 64])")
     assert finals[seed] >= -250, finals
+
+
+@pytest.mark.slow
+def test_tqc_solves_pendulum_in_10k_steps_on_every_seed(tmp_path):
+    # hyperparams/tqc.yml Pendulum-v1 (learning_rate 1e-3): 2 critics of 25 quantiles, the top 2 of each dropped.
+    finals = final_evals(tmp_path, "tqc", 10_000, [1, 2, 3])
+    assert min(finals.values()) >= -250, finals

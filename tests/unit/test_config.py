@@ -2,9 +2,12 @@
 
 import pytest
 
+from rlbench import hyperparams
+from rlbench.algos.common.config import ActorCriticConfig
 from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule
 from rlbench.algos.crossq.config import build_config as build_crossq_config
 from rlbench.algos.sac.config import build_config as build_sac_config
+from rlbench.config import normalize_entry, split_entry
 from rlbench.errors import ConfigError
 from rlbench.hyperparams import merge
 from rlbench.literals import LiteralError, parse_key_values, parse_value
@@ -127,6 +130,17 @@ def test_crossq_refuses_tau_and_accepts_batch_norm_keys():
 def test_crossq_layer_norm_with_batch_norm_warns():
     with pytest.warns(UserWarning, match="normalises twice"):
         build_crossq_config({"policy_kwargs": {"batch_norm": True, "layer_norm": True}}, 1, "test")
+
+
+@pytest.mark.parametrize("algo", list(ALGORITHMS))
+def test_every_shipped_entry_builds_its_algorithms_config(algo):
+    spec = ALGORITHMS[algo]
+    table = hyperparams.read_file(hyperparams.default_file(algo))
+    assert "HalfCheetah-v4" in table and "Pendulum-v1" in table
+    for env_id, entry in table.items():
+        where = f"hyperparams/{algo}.yml {env_id}"
+        _, _, learner_keys = split_entry(normalize_entry(entry, where), where, trusted_wrapper_modules=())
+        assert isinstance(spec.build_config(merge(spec.preset, learner_keys), 1, where), ActorCriticConfig)
 
 
 def test_droq_preset_below_file_and_params():
