@@ -49,7 +49,6 @@ NOT_SUPPORTED_KEYS = (
     "frame_stack",
     "vec_env_wrapper",
     "callback",
-    "use_sde",
     "noise_type",
     "noise_std",
     "n_steps",

@@ -53,7 +53,7 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     return Policy(
         state=state,
         spec=spec,
-        _act=jax.jit(acting.act),
+        _act=jax.jit(acting.sample),
         _act_deterministic=jax.jit(acting.act_deterministic),
         key=jax.random.key(seed),
     )

@@ -222,6 +222,8 @@ class _Loop:
                 updated, buffer_state, metrics = update(state, buffer_state, new, progress_remaining, first_step)
                 if axis.batched:  # a seed that diverged stays at its last finite state
                     updated = jax.lax.cond(training, lambda: updated, lambda: state)
+                if cfg.gsde is not None:  # a rollout starts: new exploration matrices (gSDE)
+                    updated = acting.resample_exploration(updated)
                 action, act_key = acting.act(updated, obs, act_key)
                 return updated, buffer_state, metrics, action, act_key
 
@@ -239,6 +241,7 @@ class _Loop:
         self.insert = jax.jit(axis.map(buffer.add_fn), donate_argnums=0)
         self.update = jax.jit(update_then_act, donate_argnums=(0, 1))
         self.put_seed = jax.jit(put_seed, donate_argnums=0)
+        self.resample_exploration = jax.jit(axis.map(acting.resample_exploration), donate_argnums=0)
 
     def env_seeds(self, offset: int, n_envs: int) -> list[int]:
         """Each env's seed, seed after seed: env j of seed s gets s + offset + j (as env.reset(seed=s + offset)
@@ -369,13 +372,16 @@ class _Loop:
         """Act, step the envs, stage the transitions and, once train_freq vector steps are staged, train.
         Returns whether a training iteration ran."""
         cfg, host, axis, n_envs = self.cfg, self.host, self.axis, self.run.n_envs
-        if host.env_steps < cfg.learning_starts:
+        gsde = cfg.gsde
+        if host.env_steps < cfg.learning_starts and not (gsde is not None and gsde.at_warmup):
             shape = (n_envs, self.spec.action_dim)
             action = np.stack([seed.warmup_rng.uniform(-1.0, 1.0, shape).astype(np.float32) for seed in host.seeds])
         else:
-            if host.next_action is not None:
+            if host.next_action is not None:  # from the update, with the rollout's new exploration matrices
                 action = axis.host(host.next_action)
             else:
+                if gsde is not None and acting.resample_due(host.pending.count // n_envs, gsde):
+                    self.state = self.resample_exploration(self.state)
                 action, host.act_key = self.act(self.state, axis.device(host.obs), host.act_key)
                 action = axis.host(action)
             if not np.isfinite(action).all():  # on the host already: a NaN actor never drives the envs

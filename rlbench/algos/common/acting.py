@@ -2,6 +2,8 @@
 
 So a policy loaded from a checkpoint acts without a replay buffer or an optimizer step, and every
 algorithm acts the same way: a tanh-squashed Gaussian sample for collection, its mode for evaluation.
+With gSDE the collection noise comes from the exploration matrices the state holds (one per env),
+which the host resamples on gSDE's schedule (`resample_due`).
 """
 
 from __future__ import annotations
@@ -9,17 +11,53 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+from flax import struct
 
-from rlbench.networks.actor import deterministic_action, sample_action
+from rlbench.networks.actor import GSDEConfig
+
+
+class Exploration(struct.PyTreeNode):
+    """gSDE's held exploration matrices [n_envs, latent_dim, action_dim] and the key of their next draw."""
+
+    matrices: jax.Array
+    key: jax.Array
+
+
+def draw_exploration(actor: Any, key: jax.Array, n_envs: int) -> Exploration:
+    """Fresh matrices from the actor's current exploration std, and the key after the draw."""
+    key, draw = jax.random.split(key)
+    std = actor.apply_fn(actor.variables(), method="exploration_std")
+    return Exploration(std * jax.random.normal(draw, (n_envs, *std.shape), std.dtype), key)
+
+
+def resample_exploration(state: Any) -> Any:
+    """The state with new exploration matrices (gSDE), drawn from the actor's std as it is now."""
+    exploration = state.exploration
+    return state.replace(exploration=draw_exploration(state.actor, exploration.key, exploration.matrices.shape[0]))
+
+
+def resample_due(vector_steps_in_rollout: int, gsde: GSDEConfig) -> bool:
+    """SB3's schedule: at the start of every rollout (the train_freq vector steps between two training
+    iterations) and, with sde_sample_freq > 0, every sde_sample_freq vector steps into it."""
+    n = vector_steps_in_rollout
+    return n == 0 or (gsde.sample_freq > 0 and n % gsde.sample_freq == 0)
+
+
+def sample(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(a ~ pi(.|obs) in [-1, 1], the next key) with fresh noise: a plain SAC sample, or under gSDE one new
+    exploration matrix for the batch (enjoy.py --stochastic)."""
+    key, action_key = jax.random.split(key)
+    return state.actor.apply_fn(state.actor.variables(), obs).sample(action_key)[0], key
 
 
 def act(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(a ~ pi(.|obs) in [-1, 1], the next key), for collecting experience."""
-    key, action_key = jax.random.split(key)
-    mean, log_std = state.actor.apply_fn(state.actor.variables(), obs)
-    return sample_action(mean, log_std, action_key)[0], key
+    """(the action for collecting experience, the next key); obs [n_envs, obs_dim]."""
+    if state.exploration is None:
+        return sample(state, obs, key)
+    key, _ = jax.random.split(key)  # the same key stream as without gSDE
+    return state.actor.apply_fn(state.actor.variables(), obs).explore(state.exploration.matrices), key
 
 
 def act_deterministic(state: Any, obs: jax.Array) -> jax.Array:
     """tanh of the Gaussian mean, for evaluation."""
-    return deterministic_action(state.actor.apply_fn(state.actor.variables(), obs)[0])
+    return state.actor.apply_fn(state.actor.variables(), obs).mode()

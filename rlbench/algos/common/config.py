@@ -10,6 +10,7 @@ build_config(config_to_hyperparams(cfg)) == cfg (tests/unit/test_config.py).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -28,6 +29,7 @@ from rlbench.algos.common.spelling import (
 )
 from rlbench.algos.common.temperature import EntropyCoef
 from rlbench.errors import ConfigError
+from rlbench.networks.actor import GSDEConfig
 from rlbench.networks.mlp import PRECISIONS, NetworkConfig
 
 
@@ -51,6 +53,7 @@ class ActorCriticConfig:
     adam_b1: float = 0.9
     actor: NetworkConfig = field(default_factory=NetworkConfig)
     critic: NetworkConfig = field(default_factory=NetworkConfig)
+    gsde: GSDEConfig | None = None  # use_sde: state-dependent exploration (networks/actor.py)
 
     @property
     def critic_learning_rate(self) -> Schedule | float:
@@ -91,10 +94,24 @@ SHARED_KEYS = KeySet(
         "target_entropy",
         "policy_kwargs",
         "precision",
+        "use_sde",
+        "sde_sample_freq",
+        "use_sde_at_warmup",
     ),
-    policy_kwargs=("net_arch", "activation_fn", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs"),
+    policy_kwargs=(
+        "net_arch",
+        "activation_fn",
+        "n_critics",
+        "dropout_rate",
+        "layer_norm",
+        "optimizer_kwargs",
+        "log_std_init",
+        "use_expln",
+        "full_std",
+        "clip_mean",
+    ),
 )
-# RL Zoo policy_kwargs that only gSDE uses: refused by name until gSDE exists, never silently dropped.
+GSDE_KEYS = ("sde_sample_freq", "use_sde_at_warmup")
 GSDE_POLICY_KWARGS = ("log_std_init", "use_expln", "full_std", "clip_mean")
 # Keys of CrossQ and TQC, refused elsewhere with the algorithm to use.
 BATCH_NORM_KEYS = ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps")
@@ -116,10 +133,6 @@ def checked_policy_kwargs(params: Mapping[str, Any], key_set: KeySet, where: str
             raise unknown_key(key, key_set.keys, where)
     kwargs = literal_mapping(params.get("policy_kwargs"), "policy_kwargs")
     for key in kwargs:
-        if key in GSDE_POLICY_KWARGS:
-            raise ConfigError(
-                f"policy_kwargs.{key} is a gSDE setting, and gSDE (use_sde) is not supported yet by rlbench; remove it"
-            )
         if f"policy_kwargs.{key}" in key_set.refused:
             raise ConfigError(f"policy_kwargs.{key}: {key_set.refused[f'policy_kwargs.{key}']}")
         if key not in key_set.policy_kwargs:
@@ -173,7 +186,42 @@ def read_shared(
         values["adam_b1"] = number(optimizer_kwargs, "b1", float, 0, 1, high_open=True)
     if "n_critics" in kwargs:
         values["n_critics"] = number(kwargs, "n_critics", int, 1)
+    values["gsde"] = _gsde(p, kwargs, n_envs)
     return values, kwargs
+
+
+def _gsde(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int) -> GSDEConfig | None:
+    """gSDE's settings when use_sde is True. Without it, its other keys change nothing: they are
+    ignored with a warning (an RL Zoo entry with `-params use_sde:False` runs with plain SAC noise)."""
+    use_sde = params.get("use_sde", False)
+    if not isinstance(use_sde, bool):
+        raise ConfigError(f"use_sde: expected True or False, got {use_sde!r}")
+    given = [key for key in GSDE_KEYS if key in params] + [
+        f"policy_kwargs.{k}" for k in GSDE_POLICY_KWARGS if k in kwargs
+    ]
+    if not use_sde:
+        if given:
+            warnings.warn(f"{', '.join(given)}: gSDE settings, ignored because use_sde is False", stacklevel=4)
+        return None
+    default = GSDEConfig()
+    sample_freq = params.get("sde_sample_freq", default.sample_freq)
+    if isinstance(sample_freq, bool) or not isinstance(sample_freq, int) or not (sample_freq == -1 or sample_freq >= 1):
+        raise ConfigError(
+            f"sde_sample_freq: expected -1 (resample at each rollout's start only) or a positive number of "
+            f"steps, got {sample_freq!r}"
+        )
+    at_warmup = params.get("use_sde_at_warmup", default.at_warmup)
+    if not isinstance(at_warmup, bool):
+        raise ConfigError(f"use_sde_at_warmup: expected True or False, got {at_warmup!r}")
+    return GSDEConfig(
+        n_envs=n_envs,
+        sample_freq=sample_freq,
+        at_warmup=at_warmup,
+        log_std_init=number({"log_std_init": kwargs.get("log_std_init", default.log_std_init)}, "log_std_init", float),
+        use_expln=boolean(kwargs, "use_expln", default.use_expln),
+        full_std=boolean(kwargs, "full_std", default.full_std),
+        clip_mean=number({"clip_mean": kwargs.get("clip_mean", default.clip_mean)}, "clip_mean", float, 0),
+    )
 
 
 def _networks(kwargs: Mapping[str, Any], precision: str) -> tuple[NetworkConfig, NetworkConfig]:
@@ -206,7 +254,16 @@ def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
             "optimizer_kwargs": {"b1": cfg.adam_b1},
         },
     }
-    spelled = set(out) | {"ent_coef", "actor", "critic", "n_critics", "adam_b1"}
+    out["use_sde"] = cfg.gsde is not None
+    if cfg.gsde is not None:
+        out["sde_sample_freq"], out["use_sde_at_warmup"] = cfg.gsde.sample_freq, cfg.gsde.at_warmup
+        out["policy_kwargs"] |= {
+            "log_std_init": cfg.gsde.log_std_init,
+            "use_expln": cfg.gsde.use_expln,
+            "full_std": cfg.gsde.full_std,
+            "clip_mean": cfg.gsde.clip_mean,
+        }
+    spelled = set(out) | {"ent_coef", "actor", "critic", "n_critics", "adam_b1", "gsde"}
     for f in fields(ActorCriticConfig):
         if f.name not in spelled:
             out[f.name] = getattr(cfg, f.name)

@@ -24,7 +24,6 @@ from rlbench.algos.crossq.state import CrossQState, init_state
 from rlbench.algos.sac.state import make_networks
 from rlbench.algos.sac.update import target_entropy
 from rlbench.algos.tqc.losses import quantile_objective
-from rlbench.networks.actor import sample_action
 from rlbench.types import EnvSpec, Metrics, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean", "train/critic_bn_steps")
@@ -45,8 +44,8 @@ def bn_steps(batch_stats) -> jax.Array:
 def critic_step(cfg: CrossQConfig, objective: CriticObjective, state: CrossQState, batch: Transition, key: jax.Array):
     next_action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
-    mean, log_std = state.actor.apply_fn(state.actor.variables(), batch.next_obs, train=False)
-    next_action, next_log_prob = sample_action(mean, log_std, next_action_key)
+    policy = state.actor.apply_fn(state.actor.variables(), batch.next_obs, train=False)
+    next_action, next_log_prob = policy.sample(next_action_key)
     batch_size = batch.reward.shape[0]
 
     def loss_fn(params):
@@ -89,10 +88,8 @@ def actor_step(
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
 
     def loss_fn(actor_params):
-        (mean, log_std), updates = state.actor.apply_training(
-            actor_params, batch.obs, train=True, mutable=["batch_stats"]
-        )
-        action, log_prob = sample_action(mean, log_std, action_key)
+        policy, updates = state.actor.apply_training(actor_params, batch.obs, train=True, mutable=["batch_stats"])
+        action, log_prob = policy.sample(action_key)
         # The critic in evaluation mode: running statistics, no statistics update from the actor's
         # actions. Dropout stays on, as in the critic step (CrossQ + DroQ configuration).
         q = state.critic.apply_fn(

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from flax import struct
 from flax.training.train_state import TrainState
 
+from rlbench.algos.common.acting import Exploration, draw_exploration
 from rlbench.algos.common.config import ActorCriticConfig
 from rlbench.algos.common.steps import make_adam
 from rlbench.algos.common.temperature import init_temperature
@@ -25,6 +26,7 @@ class SACState(struct.PyTreeNode):
     temperature: TrainState | None  # params {"log_alpha": scalar}; None when ent_coef is fixed
     key: jax.Array  # typed PRNG key for sampling batches, actions and dropout masks
     step: jax.Array  # int32 gradient steps done; a single run passes it as the update's first_step
+    exploration: Exploration | None = None  # gSDE's exploration matrices (None without gSDE)
 
 
 class Networks(NamedTuple):
@@ -35,7 +37,7 @@ class Networks(NamedTuple):
 def make_networks(cfg: ActorCriticConfig, spec: EnvSpec, n_quantiles: int | None = None) -> Networks:
     """The actor and the critic ensemble; `n_quantiles` makes the critics distributional (TQC)."""
     return Networks(
-        actor=SquashedGaussianActor(action_dim=spec.action_dim, config=cfg.actor),
+        actor=SquashedGaussianActor(action_dim=spec.action_dim, config=cfg.actor, gsde=cfg.gsde),
         critic=CriticEnsemble(config=cfg.critic, n_critics=cfg.n_critics, n_quantiles=n_quantiles),
     )
 
@@ -48,14 +50,27 @@ def init_variables(nets: Networks, spec: EnvSpec, key: jax.Array) -> tuple[jax.A
     return key, nets.actor.init(actor_key, obs), nets.critic.init(critic_key, obs, action)
 
 
+def init_exploration(
+    cfg: ActorCriticConfig, actor: NetworkState, key: jax.Array
+) -> tuple[jax.Array, Exploration | None]:
+    """(remaining key, gSDE's first exploration matrices); without gSDE the key is left untouched, so
+    that runs without it start exactly as before gSDE existed."""
+    if cfg.gsde is None:
+        return key, None
+    key, exploration_key = jax.random.split(key)
+    return key, draw_exploration(actor, exploration_key, cfg.gsde.n_envs)
+
+
 def init_state(cfg: SACConfig, spec: EnvSpec, nets: Networks, key: jax.Array) -> SACState:
     """SAC's (and TQC's) initial state: fresh networks, the target critic a copy of the critic."""
     key, actor_vars, critic_vars = init_variables(nets, spec, key)
     critic_params = critic_vars["params"]
+    actor = NetworkState.for_network(
+        cfg.actor, nets.actor.apply, actor_vars["params"], make_adam(cfg.learning_rate, cfg.adam_b1)
+    )
+    key, exploration = init_exploration(cfg, actor, key)
     return SACState(
-        actor=NetworkState.for_network(
-            cfg.actor, nets.actor.apply, actor_vars["params"], make_adam(cfg.learning_rate, cfg.adam_b1)
-        ),
+        actor=actor,
         critic=TargetCriticState.for_network(
             cfg.critic,
             nets.critic.apply,
@@ -68,4 +83,5 @@ def init_state(cfg: SACConfig, spec: EnvSpec, nets: Networks, key: jax.Array) ->
         temperature=init_temperature(cfg.ent_coef.initial, cfg.ent_coef.learned, cfg.learning_rate.initial),
         key=key,
         step=jnp.zeros((), jnp.int32),
+        exploration=exploration,
     )

@@ -17,7 +17,6 @@ from rlbench.algos.common.steps import apply_loss, polyak
 from rlbench.algos.common.temperature import current_alpha, temperature_step
 from rlbench.algos.sac.config import SACConfig
 from rlbench.algos.sac.state import SACState, init_state, make_networks
-from rlbench.networks.actor import sample_action
 from rlbench.types import EnvSpec, Metrics, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean")
@@ -34,8 +33,7 @@ def critic_step(
 ) -> tuple[SACState, Metrics]:
     next_action_key, target_dropout_key, dropout_key = jax.random.split(key, 3)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
-    mean, log_std = state.actor.apply_fn(state.actor.variables(), batch.next_obs)
-    next_action, next_log_prob = sample_action(mean, log_std, next_action_key)
+    next_action, next_log_prob = state.actor.apply_fn(state.actor.variables(), batch.next_obs).sample(next_action_key)
     # Dropout is on in every critic call of training: DroQ's target critic is a dropout network too.
     next_q = state.critic.apply_fn(
         state.critic.variables(state.critic.target_params),
@@ -67,8 +65,7 @@ def actor_step(
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
 
     def loss_fn(actor_params):
-        mean, log_std = state.actor.apply_training(actor_params, batch.obs)
-        action, log_prob = sample_action(mean, log_std, action_key)
+        action, log_prob = state.actor.apply_training(actor_params, batch.obs).sample(action_key)
         q = state.critic.apply_fn(
             state.critic.variables(), batch.obs, action, dropout=True, rngs={"dropout": dropout_key}
         )
