@@ -5,6 +5,7 @@ Members, in the order they are written:
     state.msgpack          the learner state (flax msgpack): parameters, optimizer states, target
                            parameters, BatchRenorm statistics, log alpha, PRNG key, gradient steps
     host/<name>.npy        the host loop's arrays (observations, pending transitions, returns, ...)
+    normalize/<name>.npy   with `normalize`: the running observation and return statistics (float64)
     replay_buffer/<name>.npy   optional: the filled rows of the replay buffer and its ring position
     manifest.json          format version, algorithm, env, resolved hyperparameters, spaces,
                            counters, library versions, and the SHA-256 and size of every member above

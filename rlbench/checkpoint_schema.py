@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from rlbench.buffers.uniform import row_width
+from rlbench.normalization import expected_shapes as normalization_shapes
 from rlbench.types import EnvSpec
 
 
@@ -228,6 +229,7 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
         )
     obs_dim, action_dim = (math.prod(manifest["spaces"][name]["shape"]) for name in ("observation", "action"))
     pending, episodes = host["pending_count"], manifest["counters"]["episodes"]
+    normalize_shapes = normalization_shapes(obs_dim, n_envs)
     shapes: dict[str, Shape] = {
         "host/obs": (n_envs, obs_dim),
         "host/act_key": np.shape(jax.random.key_data(jax.random.key(0))),
@@ -254,5 +256,11 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
         **{f"host/episode_actions_{i}": (UpTo(host["vector_steps"]), action_dim) for i in range(n_envs)},
         # As many as evaluations were run, of as many episodes as asked: stored, so the file bounds them.
         **dict.fromkeys(["host/eval_timesteps", "host/eval_results", "host/eval_ep_lengths"]),
+        # A run with `normalize`: whether they must be there is the configuration's to say (checkpointing.restore).
+        **{f"normalize/{name}": shape for name, shape in normalize_shapes.items()},
     }
-    return Expected(shapes=shapes, optional=optional, dtypes={"replay_buffer/rows": "float32"}, closed=True)
+    dtypes = {
+        "replay_buffer/rows": "float32",
+        **dict.fromkeys((f"normalize/{name}" for name in normalize_shapes), "float64"),
+    }
+    return Expected(shapes=shapes, optional=optional, dtypes=dtypes, closed=True)

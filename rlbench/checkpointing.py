@@ -1,10 +1,11 @@
 """A run's state into checkpoints and back: what the host loop saves, per seed, and how it resumes.
 
 Each seed of a run writes its own checkpoints in its own run folder, exactly as a single run with that
-seed would write them: its slice of the learner state and of the replay buffer, and its host state
-(`HostState.to_checkpoint`). A run of several seeds adds `group` to each manifest (the group id, the
-seed's index and its siblings' run folders), so that `-i` on any of them can find the others. No
-checkpoint ever holds a NaN or inf learner state.
+seed would write them: its slice of the learner state and of the replay buffer, its host state
+(`HostState.to_checkpoint`) and, with `normalize`, its observation and return statistics. A run of
+several seeds adds `group` to each manifest (the group id, the seed's index and its siblings' run
+folders), so that `-i` on any of them can find the others. No checkpoint ever holds a NaN or inf
+learner state.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from rlbench.algos.common.seed_axis import SeedAxis
+from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import BufferState, UniformBuffer, buffer_from_arrays, buffer_to_arrays
 from rlbench.checkpoint import (
     Checkpoint,
@@ -31,6 +33,7 @@ from rlbench.divergence import Verified
 from rlbench.envs.make import restore_episodes
 from rlbench.errors import ConfigError, DivergenceError, EnvWorkerError, RunFailure
 from rlbench.loop_state import EpisodeRecord, EpisodeTracker, HostState, PendingTransitions, SeedHost
+from rlbench.normalization import STATS_FILE, VecNormalizeStats
 from rlbench.types import EnvSpec
 
 
@@ -77,12 +80,14 @@ def restore(
     n_envs: int,
     capacity: int,
     fresh_obs: np.ndarray,
+    normalize: NormalizeConfig | None,
 ) -> Restored:
     """The run's state from one checkpoint per seed (ConfigError when a checkpoint does not fit).
 
     `template` is a learner state of the right structure; `fresh_obs` [n_seeds, n_envs, obs_dim] are the
     observations after a new reset, used when n_envs changed (episodes in progress then restart, and
-    transitions collected since the last update are dropped)."""
+    transitions collected since the last update are dropped). With `normalize`, the checkpoints' statistics
+    are restored too."""
     states, buffers = [], []  # buffers: None for a checkpoint without one
     for checkpoint in resume:
         try:
@@ -111,12 +116,30 @@ def restore(
             for index, (info, arrays) in enumerate(saved)
         ]
         host, _ = HostState.from_checkpoints(saved, list(seeds), spec, capacity)
+        host.normalizer = restore_normalizer(resume, normalize, spec, None)
+        if host.normalizer is not None:  # the running returns restart with the episodes
+            host.normalizer.returns = np.zeros((len(seeds), n_envs))
         return Restored(states, complete(buffers), host, replay_envs=False, records=None)
     try:
         host, records = HostState.from_checkpoints(saved, list(seeds), spec, capacity)
     except ValueError as error:
         raise ConfigError(f"cannot resume the seeds of {resume[0].path} together: {error}") from None
+    host.normalizer = restore_normalizer(resume, normalize, spec, n_envs)
     return Restored(states, complete(buffers), host, replay_envs=True, records=records)
+
+
+def restore_normalizer(
+    resume: Sequence[Checkpoint], normalize: NormalizeConfig | None, spec: EnvSpec, n_envs: int | None
+) -> VecNormalizeStats | None:
+    """The seeds' `normalize` statistics from their checkpoints (`n_envs` None: without the running returns)."""
+    if normalize is None:
+        return None
+    try:
+        return VecNormalizeStats.from_arrays(
+            normalize, [checkpoint.group("normalize") for checkpoint in resume], spec.obs_dim, n_envs
+        )
+    except ValueError as error:
+        raise ConfigError(f"cannot resume from {resume[0].path}: {error}") from None
 
 
 def restore_envs(
@@ -137,6 +160,8 @@ def restore_envs(
         )
         for i in np.flatnonzero(~restored):
             host.seeds[i // n_envs].episodes.restart(i % n_envs)
+            if host.normalizer is not None:
+                host.normalizer.restart_episode(i // n_envs, i % n_envs)
         host.next_action = None  # chosen for observations some envs no longer show
     host.obs = obs.reshape(host.obs.shape[0], n_envs, *obs.shape[1:])
 
@@ -147,10 +172,20 @@ def complete(buffers: list[BufferState | None]) -> list[BufferState] | None:
 
 
 def new_host_state(
-    seeds: Sequence[int], obs: np.ndarray, act_key: jax.Array, spec: EnvSpec, learning_starts: int, capacity: int
+    seeds: Sequence[int],
+    obs: np.ndarray,
+    act_key: jax.Array,
+    spec: EnvSpec,
+    learning_starts: int,
+    capacity: int,
+    normalize: NormalizeConfig | None = None,
 ) -> HostState:
-    """The host state of a run that starts: obs [n_seeds, n_envs, obs_dim], act_key [n_seeds]."""
+    """The host state of a run that starts: obs [n_seeds, n_envs, obs_dim] (the first reset's), act_key [n_seeds]."""
     n_envs = obs.shape[1]
+    normalizer = None
+    if normalize is not None:
+        normalizer = VecNormalizeStats.new(normalize, len(seeds), n_envs, spec.obs_dim)
+        normalizer.observe_reset(obs)
     return HostState(
         env_steps=0,
         vector_steps=0,
@@ -161,6 +196,7 @@ def new_host_state(
         pending=PendingTransitions(len(seeds), capacity, spec),
         seeds=[SeedHost(seed, np.random.default_rng(seed), EpisodeTracker(n_envs)) for seed in seeds],
         metrics={},
+        normalizer=normalizer,
     )
 
 
@@ -239,6 +275,8 @@ class RunCheckpoints:
         settings = self.settings[index]
         info, host_arrays = host.to_checkpoint(index, records)
         arrays = {f"host/{name}": value for name, value in host_arrays.items()}
+        if host.normalizer is not None:
+            arrays |= {f"normalize/{name}": value for name, value in host.normalizer.to_arrays(index).items()}
         if buffer_state is not None:
             arrays |= {f"replay_buffer/{name}": value for name, value in buffer_to_arrays(buffer_state).items()}
         non_finite = [
@@ -266,6 +304,16 @@ class RunCheckpoints:
             write_checkpoint(path, manifest, state_to_bytes(state), arrays, compress=compress)
         except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
             raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
+
+    def write_normalization(self, host: HostState) -> None:
+        """Each training seed's `normalize` statistics beside its final model: <run>/<env>/vecnormalize.npz."""
+        if host.normalizer is None:
+            return
+        for index, settings in enumerate(self.settings):
+            if host.seeds[index].failed is None:
+                path = settings.run_dir / settings.model_name / STATS_FILE
+                path.parent.mkdir(exist_ok=True)  # train.py made it for config.yml; a library caller may not have
+                host.normalizer.save(path, index)
 
     def write_all_after_failure(
         self,

@@ -10,11 +10,13 @@ environment is built.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from rlbench.algos.common.spelling import literal_mapping
+from rlbench.algos.common.spelling import literal_mapping, number
+from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_value
@@ -39,13 +41,13 @@ class RunConfig:
     log_interval: int = 4  # episodes between metric logs; <= 0 disables
     verbose: int = 1
     progress: bool = False
+    normalize: NormalizeConfig | None = None  # RL Zoo's VecNormalize; None: observations and rewards as they come
 
 
 # Keys of a hyperparameter entry consumed by the run, not by the learner.
-RUN_KEYS = ("n_timesteps", "policy", "n_envs", "env_kwargs")
+RUN_KEYS = ("n_timesteps", "policy", "n_envs", "env_kwargs", "normalize")
 # RL Zoo keys rlbench does not implement yet: accepted only with a value that turns them off.
 NOT_SUPPORTED_KEYS = (
-    "normalize",
     "frame_stack",
     "vec_env_wrapper",
     "callback",
@@ -74,9 +76,9 @@ def split_entry(
 
 
 def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """Parse string-encoded values RL Zoo files use for dicts (policy_kwargs, env_kwargs)."""
+    """Parse string-encoded values RL Zoo files use for dicts (policy_kwargs, env_kwargs, normalize)."""
     out = dict(entry)
-    for key in ("policy_kwargs", "env_kwargs"):
+    for key in ("policy_kwargs", "env_kwargs", "normalize"):
         if isinstance(out.get(key), str):
             try:
                 out[key] = parse_value(out[key])
@@ -85,3 +87,50 @@ def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
     if "env_kwargs" in out:
         out["env_kwargs"] = literal_mapping(out["env_kwargs"], f"env_kwargs (from {source})")
     return out
+
+
+NORMALIZE_KWARGS = tuple(f.name for f in fields(NormalizeConfig))
+
+
+def parse_normalize(value: Any, algo_gamma: float | None, where: str) -> NormalizeConfig | None:
+    """RL Zoo's `normalize`: true (VecNormalize's defaults), false / None (off), or
+    dict(norm_obs=..., norm_reward=..., clip_obs=..., clip_reward=..., gamma=..., epsilon=...).
+
+    As RL Zoo, the algorithm's gamma, when the entry sets one (`algo_gamma`), is the return's discount,
+    over the dict's. Pass None for an entry already resolved (a checkpoint's), whose gamma is final."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        kwargs: dict[str, Any] = {}
+    elif isinstance(value, Mapping):
+        kwargs = literal_mapping(value, f"normalize (from {where})")
+    else:
+        raise ConfigError(
+            f"normalize: expected true, false or dict(norm_obs=..., norm_reward=..., ...), got {value!r} (from {where})"
+        )
+    for key in kwargs:
+        if key not in NORMALIZE_KWARGS:
+            close = difflib.get_close_matches(key, NORMALIZE_KWARGS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"normalize: unknown argument {key!r} (from {where}){hint} (valid: {', '.join(NORMALIZE_KWARGS)})"
+            )
+    values: dict[str, Any] = {}
+    for key in ("norm_obs", "norm_reward"):
+        if key in kwargs:
+            if not isinstance(kwargs[key], bool):
+                raise ConfigError(f"normalize.{key}: expected True or False, got {kwargs[key]!r} (from {where})")
+            values[key] = kwargs[key]
+    for key in ("clip_obs", "clip_reward", "epsilon"):
+        if key in kwargs:
+            values[key] = number({f"normalize.{key}": kwargs[key]}, f"normalize.{key}", float, 0, low_open=True)
+    if "gamma" in kwargs:
+        values["gamma"] = number({"normalize.gamma": kwargs["gamma"]}, "normalize.gamma", float, 0, 1, high_open=True)
+    if algo_gamma is not None:
+        values["gamma"] = algo_gamma
+    return NormalizeConfig(**values)
+
+
+def normalize_to_entry(cfg: NormalizeConfig) -> dict[str, Any]:
+    """The inverse of parse_normalize, in file spelling: what config.yml and the manifests store."""
+    return {name: getattr(cfg, name) for name in NORMALIZE_KWARGS}

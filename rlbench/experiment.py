@@ -25,10 +25,11 @@ import numpy as np
 from rlbench import hyperparams
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.spelling import literal_mapping, positive_int
+from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import check_buffer_arrays
 from rlbench.checkpoint import Checkpoint, check_state_fits, read_checkpoint, state_size_bound
 from rlbench.checkpoint_schema import Expected, resume_expectations
-from rlbench.config import RunConfig, normalize_entry, split_entry
+from rlbench.config import RunConfig, normalize_entry, normalize_to_entry, parse_normalize, split_entry
 from rlbench.envs.make import check_env_id, check_env_runs
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError
@@ -182,7 +183,11 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         n_timesteps = resume.manifest["counters"]["env_steps"] + positive_int(request.n_timesteps, "-n")
     n_timesteps = positive_int(n_timesteps, "n_timesteps (-n)")
     learner_config = algo.build_config(learner_keys, n_envs, where)
+    # A resumed entry is resolved already: its normalize gamma is final (RL Zoo's rule applied once, below).
+    algo_gamma = learner_config.gamma if resume is None and "gamma" in learner_keys else None
+    normalize = parse_normalize(run_keys.get("normalize"), algo_gamma, where)
     if resume is not None:
+        check_resume_normalize(resume, normalize, parse_normalize(base.get("normalize"), None, str(resume.path)))
         check_resume_overrides(resume, base, merged, algo.config_to_hyperparams(learner_config))
     file_env_kwargs = literal_mapping(run_keys.get("env_kwargs"), "env_kwargs")
     env_kwargs = file_env_kwargs | env_kwargs_cli
@@ -258,6 +263,7 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         log_interval=4 if request.log_interval == -1 else request.log_interval,
         verbose=request.verbose,
         progress=request.progress,
+        normalize=normalize,
     )
     resolved = {
         "n_timesteps": n_timesteps,
@@ -265,6 +271,7 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         "policy": "MlpPolicy",
         "env_kwargs": env_kwargs,
         **({"env_wrapper": [wrapper.to_entry() for wrapper in env_wrappers]} if env_wrappers else {}),
+        **({"normalize": normalize_to_entry(normalize)} if normalize is not None else {}),
         **algo.config_to_hyperparams(learner_config),
     }
     return Experiment(
@@ -381,6 +388,19 @@ def check_resume_overrides(
     for key in sorted(set(saved) | set(merged)):
         if key not in ("policy_kwargs", "n_timesteps", "precision") and saved.get(key) != merged.get(key):
             print(f"Resume: {key} changed from {saved.get(key)!r} to {merged.get(key)!r}")
+
+
+def check_resume_normalize(
+    resume: Checkpoint, normalize: NormalizeConfig | None, saved: NormalizeConfig | None
+) -> None:
+    """The networks were trained on inputs scaled as the checkpoint's `normalize` says: it cannot change."""
+    if normalize != saved:
+        shown = [False if cfg is None else normalize_to_entry(cfg) for cfg in (normalize, saved)]
+        raise ConfigError(
+            f"-params normalize: {shown[0]} differs from {resume.path}'s "
+            f"({shown[1]}); the networks were trained on observations and rewards scaled that way, "
+            "so normalize cannot change on resume"
+        )
 
 
 def check_resume_evaluations(resume: Checkpoint, eval_episodes: int) -> None:

@@ -3,8 +3,9 @@
 Together with the learner state and the replay buffer, `HostState` is everything the loop needs to
 continue exactly where it stopped: counters, the current observations and the action already chosen
 for them, transitions collected since the last training iteration, PRNG states, episode bookkeeping,
-the evaluation history and, per env, how its current episode started and the actions taken since
-(`EpisodeRecord`, replayed on resume to rebuild the env's state).
+the evaluation history, the observation and return statistics of `normalize` and, per env, how its
+current episode started and the actions taken since (`EpisodeRecord`, replayed on resume to rebuild
+the env's state).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import jax
 import numpy as np
 
 from rlbench.files import atomic_write_bytes
+from rlbench.normalization import VecNormalizeStats
 from rlbench.types import EnvSpec, Transition
 
 
@@ -161,6 +163,7 @@ class HostState:
     pending: PendingTransitions
     seeds: list[SeedHost]
     metrics: dict[str, Any]  # the last update's training metrics, [n_seeds] each (device arrays until logged)
+    normalizer: VecNormalizeStats | None = None  # RL Zoo's `normalize`: the seeds' running statistics
 
     @property
     def active(self) -> np.ndarray:

@@ -1,5 +1,6 @@
 """A trained policy rebuilt from a checkpoint alone: its manifest says the algorithm, hyperparameters
-and spaces, so no hyperparameter file is needed to act with it."""
+and spaces, so no hyperparameter file is needed to act with it. A model trained with `normalize` acts
+on observations scaled by the statistics saved in the same checkpoint, frozen."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import jax
 import numpy as np
 
 from rlbench.algos.common import acting
-from rlbench.checkpoint import Checkpoint, state_from_bytes
-from rlbench.config import normalize_entry, split_entry
+from rlbench.buffers.normalization import Normalization, normalize_obs
+from rlbench.checkpoint import Checkpoint, CheckpointError, state_from_bytes
+from rlbench.config import normalize_entry, parse_normalize, split_entry
 from rlbench.errors import ConfigError
+from rlbench.normalization import MissingStatsError, VecNormalizeStats
 from rlbench.registry import get_algo
 from rlbench.types import EnvSpec
 
@@ -26,13 +29,19 @@ class Policy:
     _act: Any
     _act_deterministic: Any
     key: jax.Array
+    stats: VecNormalizeStats | None = None  # `normalize`: the checkpoint's statistics (one seed), frozen
 
     def __call__(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         obs = np.asarray(obs, np.float32).reshape(-1, self.spec.obs_dim)
+        normalization = self.normalization
         if deterministic:
-            return np.asarray(self._act_deterministic(self.state, obs))
-        action, self.key = self._act(self.state, obs, self.key)
+            return np.asarray(self._act_deterministic(self.state, obs, normalization))
+        action, self.key = self._act(self.state, obs, self.key, normalization)
         return np.asarray(action)
+
+    @property
+    def normalization(self) -> Normalization | None:
+        return None if self.stats is None else jax.tree.map(lambda x: x[0], self.stats.device())
 
 
 def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
@@ -43,6 +52,7 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     entry.pop("env_wrapper", None)  # acting builds no env: the wrappers are enjoy.py's, checked there
     _, _, learner_keys = split_entry(entry, where, trusted_wrapper_modules=())
     cfg = algo.build_config(learner_keys, int(manifest.get("n_envs", 1)), where)
+    normalize = parse_normalize(entry.get("normalize"), None, where)
     spaces = manifest["spaces"]
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
     learner = algo.make_learner(cfg, spec)  # for the state's structure: the checkpoint fills it
@@ -50,10 +60,19 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
         state = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(0)), checkpoint.state_bytes)
     except ValueError as error:
         raise ConfigError(f"{where}: {error}") from None
+    stats = None
+    if normalize is not None:
+        try:
+            stats = VecNormalizeStats.from_arrays(normalize, [checkpoint.group("normalize")], spec.obs_dim, None)
+        except MissingStatsError as error:  # the model was trained on scaled inputs: it cannot act without them
+            raise CheckpointError(checkpoint.path, str(error)) from None
+        except ValueError as error:
+            raise ConfigError(f"{where}: {error}") from None
     return Policy(
         state=state,
         spec=spec,
-        _act=jax.jit(acting.sample),
-        _act_deterministic=jax.jit(acting.act_deterministic),
+        _act=jax.jit(lambda state, obs, key, norm: acting.sample(state, normalize_obs(obs, norm), key)),
+        _act_deterministic=jax.jit(lambda state, obs, norm: acting.act_deterministic(state, normalize_obs(obs, norm))),
         key=jax.random.key(seed),
+        stats=stats,
     )

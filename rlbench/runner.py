@@ -34,6 +34,7 @@ from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.fused import make_update
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
+from rlbench.buffers.normalization import Normalization, normalize_obs
 from rlbench.buffers.uniform import UniformBuffer, make_uniform_buffer
 from rlbench.checkpoint import Checkpoint
 from rlbench.checkpointing import CheckpointSettings, RunCheckpoints, new_host_state, restore, restore_envs
@@ -213,21 +214,30 @@ class _Loop:
 
         update = make_update(cfg, buffer, learner.gradient_steps_fn)
 
-        def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key, training):
+        def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key, training, normalization):
             # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
             first_step = axis.first(state.step)
 
-            def one_seed(state, buffer_state, new, obs, act_key, training):
+            def one_seed(state, buffer_state, new, obs, act_key, training, normalization):
                 # The next action comes out of the same call as the update: one dispatch per env step.
-                updated, buffer_state, metrics = update(state, buffer_state, new, progress_remaining, first_step)
+                updated, buffer_state, metrics = update(
+                    state, buffer_state, new, progress_remaining, first_step, normalization
+                )
                 if axis.batched:  # a seed that diverged stays at its last finite state
                     updated = jax.lax.cond(training, lambda: updated, lambda: state)
                 if cfg.gsde is not None:  # a rollout starts: new exploration matrices (gSDE)
                     updated = acting.resample_exploration(updated)
-                action, act_key = acting.act(updated, obs, act_key)
+                action, act_key = acting.act(updated, normalize_obs(obs, normalization), act_key)
                 return updated, buffer_state, metrics, action, act_key
 
-            return axis.map(one_seed)(state, buffer_state, new, obs, act_key, training)
+            return axis.map(one_seed)(state, buffer_state, new, obs, act_key, training, normalization)
+
+        # The policy acts on observations scaled by the statistics of `normalize` (None: as the env gives them).
+        def act(state, obs, act_key, normalization):
+            return acting.act(state, normalize_obs(obs, normalization), act_key)
+
+        def act_deterministic(state, obs, normalization):
+            return acting.act_deterministic(state, normalize_obs(obs, normalization))
 
         def put_seed(state, source, index):
             """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
@@ -236,8 +246,8 @@ class _Loop:
         # The compiled entry points, all of them: state and buffer are donated, so updates happen in place.
         self.init = jax.jit(learner.init_fn)
         self.init_buffers = jax.jit(lambda: axis.broadcast(buffer.init_fn()))
-        self.act = jax.jit(axis.map(acting.act))
-        self.act_deterministic = jax.jit(axis.map(acting.act_deterministic))
+        self.act = jax.jit(axis.map(act))
+        self.act_deterministic = jax.jit(axis.map(act_deterministic))
         self.insert = jax.jit(axis.map(buffer.add_fn), donate_argnums=0)
         self.update = jax.jit(update_then_act, donate_argnums=(0, 1))
         self.put_seed = jax.jit(put_seed, donate_argnums=0)
@@ -264,10 +274,18 @@ class _Loop:
         obs = self.by_seed(self.env.reset(seed=self.env_seeds(0, run.n_envs))[0])
         capacity = cfg.train_freq * run.n_envs
         if resume is None:
-            self.host = new_host_state(self.seeds, obs, act_key, spec, cfg.learning_starts, capacity)
+            self.host = new_host_state(self.seeds, obs, act_key, spec, cfg.learning_starts, capacity, run.normalize)
         else:
             restored = restore(
-                resume, self.seeds, axis.take(self.state, 0), self.buffer, spec, run.n_envs, capacity, obs
+                resume,
+                self.seeds,
+                axis.take(self.state, 0),
+                self.buffer,
+                spec,
+                run.n_envs,
+                capacity,
+                obs,
+                run.normalize,
             )
             self.state, self.host = axis.stack(restored.states), restored.host
             # The checkpoints' keys and actions, stacked per seed, in the device layout the loop passes on.
@@ -319,6 +337,8 @@ class _Loop:
                 keep(self._save_periodic(with_buffer=True, urgent=True))
             elif host.active.any():
                 keep(self._save("final", lambda settings: settings.run_dir / f"{settings.model_name}.zip"))
+                if self.checkpoints.enabled:
+                    self.checkpoints.write_normalization(host)
         except RunFailure as error:
             for note in self._save_after_failure(error):
                 error.add_note(note)
@@ -382,7 +402,7 @@ class _Loop:
             else:
                 if gsde is not None and acting.resample_due(host.pending.count // n_envs, gsde):
                     self.state = self.resample_exploration(self.state)
-                action, host.act_key = self.act(self.state, axis.device(host.obs), host.act_key)
+                action, host.act_key = self.act(self.state, axis.device(host.obs), host.act_key, self.normalization())
                 action = axis.host(action)
             if not np.isfinite(action).all():  # on the host already: a NaN actor never drives the envs
                 self._verify_finite()  # raises for one seed; freezes the diverged seeds of several
@@ -400,6 +420,8 @@ class _Loop:
         real_next_obs = final_observations(next_obs, infos, done)
         host.pending.add(host.obs, action, self.by_seed(reward), self.by_seed(real_next_obs), self.by_seed(terminated))
         host.obs = self.by_seed(next_obs)
+        if host.normalizer is not None:
+            host.normalizer.observe_step(host.obs, self.by_seed(reward), self.by_seed(done))
         host.env_steps += n_envs
         host.vector_steps += 1
         for index, seed in enumerate(host.seeds):
@@ -416,9 +438,21 @@ class _Loop:
         progress_remaining = np.float32(1.0 - host.env_steps / self.run.n_timesteps)
         obs = axis.device(host.obs)
         self.state, self.buffer_state, host.metrics, host.next_action, host.act_key = self.update(
-            self.state, self.buffer_state, batch, progress_remaining, obs, host.act_key, self.training
+            self.state,
+            self.buffer_state,
+            batch,
+            progress_remaining,
+            obs,
+            host.act_key,
+            self.training,
+            self.normalization(),
         )
         return True
+
+    def normalization(self) -> Normalization | None:
+        """The statistics of `normalize` as they stand, for the device (None without `normalize`)."""
+        normalizer = self.host.normalizer
+        return None if normalizer is None else self.axis.device(normalizer.device())
 
     def _log_due(self, start: float, start_steps: int) -> None:
         """Each training seed logs once log_interval more of its episodes have ended (SB3's rhythm)."""
@@ -498,8 +532,11 @@ class _Loop:
             for j in range(run.n_eval_envs)
         ]
 
+        normalization = self.normalization()  # frozen: evaluation reads the statistics, never updates them
+
         def policy(obs, state=self.state):
-            actions = self.act_deterministic(state, axis.device(obs.reshape(n_seeds, run.n_eval_envs, -1)))
+            obs = axis.device(obs.reshape(n_seeds, run.n_eval_envs, -1))
+            actions = self.act_deterministic(state, obs, normalization)
             return axis.host(actions).reshape(len(obs), -1)
 
         try:

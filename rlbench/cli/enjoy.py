@@ -56,6 +56,12 @@ def build_parser(record_video: bool = False) -> argparse.ArgumentParser:
         help="the policy's mean action (the default for continuous control)",
     )
     p.add_argument("--stochastic", action="store_true", help="sample actions from the policy")
+    p.add_argument(
+        "--norm-reward",
+        action="store_true",
+        help="with a model trained with normalize: show rewards scaled by its saved return statistics "
+        "(reward / sqrt(var + epsilon), clipped), as training saw them; Monitor files (--reward-log) keep the env's",
+    )
     group = p.add_mutually_exclusive_group()
     group.add_argument("--load-best", action="store_true", help="load best_model.zip")
     group.add_argument("--load-checkpoint", type=int, metavar="N", help="load rl_model_<N>_steps.zip")
@@ -249,6 +255,8 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
         from rlbench.policy import load_policy
 
         policy = load_policy(checkpoint, seed=args.seed)
+        if args.norm_reward and policy.stats is None:
+            print(f"--norm-reward: {model} was trained without normalize; rewards are the env's", file=sys.stderr)
     except (ConfigError, LiteralError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -292,24 +300,27 @@ def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace, ffmpeg:
             cleanup.callback(monitors.close)
         obs = np.stack([env.reset(seed=args.seed + i)[0] for i, env in enumerate(envs)])
         episode_return, episode_length = np.zeros(len(envs)), np.zeros(len(envs), int)
+        env_return = np.zeros(len(envs))  # the env's own rewards, for the Monitor files, whatever is shown
+        scaled = args.norm_reward and policy.stats is not None
         for _ in track(range(args.n_timesteps), description="enjoy", disable=not args.progress):
             if video is not None:
                 video.append(envs[0].render())  # the state the action is chosen in
             actions = policy(obs, deterministic=not args.stochastic)
             for i, env in enumerate(envs):
                 obs[i], reward, terminated, truncated, _ = env.step(actions[i])
-                episode_return[i] += reward
+                episode_return[i] += policy.stats.scale_reward(reward) if scaled else reward
+                env_return[i] += reward
                 episode_length[i] += 1
                 if terminated or truncated:
                     finished.append(float(episode_return[i]))
                     if monitors is not None:
-                        monitors.episode(i, float(episode_return[i]), int(episode_length[i]))
+                        monitors.episode(i, float(env_return[i]), int(episode_length[i]))
                     if args.verbose:
                         print(
                             f"Episode {len(finished)} (env {i}): return {episode_return[i]:.2f}, "
                             f"length {episode_length[i]}"
                         )
-                    episode_return[i], episode_length[i] = 0.0, 0
+                    episode_return[i], env_return[i], episode_length[i] = 0.0, 0.0, 0
                     obs[i] = env.reset()[0]
     if video is not None and args.verbose:
         print(f"Recorded {video.frames} frames to {args.record}")

@@ -11,8 +11,9 @@ this module builds from them:
   `state.step` because under `jax.vmap` over seeds `state.step` is batched, and a batched predicate
   turns the `cond` into a `select` that runs the actor step on every gradient step. All seeds advance
   in lockstep, so one unbatched counter serves them all and the `cond` stays a branch.
-- `update(state, buffer_state, new, progress_remaining, first_step)`: insert the new transitions, sample
-  gradient_steps * batch_size rows with the state's key, and run `gradient_steps`.
+- `update(state, buffer_state, new, progress_remaining, first_step, normalization)`: insert the new
+  transitions, sample gradient_steps * batch_size rows with the state's key, scale them with the
+  observation and reward statistics (`normalize`; None: as stored), and run `gradient_steps`.
 Metrics are averaged over the iteration's steps (NaN-skipping for steps without an actor update).
 """
 
@@ -25,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from rlbench.algos.common.steps import fuse_steps, set_learning_rate
+from rlbench.buffers.normalization import Normalization, normalize_batch
 from rlbench.buffers.uniform import BufferState, UniformBuffer
 from rlbench.types import Metrics, Transition
 
@@ -67,10 +69,19 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
 
 
 def make_update(cfg: Any, buffer: UniformBuffer, gradient_steps):
-    def update(state, buffer_state: BufferState, new: Transition, progress_remaining: jax.Array, first_step: jax.Array):
+    def update(
+        state,
+        buffer_state: BufferState,
+        new: Transition,
+        progress_remaining: jax.Array,
+        first_step: jax.Array,
+        normalization: Normalization | None = None,
+    ):
         buffer_state = buffer.add_fn(buffer_state, new)
         key, sample_key, steps_key = jax.random.split(state.key, 3)
+        # The buffer holds original transitions (as SB3 with VecNormalize): scaled here, by today's statistics.
         batch = buffer.sample_fn(buffer_state, sample_key, cfg.gradient_steps * cfg.batch_size)
+        batch = normalize_batch(batch, normalization)
         batches = fuse_steps(batch, cfg.gradient_steps)  # [gradient_steps, batch_size, ...]
         keys = jax.random.split(steps_key, cfg.gradient_steps)
         state, metrics = gradient_steps(state.replace(key=key), batches, keys, progress_remaining, first_step)
