@@ -35,6 +35,7 @@ from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.memory import check_buffer_memory, check_learner_memory
+from rlbench.normalization import check_arrays, expected_shapes
 from rlbench.registry import get_algo
 from rlbench.types import EnvSpec
 
@@ -224,7 +225,7 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     check_learner_memory(algo, learner_config, spec, n_seeds)
     for checkpoint in resume_seeds:
         check_spaces(checkpoint, spaces, request.allow_space_bounds_mismatch, request.env)
-        check_resume_state(checkpoint, algo, learner_config, spaces)
+        check_resume_state(checkpoint, algo, learner_config, spaces, normalize)
         if request.eval_freq > 0:
             check_resume_evaluations(checkpoint, request.eval_episodes)
     group_id = None
@@ -413,12 +414,21 @@ def check_resume_evaluations(resume: Checkpoint, eval_episodes: int) -> None:
         )
 
 
-def check_resume_state(resume: Checkpoint, algo: Algorithm, learner_config: Any, spaces: Mapping[str, Any]) -> None:
-    """The saved learner state and replay buffer must fit the resolved configuration (B7, B8)."""
+def check_resume_state(
+    resume: Checkpoint,
+    algo: Algorithm,
+    learner_config: Any,
+    spaces: Mapping[str, Any],
+    normalize: NormalizeConfig | None = None,
+) -> None:
+    """The saved learner state, `normalize` statistics and replay buffer must fit the resolved configuration
+    (B7, B8)."""
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
     learner = algo.make_learner(learner_config, spec)
     try:
         check_state_fits(learner.init_fn, resume.state_bytes)
+        if normalize is not None:
+            check_arrays(resume.group("normalize"), expected_shapes(spec.obs_dim, resume.manifest["n_envs"]))
     except ValueError as error:
         raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
     saved_buffer = resume.group("replay_buffer")
