@@ -189,3 +189,19 @@ def test_each_seed_has_its_own_statistics(tmp_path):
     for name in STATS:
         np.testing.assert_array_equal(seeds[1][name], alone[name])
     assert not np.array_equal(seeds[0]["obs_mean"], seeds[1]["obs_mean"])
+
+
+def critic_loss_after_one_episode(log_folder, normalize):
+    argv = [*TINY[:-1], normalize, "-f", str(log_folder), "-n", "200", "--eval-freq", "-1", "--log-interval", "1"]
+    assert train(argv) == 0
+    rows = (run_folder(log_folder) / "progress.csv").read_text().splitlines()
+    header, last = rows[0].split(","), rows[-1].split(",")
+    return float(last[header.index("train/critic_loss")])
+
+
+def test_the_critic_learns_from_the_normalised_rewards(tmp_path):
+    """The runner hands the statistics to the update: rewards clipped to +-1e-3 leave the critic almost
+    nothing to fit, where Pendulum's own (about -6 per step) give a squared TD error in the tens."""
+    clipped = critic_loss_after_one_episode(tmp_path / "a", "normalize:dict(norm_obs=False, clip_reward=1e-3)")
+    raw = critic_loss_after_one_episode(tmp_path / "b", "normalize:dict(norm_obs=False, norm_reward=False)")
+    assert clipped < 2.0 < 10.0 < raw
