@@ -79,7 +79,7 @@ def make_update(cfg: Any, buffer: UniformBuffer, gradient_steps):
     ):
         buffer_state = buffer.add_fn(buffer_state, new)
         key, sample_key, steps_key = jax.random.split(state.key, 3)
-        # The buffer holds original transitions (as SB3 with VecNormalize): scaled here, by today's statistics.
+        # The buffer holds original transitions (as SB3 with VecNormalize): scaled here, by the current statistics.
         batch = buffer.sample_fn(buffer_state, sample_key, cfg.gradient_steps * cfg.batch_size)
         batch = normalize_batch(batch, normalization)
         batches = fuse_steps(batch, cfg.gradient_steps)  # [gradient_steps, batch_size, ...]
