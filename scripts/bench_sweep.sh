@@ -30,10 +30,19 @@ row() {  # row WAY WALL_S NOTE
   printf '{"way": "%s", "wall_s": %s, "runs": %s, "env_steps_per_run": %s, "env": "%s", "algo": "sac", "note": "%s", "cpu": "%s", "cores": %s, "cpu_flags": "%s", "date": "%s"}\n' \
     "$1" "$2" "$seeds" "$steps" "$env_id" "$3" "$cpu" "$(nproc)" "${flags% }" "$(date -u +%FT%TZ)" | tee -a "$output"
 }
-timed() {  # timed COMMAND...: run it, print its wall time in seconds (its output goes to $work/<n>.log)
-  local begin end
+timed() {  # timed COMMAND...: run it, print its wall time in seconds, or null if it failed
+  local begin end log="$work/$RANDOM.log"
   begin=$(date +%s.%N)
-  "$@" >"$work/$RANDOM.log" 2>&1 || echo "warning: exit $? from: $*" >&2
+  "$@" >"$log" 2>&1
+  local status=$?
+  if ((status)); then  # a failed way is no figure: null, and its output kept outside $work
+    local kept
+    kept=$(mktemp /tmp/bench_sweep_failed.XXXXXX)
+    cp "$log" "$kept"
+    echo "error: exit $status from: $*; its output: $kept" >&2
+    echo null
+    return
+  fi
   end=$(date +%s.%N)
   python3 -c "print(round($end - $begin, 1))"
 }
