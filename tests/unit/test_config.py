@@ -148,3 +148,21 @@ def test_droq_preset_below_file_and_params():
     cfg = spec.build_config(merge(spec.preset, {"policy_delay": 10}, {"policy_kwargs": {"net_arch": [64]}}), 1, "t")
     assert cfg.gradient_steps == 20 and cfg.policy_delay == 10 and cfg.learning_starts == 10_000
     assert cfg.critic.dropout_rate == 0.01 and cfg.critic.layer_norm and cfg.critic.hidden == (64,)
+
+
+@pytest.mark.parametrize("algo", ["sac", "droq", "tqc"])
+def test_target_update_interval_is_read_and_written_back(algo):
+    spec = ALGORITHMS[algo]
+    cfg = spec.build_config(merge(spec.preset, {"target_update_interval": 4, "tau": 0.02}), 1, algo)
+    assert cfg.target_update_interval == 4 and cfg.tau == 0.02
+    assert spec.config_to_hyperparams(cfg)["target_update_interval"] == 4
+    assert spec.build_config(spec.config_to_hyperparams(cfg), 1, algo) == cfg
+    assert spec.build_config(spec.preset, 1, algo).target_update_interval == 1  # SB3's default: every step
+    for bad in (0, 2.5, "2", True):
+        with pytest.raises(ConfigError, match="target_update_interval"):
+            spec.build_config({"target_update_interval": bad}, 1, algo)
+
+
+def test_crossq_refuses_target_update_interval_by_name():
+    with pytest.raises(ConfigError, match="target_update_interval: CrossQ has no target network"):
+        build_crossq_config({"target_update_interval": 2}, 1, "test")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rlbench.algos.common.fused import make_update
+from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.algos.common.steps import fuse_steps
 from rlbench.algos.common.temperature import EntropyCoef
 from rlbench.algos.sac.update import make_learner
@@ -102,6 +103,34 @@ def test_actor_updates_only_every_policy_delay_steps():
     assert actor_steps == [0, 0, 1, 1, 1, 2]
     assert temperature_steps == actor_steps
     assert int(state.critic.step) == 6
+
+
+def test_target_critic_follows_every_target_update_interval_steps():
+    """tau 0.5, every 3rd gradient step: the target is averaged on steps 0 and 3 and kept on 1 and 2,
+    t <- 0.5 * params + 0.5 * t, with `params` the critic right after that step's optimizer update."""
+    cfg = tiny_sac_config(tau=0.5, target_update_interval=3)
+    learner, _ = make(cfg)
+    state = learner.init_fn(jax.random.key(0))
+    steps = jax.jit(learner.gradient_steps_fn)
+    batches = random_batches(jax.random.key(1), 5, cfg.batch_size)
+    keys = jax.random.split(jax.random.key(2), 5)
+    expected = state.critic.target_params
+    for i in range(5):
+        one = jax.tree.map(lambda x, i=i: x[i : i + 1], batches)
+        state, _ = steps(state, one, keys[i : i + 1], jnp.float32(1.0), state.step)
+        if i % 3 == 0:
+            expected = jax.tree.map(lambda p, t: 0.5 * p + 0.5 * t, state.critic.params, expected)
+        leaves_close(state.critic.target_params, expected)
+    fused, _ = steps(learner.init_fn(jax.random.key(0)), batches, keys, jnp.float32(1.0), jnp.int32(0))
+    leaves_close(fused, state)
+    # Two seeds on the runner's seed axis (vmapped, the step counter batched): each as its own single run.
+    axis = SeedAxis(2)
+    stacked = axis.init(jax.jit(learner.init_fn), [jax.random.key(0), jax.random.key(1)])
+    both = axis.stack([batches, batches])
+    vmapped, _ = jax.jit(axis.map(learner.gradient_steps_fn, shared_argnums=(2, 3, 4)))(
+        stacked, both, keys, jnp.float32(1.0), jnp.int32(0)
+    )
+    leaves_close(axis.take(vmapped, 0), fused)
 
 
 def test_fixed_entropy_coefficient_has_no_parameter_and_stays_fixed():
