@@ -474,7 +474,8 @@ class _Loop:
             seed = host.seeds[index]
             if seed.failed is None:
                 values = {name: float(value[index]) for name, value in metrics.items()}
-                self.loggers[index].log(seed.episodes.summary() | {"time/fps": fps} | values, host.env_steps)
+                summary = seed.episodes.summary(run.stats_window_size)
+                self.loggers[index].log(summary | {"time/fps": fps} | values, host.env_steps)
 
     # -- divergence ----------------------------------------------------------------------------------
 
