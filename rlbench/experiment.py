@@ -232,6 +232,11 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
     resume_seeds = resume_group(resume, request.n_seeds, algo) if resume is not None else ()
     n_seeds = len(resume_seeds) if resume is not None else (request.n_seeds or 1)
+    if learner_config.train_freq_unit == "episode" and n_seeds > 1:
+        raise ConfigError(
+            f"train_freq: {learner_config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
+            "its own episode ends, and the seeds of one process train together; train one seed per process"
+        )
     check_buffer_memory(learner_config.buffer_size, spec, request.verbose, n_seeds)
     check_learner_memory(algo, learner_config, spec, n_seeds)
     for checkpoint in resume_seeds:

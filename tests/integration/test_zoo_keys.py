@@ -1,6 +1,6 @@
 """The keys and wrappers RL Zoo's hyperparameter files name, through the loop and train.py / enjoy.py:
-frame_stack, TimeFeatureWrapper, target_update_interval, replay_buffer_kwargs, optimize_memory_usage,
-stats_window_size, and the refusals (MultiInputPolicy, values rlbench cannot honour)."""
+frame_stack, TimeFeatureWrapper, train_freq in episodes, target_update_interval, replay_buffer_kwargs,
+optimize_memory_usage, stats_window_size, and the refusals (MultiInputPolicy, values rlbench cannot honour)."""
 
 import csv
 
@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import tests.envs  # noqa: F401  (registers the test envs)
+from rlbench.algos.common import fused
 from rlbench.buffers.uniform import unpack
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train
@@ -42,6 +43,39 @@ def test_replay_buffer_stores_stacked_observations_and_the_true_final_stack():
     np.testing.assert_allclose(data.next_obs, [stack(t + 1) for t in steps], rtol=1e-6)
     np.testing.assert_allclose(data.next_obs[6], [6, 1 / 7, 7, 0], rtol=1e-6)  # the true final stack
     assert data.terminated.sum() == 0  # truncated, so bootstrapped
+
+
+@pytest.mark.parametrize(
+    "gradient_steps,learning_starts,per_update,trained",
+    [
+        (-1, 5, 4, {14: 14, 28: 28}),  # the rollout's 14 env steps, in calls of 4: 4 + 4 + 4 + 2
+        (-1, 20, 64, {28: 14}),  # the first rollout ends before learning_starts: no training
+        (3, 5, 64, {14: 3, 28: 6}),
+    ],
+)
+def test_train_freq_in_episodes_trains_at_the_end_of_every_second_episode(
+    monkeypatch, gradient_steps, learning_starts, per_update, trained
+):
+    """Counting-v0's episodes end every 7 steps; train_freq [2, "episode"] trains at env steps 14 and 28, as
+    SB3: gradient_steps, or with -1 as many as the rollout's env steps (warm-up steps included)."""
+    monkeypatch.setattr(fused, "VARIABLE_STEPS_PER_UPDATE", per_update)
+    cfg = tiny_sac_config(
+        train_freq=2, train_freq_unit="episode", gradient_steps=gradient_steps, learning_starts=learning_starts
+    )
+    run = RunConfig(env_id="tests.envs:Counting-v0", n_timesteps=30, eval_freq=-1, verbose=0)
+    done = []
+    run_loop(
+        run,
+        ALGORITHMS["sac"],
+        cfg,
+        lambda names: MultiLogger([]),
+        on_iteration=lambda env_steps, state: done.append(int(state.step)),
+    )
+    expected, total = [], 0
+    for env_steps in range(1, 31):
+        total = trained.get(env_steps, total)
+        expected.append(total)
+    assert done == expected
 
 
 def test_rl_zoo_keys_run_write_back_and_enjoy_uses_the_wrappers(tmp_path, capsys):
@@ -79,20 +113,25 @@ def test_rl_zoo_keys_run_write_back_and_enjoy_uses_the_wrappers(tmp_path, capsys
 
 
 @pytest.mark.parametrize(
-    "param,message",
+    "params,message",
     [
-        ("frame_stack:0", "frame_stack: expected a positive integer"),
-        ("replay_buffer_kwargs:dict(device='cpu')", "replay_buffer_kwargs: 'device' is not supported"),
-        ("replay_buffer_kwargs:dict(handle_timeout_termination=False)", "handle_timeout_termination must be True"),
-        ("optimize_memory_usage:'yes'", "optimize_memory_usage: expected True or False"),
-        ("stats_window_size:0", "stats_window_size: expected a positive integer"),
-        ("target_update_interval:0", "target_update_interval: 0 is out of range"),
-        ("policy:MultiInputPolicy", "policy: 'MultiInputPolicy' is for dict observations"),
-        ("env_wrapper:sb3_contrib.common.wrappers.TimeFeatureWrapperX", "module 'sb3_contrib.common.wrappers'"),
+        (["frame_stack:0"], "frame_stack: expected a positive integer"),
+        (["replay_buffer_kwargs:dict(device='cpu')"], "replay_buffer_kwargs: 'device' is not supported"),
+        (["replay_buffer_kwargs:dict(handle_timeout_termination=False)"], "handle_timeout_termination must be True"),
+        (["optimize_memory_usage:'yes'"], "optimize_memory_usage: expected True or False"),
+        (["stats_window_size:0"], "stats_window_size: expected a positive integer"),
+        (["target_update_interval:0"], "target_update_interval: 0 is out of range"),
+        (["policy:MultiInputPolicy"], "policy: 'MultiInputPolicy' is for dict observations"),
+        ([f"env_wrapper:{TIME_FEATURE}X"], "module 'sb3_contrib.common.wrappers' is not trusted"),
+        (["train_freq:[1, 'epoch']"], "train_freq: expected n, [n, 'step'] or [n, 'episode']"),
+        (["train_freq:[1, 'episode']", "n_envs:2"], "counts episodes, which needs n_envs 1"),
+        (["train_freq:[1, 'episode']", "--n-seeds", "2"], "train one seed per process"),
     ],
 )
-def test_bad_values_exit_2_with_one_line_before_any_file(tmp_path, capsys, param, message):
-    assert train(["-f", str(tmp_path / "logs"), "-n", "20", "-params", *NO_TRAINING, param]) == 2
+def test_bad_values_exit_2_with_one_line_before_any_file(tmp_path, capsys, params, message):
+    flags = params[params.index("--n-seeds") :] if "--n-seeds" in params else []
+    argv = ["-f", str(tmp_path / "logs"), "-n", "20", *flags, "-params", *NO_TRAINING]
+    assert train([*argv, *(p for p in params if p not in flags)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
     assert not (tmp_path / "logs").exists()

@@ -95,7 +95,7 @@ def test_saved_hyperparams_rebuild_the_same_config():
 @pytest.mark.parametrize(
     "params,message",
     [
-        ({"train_freq": [1, "episode"]}, "only steps"),
+        ({"train_freq": [1, "epoch"]}, r"train_freq: expected n, \[n, 'step'\] or \[n, 'episode'\]"),
         ({"policy_kwargs": {"net_arch": [0]}}, "positive integers"),
         ({"policy_kwargs": {"net_arch": {"pi": [8]}}}, "keys pi and qf"),
         ({"policy_kwargs": {"batch_norm": True}}, "use --algo crossq"),
@@ -166,3 +166,16 @@ def test_target_update_interval_is_read_and_written_back(algo):
 def test_crossq_refuses_target_update_interval_by_name():
     with pytest.raises(ConfigError, match="target_update_interval: CrossQ has no target network"):
         build_crossq_config({"target_update_interval": 2}, 1, "test")
+
+
+def test_train_freq_in_episodes_is_read_and_written_back():
+    cfg = build_sac_config({"train_freq": [2, "episode"], "gradient_steps": -1}, 1, "test")
+    assert (cfg.train_freq, cfg.train_freq_unit, cfg.gradient_steps) == (2, "episode", -1)  # -1: counted per rollout
+    written = ALGORITHMS["sac"].config_to_hyperparams(cfg)
+    assert written["train_freq"] == [2, "episode"] and written["gradient_steps"] == -1
+    assert build_sac_config(written, 1, "test") == cfg
+    steps = build_sac_config({"train_freq": [4, "step"], "gradient_steps": -1}, 2, "test")
+    assert (steps.train_freq_unit, steps.gradient_steps) == ("step", 8)
+    assert ALGORITHMS["sac"].config_to_hyperparams(steps)["train_freq"] == 4
+    with pytest.raises(ConfigError, match=r"train_freq: \[1, 'episode'\] counts episodes, which needs n_envs 1"):
+        build_sac_config({"train_freq": [1, "episode"]}, 2, "test")

@@ -133,6 +133,38 @@ def test_target_critic_follows_every_target_update_interval_steps():
     leaves_close(axis.take(vmapped, 0), fused)
 
 
+def test_n_steps_runs_the_first_steps_of_one_compiled_scan():
+    """A varying number of gradient steps (train_freq in episodes) runs in scans of one length: with n_steps
+    only the first n_steps run, exactly as a scan of that length; the same program serves every count."""
+    cfg = tiny_sac_config(policy_delay=2)
+    learner, _ = make(cfg)
+    state = learner.init_fn(jax.random.key(0))
+    batches = random_batches(jax.random.key(1), 4, cfg.batch_size)
+    keys = jax.random.split(jax.random.key(2), 4)
+    n_traces = 0
+
+    def counted(state, n_steps):
+        nonlocal n_traces
+        n_traces += 1
+        return learner.gradient_steps_fn(state, batches, keys, jnp.float32(1.0), state.step, n_steps)
+
+    some, one_step = jax.jit(counted), jax.jit(learner.gradient_steps_fn)
+    single, per_step = state, []  # the steps one at a time: state and metrics after each
+    for i in range(4):
+        one = jax.tree.map(lambda x, i=i: x[i : i + 1], batches)
+        single, metrics = one_step(single, one, keys[i : i + 1], jnp.float32(1.0), single.step)
+        per_step.append((single, metrics))
+    for n in (3, 1, 4):
+        partial, metrics = some(state, jnp.int32(n))
+        assert int(partial.step) == n
+        leaves_close(partial, per_step[n - 1][0])
+        for name in ("train/critic_loss", "train/actor_loss"):  # averaged over the steps that ran
+            values = np.array([float(m[name]) for _, m in per_step[:n]])  # NaN: no actor step (policy delay 2)
+            expected = np.nan if np.isnan(values).all() else np.nanmean(values)
+            np.testing.assert_allclose(metrics[name], expected, rtol=1e-5)
+    assert n_traces == 1
+
+
 def test_fixed_entropy_coefficient_has_no_parameter_and_stays_fixed():
     cfg = tiny_sac_config(ent_coef=EntropyCoef(initial=0.05, learned=False))
     learner, _ = make(cfg)
