@@ -95,6 +95,8 @@ def split_entry(
 
 # The EnvWrapper of RL Zoo's `frame_stack` key: not a dotted path, so no env_wrapper entry can spell it.
 FRAME_STACK = "frame_stack"
+# RL Zoo stacks 2 or 4; the bound keeps a file read back (config.yml, a manifest) from sizing the stack at will.
+MAX_FRAME_STACK = 1000
 
 
 def entry_env_wrappers(entry: Mapping[str, Any], trusted: Iterable[str], where: str) -> tuple[EnvWrapper, ...]:
@@ -104,9 +106,10 @@ def entry_env_wrappers(entry: Mapping[str, Any], trusted: Iterable[str], where: 
     n_stack = entry.get("frame_stack")
     if n_stack is None or n_stack is False:
         return wrappers
-    if isinstance(n_stack, bool) or not isinstance(n_stack, int) or n_stack < 1:
+    if isinstance(n_stack, bool) or not isinstance(n_stack, int) or not 1 <= n_stack <= MAX_FRAME_STACK:
         raise ConfigError(
-            f"frame_stack: expected a positive integer (observations stacked) or None, got {n_stack!r} (from {where})"
+            f"frame_stack: expected a positive integer up to {MAX_FRAME_STACK} (observations stacked) or None, "
+            f"got {n_stack!r} (from {where})"
         )
     return (*wrappers, EnvWrapper(FRAME_STACK, FrameStack, {"n_stack": n_stack}))
 

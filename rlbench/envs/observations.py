@@ -63,6 +63,10 @@ class TimeFeatureWrapper(gym.Wrapper):
         space = env.observation_space
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise TypeError(f"TimeFeatureWrapper needs a 1-D Box observation space, got {space}")
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"TimeFeatureWrapper: max_steps must be a positive integer, got {max_steps!r}")
+        if not isinstance(test_mode, bool):
+            raise ValueError(f"TimeFeatureWrapper: test_mode must be True or False, got {test_mode!r}")
         self.observation_space = gym.spaces.Box(
             low=np.append(space.low, 0.0).astype(space.dtype),
             high=np.append(space.high, 1.0).astype(space.dtype),

@@ -93,10 +93,16 @@ def test_wrappers_write_back_in_rl_zoos_spelling():
     assert wrappers_to_entry(()) == {} and entry_env_wrappers({"frame_stack": None}, (), "t") == ()
 
 
-@pytest.mark.parametrize("value", [0, -1, 2.0, True, "4", [4]])
+@pytest.mark.parametrize("value", [0, -1, 2.0, True, "4", [4], 1001])
 def test_bad_frame_stack_is_refused_with_its_valid_values(value):
-    with pytest.raises(ConfigError, match=r"frame_stack: expected a positive integer .* or None, got"):
+    with pytest.raises(ConfigError, match=r"frame_stack: expected a positive integer up to 1000 .* or None, got"):
         split_entry({"frame_stack": value}, "test", ())
+
+
+@pytest.mark.parametrize("kwargs", [{"max_steps": 0}, {"max_steps": 2.5}, {"test_mode": "yes"}])
+def test_bad_time_feature_arguments_are_refused(kwargs):
+    with pytest.raises(ValueError, match=r"TimeFeatureWrapper: (max_steps|test_mode) must be"):
+        TimeFeatureWrapper(gym.make("tests.envs:Counting-v0"), **kwargs)
 
 
 def test_sb3_contrib_is_never_imported_for_its_time_feature_wrapper():
