@@ -11,12 +11,14 @@ import yaml
 
 import tests.envs  # noqa: F401  (registers the test envs)
 from rlbench.algos.common import fused
+from rlbench.algos.sac.update import make_learner as make_sac
 from rlbench.buffers.uniform import unpack
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train
 from rlbench.config import RunConfig, entry_env_wrappers, normalize_entry, split_entry
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.loggers.base import MultiLogger
+from rlbench.networks.actor import GSDEConfig
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import train as run_loop
 from rlbench.types import EnvSpec
@@ -76,6 +78,23 @@ def test_train_freq_in_episodes_trains_at_the_end_of_every_second_episode(
         total = trained.get(env_steps, total)
         expected.append(total)
     assert done == expected
+
+
+def test_gsde_resamples_at_each_episodic_rollout_start_and_every_sde_sample_freq_steps_into_it():
+    """train_freq [1, "episode"] on Counting-v0 (7-step episodes), the policy acting from step 7: a rollout is
+    one episode, so with sde_sample_freq 3 the matrices are drawn 0, 3 and 6 steps into each rollout: at
+    steps 7, 10, 13, 14, 17 and 20 (6 draws); training at the ends of episodes 2 and 3 (one step each)."""
+    cfg = tiny_sac_config(
+        learning_starts=7, train_freq=1, train_freq_unit="episode", gsde=GSDEConfig(n_envs=1, sample_freq=3)
+    )
+    run = RunConfig(env_id="tests.envs:Counting-v0", n_timesteps=21, eval_freq=-1, verbose=0, seed=3)
+    result = run_loop(run, ALGORITHMS["sac"], cfg, lambda names: MultiLogger([]))
+    initial = jax.jit(make_sac(cfg, EnvSpec(obs_dim=1, action_dim=1)).init_fn)(jax.random.split(jax.random.key(3))[0])
+    key = initial.exploration.key
+    for _ in range(6):
+        key, _ = jax.random.split(key)
+    np.testing.assert_array_equal(jax.random.key_data(result.state.exploration.key), jax.random.key_data(key))
+    assert int(result.state.step) == 2
 
 
 def test_rl_zoo_keys_run_write_back_and_enjoy_uses_the_wrappers(tmp_path, capsys):
