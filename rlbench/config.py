@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from rlbench.algos.common.spelling import literal_mapping, number
+from rlbench.algos.common.spelling import literal_mapping, number, positive_int
 from rlbench.buffers.normalization import NormalizeConfig
+from rlbench.envs.observations import FrameStack
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_value
@@ -42,13 +43,22 @@ class RunConfig:
     verbose: int = 1
     progress: bool = False
     normalize: NormalizeConfig | None = None  # RL Zoo's VecNormalize; None: observations and rewards as they come
+    stats_window_size: int = 100  # episodes averaged in rollout/ep_rew_mean and ep_len_mean, as SB3's
 
 
 # Keys of a hyperparameter entry consumed by the run, not by the learner.
-RUN_KEYS = ("n_timesteps", "policy", "n_envs", "env_kwargs", "normalize")
+RUN_KEYS = (
+    "n_timesteps",
+    "policy",
+    "n_envs",
+    "env_kwargs",
+    "normalize",
+    "stats_window_size",
+    "replay_buffer_kwargs",
+    "optimize_memory_usage",
+)
 # RL Zoo keys rlbench does not implement yet: accepted only with a value that turns them off.
 NOT_SUPPORTED_KEYS = (
-    "frame_stack",
     "vec_env_wrapper",
     "callback",
     "noise_type",
@@ -65,20 +75,101 @@ def split_entry(
     rlbench does not implement (unless switched off) and policies other than MlpPolicy. Wrappers are
     resolved only from `trusted_wrapper_modules` (see rlbench.envs.wrappers)."""
     learner_keys = dict(entry)
-    wrappers = parse_env_wrappers(learner_keys.pop("env_wrapper", None), trusted_wrapper_modules)
+    wrappers = entry_env_wrappers(learner_keys, trusted_wrapper_modules, where)
+    learner_keys.pop("env_wrapper", None)
+    learner_keys.pop("frame_stack", None)
     for key in NOT_SUPPORTED_KEYS:
         if learner_keys.pop(key, None) not in (None, False, 0, [], {}):
             raise ConfigError(f"hyperparameter {key!r} is not supported yet by rlbench (from {where})")
     run_keys = {key: learner_keys.pop(key) for key in RUN_KEYS if key in learner_keys}
-    if run_keys.get("policy", "MlpPolicy") != "MlpPolicy":
-        raise ConfigError(f"policy: only 'MlpPolicy' is supported, got {run_keys['policy']!r}")
+    policy = run_keys.get("policy", "MlpPolicy")
+    if policy == "MultiInputPolicy":
+        raise ConfigError(
+            f"policy: 'MultiInputPolicy' is for dict observations, which rlbench does not support (its learners "
+            f"take one Box observation); only 'MlpPolicy' (from {where})"
+        )
+    if policy != "MlpPolicy":
+        raise ConfigError(f"policy: only 'MlpPolicy' is supported, got {policy!r} (from {where})")
     return run_keys, wrappers, learner_keys
 
 
+# The EnvWrapper of RL Zoo's `frame_stack` key: not a dotted path, so no env_wrapper entry can spell it.
+FRAME_STACK = "frame_stack"
+# RL Zoo stacks 2 or 4; the bound keeps a file read back (config.yml, a manifest) from sizing the stack at will.
+MAX_FRAME_STACK = 1000
+
+
+def entry_env_wrappers(entry: Mapping[str, Any], trusted: Iterable[str], where: str) -> tuple[EnvWrapper, ...]:
+    """Every wrapper an entry puts on each env, in order: its env_wrapper list, then the stacking of
+    `frame_stack: N` (RL Zoo stacks over the vector env, so after them)."""
+    wrappers = parse_env_wrappers(entry.get("env_wrapper"), trusted)
+    n_stack = entry.get("frame_stack")
+    if n_stack is None or n_stack is False:
+        return wrappers
+    if isinstance(n_stack, bool) or not isinstance(n_stack, int) or not 1 <= n_stack <= MAX_FRAME_STACK:
+        raise ConfigError(
+            f"frame_stack: expected a positive integer up to {MAX_FRAME_STACK} (observations stacked) or None, "
+            f"got {n_stack!r} (from {where})"
+        )
+    return (*wrappers, EnvWrapper(FRAME_STACK, FrameStack, {"n_stack": n_stack}))
+
+
+def wrappers_to_entry(wrappers: Iterable[EnvWrapper]) -> dict[str, Any]:
+    """The inverse of entry_env_wrappers, in file spelling (config.yml): env_wrapper and frame_stack."""
+    out: dict[str, Any] = {}
+    listed = [wrapper.to_entry() for wrapper in wrappers if wrapper.name != FRAME_STACK]
+    if listed:
+        out["env_wrapper"] = listed
+    for wrapper in wrappers:
+        if wrapper.name == FRAME_STACK:
+            out["frame_stack"] = wrapper.kwargs["n_stack"]
+    return out
+
+
+# SB3's ReplayBuffer keyword arguments that rlbench's uniform buffer can take: timeouts are always handled (a
+# truncated transition bootstraps from its final observation), and memory is never traded for that.
+REPLAY_BUFFER_KWARGS = ("handle_timeout_termination", "optimize_memory_usage")
+
+
+def buffer_notes(run_keys: Mapping[str, Any], where: str) -> list[str]:
+    """Check replay_buffer_kwargs and optimize_memory_usage as SB3 reads them; ConfigError for what rlbench's
+    buffer cannot do, else the notes for settings accepted that change nothing here (printed once)."""
+    kwargs = literal_mapping(run_keys.get("replay_buffer_kwargs"), f"replay_buffer_kwargs (from {where})")
+    for key in kwargs:
+        if key not in REPLAY_BUFFER_KWARGS:
+            raise ConfigError(
+                f"replay_buffer_kwargs: {key!r} is not supported by rlbench's uniform replay buffer "
+                f"(supported: {', '.join(REPLAY_BUFFER_KWARGS)}) (from {where})"
+            )
+    if kwargs.get("handle_timeout_termination", True) is not True:
+        raise ConfigError(
+            f"replay_buffer_kwargs: handle_timeout_termination must be True (rlbench always bootstraps from the "
+            f"final observation of a truncated episode), got {kwargs['handle_timeout_termination']!r} (from {where})"
+        )
+    notes = []
+    for name, value in (
+        ("optimize_memory_usage", run_keys.get("optimize_memory_usage", False)),
+        ("replay_buffer_kwargs.optimize_memory_usage", kwargs.get("optimize_memory_usage", False)),
+    ):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: expected True or False, got {value!r} (from {where})")
+        if value:
+            notes.append(
+                f"Note: {name} changes nothing in rlbench: its replay buffer keeps each transition's next "
+                "observation in the transition's own row"
+            )
+    return notes
+
+
+def parse_stats_window_size(run_keys: Mapping[str, Any]) -> int:
+    return positive_int(run_keys.get("stats_window_size", RunConfig.stats_window_size), "stats_window_size")
+
+
 def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """Parse string-encoded values RL Zoo files use for dicts (policy_kwargs, env_kwargs, normalize)."""
+    """Parse string-encoded values RL Zoo files use for dicts (policy_kwargs, env_kwargs, normalize,
+    replay_buffer_kwargs)."""
     out = dict(entry)
-    for key in ("policy_kwargs", "env_kwargs", "normalize"):
+    for key in ("policy_kwargs", "env_kwargs", "normalize", "replay_buffer_kwargs"):
         if isinstance(out.get(key), str):
             try:
                 out[key] = parse_value(out[key])

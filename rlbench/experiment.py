@@ -29,7 +29,16 @@ from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import check_buffer_arrays
 from rlbench.checkpoint import Checkpoint, check_state_fits, read_checkpoint, state_size_bound
 from rlbench.checkpoint_schema import Expected, resume_expectations
-from rlbench.config import RunConfig, normalize_entry, normalize_to_entry, parse_normalize, split_entry
+from rlbench.config import (
+    RunConfig,
+    buffer_notes,
+    normalize_entry,
+    normalize_to_entry,
+    parse_normalize,
+    parse_stats_window_size,
+    split_entry,
+    wrappers_to_entry,
+)
 from rlbench.envs.make import check_env_id, check_env_runs
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError
@@ -176,6 +185,8 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         merged, where, trusted_modules([*request.gym_packages, *request.trust_wrappers])
     )
     n_envs = positive_int(run_keys.get("n_envs", 1), "n_envs")
+    stats_window_size = parse_stats_window_size(run_keys)
+    notes = buffer_notes(run_keys, where)
     n_timesteps = request.n_timesteps if request.n_timesteps != -1 else run_keys.get("n_timesteps")
     if n_timesteps is None:
         raise ConfigError(f"n_timesteps is not set in {source} for {request.env}; pass -n N")
@@ -221,6 +232,11 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
     resume_seeds = resume_group(resume, request.n_seeds, algo) if resume is not None else ()
     n_seeds = len(resume_seeds) if resume is not None else (request.n_seeds or 1)
+    if learner_config.train_freq_unit == "episode" and n_seeds > 1:
+        raise ConfigError(
+            f"train_freq: {learner_config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
+            "its own episode ends, and the seeds of one process train together; train one seed per process"
+        )
     check_buffer_memory(learner_config.buffer_size, spec, request.verbose, n_seeds)
     check_learner_memory(algo, learner_config, spec, n_seeds)
     for checkpoint in resume_seeds:
@@ -265,13 +281,18 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         verbose=request.verbose,
         progress=request.progress,
         normalize=normalize,
+        stats_window_size=stats_window_size,
     )
+    if request.verbose:
+        for note in notes:
+            print(note)
     resolved = {
         "n_timesteps": n_timesteps,
         "n_envs": n_envs,
         "policy": "MlpPolicy",
         "env_kwargs": env_kwargs,
-        **({"env_wrapper": [wrapper.to_entry() for wrapper in env_wrappers]} if env_wrappers else {}),
+        "stats_window_size": stats_window_size,
+        **wrappers_to_entry(env_wrappers),
         **({"normalize": normalize_to_entry(normalize)} if normalize is not None else {}),
         **algo.config_to_hyperparams(learner_config),
     }

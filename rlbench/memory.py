@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 
+from rlbench.algos.common.fused import steps_per_update
 from rlbench.buffers.uniform import bytes_per_transition
 from rlbench.checkpoint import state_array_bytes
 from rlbench.errors import ConfigError
@@ -65,7 +66,7 @@ def update_activation_bytes(cfg: Any, spec: EnvSpec) -> int:
     """An upper estimate of one training iteration's temporaries: the sampled batches of every gradient
     step, and one step's activations (CrossQ's critic sees obs and next_obs in one pass: twice the rows)."""
     row = 2 * spec.obs_dim + spec.action_dim + 2
-    batches = cfg.gradient_steps * cfg.batch_size * row * FLOAT_BYTES
+    batches = steps_per_update(cfg) * cfg.batch_size * row * FLOAT_BYTES
     critic_rows = cfg.batch_size * (2 if cfg.critic.batch_norm else 1)
     critic_units = cfg.n_critics * (sum(cfg.critic.hidden) + 1)
     actor_units = sum(cfg.actor.hidden) + 2 * spec.action_dim
@@ -86,7 +87,7 @@ def check_learner_memory(algo: Any, cfg: Any, spec: EnvSpec, n_seeds: int = 1) -
         raise ConfigError(
             f"the learner needs about {needed / 2**30:.2f} GiB (state {state / 2**30:.2f} GiB for net_arch "
             f"pi={list(cfg.actor.hidden)} qf={list(cfg.critic.hidden)}, temporaries for batch_size "
-            f"{cfg.batch_size} x gradient_steps {cfg.gradient_steps}) but only {max(free, 0) / 2**30:.2f} GiB is "
+            f"{cfg.batch_size} x gradient_steps {steps_per_update(cfg)}) but only {max(free, 0) / 2**30:.2f} GiB is "
             "available beside the replay buffer; lower batch_size, net_arch or gradient_steps"
             + (f" (for each of {n_seeds} seeds), or --n-seeds" if n_seeds > 1 else "")
         )

@@ -13,7 +13,9 @@ frozen at its last finite state and the others train on; with one seed, a diverg
 
 Counting follows SB3: `n_timesteps` counts env steps over all envs, `train_freq` counts vector
 steps, actions are uniform random while fewer than `learning_starts` env steps were taken, and
-training starts once more than `learning_starts` were.
+training starts once more than `learning_starts` were. A `train_freq` in episodes (one env, one seed)
+trains at the end of every train_freq-th episode instead: each vector step's transitions go to the
+buffer as they come, and the rollout's gradient steps run in calls of one compiled length.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from gymnasium.vector import VectorEnv
 
 from rlbench.algos.common import acting
 from rlbench.algos.common.algorithm import Algorithm
-from rlbench.algos.common.fused import make_update
+from rlbench.algos.common.fused import make_train, make_update, steps_per_update
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization, normalize_obs
@@ -213,6 +215,10 @@ class _Loop:
         self.guard = FiniteGuard(axis)
 
         update = make_update(cfg, buffer, learner.gradient_steps_fn)
+        train = make_train(cfg, buffer, learner.gradient_steps_fn)
+        self.episodic = cfg.train_freq_unit == "episode"
+        if self.episodic and axis.batched:
+            raise ValueError("train_freq in episodes trains each seed at its own episode ends: one seed per run")
 
         def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key, training, normalization):
             # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
@@ -239,6 +245,10 @@ class _Loop:
         def act_deterministic(state, obs, normalization):
             return acting.act_deterministic(state, normalize_obs(obs, normalization))
 
+        def train_some(state, buffer_state, progress_remaining, normalization, n_steps):
+            """train_freq in episodes (one seed): the first n_steps of steps_per_update(cfg) gradient steps."""
+            return train(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
+
         def put_seed(state, source, index):
             """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
             return jax.tree.map(lambda to, of: to.at[index].set(of[index]), state, source)
@@ -250,6 +260,7 @@ class _Loop:
         self.act_deterministic = jax.jit(axis.map(act_deterministic))
         self.insert = jax.jit(axis.map(buffer.add_fn), donate_argnums=0)
         self.update = jax.jit(update_then_act, donate_argnums=(0, 1))
+        self.train_some = jax.jit(train_some, donate_argnums=0)
         self.put_seed = jax.jit(put_seed, donate_argnums=0)
         self.resample_exploration = jax.jit(axis.map(acting.resample_exploration), donate_argnums=0)
 
@@ -272,7 +283,7 @@ class _Loop:
         act_key = axis.stack([act_key for _, act_key in keys])  # device layout: no seed axis for one seed
         self.buffer_state = self.init_buffers()
         obs = self.by_seed(self.env.reset(seed=self.env_seeds(0, run.n_envs))[0])
-        capacity = cfg.train_freq * run.n_envs
+        capacity = (1 if self.episodic else cfg.train_freq) * run.n_envs  # one training iteration's transitions
         if resume is None:
             self.host = new_host_state(self.seeds, obs, act_key, spec, cfg.learning_starts, capacity, run.normalize)
         else:
@@ -400,7 +411,7 @@ class _Loop:
             if host.next_action is not None:  # from the update, with the rollout's new exploration matrices
                 action = axis.host(host.next_action)
             else:
-                if gsde is not None and acting.resample_due(host.pending.count // n_envs, gsde):
+                if gsde is not None and acting.resample_due(self._vector_steps_in_rollout(), gsde):
                     self.state = self.resample_exploration(self.state)
                 action, host.act_key = self.act(self.state, axis.device(host.obs), host.act_key, self.normalization())
                 action = axis.host(action)
@@ -432,6 +443,9 @@ class _Loop:
         if not host.pending.full:
             return False
         batch = axis.device(host.pending.take())
+        if self.episodic:
+            self.buffer_state = self.insert(self.buffer_state, batch)
+            return bool(done.any()) and self._train_after_episodes()
         if host.env_steps <= host.update_start:
             self.buffer_state = self.insert(self.buffer_state, batch)
             return False
@@ -454,6 +468,38 @@ class _Loop:
         normalizer = self.host.normalizer
         return None if normalizer is None else self.axis.device(normalizer.device())
 
+    def _train_after_episodes(self) -> bool:
+        """train_freq in episodes (SB3's TrainFreq(n, "episode"), one env and one seed), on an episode's last
+        step: if it ends the train_freq-th episode of a rollout (counted from the start of the run) and
+        training has started, run gradient_steps gradient steps, or with -1 as many as the rollout's env
+        steps, in calls of steps_per_update(cfg). Returns whether it trained."""
+        cfg, host = self.cfg, self.host
+        lengths = host.seeds[0].episodes.finished_lengths
+        if len(lengths) % cfg.train_freq != 0 or host.env_steps <= host.update_start:
+            return False
+        remaining = cfg.gradient_steps if cfg.gradient_steps > 0 else sum(lengths[-cfg.train_freq :])
+        progress_remaining = np.float32(1.0 - host.env_steps / self.run.n_timesteps)
+        while remaining > 0:
+            n_steps = min(remaining, steps_per_update(cfg))
+            self.state, host.metrics = self.train_some(
+                self.state, self.buffer_state, progress_remaining, self.normalization(), np.int32(n_steps)
+            )
+            remaining -= n_steps
+        host.next_action = None  # the next step acts with the trained policy
+        return True
+
+    def _vector_steps_in_rollout(self) -> int:
+        """Vector steps into the current rollout (SB3's collect_rollouts), for gSDE's resampling: those staged
+        for the next update with train_freq in steps; with train_freq in episodes (one env), the steps of the
+        rollout's finished episodes and of the running one."""
+        host = self.host
+        if not self.episodic:
+            return host.pending.count // self.run.n_envs
+        episodes = host.seeds[0].episodes
+        lengths = episodes.finished_lengths
+        finished_in_rollout = len(lengths) % self.cfg.train_freq
+        return sum(lengths[len(lengths) - finished_in_rollout :]) + int(episodes.lengths[0])
+
     def _log_due(self, start: float, start_steps: int) -> None:
         """Each training seed logs once log_interval more of its episodes have ended (SB3's rhythm)."""
         run, host = self.run, self.host
@@ -474,7 +520,8 @@ class _Loop:
             seed = host.seeds[index]
             if seed.failed is None:
                 values = {name: float(value[index]) for name, value in metrics.items()}
-                self.loggers[index].log(seed.episodes.summary() | {"time/fps": fps} | values, host.env_steps)
+                summary = seed.episodes.summary(run.stats_window_size)
+                self.loggers[index].log(summary | {"time/fps": fps} | values, host.env_steps)
 
     # -- divergence ----------------------------------------------------------------------------------
 

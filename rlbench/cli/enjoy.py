@@ -23,9 +23,9 @@ from rlbench import compile_cache, hyperparams
 from rlbench.algos.common.spelling import literal_mapping
 from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
 from rlbench.checkpoint_schema import policy_expectations
-from rlbench.config import normalize_entry
+from rlbench.config import entry_env_wrappers, normalize_entry
 from rlbench.envs.make import check_env_id, make_single_env
-from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers, trusted_modules
+from rlbench.envs.wrappers import EnvWrapper, trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.experiment import select_device
 from rlbench.launch import latest_run_id
@@ -205,12 +205,13 @@ def saved_env_settings(
     else from the manifest. Both are files read back: wrappers resolve only from `trusted` modules."""
     config_file = model.parent / env_name / "config.yml"
     if config_file.is_file():
-        entry = normalize_entry(hyperparams.read_file(config_file), str(config_file))
+        where, entry = str(config_file), hyperparams.read_file(config_file)
     else:
-        entry = normalize_entry(dict(manifest["hyperparams"]), str(model))
+        where, entry = str(model), dict(manifest["hyperparams"])
+    entry = normalize_entry(entry, where)
     return (
         literal_mapping(entry.get("env_kwargs"), f"env_kwargs in {config_file}"),
-        parse_env_wrappers(entry.get("env_wrapper"), trusted),
+        entry_env_wrappers(entry, trusted, where),
     )
 
 

@@ -14,6 +14,9 @@ each checked before the next step:
 
 The checks apply to every source alike, the user's own -conf file included: one rule is easier to trust
 than two, and a user's own wrapper module is one `--trust-wrappers MODULE` away.
+
+A few names RL Zoo's files use stand for rlbench's own copy of the class (`STAND_INS`): the name is kept
+as the file spells it, and the module it names is never imported (sb3_contrib would import torch).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from rlbench.errors import ConfigError
 
 # Modules whose wrappers any file may name: gymnasium's and rlbench's own.
 BUILTIN_WRAPPER_MODULES = ("gymnasium.wrappers", "rlbench.envs")
+# Wrappers of packages rlbench does not install, by the name RL Zoo's files give them -> rlbench's copy.
+STAND_INS = {"sb3_contrib.common.wrappers.TimeFeatureWrapper": "rlbench.envs.observations.TimeFeatureWrapper"}
 _DOTTED_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
@@ -84,10 +89,10 @@ def parse_env_wrappers(value: Any, trusted: Iterable[str]) -> tuple[EnvWrapper, 
 
 
 def load_wrapper_class(name: Any, trusted: Iterable[str]) -> type[gym.Wrapper]:
-    """The gymnasium.Wrapper subclass `name` names, imported only once its module is trusted."""
+    """The gymnasium.Wrapper subclass `name` names (or its stand-in), imported only once its module is trusted."""
     if not isinstance(name, str) or not _DOTTED_PATH.fullmatch(name):
         raise ConfigError(f"env_wrapper: {name!r} is not a dotted class name such as gymnasium.wrappers.TimeLimit")
-    module_name, _, class_name = name.rpartition(".")
+    module_name, _, class_name = STAND_INS.get(name, name).rpartition(".")
     trusted = tuple(trusted)
     if not _is_trusted(module_name, trusted):
         raise ConfigError(

@@ -9,7 +9,8 @@ import yaml
 
 from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.cli.train import main
-from rlbench.config import normalize_entry
+from rlbench.config import normalize_entry, split_entry
+from rlbench.envs.wrappers import trusted_modules
 
 TINY = ["--verbose", "0", "-params", "policy_kwargs:dict(net_arch=[16, 16])", "batch_size:32", "learning_starts:50"]
 
@@ -102,8 +103,8 @@ def test_run_folder_layout_and_saved_config_round_trip(tmp_path, capsys):
     config = yaml.safe_load((run_dir / "Pendulum-v1/config.yml").read_text())
     assert config["gamma"] == 0.95 and config["learning_rate"] == "lin_0.001" and config["n_timesteps"] == 300
     # config.yml is a valid hyperparameter entry that rebuilds the same learner config.
-    learner_keys = {k: v for k, v in config.items() if k not in ("n_timesteps", "n_envs", "policy", "env_kwargs")}
-    rebuilt = build_sac_config(normalize_entry(learner_keys, "config.yml"), 1, "config.yml")
+    _, _, learner_keys = split_entry(normalize_entry(config, "config.yml"), "config.yml", trusted_modules())
+    rebuilt = build_sac_config(learner_keys, 1, "config.yml")
     assert rebuilt.gamma == 0.95 and rebuilt.actor.hidden == (16, 16) and rebuilt.batch_size == 32
     args = yaml.safe_load((run_dir / "Pendulum-v1/args.yml").read_text())
     assert args["seed"] >= 0 and args["env"] == "Pendulum-v1"

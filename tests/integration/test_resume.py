@@ -75,6 +75,9 @@ def state_hash(path):
         # with collected-but-untrained transitions pending and episodes mid-way.
         ("sac", SAC_TINY, ["n_envs:2", "train_freq:3", "gradient_steps:2", "learning_rate:lin_1e-3"]),
         ("crossq", CROSSQ_TINY, []),
+        # Training at the end of each 200-step episode (RL Zoo's train_freq [1, "episode"]): the checkpoint falls
+        # mid-episode, and the resumed run must count the episodes and their steps as the first one did.
+        ("sac", SAC_TINY, ["train_freq:[1, 'episode']", "gradient_steps:-1"]),
     ],
 )
 def test_resume_from_a_checkpoint_is_bit_identical_to_never_stopping(tmp_path, algo, argv, extra):

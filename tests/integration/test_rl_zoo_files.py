@@ -19,7 +19,6 @@ from tests.conftest import REPO_ROOT
 RL_ZOO = Path(REPO_ROOT) / "tests" / "data" / "rl_zoo"
 # What the README lists as not supported (Hyperparameter files), with the refusal each gets.
 REFUSALS = {key: rf"hyperparameter '{key}' is not supported yet" for key in NOT_SUPPORTED_KEYS}
-REFUSALS["train_freq"] = r"train_freq: only steps are supported"
 # RL Zoo's own wrappers (rl_zoo3.wrappers) are code from a module rlbench does not trust by default.
 REFUSALS["env_wrapper"] = r"env_wrapper '[\w.]+': module '[\w.]+' is not trusted"
 

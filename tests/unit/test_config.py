@@ -95,7 +95,7 @@ def test_saved_hyperparams_rebuild_the_same_config():
 @pytest.mark.parametrize(
     "params,message",
     [
-        ({"train_freq": [1, "episode"]}, "only steps"),
+        ({"train_freq": [1, "epoch"]}, r"train_freq: expected n, \[n, 'step'\] or \[n, 'episode'\]"),
         ({"policy_kwargs": {"net_arch": [0]}}, "positive integers"),
         ({"policy_kwargs": {"net_arch": {"pi": [8]}}}, "keys pi and qf"),
         ({"policy_kwargs": {"batch_norm": True}}, "use --algo crossq"),
@@ -148,3 +148,34 @@ def test_droq_preset_below_file_and_params():
     cfg = spec.build_config(merge(spec.preset, {"policy_delay": 10}, {"policy_kwargs": {"net_arch": [64]}}), 1, "t")
     assert cfg.gradient_steps == 20 and cfg.policy_delay == 10 and cfg.learning_starts == 10_000
     assert cfg.critic.dropout_rate == 0.01 and cfg.critic.layer_norm and cfg.critic.hidden == (64,)
+
+
+@pytest.mark.parametrize("algo", ["sac", "droq", "tqc"])
+def test_target_update_interval_is_read_and_written_back(algo):
+    spec = ALGORITHMS[algo]
+    cfg = spec.build_config(merge(spec.preset, {"target_update_interval": 4, "tau": 0.02}), 1, algo)
+    assert cfg.target_update_interval == 4 and cfg.tau == 0.02
+    assert spec.config_to_hyperparams(cfg)["target_update_interval"] == 4
+    assert spec.build_config(spec.config_to_hyperparams(cfg), 1, algo) == cfg
+    assert spec.build_config(spec.preset, 1, algo).target_update_interval == 1  # SB3's default: every step
+    for bad in (0, 2.5, "2", True):
+        with pytest.raises(ConfigError, match="target_update_interval"):
+            spec.build_config({"target_update_interval": bad}, 1, algo)
+
+
+def test_crossq_refuses_target_update_interval_by_name():
+    with pytest.raises(ConfigError, match="target_update_interval: CrossQ has no target network"):
+        build_crossq_config({"target_update_interval": 2}, 1, "test")
+
+
+def test_train_freq_in_episodes_is_read_and_written_back():
+    cfg = build_sac_config({"train_freq": [2, "episode"], "gradient_steps": -1}, 1, "test")
+    assert (cfg.train_freq, cfg.train_freq_unit, cfg.gradient_steps) == (2, "episode", -1)  # -1: counted per rollout
+    written = ALGORITHMS["sac"].config_to_hyperparams(cfg)
+    assert written["train_freq"] == [2, "episode"] and written["gradient_steps"] == -1
+    assert build_sac_config(written, 1, "test") == cfg
+    steps = build_sac_config({"train_freq": [4, "step"], "gradient_steps": -1}, 2, "test")
+    assert (steps.train_freq_unit, steps.gradient_steps) == ("step", 8)
+    assert ALGORITHMS["sac"].config_to_hyperparams(steps)["train_freq"] == 4
+    with pytest.raises(ConfigError, match=r"train_freq: \[1, 'episode'\] counts episodes, which needs n_envs 1"):
+        build_sac_config({"train_freq": [1, "episode"]}, 2, "test")

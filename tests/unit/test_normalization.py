@@ -114,7 +114,7 @@ def test_the_update_scales_the_sampled_batch_with_the_current_statistics():
     stats.observe_step(new.obs[None, 20:], new.reward[None, :20], np.zeros((1, 20), bool))
     normalization = jax.tree.map(lambda x: x[0], stats.device())
 
-    def sampled_batches(state, batches, keys, progress_remaining, first_step):  # stands in for the gradient steps
+    def sampled_batches(state, batches, keys, progress_remaining, first_step, n_steps=None):  # the gradient steps
         return state, {"obs": batches.obs, "next_obs": batches.next_obs, "reward": batches.reward}
 
     update = jax.jit(make_update(cfg, buffer, sampled_batches))

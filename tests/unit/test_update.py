@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rlbench.algos.common.fused import make_update
+from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.algos.common.steps import fuse_steps
 from rlbench.algos.common.temperature import EntropyCoef
 from rlbench.algos.sac.update import make_learner
@@ -102,6 +103,66 @@ def test_actor_updates_only_every_policy_delay_steps():
     assert actor_steps == [0, 0, 1, 1, 1, 2]
     assert temperature_steps == actor_steps
     assert int(state.critic.step) == 6
+
+
+def test_target_critic_follows_every_target_update_interval_steps():
+    """tau 0.5, every 3rd gradient step: the target is averaged on steps 0 and 3 and kept on 1 and 2,
+    t <- 0.5 * params + 0.5 * t, with `params` the critic right after that step's optimizer update."""
+    cfg = tiny_sac_config(tau=0.5, target_update_interval=3)
+    learner, _ = make(cfg)
+    state = learner.init_fn(jax.random.key(0))
+    steps = jax.jit(learner.gradient_steps_fn)
+    batches = random_batches(jax.random.key(1), 5, cfg.batch_size)
+    keys = jax.random.split(jax.random.key(2), 5)
+    expected = state.critic.target_params
+    for i in range(5):
+        one = jax.tree.map(lambda x, i=i: x[i : i + 1], batches)
+        state, _ = steps(state, one, keys[i : i + 1], jnp.float32(1.0), state.step)
+        if i % 3 == 0:
+            expected = jax.tree.map(lambda p, t: 0.5 * p + 0.5 * t, state.critic.params, expected)
+        leaves_close(state.critic.target_params, expected)
+    fused, _ = steps(learner.init_fn(jax.random.key(0)), batches, keys, jnp.float32(1.0), jnp.int32(0))
+    leaves_close(fused, state)
+    # Two seeds on the runner's seed axis (vmapped, the step counter batched): each as its own single run.
+    axis = SeedAxis(2)
+    stacked = axis.init(jax.jit(learner.init_fn), [jax.random.key(0), jax.random.key(1)])
+    both = axis.stack([batches, batches])
+    vmapped, _ = jax.jit(axis.map(learner.gradient_steps_fn, shared_argnums=(2, 3, 4)))(
+        stacked, both, keys, jnp.float32(1.0), jnp.int32(0)
+    )
+    leaves_close(axis.take(vmapped, 0), fused)
+
+
+def test_n_steps_runs_the_first_steps_of_one_compiled_scan():
+    """A varying number of gradient steps (train_freq in episodes) runs in scans of one length: with n_steps
+    only the first n_steps run, exactly as a scan of that length; the same program serves every count."""
+    cfg = tiny_sac_config(policy_delay=2)
+    learner, _ = make(cfg)
+    state = learner.init_fn(jax.random.key(0))
+    batches = random_batches(jax.random.key(1), 4, cfg.batch_size)
+    keys = jax.random.split(jax.random.key(2), 4)
+    n_traces = 0
+
+    def counted(state, n_steps):
+        nonlocal n_traces
+        n_traces += 1
+        return learner.gradient_steps_fn(state, batches, keys, jnp.float32(1.0), state.step, n_steps)
+
+    some, one_step = jax.jit(counted), jax.jit(learner.gradient_steps_fn)
+    single, per_step = state, []  # the steps one at a time: state and metrics after each
+    for i in range(4):
+        one = jax.tree.map(lambda x, i=i: x[i : i + 1], batches)
+        single, metrics = one_step(single, one, keys[i : i + 1], jnp.float32(1.0), single.step)
+        per_step.append((single, metrics))
+    for n in (3, 1, 4):
+        partial, metrics = some(state, jnp.int32(n))
+        assert int(partial.step) == n
+        leaves_close(partial, per_step[n - 1][0])
+        for name in ("train/critic_loss", "train/actor_loss"):  # averaged over the steps that ran
+            values = np.array([float(m[name]) for _, m in per_step[:n]])  # NaN: no actor step (policy delay 2)
+            expected = np.nan if np.isnan(values).all() else np.nanmean(values)
+            np.testing.assert_allclose(metrics[name], expected, rtol=1e-5)
+    assert n_traces == 1
 
 
 def test_fixed_entropy_coefficient_has_no_parameter_and_stays_fixed():

@@ -44,8 +44,11 @@ class ActorCriticConfig:
     learning_starts: int = 100  # env steps of uniform random actions before training
     batch_size: int = 256
     gamma: float = 0.99
-    train_freq: int = 1  # vector steps between training iterations
-    gradient_steps: int = 1  # per training iteration (resolved: never -1 here)
+    train_freq: int = 1  # vector steps (or episodes, see train_freq_unit) between training iterations
+    train_freq_unit: str = "step"  # "episode": train at the end of every train_freq-th episode (one env)
+    # Per training iteration. -1 only with train_freq_unit "episode": as many as the iteration's env steps
+    # (with train_freq in steps, -1 is resolved to train_freq * n_envs when read).
+    gradient_steps: int = 1
     policy_delay: int = 1  # actor and temperature update every `policy_delay` gradient steps
     ent_coef: EntropyCoef = EntropyCoef()  # noqa: RUF009 (frozen)
     target_entropy: float | None = None  # None -> -dim(A)
@@ -166,7 +169,12 @@ def read_shared(
             values[key] = number(p, key, int, low)
     if "gamma" in p:
         values["gamma"] = number(p, "gamma", float, 0, 1, high_open=True)
-    values["train_freq"] = parse_train_freq(p)
+    values["train_freq"], values["train_freq_unit"] = parse_train_freq(p)
+    if values["train_freq_unit"] == "episode" and n_envs > 1:
+        raise ConfigError(
+            f"train_freq: {p['train_freq']!r} counts episodes, which needs n_envs 1 (as SB3: the envs' episodes "
+            f"end at different steps), got n_envs {n_envs} (from {where})"
+        )
     values["gradient_steps"] = resolve_gradient_steps(p, n_envs)
     if "ent_coef" in p:
         values["ent_coef"] = parse_ent_coef(p["ent_coef"])
@@ -244,6 +252,7 @@ def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
         "qf_learning_rate": cfg.qf_learning_rate,
         "ent_coef": (f"auto_{cfg.ent_coef.initial}" if cfg.ent_coef.learned else cfg.ent_coef.initial),
         "target_entropy": "auto" if cfg.target_entropy is None else cfg.target_entropy,
+        "train_freq": cfg.train_freq if cfg.train_freq_unit == "step" else [cfg.train_freq, cfg.train_freq_unit],
         "precision": cfg.critic.precision,
         "policy_kwargs": {
             "net_arch": {"pi": list(cfg.actor.hidden), "qf": list(cfg.critic.hidden)},
@@ -263,7 +272,7 @@ def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
             "full_std": cfg.gsde.full_std,
             "clip_mean": cfg.gsde.clip_mean,
         }
-    spelled = set(out) | {"ent_coef", "actor", "critic", "n_critics", "adam_b1", "gsde"}
+    spelled = set(out) | {"ent_coef", "actor", "critic", "n_critics", "adam_b1", "gsde", "train_freq_unit"}
     for f in fields(ActorCriticConfig):
         if f.name not in spelled:
             out[f.name] = getattr(cfg, f.name)

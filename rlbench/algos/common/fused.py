@@ -11,9 +11,14 @@ this module builds from them:
   `state.step` because under `jax.vmap` over seeds `state.step` is batched, and a batched predicate
   turns the `cond` into a `select` that runs the actor step on every gradient step. All seeds advance
   in lockstep, so one unbatched counter serves them all and the `cond` stays a branch.
+  With `n_steps` (an int32 scalar, shared by all seeds as `first_step` is) only the first n_steps of the
+  scan's steps run, the others are skipped under a `lax.cond`: a number of gradient steps that changes
+  from call to call runs in calls of one compiled length.
+- `train(state, buffer_state, progress_remaining, first_step, normalization, n_steps=None)`: sample
+  steps_per_update(cfg) * batch_size rows with the state's key, scale them with the observation and
+  reward statistics (`normalize`; None: as stored), and run `gradient_steps` on them.
 - `update(state, buffer_state, new, progress_remaining, first_step, normalization)`: insert the new
-  transitions, sample gradient_steps * batch_size rows with the state's key, scale them with the
-  observation and reward statistics (`normalize`; None: as stored), and run `gradient_steps`.
+  transitions, then `train`.
 Metrics are averaged over the iteration's steps (NaN-skipping for steps without an actor update).
 """
 
@@ -32,6 +37,16 @@ from rlbench.types import Metrics, Transition
 
 StepFn = Callable[[Any, Transition, jax.Array], tuple[Any, Metrics]]
 
+# The scan length of one update when the number of gradient steps varies (train_freq in episodes with
+# gradient_steps -1, one env step each): the loop runs as many calls as it needs, the last one partly skipped.
+VARIABLE_STEPS_PER_UPDATE = 64
+
+
+def steps_per_update(cfg: Any) -> int:
+    """The gradient steps one compiled update scans over: gradient_steps, or VARIABLE_STEPS_PER_UPDATE when
+    their number varies (gradient_steps -1)."""
+    return cfg.gradient_steps if cfg.gradient_steps > 0 else VARIABLE_STEPS_PER_UPDATE
+
 
 def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor_metric_names: Sequence[str]):
     def skip_actor_step(state, batch: Transition, key: jax.Array):
@@ -49,8 +64,26 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
             state, actor_metrics = jax.lax.cond(do_actor, actor_step, skip_actor_step, state, batch, actor_key)
         return state.replace(step=state.step + 1), critic_metrics | actor_metrics
 
+    def first_steps_only(end: jax.Array):
+        """gradient_step on the steps before `end`; the others leave the state as it is, with NaN metrics."""
+
+        def counted_step(state, step_batch_and_key):
+            _, metric_shapes = jax.eval_shape(gradient_step, state, step_batch_and_key)
+
+            def skip_step(state, step_batch_and_key):
+                return state, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), metric_shapes)
+
+            return jax.lax.cond(step_batch_and_key[0] < end, gradient_step, skip_step, state, step_batch_and_key)
+
+        return counted_step
+
     def gradient_steps(
-        state, batches: Transition, keys: jax.Array, progress_remaining: jax.Array, first_step: jax.Array
+        state,
+        batches: Transition,
+        keys: jax.Array,
+        progress_remaining: jax.Array,
+        first_step: jax.Array,
+        n_steps: jax.Array | None = None,
     ):
         actor_lr = cfg.learning_rate(progress_remaining)
         critic_lr = actor_lr if cfg.qf_learning_rate is None else jnp.asarray(cfg.qf_learning_rate)
@@ -59,7 +92,8 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
             critic=set_learning_rate(state.critic, critic_lr),
         )
         steps = first_step + jnp.arange(keys.shape[0], dtype=jnp.int32)
-        state, metrics = jax.lax.scan(gradient_step, state, (steps, batches, keys))  # metrics [n_steps]
+        step_fn = gradient_step if n_steps is None else first_steps_only(first_step + n_steps)
+        state, metrics = jax.lax.scan(step_fn, state, (steps, batches, keys))  # metrics [n_steps]
         metrics = {name: jnp.nanmean(value) for name, value in metrics.items()}
         metrics["train/learning_rate"] = actor_lr
         metrics["train/n_updates"] = state.step
@@ -68,7 +102,31 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
     return gradient_steps
 
 
+def make_train(cfg: Any, buffer: UniformBuffer, gradient_steps):
+    n = steps_per_update(cfg)
+
+    def train(
+        state,
+        buffer_state: BufferState,
+        progress_remaining: jax.Array,
+        first_step: jax.Array,
+        normalization: Normalization | None = None,
+        n_steps: jax.Array | None = None,
+    ):
+        key, sample_key, steps_key = jax.random.split(state.key, 3)
+        # The buffer holds original transitions (as SB3 with VecNormalize): scaled here, by the current statistics.
+        batch = buffer.sample_fn(buffer_state, sample_key, n * cfg.batch_size)
+        batch = normalize_batch(batch, normalization)
+        batches = fuse_steps(batch, n)  # [n, batch_size, ...]
+        keys = jax.random.split(steps_key, n)
+        return gradient_steps(state.replace(key=key), batches, keys, progress_remaining, first_step, n_steps)
+
+    return train
+
+
 def make_update(cfg: Any, buffer: UniformBuffer, gradient_steps):
+    train = make_train(cfg, buffer, gradient_steps)
+
     def update(
         state,
         buffer_state: BufferState,
@@ -78,13 +136,7 @@ def make_update(cfg: Any, buffer: UniformBuffer, gradient_steps):
         normalization: Normalization | None = None,
     ):
         buffer_state = buffer.add_fn(buffer_state, new)
-        key, sample_key, steps_key = jax.random.split(state.key, 3)
-        # The buffer holds original transitions (as SB3 with VecNormalize): scaled here, by the current statistics.
-        batch = buffer.sample_fn(buffer_state, sample_key, cfg.gradient_steps * cfg.batch_size)
-        batch = normalize_batch(batch, normalization)
-        batches = fuse_steps(batch, cfg.gradient_steps)  # [gradient_steps, batch_size, ...]
-        keys = jax.random.split(steps_key, cfg.gradient_steps)
-        state, metrics = gradient_steps(state.replace(key=key), batches, keys, progress_remaining, first_step)
+        state, metrics = train(state, buffer_state, progress_remaining, first_step, normalization)
         return state, buffer_state, metrics
 
     return update

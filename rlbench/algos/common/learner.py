@@ -27,7 +27,8 @@ class Learner(Generic[S]):
         n gradient steps fused in one `lax.scan`. `first_step` (int32 scalar) is the number of gradient
         steps done before the call, `state.step` of a single run; it decides which steps update the
         actor (policy_delay). It is shared by all seeds of a vmapped update (they advance in lockstep),
-        so the actor branch stays a branch under `jax.vmap` (see fused.py and seed_axis.py).
+        so the actor branch stays a branch under `jax.vmap` (see fused.py and seed_axis.py). An optional
+        `n_steps` (int32 scalar) runs only the first n_steps of the n (train_freq in episodes).
     critic_step_fn, actor_step_fn (state, batch [B, ...], key) -> (state, metrics): one gradient step's
         two halves, unfused; the speed benchmark reads their cost (FLOPs) from XLA separately, because
         the actor half runs only every `policy_delay` steps.

@@ -152,17 +152,24 @@ def parse_net_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def resolve_gradient_steps(params: Mapping[str, Any], n_envs: int) -> int:
-    """gradient_steps = -1 means as many gradient steps as env steps collected per iteration."""
+    """gradient_steps = -1 means as many gradient steps as env steps collected per training iteration:
+    train_freq * n_envs with a train_freq in steps. With one in episodes that number varies, so -1 stays
+    (the loop counts the steps of each rollout)."""
     gradient_steps = params.get("gradient_steps", 1)
     if gradient_steps == -1:
-        return parse_train_freq(params) * n_envs
+        train_freq, unit = parse_train_freq(params)
+        return train_freq * n_envs if unit == "step" else -1
     return number({"gradient_steps": gradient_steps}, "gradient_steps", int, 1)
 
 
-def parse_train_freq(params: Mapping[str, Any]) -> int:
-    value = params.get("train_freq", 1)
+TRAIN_FREQ_UNITS = ("step", "episode")
+
+
+def parse_train_freq(params: Mapping[str, Any]) -> tuple[int, str]:
+    """(count, unit) of RL Zoo's train_freq: n (vector steps), [n, 'step'] or [n, 'episode'] (SB3's TrainFreq)."""
+    value, unit = params.get("train_freq", 1), "step"
     if isinstance(value, list | tuple):
-        if len(value) != 2 or value[1] != "step":
-            raise ConfigError(f"train_freq: only steps are supported (n or [n, 'step']), got {value!r}")
-        value = value[0]
-    return number({"train_freq": value}, "train_freq", int, 1)
+        if len(value) != 2 or value[1] not in TRAIN_FREQ_UNITS:
+            raise ConfigError(f"train_freq: expected n, [n, 'step'] or [n, 'episode'], got {value!r}")
+        value, unit = value
+    return number({"train_freq": value}, "train_freq", int, 1), unit

@@ -33,7 +33,9 @@ class CrossQConfig(ActorCriticConfig):
 KEYS = SHARED_KEYS.extend(
     keys=("top_quantiles_to_drop_per_net",),
     policy_kwargs=(*BATCH_NORM_KEYS, "n_quantiles"),
-    refused={"tau": "CrossQ has no target network, so tau does not apply"},
+    refused={
+        key: f"CrossQ has no target network, so {key} does not apply" for key in ("tau", "target_update_interval")
+    },
 )
 
 # CrossQ's defaults as SBX's CrossQ (critic [1024, 1024]; the paper's is [2048, 2048]).

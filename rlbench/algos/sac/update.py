@@ -1,14 +1,16 @@
 """SAC's gradient step (Haarnoja et al. 2018), fused by algos/common/fused.py.
 
 Per gradient step (SB3/SBX order): critic step with the soft TD target from the Polyak-averaged
-target critics and a fresh a' ~ pi(.|s'), Polyak update, then (every `policy_delay` steps) the actor
-step and the temperature step. DroQ is this module with dropout + layer norm in the critic; TQC is
-this module with quantile critics and their objective (rlbench/algos/tqc).
+target critics and a fresh a' ~ pi(.|s'), Polyak update (every `target_update_interval` steps), then
+(every `policy_delay` steps) the actor step and the temperature step. DroQ is this module with dropout
++ layer norm in the critic; TQC is this module with quantile critics and their objective
+(rlbench/algos/tqc).
 """
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 
 from rlbench.algos.common.config import ActorCriticConfig
 from rlbench.algos.common.learner import Learner, assemble_learner
@@ -17,7 +19,7 @@ from rlbench.algos.common.steps import apply_loss, polyak
 from rlbench.algos.common.temperature import current_alpha, temperature_step
 from rlbench.algos.sac.config import SACConfig
 from rlbench.algos.sac.state import SACState, init_state, make_networks
-from rlbench.types import EnvSpec, Metrics, Transition
+from rlbench.types import EnvSpec, Metrics, Params, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean")
 ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/alpha", "train/temperature_loss")
@@ -49,8 +51,24 @@ def critic_step(
         return objective.loss(q, target), q
 
     critic, loss, q = apply_loss(state.critic, loss_fn)
-    critic = critic.replace(target_params=polyak(critic.target_params, critic.params, cfg.tau))
+    critic = critic.replace(target_params=updated_target(cfg, state.step, critic.target_params, critic.params))
     return state.replace(critic=critic), {"train/critic_loss": loss, "train/q_mean": q.mean()}
+
+
+def updated_target(cfg: SACConfig, step: jax.Array, target_params: Params, params: Params) -> Params:
+    """The target critics after gradient step `step` (counted from 0): Polyak-averaged towards `params` on
+    steps 0, target_update_interval, 2 * target_update_interval, ..., unchanged on the others.
+
+    `step` is the learner state's own counter. Under the seed axis's vmap it is batched, so the choice is a
+    `where` on the averaged parameters rather than a `lax.cond` (which would become a select of both
+    branches anyway): the average is one cheap elementwise pass. SB3 counts from 0 in each training call
+    instead, so that with one gradient step per call its setting has no effect; here it counts every step.
+    """
+    averaged = polyak(target_params, params, cfg.tau)
+    if cfg.target_update_interval == 1:  # static: every step, no select
+        return averaged
+    due = step % cfg.target_update_interval == 0
+    return jax.tree.map(lambda new, old: jnp.where(due, new, old), averaged, target_params)
 
 
 def actor_step(

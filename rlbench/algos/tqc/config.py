@@ -17,7 +17,7 @@ from rlbench.algos.common.config import (
     shared_hyperparams,
 )
 from rlbench.algos.common.spelling import number
-from rlbench.algos.sac.config import read_tau
+from rlbench.algos.sac.config import read_target, target_hyperparams
 from rlbench.errors import ConfigError
 
 
@@ -38,11 +38,14 @@ class Quantiles:
 @dataclass(frozen=True, kw_only=True)
 class TQCConfig(ActorCriticConfig):
     tau: float = 0.005  # Polyak rate of the target critics
+    target_update_interval: int = 1  # gradient steps between Polyak updates of the target critics
     quantiles: Quantiles = Quantiles()
 
 
 KEYS = SHARED_KEYS.extend(
-    keys=("tau", "top_quantiles_to_drop_per_net"), policy_kwargs=("n_quantiles",), refused=BATCH_NORM_IS_CROSSQS
+    keys=("tau", "target_update_interval", "top_quantiles_to_drop_per_net"),
+    policy_kwargs=("n_quantiles",),
+    refused=BATCH_NORM_IS_CROSSQS,
 )
 
 
@@ -76,9 +79,9 @@ def quantile_hyperparams(hyperparams: dict[str, Any], quantiles: Quantiles) -> d
 def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> TQCConfig:
     """A checked TQCConfig from the learner keys of a merged hyperparameter entry."""
     values, policy_kwargs = read_shared(params, n_envs, where, KEYS)
-    return TQCConfig(**values, **read_tau(params), quantiles=read_quantiles(params, policy_kwargs))
+    return TQCConfig(**values, **read_target(params), quantiles=read_quantiles(params, policy_kwargs))
 
 
 def config_to_hyperparams(cfg: TQCConfig) -> dict[str, Any]:
     """The inverse of build_config, in file spelling: what config.yml stores, sorted."""
-    return dict(sorted(quantile_hyperparams(shared_hyperparams(cfg) | {"tau": cfg.tau}, cfg.quantiles).items()))
+    return dict(sorted(quantile_hyperparams(shared_hyperparams(cfg) | target_hyperparams(cfg), cfg.quantiles).items()))
