@@ -257,8 +257,14 @@ def test_storage_password_is_masked_in_run_files_and_wandb_config(tmp_path, monk
         (["batch_size:100000000000000000000000000000000000"], r"batch_size: .* is too large"),
         (["policy_kwargs:{1: 2}"], r"policy_kwargs: 1 is not a valid keyword argument name"),
         (["env_kwargs:[1,2]"], r"env_kwargs \(from -params\): expected a dict of keyword arguments"),
-        (["use_sde:True", "policy_kwargs:dict(log_std_init=1e400)"], r"log_std_init: expected a finite number, got inf"),
-        (["use_sde:True", "sde_sample_freq:-5"], r"sde_sample_freq: expected -1 .* or a positive number of steps, got -5"),
+        (
+            ["use_sde:True", "policy_kwargs:dict(log_std_init=1e400)"],
+            r"log_std_init: expected a finite number, got inf",
+        ),
+        (
+            ["use_sde:True", "sde_sample_freq:-5"],
+            r"sde_sample_freq: expected -1 .* or a positive number of steps, got -5",
+        ),
     ],
 )
 def test_non_finite_and_malformed_params_exit_2_before_writing(tmp_path, capsys, params, message):
