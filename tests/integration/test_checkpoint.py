@@ -79,7 +79,9 @@ def test_round_trip_restores_every_leaf_actions_and_counters(tmp_path, algo):
     from rlbench.types import EnvSpec
 
     learner = ALGORITHMS[algo].make_learner(cfg, EnvSpec(3, 1))
-    restored = state_from_bytes(learner.init_fn(jax.random.key(1)), checkpoint.state_bytes)
+    # A template state to restore into, jitted as the runner jits it: a compilation cache hit, where calling
+    # init_fn eagerly would compile each of its operations on its own (seconds).
+    restored = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(1)), checkpoint.state_bytes)
     saved_leaves = jax.tree_util.tree_leaves(result.state.replace(key=jax.random.key_data(result.state.key)))
     restored_leaves = jax.tree_util.tree_leaves(restored.replace(key=jax.random.key_data(restored.key)))
     assert len(saved_leaves) == len(restored_leaves) > 10
@@ -120,7 +122,7 @@ def test_policy_rebuilt_from_the_manifest_alone_acts_like_the_trained_state(tmp_
     result = train(run, ALGORITHMS["sac"], cfg, NO_LOG, checkpoints=settings)
     policy = load_policy(read_checkpoint(tmp_path / "m.zip"))
     obs = np.random.default_rng(1).normal(size=(5, 3)).astype(np.float32)
-    np.testing.assert_array_equal(policy(obs), np.asarray(acting.act_deterministic(result.state, obs)))
+    np.testing.assert_array_equal(policy(obs), np.asarray(jax.jit(acting.act_deterministic)(result.state, obs)))
 
 
 def test_every_kind_of_broken_file_is_reported_with_path_reason_and_newest_valid(tmp_path):

@@ -18,9 +18,9 @@ from rlbench.config import RunConfig
 from rlbench.loggers.csv import CSVLogger
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import FAILED_FILE, SeedOutput, train, train_seeds
-from tests.conftest import REPO_ROOT, tiny_sac_config
+from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
-from tests.integration.test_resume import run_dir, state_hash, train_process, wait_for
+from tests.integration.test_resume import run_dir, state_hash, wait_for
 from tests.integration.test_tracking import isolated_env
 from tests.run_files import wandb_run
 
@@ -109,9 +109,7 @@ SEEDS_TINY = [
     "--n-seeds",
     "3",
     "-params",
-    "policy_kwargs:dict(net_arch=[16, 16])",
-    "learning_starts:100",
-    "batch_size:32",
+    *TINY_LEARNER,
 ]
 
 
@@ -201,19 +199,31 @@ def test_sigterm_stops_every_seed_and_minus_i_on_any_one_resumes_the_group_bit_i
             stderr=subprocess.STDOUT,
             text=True,
         )
+        wait_for(log, lambda: "Eval num_timesteps=250" in log.read_text() or stopped.poll() is not None)
+        # Started once the first run has compiled: it loads the updates from the session's compilation cache.
         uninterrupted = subprocess.Popen(
             [sys.executable, "train.py", "-f", str(tmp_path / "b"), *argv, "--verbose", "0"], cwd=REPO_ROOT
         )
-        wait_for(log, lambda: "Eval num_timesteps=250" in log.read_text() or stopped.poll() is not None)
         stopped.send_signal(signal.SIGTERM)
         assert stopped.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
     checkpoints = [next(run_dir(tmp_path / "a", "sac", n).glob("rl_model_*_steps.zip")) for n in (1, 2, 3)]
     assert len({path.name for path in checkpoints}) == 1 and f"-i {checkpoints[0]}" in log.read_text()
     assert all(read_checkpoint(path).manifest["replay_buffer"] for path in checkpoints)
     resume = ["--algo", "sac", "--env", "Pendulum-v1", "--eval-freq", "250", "--eval-episodes", "1", "--verbose", "0"]
-    train_process(tmp_path / "a", *resume, "-i", str(checkpoints[1]))
-    alone = train_process(tmp_path / "alone", *resume, "-i", str(checkpoints[1]), "--n-seeds", "1")
-    assert uninterrupted.wait(timeout=600) == 0 and alone.returncode == 0
+    resumes = [  # the group, and seed 1 alone, at the same time (they read the checkpoint, write apart)
+        subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path / folder), *resume, "-i", str(checkpoints[1]), *extra],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for folder, extra in (("a", []), ("alone", ["--n-seeds", "1"]))
+    ]
+    for process in resumes:
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-3000:]
+    assert uninterrupted.wait(timeout=600) == 0
     for n in (1, 2, 3):
         resumed, reference = run_dir(tmp_path / "a", "sac", 3 + n), run_dir(tmp_path / "b", "sac", n)
         assert state_hash(resumed / "Pendulum-v1.zip") == state_hash(reference / "Pendulum-v1.zip"), n
