@@ -14,7 +14,7 @@ import yaml
 
 from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.loggers.tracking import LOG_FLUSH_INTERVAL_S
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, TINY_LEARNER
 from tests.run_files import tensorboard_scalars, wandb_run
 
 TINY = [
@@ -25,9 +25,7 @@ TINY = [
     "--seed",
     "11",
     "-params",
-    "policy_kwargs:dict(net_arch=[16])",
-    "learning_starts:100",
-    "batch_size:32",
+    *TINY_LEARNER,
 ]
 
 
