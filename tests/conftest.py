@@ -52,6 +52,20 @@ def key():
     return jax.random.key(0)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Tests sharing a module or session fixture of ours (a trained run, a Ray instance, a PostgreSQL server)
+    run on one pytest-xdist worker (`--dist loadgroup`): each worker has its own session, so split across
+    two workers, the fixture would be built twice."""
+    for item in items:
+        for name in item.fixturenames:
+            definitions = item._fixtureinfo.name2fixturedefs.get(name, ())
+            if definitions and definitions[-1].scope in ("module", "session") and definitions[-1].baseid:
+                scope = item.module.__name__ if definitions[-1].scope == "module" else "session"
+                item.add_marker(pytest.mark.xdist_group(f"{scope}:{name}"))
+                break
+
+
 def pytest_unconfigure(config):
     if _SESSION_CACHE is not None and not hasattr(config, "workerinput"):  # the xdist controller, or no xdist
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
