@@ -86,20 +86,20 @@ def _is_key(leaf: Any) -> bool:
     return jnp.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key)
 
 
-def keys_as_data(tree: Any) -> Any:
+def _keys_as_data(tree: Any) -> Any:
     """`tree` with every typed PRNG key (the state's, gSDE's) as its raw uint32 key data."""
     return jax.tree.map(lambda leaf: jax.random.key_data(leaf) if _is_key(leaf) else leaf, tree)
 
 
 def state_to_bytes(state: Any) -> bytes:
     """Every array leaf of the learner state, PRNG keys included (as their raw uint32 key data)."""
-    return serialization.msgpack_serialize(serialization.to_state_dict(jax.device_get(keys_as_data(state))))
+    return serialization.msgpack_serialize(serialization.to_state_dict(jax.device_get(_keys_as_data(state))))
 
 
 def state_from_bytes(template: Any, data: bytes) -> Any:
     """Restore into a state of the same structure, built by the learner's init_fn from the same config.
     Raises ValueError when the saved state does not fit the template (see `check_state_fits`)."""
-    restored = _restore_checked(keys_as_data(template), data)
+    restored = _restore_checked(_keys_as_data(template), data)
     return jax.tree.map(
         lambda saved, expected: jax.random.wrap_key_data(saved) if _is_key(expected) else saved, restored, template
     )
@@ -126,7 +126,7 @@ def state_size_bound(init_fn: Any) -> int:
 def _state_shapes(init_fn: Any) -> Any:
     """The learner state's shapes and dtypes, the PRNG key as raw key data, without computing anything."""
 
-    return jax.eval_shape(lambda key: keys_as_data(init_fn(key)), jax.random.key(0))
+    return jax.eval_shape(lambda key: _keys_as_data(init_fn(key)), jax.random.key(0))
 
 
 def _restore_checked(template: Any, data: bytes) -> Any:

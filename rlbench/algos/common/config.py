@@ -127,7 +127,7 @@ QUANTILES_ARE_TQCS = {
 }
 
 
-def checked_policy_kwargs(params: Mapping[str, Any], key_set: KeySet, where: str) -> dict[str, Any]:
+def _checked_policy_kwargs(params: Mapping[str, Any], key_set: KeySet, where: str) -> dict[str, Any]:
     """policy_kwargs as a dict, after refusing any key (top level or inside it) `key_set` does not read."""
     for key in params:
         if key in key_set.refused:
@@ -157,7 +157,7 @@ def read_shared(
 
     Every key is checked against `key_set` first; the algorithm reads its own keys from `params` and
     the returned policy_kwargs."""
-    kwargs = checked_policy_kwargs(params, key_set, where)
+    kwargs = _checked_policy_kwargs(params, key_set, where)
     p = dict(params)
     values: dict[str, Any] = {}
     if "learning_rate" in p:
