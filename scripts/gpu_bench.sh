@@ -25,6 +25,11 @@
 #                  on one GPU (8 vmapped seeds per process, 4 processes per GPU), against sequential runs (two
 #                  timed, x16). Ray's wheel (79 MB) does not fit the device carry (64 MiB) and the device has
 #                  no network, so where Ray is missing the same packing runs as 4 concurrent train.py --n-seeds 8.
+#   zoo_returns    issue 18: CrossQ, CrossQ + TQC (n_quantiles 25) and TQC on HalfCheetah-v4, 4 vmapped seeds x
+#                  100k env steps each, the three runs at once on the GPU (evaluation every 10k, 5 episodes); each
+#                  run's evaluations.npz and config.yml are copied under $OUT/zoo_returns/ at the end (also what a
+#                  run cut short by the budget evaluated so far).
+# Issue 18's call: run(command="PHASES='zoo_returns' bash scripts/gpu_bench.sh", carry=[".whl"], timeout_s=590).
 # Issue 17's call: run(command="PHASES='sweep' bash scripts/gpu_bench.sh", carry=[".whl"]).
 # Issue 16's call: run(command="PHASES='seeds_run seeds first_step' bash scripts/gpu_bench.sh", carry=[".whl"]).
 # Figures of the first session that ran it (2026-11-30): benchmarks/README.md and benchmarks/gpu_h200/.
@@ -121,6 +126,30 @@ if wanted sweep; then
         --device "$device" -f /tmp/gpu_sequential --verbose 0 >>"$out/sweep_sequential.log" 2>&1
     done
     echo "== sweep: 2 sequential runs in $((SECONDS - one_start))s (32 sequential: x16)"
+  fi
+fi
+if wanted zoo_returns; then
+  s=$(left)
+  if ((s < 180)); then
+    echo "skipped zoo_returns: ${s}s left"
+  else
+    echo "== zoo_returns: crossq, crossq + tqc, tqc; 4 seeds x 100k each, at once (up to $((s - 30))s)"
+    zoo=(--env HalfCheetah-v4 --seed 1 --n-seeds 4 -n 100000 --eval-freq 10000 --eval-episodes 5 --verbose 0)
+    zoo+=(--device "$device")
+    crossq_nets="net_arch=dict(pi=[256, 256], qf=[2048, 2048])"  # hyperparams/crossq.yml's, for both CrossQ runs
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 timeout $((s - 30)) python3 train.py --algo crossq "${zoo[@]}" \
+      -f /tmp/gpu_zoo/crossq -params learning_starts:5000 >"$out/zoo_crossq.log" 2>&1 &
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 timeout $((s - 30)) python3 train.py --algo crossq "${zoo[@]}" \
+      -f /tmp/gpu_zoo/crossq_tqc -params learning_starts:5000 "policy_kwargs:dict($crossq_nets, n_quantiles=25)" \
+      top_quantiles_to_drop_per_net:2 >"$out/zoo_crossq_tqc.log" 2>&1 &
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 timeout $((s - 30)) python3 train.py --algo tqc "${zoo[@]}" \
+      -f /tmp/gpu_zoo/tqc -params learning_starts:5000 >"$out/zoo_tqc.log" 2>&1 &
+    wait
+    for run in /tmp/gpu_zoo/*/*/HalfCheetah-v4_*; do  # <setting>/<algo>/<env>_<n>
+      to="$out/zoo_returns/$(basename "$(dirname "$(dirname "$run")")")_$(basename "$run")"
+      mkdir -p "$to" && cp "$run"/evaluations.npz "$run"/HalfCheetah-v4/config.yml "$to"/ 2>/dev/null
+    done
+    echo "== zoo_returns: done after $((SECONDS - start))s in all"
   fi
 fi
 ls -l "$out"
