@@ -27,16 +27,16 @@ def test_every_mujoco_v4_entry_has_a_v5_twin_with_its_values_for_a_registered_en
 
 @pytest.mark.parametrize("env_id", ["LunarLanderContinuous-v3", "BipedalWalker-v3"])
 def test_box2d_envs_train_with_their_shipped_entry(tmp_path, env_id):
-    """The shipped SAC entry (its network, batch, buffer) for 300 steps, training from step 100."""
+    """The shipped SAC entry (its network, batch, buffer) for 300 steps, training from step 250."""
     log = tmp_path / "logs"
     argv = ["--algo", "sac", "--env", env_id, "-n", "300", "--seed", "1", "-f", str(log), "--verbose", "0"]
-    argv += ["--eval-freq", "300", "--eval-episodes", "1", "-params", "learning_starts:100"]
+    argv += ["--eval-freq", "300", "--eval-episodes", "1", "-params", "learning_starts:250"]
     assert train(argv) == 0
     run = log / "sac" / f"{env_id}_1"
     saved = yaml.safe_load((run / env_id / "config.yml").read_text())
     entry = yaml.safe_load(default_file("sac").read_text())[env_id]
     numbers = {key: value for key, value in entry.items() if isinstance(value, int | float) and key != "n_timesteps"}
-    assert numbers and {key: saved[key] for key in numbers} == numbers | {"learning_starts": 100}
+    assert numbers and {key: saved[key] for key in numbers} == numbers | {"learning_starts": 250}
     assert saved["policy_kwargs"]["net_arch"] == {"pi": [400, 300], "qf": [400, 300]}
     assert "net_arch=[400, 300]" in entry["policy_kwargs"]
     assert np.load(run / "evaluations.npz")["timesteps"].tolist() == [300]
