@@ -28,7 +28,7 @@ def truncated_quantile_target(
     n_critics, batch_size, n_quantiles = next_quantiles.shape
     pooled = jnp.moveaxis(next_quantiles, 0, 1).reshape(batch_size, n_critics * n_quantiles)
     # The n_target smallest, ascending, as top_k of the negated atoms: on a CPU the full sort it replaces
-    # took 6% of TQC's whole gradient step, this partial one too little to measure (benchmarks/README.md).
+    # took 5% of TQC's whole gradient step, this partial one too little to measure (benchmarks/README.md).
     kept = -jax.lax.top_k(-pooled, quantiles.n_target_quantiles(n_critics))[0]
     target = reward[:, None] + gamma * (1.0 - terminated[:, None]) * (kept - alpha * next_log_prob[:, None])
     return jax.lax.stop_gradient(target)
