@@ -27,33 +27,30 @@ import jax.numpy as jnp
 
 from rlbench.algos.common.losses import CriticObjective
 from rlbench.algos.sac import update as sac_update
-from rlbench.algos.tqc.losses import mean_of_quantiles, quantile_huber_loss, quantile_objective
+from rlbench.algos.tqc.losses import (
+    mean_of_quantiles,
+    pooled_atoms,
+    quantile_huber_loss,
+    quantile_midpoints,
+    quantile_objective,
+    soft_atom_target,
+)
 from rlbench.bench.speed import HALF_CHEETAH_SPEC, bench_config, machine, update_only_rate
 from rlbench.registry import ALGORITHMS
 from rlbench.types import EnvSpec
 
 
-def bellman(kept, next_log_prob, reward, terminated, alpha, gamma):
-    target = reward[:, None] + gamma * (1.0 - terminated[:, None]) * (kept - alpha * next_log_prob[:, None])
-    return jax.lax.stop_gradient(target)
-
-
-def pooled_atoms(next_quantiles):
-    n_critics, batch_size, n_quantiles = next_quantiles.shape
-    return jnp.moveaxis(next_quantiles, 0, 1).reshape(batch_size, n_critics * n_quantiles)
-
-
 def sorted_target(n_target):
     def target(next_q, next_log_prob, reward, terminated, alpha, gamma):
         kept = jnp.sort(pooled_atoms(next_q), axis=-1)[:, :n_target]
-        return bellman(kept, next_log_prob, reward, terminated, alpha, gamma)
+        return soft_atom_target(kept, next_log_prob, reward, terminated, alpha, gamma)
 
     return target
 
 
 def unsorted_target(n_target):
     def target(next_q, next_log_prob, reward, terminated, alpha, gamma):
-        return bellman(pooled_atoms(next_q)[:, :n_target], next_log_prob, reward, terminated, alpha, gamma)
+        return soft_atom_target(pooled_atoms(next_q)[:, :n_target], next_log_prob, reward, terminated, alpha, gamma)
 
     return target
 
@@ -73,8 +70,7 @@ def _loss_forward(quantiles, target):
 
 def _loss_backward(residuals, g):
     quantiles, target = residuals
-    n_quantiles = quantiles.shape[-1]
-    tau = ((jnp.arange(n_quantiles, dtype=jnp.float32) + 0.5) / n_quantiles)[:, None]
+    tau = quantile_midpoints(quantiles.shape[-1])[:, None]
     delta = target[None, :, None, :] - quantiles[..., None]
     weight = jnp.where(delta < 0, 1.0 - tau, tau)
     scale = -g / (quantiles.size * target.shape[-1])  # d/dz of the mean of weight * Huber(t - z)

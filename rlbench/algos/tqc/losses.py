@@ -13,6 +13,21 @@ from rlbench.algos.common.losses import CriticObjective
 from rlbench.algos.tqc.config import Quantiles
 
 
+def pooled_atoms(next_quantiles: jax.Array) -> jax.Array:
+    """[n_critics, B, n_quantiles] -> [B, n_critics * n_quantiles]: each sample's atoms of all critics."""
+    n_critics, batch_size, n_quantiles = next_quantiles.shape
+    return jnp.moveaxis(next_quantiles, 0, 1).reshape(batch_size, n_critics * n_quantiles)
+
+
+def soft_atom_target(
+    kept: jax.Array, next_log_prob: jax.Array, reward: jax.Array, terminated: jax.Array, alpha: jax.Array, gamma: float
+) -> jax.Array:
+    """y_j = r + gamma (1 - terminated) (kept_j - alpha log pi(a'|s')) for each kept atom [B, n_target], with
+    no gradient. Only `terminated` stops the bootstrap."""
+    target = reward[:, None] + gamma * (1.0 - terminated[:, None]) * (kept - alpha * next_log_prob[:, None])
+    return jax.lax.stop_gradient(target)
+
+
 def truncated_quantile_target(
     next_quantiles: jax.Array,
     next_log_prob: jax.Array,
@@ -22,24 +37,25 @@ def truncated_quantile_target(
     gamma: float,
     quantiles: Quantiles,
 ) -> jax.Array:
-    """y_j = r + gamma (1 - terminated) (z_(j)(s', a') - alpha log pi(a'|s')) for the n_target smallest
-    of the next state's quantiles pooled over all critics (sorted ascending): dropping the largest ones
-    is TQC's control of overestimation. Only `terminated` stops the bootstrap."""
-    n_critics, batch_size, n_quantiles = next_quantiles.shape
-    pooled = jnp.moveaxis(next_quantiles, 0, 1).reshape(batch_size, n_critics * n_quantiles)
+    """The soft target of the n_target smallest of the next state's quantiles pooled over all critics
+    (sorted ascending): dropping the largest ones is TQC's control of overestimation."""
     # The n_target smallest, ascending, as top_k of the negated atoms: on a CPU the full sort it replaces
     # took 5% of TQC's whole gradient step, this partial one too little to measure (benchmarks/README.md).
-    kept = -jax.lax.top_k(-pooled, quantiles.n_target_quantiles(n_critics))[0]
-    target = reward[:, None] + gamma * (1.0 - terminated[:, None]) * (kept - alpha * next_log_prob[:, None])
-    return jax.lax.stop_gradient(target)
+    n_target = quantiles.n_target_quantiles(next_quantiles.shape[0])
+    kept = -jax.lax.top_k(-pooled_atoms(next_quantiles), n_target)[0]
+    return soft_atom_target(kept, next_log_prob, reward, terminated, alpha, gamma)
+
+
+def quantile_midpoints(n_quantiles: int) -> jax.Array:
+    """tau_i = (i + 0.5) / n_quantiles, i = 0..n_quantiles-1 (SB3-contrib's scale)."""
+    return (jnp.arange(n_quantiles, dtype=jnp.float32) + 0.5) / n_quantiles
 
 
 def quantile_huber_loss(quantiles: jax.Array, target: jax.Array) -> jax.Array:
     """The quantile Huber loss (kappa = 1) of every critic's quantiles against every target atom:
     mean over critics, samples, quantiles and atoms of |tau_i - 1{delta < 0}| * Huber(delta),
     delta = target_j - z_i, tau_i = (i + 0.5) / n_quantiles (SB3-contrib's scale)."""
-    n_quantiles = quantiles.shape[-1]
-    tau = (jnp.arange(n_quantiles, dtype=jnp.float32) + 0.5) / n_quantiles  # quantile midpoints
+    tau = quantile_midpoints(quantiles.shape[-1])
     delta = target[None, :, None, :] - quantiles[..., None]  # [n_critics, B, n_quantiles, n_target]
     abs_delta = jnp.abs(delta)
     huber = jnp.where(abs_delta > 1.0, abs_delta - 0.5, 0.5 * delta**2)
