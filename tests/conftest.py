@@ -56,19 +56,31 @@ FAST_COMPILE_FLAG = "--xla_backend_optimization_level=1"
 
 
 def pytest_configure(config):
-    """The default run (`-m 'not slow'`) compiles a few hundred distinct updates, one per test setting, and
-    compiling is most of its CPU time. XLA's CPU backend runs LLVM at -O3 by default; at -O1 the seed-axis
-    CrossQ test compiles in 7.8 s instead of 9.1, and the whole default run took 864 CPU-seconds instead
-    of 967 (one worker, 2026-12-01). The tests then run code compiled at -O1, not users' -O3, and every
-    comparison in them is between programs compiled alike (fused and unfused, vmapped and separate, a
-    run and its resume, this process and the train.py processes it starts, which inherit XLA_FLAGS).
+    """The tests compile a few hundred distinct updates, one per test setting, and compiling is most of their
+    CPU time. XLA's CPU backend runs LLVM at -O3 by default; at -O1 the seed-axis CrossQ test compiles in
+    7.8 s instead of 9.1, and the whole default run took 864 CPU-seconds instead of 967 (one worker,
+    2026-12-01); an RL Zoo entry trains in 5-10% less CPU. The tests then run code compiled at -O1, not
+    users' -O3, and every comparison in them is between programs compiled alike (fused and unfused,
+    vmapped and separate, a run and its resume, this process and the train.py processes it starts, which
+    inherit XLA_FLAGS). The learning runs (tests/learning) are train.py processes started with XLA's
+    default level (`xla_default_env`): what learns there is the code users run.
     Not -O0, though it compiles 35% faster: there, SAC with --n-seeds 3 on Pendulum-v1 turns NaN at its
     first updates for seeds 1 and 2 (not seed 0), which -O1, -O2 and -O3 do not; not understood yet.
-    The learning runs (`-m slow`, also in CI) keep XLA's default: the code users run is what learns there.
     Set before JAX starts its backend, which reads XLA_FLAGS once; a developer's own level wins."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if config.option.markexpr == "not slow" and "xla_backend_optimization_level" not in flags:
+    if "xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()
+
+
+def xla_default_env() -> dict[str, str]:
+    """This process's environment without the tests' -O1: for a train.py compiled as users' are."""
+    env = dict(os.environ)
+    flags = env.get("XLA_FLAGS", "").replace(FAST_COMPILE_FLAG, "").strip()
+    if flags:
+        env["XLA_FLAGS"] = flags
+    else:
+        env.pop("XLA_FLAGS", None)
+    return env
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
