@@ -52,32 +52,40 @@ def key():
     return jax.random.key(0)
 
 
-FAST_COMPILE_FLAG = "--xla_backend_optimization_level=1"
+FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false")
 
 
 def pytest_configure(config):
     """The tests compile a few hundred distinct updates, one per test setting, and compiling is most of their
-    CPU time. XLA's CPU backend runs LLVM at -O3 by default; at -O1 the seed-axis CrossQ test compiles in
-    7.8 s instead of 9.1, and the whole default run took 864 CPU-seconds instead of 967 (one worker,
-    2026-12-01); an RL Zoo entry trains in 5-10% less CPU. The tests then run code compiled at -O1, not
-    users' -O3, and every comparison in them is between programs compiled alike (fused and unfused,
-    vmapped and separate, a run and its resume, this process and the train.py processes it starts, which
-    inherit XLA_FLAGS). The learning runs (tests/learning) are train.py processes started with XLA's
-    default level (`xla_default_env`): what learns there is the code users run.
-    Not -O0, though it compiles 35% faster: there, SAC with --n-seeds 3 on Pendulum-v1 turns NaN at its
-    first updates for seeds 1 and 2 (not seed 0), which -O1, -O2 and -O3 do not; not understood yet.
-    Set before JAX starts its backend, which reads XLA_FLAGS once; a developer's own level wins."""
+    CPU time (backend compilation alone was 440 of the 1,000 worker-seconds of the default run, 2026-12-01),
+    so they compile for speed of compiling, not of the compiled code:
+    - XLA's legacy CPU fusion emitters instead of its MLIR ones (`--xla_cpu_use_fusion_emitters=false`):
+      the seed-axis tests compile in 24.7 CPU-seconds instead of 39.2. The code they make runs 7-18%
+      slower (SAC's and CrossQ's updates at [256, 256]), so train.py keeps XLA's default;
+    - LLVM at -O1 instead of XLA's -O3: the default run took 864 CPU-seconds instead of 967 with the MLIR
+      emitters (one worker); with the legacy ones the two levels compile alike. Not -O0, though it compiles
+      faster still: there, SAC with --n-seeds 3 on Pendulum-v1 turns NaN at its first updates for seeds 1
+      and 2 (not seed 0), with either emitters, which -O1, -O2 and -O3 do not; not understood yet.
+    Every comparison in the tests is between programs compiled alike (fused and unfused, vmapped and
+    separate, a run and its resume, this process and the train.py processes it starts, which inherit
+    XLA_FLAGS). The learning runs (tests/learning) are train.py processes started with XLA's defaults
+    (`xla_default_env`): what learns there is the code users run.
+    Set before JAX starts its backend, which reads XLA_FLAGS once; a developer's own setting of either wins."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_backend_optimization_level" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()
+    for flag in FAST_COMPILE_FLAGS:
+        if flag.split("=")[0] not in flags:
+            flags = f"{flags} {flag}"
+    os.environ["XLA_FLAGS"] = flags.strip()
 
 
 def xla_default_env() -> dict[str, str]:
-    """This process's environment without the tests' -O1: for a train.py compiled as users' are."""
+    """This process's environment without the tests' compile flags: for a train.py compiled as users' are."""
     env = dict(os.environ)
-    flags = env.get("XLA_FLAGS", "").replace(FAST_COMPILE_FLAG, "").strip()
-    if flags:
-        env["XLA_FLAGS"] = flags
+    flags = env.get("XLA_FLAGS", "")
+    for flag in FAST_COMPILE_FLAGS:
+        flags = flags.replace(flag, "")
+    if flags.strip():
+        env["XLA_FLAGS"] = " ".join(flags.split())
     else:
         env.pop("XLA_FLAGS", None)
     return env
