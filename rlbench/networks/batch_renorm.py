@@ -23,6 +23,15 @@ import jax
 import jax.numpy as jnp
 
 
+def sqrt_or_zero_gradient(v: jax.Array) -> jax.Array:
+    """sqrt(v) for v >= 0, with gradient 0 where v is 0 instead of sqrt's infinite one. A feature constant
+    over the batch (a constant observation, a unit off for every sample) has batch variance exactly 0;
+    there, plain sqrt's infinite derivative times the zero cotangent of `jnp.where`'s other branch (during
+    warm-up) or times d is NaN or inf, and it reaches the parameters below the layer."""
+    positive = v > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, v, 1.0)), 0.0)
+
+
 class BatchRenorm(nn.Module):
     momentum: float = 0.99
     epsilon: float = 1e-3
@@ -53,7 +62,7 @@ class BatchRenorm(nn.Module):
                 jnp.clip((batch_mean - running_mean.value) / std_running, -self.d_max, self.d_max)
             )
             warmed_up = steps.value >= self.warmup_steps
-            mean = jnp.where(warmed_up, batch_mean - d * jnp.sqrt(batch_var) / r, batch_mean)
+            mean = jnp.where(warmed_up, batch_mean - d * sqrt_or_zero_gradient(batch_var) / r, batch_mean)
             var = jnp.where(warmed_up, batch_var / r**2, batch_var)
             if not self.is_initializing():
                 m = self.momentum

@@ -76,6 +76,26 @@ def test_batch_renorm_clipping_is_active_after_warmup():
     np.testing.assert_allclose(np.asarray(out[0]).mean(0), 0.0, atol=1e-4)  # warm-up: plain batch norm
 
 
+@pytest.mark.parametrize("steps", [3, 10])  # in warm-up, and after it (warmup 10)
+def test_batch_renorm_gradients_stay_finite_for_a_feature_constant_over_the_batch(steps):
+    # A unit off for every sample (batch variance exactly 0): sqrt's infinite derivative at 0 made this
+    # column's input gradient NaN, which reached the layers below (the CrossQ actor of a one-observation
+    # env turned NaN). The other columns' gradients are untouched by it.
+    x = np.random.default_rng(3).normal(size=(16, 3)).astype(np.float32)
+    x[:, 1] = 0.0
+    layer = BatchRenorm(warmup_steps=10)
+    variables = renorm_variables(layer, x, [0.5, 0.0, -0.5], [2.0, 1.0, 0.5], steps)
+    weights = jnp.asarray(np.random.default_rng(4).normal(size=(16, 3)), jnp.float32)
+
+    def loss(inputs):
+        return (layer.apply(variables, inputs, True, mutable=["batch_stats"])[0] * weights).sum()
+
+    grads = np.asarray(jax.grad(loss)(jnp.asarray(x)))
+    assert np.isfinite(grads).all(), grads
+    without = np.asarray(jax.grad(loss)(jnp.asarray(x).at[:, 1].set(1e-3 * np.arange(16))))
+    np.testing.assert_allclose(grads[:, [0, 2]], without[:, [0, 2]], rtol=1e-5, atol=1e-6)
+
+
 def test_batch_renorm_evaluation_uses_running_statistics_and_updates_nothing():
     x = np.random.default_rng(2).normal(size=(16, 3)).astype(np.float32)
     layer = BatchRenorm()
