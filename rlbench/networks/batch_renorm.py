@@ -8,6 +8,8 @@ std_b = sqrt(v_b + eps), std_r = sqrt(v_r + eps):
                     (= normalise with the batch statistics, then multiply by r and add d);
     during warm-up: plain BatchNorm with (m_b, v_b).
     m_r <- momentum * m_r + (1 - momentum) * m_b, same for v_r; `steps` counts training-mode calls.
+    Where v_b is exactly 0 (a feature constant over the batch), sqrt(v_b) gets gradient 0, not sqrt's
+    infinite one, which made the gradients below the layer NaN.
 Evaluation mode normalises with (m_r, v_r). Scale and bias follow, as in BatchNorm.
 
 The warm-up is a hard switch after `warmup_steps` training-mode calls of this layer (the paper

@@ -21,7 +21,7 @@ EPS, R_MAX, D_MAX, MOMENTUM = 1e-3, 3.0, 5.0, 0.99
 
 
 def reference_batch_renorm(x, running_mean, running_var, steps, warmup, scale=1.0, bias=0.0):
-    """The formulas of REFERENCE.md, 'BatchRenorm, as used by CrossQ', in NumPy (float64)."""
+    """The formulas of rlbench/networks/batch_renorm.py's docstring, in NumPy (float64)."""
     m_b, v_b = x.mean(0), x.var(0)
     std_b, std_r = np.sqrt(v_b + EPS), np.sqrt(running_var + EPS)
     r = np.clip(std_b / std_r, 1 / R_MAX, R_MAX)
