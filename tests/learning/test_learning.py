@@ -1,12 +1,13 @@
 """Learning thresholds (marked slow; CI runs them): the learners must actually learn. Each run is a train.py
-process compiled at XLA's default level, as users' are (the other tests compile at -O1: tests/conftest.py).
+process compiled with XLA's defaults, as users' are (the other tests compile for speed: tests/conftest.py).
 SAC's and CrossQ's three seeds train together, as one `--n-seeds` run (one process, one compiled update:
 what issue 16 asks these tests to show), and every seed must pass the threshold; DroQ's seeds run one
 per process.
 
-Each budget is 1-4k steps past the step from which every seed's 10-episode evaluation stayed above -205, in
+Each budget is 1-4k steps past the step from which every seed's 10-episode evaluation stayed above -205 in
 curves of these runs evaluated every 1k steps (DroQ 500, gSDE 2k) to 10k (gSDE 20k) on 2026-12-01: SAC 5k,
-CrossQ 5k, DroQ 1.5k, TQC 7k, SAC with gSDE 6k. A learner that learns later than that fails."""
+CrossQ 5k (its seed 3 was still at -547 at 4k, hence 2k more), DroQ 1.5k, TQC 7k, SAC with gSDE 6k. A
+learner that learns later than that fails."""
 
 import subprocess
 import sys
@@ -72,19 +73,19 @@ def test_crossq_solves_pendulum_in_7k_steps_on_every_seed(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
-def test_droq_solves_pendulum_in_3k_steps(tmp_path, seed):
+def test_droq_solves_pendulum_in_2500_steps(tmp_path, seed):
     # The DroQ preset (20 gradient steps per env step, policy delay 20, dropout 0.01 + layer norm) and
     # hyperparams/droq.yml's Pendulum-v1 entry, with [64, 64] networks to keep CI fast. One process per seed:
     # on CI's two cores two processes train two seeds faster than one process with both (benchmarks/README.md).
-    finals = final_evals(tmp_path, "droq", 3_000, [seed], "-params", "policy_kwargs:dict(net_arch=[64, 64])")
+    finals = final_evals(tmp_path, "droq", 2_500, [seed], "-params", "policy_kwargs:dict(net_arch=[64, 64])")
     assert finals[seed] >= -250, finals
 
 
 @pytest.mark.slow
-def test_tqc_solves_pendulum_in_10k_steps_on_every_seed(tmp_path):
+def test_tqc_solves_pendulum_in_9k_steps_on_every_seed(tmp_path):
     # hyperparams/tqc.yml Pendulum-v1 (learning_rate 1e-3): 2 critics of 25 quantiles, the top 2 of each
     # dropped; [64, 64] networks and two seeds to keep CI fast.
-    finals = final_evals(tmp_path, "tqc", 10_000, [1, 2], "-params", "policy_kwargs:dict(net_arch=[64, 64])")
+    finals = final_evals(tmp_path, "tqc", 9_000, [1, 2], "-params", "policy_kwargs:dict(net_arch=[64, 64])")
     assert min(finals.values()) >= -250, finals
 
 
