@@ -5,14 +5,13 @@ of the entries' 5,000-10,000, the one override: the update of every entry compil
 model counts its gradient steps), a few times only, at a cost CI can afford for CrossQ's [2048, 2048]
 critics. 260 steps cover every train_freq of the files (1 to 64: one training round ends at step 256)."""
 
-import json
 import re
-import zipfile
 from pathlib import Path
 
 import gymnasium as gym
 import pytest
 
+from rlbench.checkpoint import read_checkpoint
 from rlbench.cli.train import main as train
 from rlbench.config import NOT_SUPPORTED_KEYS
 from rlbench.envs.make import import_env_packages
@@ -53,8 +52,8 @@ def test_rl_zoo_entry_trains_or_is_refused_by_name(tmp_path, capsys, algo, env_i
     code = train([*argv, "-params", "learning_starts:250"])
     err = capsys.readouterr().err
     if code == 0:
-        with zipfile.ZipFile(tmp_path / algo / f"{env_id}_1" / f"{env_id}.zip") as model:
-            counters = json.loads(model.read("manifest.json"))["counters"]
+        model = read_checkpoint(tmp_path / algo / f"{env_id}_1" / f"{env_id}.zip", load_replay_buffer=False)
+        counters = model.manifest["counters"]
         assert counters["env_steps"] == 260 and counters["gradient_steps"] > 0, counters
         return
     refused = [key for key, message in REFUSALS.items() if key in entry and re.search(message, err)]
