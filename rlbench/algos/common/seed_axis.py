@@ -36,6 +36,21 @@ import numpy as np
 T = TypeVar("T")
 
 
+# Stacking and slicing a whole state as one compiled program each. Op by op, `jnp.stack` and `x[i]` compile
+# once per distinct leaf shape: for SAC's 77 state leaves, 0.76 s and 0.93 s at the start of a 3-seed run
+# (0.11 s and 0.18 s from a warm compilation cache), against 0.36 s and 0.25 s as one program each (0.06 s
+# and 0.07 s warm); each later call takes ~1 ms instead of 5-15 ms (measured 2026-12-01, this CPU). The
+# index is traced: one program serves every seed.
+@jax.jit
+def _stack_every_leaf(trees: list[Any]) -> Any:
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+@jax.jit
+def _slice_every_leaf(tree: Any, i: int) -> Any:
+    return jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), tree)
+
+
 @dataclass(frozen=True)
 class SeedAxis:
     """A leading axis of `n_seeds` independent learners on every array of their pytrees (none for one seed)."""
@@ -67,18 +82,18 @@ class SeedAxis:
         return all_seeds
 
     def first(self, tree: T) -> T:
-        """Seed 0's slice: for the counters every seed shares, such as `state.step`."""
-        return self.take(tree, 0)
+        """Seed 0's slice: for the counters every seed shares, such as `state.step` (also inside jit)."""
+        return jax.tree.map(lambda x: x[0], tree) if self.batched else tree
 
     def take(self, tree: T, i: int) -> T:
         """Seed i's slice of every array: its state for a checkpoint, its policy for evaluation."""
-        return jax.tree.map(lambda x: x[i], tree) if self.batched else tree
+        return _slice_every_leaf(tree, i) if self.batched else tree
 
     def stack(self, trees: Sequence[T]) -> T:
         """One pytree with a leading [K] axis from K per-seed pytrees of the same structure."""
         if len(trees) != self.n_seeds:
             raise ValueError(f"expected {self.n_seeds} per-seed trees, got {len(trees)}")
-        return jax.tree.map(lambda *xs: jnp.stack(xs), *trees) if self.batched else trees[0]
+        return _stack_every_leaf(list(trees)) if self.batched else trees[0]
 
     def broadcast(self, tree: T) -> T:
         """K copies of `tree` along the seed axis (inside jit: one allocation, e.g. K empty replay buffers)."""
