@@ -1,10 +1,13 @@
 """W&B (offline, fallback, exit codes, resume) and TensorBoard: the files are read back and compared
 with what the run printed and saved (RELIABILITY F1-F6)."""
 
+import http.server
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -130,15 +133,46 @@ def test_offline_run_files_hold_the_evaluations_config_and_seed_the_run_saved(tm
 
 
 def test_without_network_falls_back_to_offline_within_seconds(tmp_path):
-    """A key but no reachable server: the online start gives up after ONLINE_TIMEOUT_S, the run goes on offline."""
-    # WANDB_INIT_TIMEOUT (W&B's own variable) shortens rlbench's 10 s online start limit for the test.
-    env = isolated_env(tmp_path, WANDB_API_KEY="0" * 40, WANDB_BASE_URL="http://127.0.0.1:9", WANDB_INIT_TIMEOUT="3")
+    """A key but no reachable server (a refused port): offline at once, not after W&B's own retries (~14 s)."""
+    env = isolated_env(tmp_path, WANDB_API_KEY="0" * 40, WANDB_BASE_URL="http://127.0.0.1:9")
     start = time.perf_counter()
     proc = train_process(tmp_path, *TINY, "-n", "50", "--eval-freq", "-1", "--verbose", "0", "--track", env=env)
     elapsed = time.perf_counter() - start
-    assert "online start failed" in proc.stderr and "logging offline" in proc.stderr
+    assert "online start failed after 0 s (127.0.0.1:9 unreachable: Connection refused): logging offline" in proc.stderr
     assert "wandb sync" in proc.stderr
     assert elapsed < 90, elapsed
+    (wandb_dir,) = offline_runs(tmp_path)
+    assert wandb_run(wandb_dir)["exit_code"] == 0
+
+
+class RejectingServer(http.server.BaseHTTPRequestHandler):
+    """A W&B server that refuses every request as unauthorized: a wrong or revoked API key."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"errors": [{"message": "invalid API key"}]}')
+
+    do_GET = do_POST
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_server_refusing_the_key_falls_back_to_offline(tmp_path):
+    """The server answers, W&B's online start raises: the run logs offline and ends as usual."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RejectingServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        env = isolated_env(tmp_path, WANDB_API_KEY="0" * 40, WANDB_BASE_URL=url)
+        proc = train_process(tmp_path, *TINY, "-n", "50", "--eval-freq", "-1", "--verbose", "0", "--track", env=env)
+    finally:
+        server.shutdown()
+    assert re.search(r"online start failed after \d+ s \(\w+Error: .*invalid API key.*\): logging offline", proc.stderr)
+    assert "unreachable" not in proc.stderr and "wandb sync" in proc.stderr
     (wandb_dir,) = offline_runs(tmp_path)
     assert wandb_run(wandb_dir)["exit_code"] == 0
 
