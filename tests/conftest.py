@@ -95,7 +95,12 @@ def xla_default_env() -> dict[str, str]:
 def pytest_collection_modifyitems(config, items):
     """Tests sharing a module or session fixture of ours (a trained run, a Ray instance, a PostgreSQL server)
     run on one pytest-xdist worker (`--dist loadgroup`): each worker has its own session, so split across
-    two workers, the fixture would be built twice."""
+    two workers, the fixture would be built twice.
+
+    The slow run starts with its longest tests and ends with its shortest: the learning runs (40-130 s each
+    on CI) first, the 60-odd RL Zoo entries (3-30 s) last, so the two workers finish close together instead
+    of one waiting while the other runs a long test that its scheduler handed out last."""
+    items.sort(key=lambda item: 0 if "/learning/" in item.nodeid else 2 if "test_rl_zoo_files.py" in item.nodeid else 1)
     for item in items:
         for name in item.fixturenames:
             definitions = item._fixtureinfo.name2fixturedefs.get(name, ())
