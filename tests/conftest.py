@@ -102,6 +102,9 @@ def pytest_collection_modifyitems(config, items):
     of one waiting while the other runs a long test that its scheduler handed out last."""
     items.sort(key=lambda item: 0 if "/learning/" in item.nodeid else 2 if "test_rl_zoo_files.py" in item.nodeid else 1)
     for item in items:
+        if "ray_session" in item.fixturenames:  # one worker, one after another: SharedRay
+            item.add_marker(pytest.mark.xdist_group("session:ray_session"))
+            continue
         for name in item.fixturenames:
             definitions = item._fixtureinfo.name2fixturedefs.get(name, ())
             if definitions and definitions[-1].scope in ("module", "session") and definitions[-1].baseid:
@@ -132,25 +135,58 @@ def postgres_url(tmp_path_factory):
         server.cleanup()
 
 
-@pytest.fixture(scope="session")
-def ray_session():
+class SharedRay:
     """One private Ray instance per test process, shared by the tests that run sweeps in-process (run_sweep
-    uses a running instance): its start, about 4.6 CPU-seconds, is paid once, not per test. It has its own
-    short temp folder (Ray's socket paths must fit in 107 bytes) and is stopped, with anything of it still
-    alive, at the end of the session."""
-    import ray
+    uses a running instance): its start, about 4.6 CPU-seconds, is paid once per run of such tests, not per
+    test. It has its own short temp folder (Ray's socket paths must fit in 107 bytes). pytest-xdist runs those
+    tests one after another on one worker (a group, below), and the instance stops after the last of them:
+    left idle for the rest of the session, its nine processes would burn about 15% of a core (4.9 CPU-seconds
+    in 30 s, measured)."""
 
-    from tests.ray_cluster import kill_all, processes_under, ray_env, short_temp_dir
+    def __init__(self):
+        self.folder = None
+        self.saved_env: dict[str, str] = {}
 
-    folder = short_temp_dir()
-    saved = dict(os.environ)
-    os.environ.update(ray_env(folder))
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        yield folder
-    finally:
-        ray.shutdown()
-        os.environ.clear()
-        os.environ.update(saved)
-        kill_all(processes_under(str(folder)))
-        shutil.rmtree(folder, ignore_errors=True)
+    def start(self):
+        if self.folder is None:
+            import ray
+
+            from tests.ray_cluster import ray_env, short_temp_dir
+
+            self.folder = short_temp_dir()
+            self.saved_env = dict(os.environ)
+            os.environ.update(ray_env(self.folder))
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        return self.folder
+
+    def stop(self):
+        """Ray stopped, and anything of it still alive killed."""
+        if self.folder is None:
+            return
+        import ray
+
+        from tests.ray_cluster import kill_all, processes_under
+
+        try:
+            ray.shutdown()
+        finally:
+            os.environ.clear()
+            os.environ.update(self.saved_env)
+            kill_all(processes_under(str(self.folder)))
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+SHARED_RAY = SharedRay()
+
+
+@pytest.fixture
+def ray_session():
+    """The process's shared Ray instance (SharedRay), started if it is not running; yields its temp folder."""
+    return SHARED_RAY.start()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down
+def pytest_runtest_teardown(item, nextitem):
+    if nextitem is None or "ray_session" not in nextitem.fixturenames:
+        SHARED_RAY.stop()
