@@ -70,16 +70,15 @@ def unreachable_reason(url: str, timeout_s: float) -> str | None:
     """Why no TCP connection opens to the W&B server at `url`, or to the proxy that would carry the
     requests to it (HTTPS_PROXY and friends, NO_PROXY obeyed); None once one opens. A refused port or an
     unknown host answers in milliseconds; a silent network costs `timeout_s`."""
-    parts = urllib.parse.urlsplit(url)
-    if not parts.hostname:
+    server = urllib.parse.urlsplit(url)
+    if not server.hostname:
         return None  # not a URL this check understands: W&B's own start decides
-    default_port = 443 if parts.scheme == "https" else 80
-    host, port = parts.hostname, parts.port or default_port
-    proxy = urllib.request.getproxies().get(parts.scheme)
-    if proxy and not urllib.request.proxy_bypass(parts.hostname):
-        proxy_parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-        if proxy_parts.hostname:
-            host, port = proxy_parts.hostname, proxy_parts.port or (443 if proxy_parts.scheme == "https" else 80)
+    target = server
+    proxy = urllib.request.getproxies().get(server.scheme)
+    if proxy and not urllib.request.proxy_bypass(server.hostname):
+        via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        target = via if via.hostname else server
+    host, port = target.hostname, target.port or (443 if target.scheme == "https" else 80)
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
     except OSError as error:
@@ -124,7 +123,11 @@ class WandbTracker:
             print("W&B: no API key (wandb login or WANDB_API_KEY): logging offline", file=sys.stderr, flush=True)
             self.run = wandb.init(mode="offline", settings=wandb.Settings(**settings), **common)
         else:
-            failure = unreachable_reason(wandb.setup().settings.base_url, online_timeout_s())
+            try:
+                base_url = wandb.setup().settings.base_url  # WANDB_BASE_URL, else W&B's settings files
+            except Exception:
+                base_url = ""  # wandb.init below meets the same trouble and reports it
+            failure = unreachable_reason(base_url, online_timeout_s())
             if failure is None:
                 try:
                     online = wandb.Settings(init_timeout=online_timeout_s(), **settings)
