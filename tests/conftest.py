@@ -1,5 +1,6 @@
 import os
 import shutil
+import socket
 import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -25,6 +26,13 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # on Pendulum-v1 with one env, they all compile the same updates, so every run after the session's first loads
 # them from the session's compilation cache (about 3 s of a process instead of 10).
 TINY_LEARNER = ["learning_starts:100", "batch_size:8", "buffer_size:1000", "policy_kwargs:dict(net_arch=[16])"]
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released): a connection to it is refused at once."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def tiny_config(config_type=SACConfig, **overrides):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import sys
 import time
 import urllib.parse
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import ConfigError
+from rlbench.network import connection_error
 
 ONLINE_TIMEOUT_S = 10
 
@@ -68,8 +68,7 @@ def has_credentials(wandb: Any) -> bool:
 
 def unreachable_reason(url: str, timeout_s: float) -> str | None:
     """Why no TCP connection opens to the W&B server at `url`, or to the proxy that would carry the
-    requests to it (HTTPS_PROXY and friends, NO_PROXY obeyed); None once one opens. A refused port or an
-    unknown host answers in milliseconds; a silent network costs `timeout_s`."""
+    requests to it (HTTPS_PROXY and friends, NO_PROXY obeyed); None once one opens."""
     server = urllib.parse.urlsplit(url)
     if not server.hostname:
         return None  # not a URL this check understands: W&B's own start decides
@@ -79,11 +78,8 @@ def unreachable_reason(url: str, timeout_s: float) -> str | None:
         via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
         target = via if via.hostname else server
     host, port = target.hostname, target.port or (443 if target.scheme == "https" else 80)
-    try:
-        socket.create_connection((host, port), timeout=timeout_s).close()
-    except OSError as error:
-        return f"{host}:{port} unreachable: {error.strerror or error}"
-    return None
+    error = connection_error(host, port, timeout_s)
+    return None if error is None else f"{host}:{port} unreachable: {error}"
 
 
 class WandbTracker:

@@ -34,6 +34,7 @@ from rlbench.errors import ConfigError
 from rlbench.experiment import RunRequest
 from rlbench.files import atomic_write_text
 from rlbench.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
+from rlbench.network import connection_error
 from rlbench.signals import GracefulStop
 from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir, unpack
 from rlbench.sweep.grid import (
@@ -267,13 +268,12 @@ def check_reachable(address: str) -> None:
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(f"--address {address}: expected auto or HOST:PORT (e.g. 10.0.0.1:6379)")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
-    except OSError as error:
+    error = connection_error(host.strip("[]"), int(port), timeout_s=5)
+    if error is not None:
         raise ConfigError(
-            f"--address {address}: no Ray cluster answers there ({error.strerror or error}); start one with "
+            f"--address {address}: no Ray cluster answers there ({error}); start one with "
             "`ray start --head`, or leave --address out for a private one on this machine"
-        ) from None
+        )
 
 
 class Driver:

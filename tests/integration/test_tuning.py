@@ -25,7 +25,7 @@ from rlbench.redact import redact
 from rlbench.tuning import samplers, spaces
 from rlbench.tuning.study import make_storage
 from rlbench.tuning.tune import trial_seed
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, closed_port
 
 TINY = [
     "--algo",
@@ -375,12 +375,6 @@ def test_two_processes_with_the_same_seed_draw_different_trials_and_log_the_stud
     assert trial_0 != trial_1
     for out in outputs:  # each process: Optuna's one line about the study, never both
         assert out.count("A new study created") + out.count("Using an existing study") == 1, out
-
-
-def closed_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_sampler_auto_offline_fails_with_one_line_naming_the_other_samplers(tmp_path, capsys, monkeypatch):

@@ -5,6 +5,7 @@ import socket
 import pytest
 
 from rlbench.loggers.tracking import unreachable_reason
+from tests.conftest import closed_port
 
 
 @pytest.fixture
@@ -16,13 +17,6 @@ def listening_port():
 
 
 @pytest.fixture
-def closed_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
 def no_proxy_env(monkeypatch):
     for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
@@ -30,10 +24,10 @@ def no_proxy_env(monkeypatch):
     return monkeypatch
 
 
-def test_a_listening_server_is_reachable_and_a_closed_port_is_not(no_proxy_env, listening_port, closed_port):
+def test_a_listening_server_is_reachable_and_a_closed_port_is_not(no_proxy_env, listening_port):
     assert unreachable_reason(f"http://127.0.0.1:{listening_port}", 5) is None
-    reason = unreachable_reason(f"http://127.0.0.1:{closed_port}", 5)
-    assert reason == f"127.0.0.1:{closed_port} unreachable: Connection refused"
+    port = closed_port()
+    assert unreachable_reason(f"http://127.0.0.1:{port}", 5) == f"127.0.0.1:{port} unreachable: Connection refused"
 
 
 def test_the_default_port_follows_the_scheme(no_proxy_env, monkeypatch):
@@ -49,12 +43,10 @@ def test_the_default_port_follows_the_scheme(no_proxy_env, monkeypatch):
     assert tried == [("api.example.invalid", 443), ("api.example.invalid", 80)]
 
 
-def test_requests_through_a_proxy_check_the_proxy_unless_the_host_bypasses_it(
-    no_proxy_env, listening_port, closed_port
-):
-    server = f"http://127.0.0.1:{listening_port}"
-    no_proxy_env.setenv("http_proxy", f"http://127.0.0.1:{closed_port}")
-    assert unreachable_reason(server, 5) == f"127.0.0.1:{closed_port} unreachable: Connection refused"
+def test_requests_through_a_proxy_check_the_proxy_unless_the_host_bypasses_it(no_proxy_env, listening_port):
+    server, port = f"http://127.0.0.1:{listening_port}", closed_port()
+    no_proxy_env.setenv("http_proxy", f"http://127.0.0.1:{port}")
+    assert unreachable_reason(server, 5) == f"127.0.0.1:{port} unreachable: Connection refused"
     no_proxy_env.setenv("no_proxy", "127.0.0.1")
     assert unreachable_reason(server, 5) is None
 
