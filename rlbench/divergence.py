@@ -8,6 +8,7 @@ after a divergence holds instead of the diverged state, and what a frozen seed i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,11 +31,20 @@ class Verified:
     metrics: dict[str, np.ndarray]  # [n_seeds] each
 
 
+# Module-level programs: every run of a process (and every seed count) calls the same ones, traced once.
+_device_copy = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation
+
+
+@functools.cache
+def _all_finite_per_seed(n_seeds: int):
+    return jax.jit(SeedAxis(n_seeds).map(all_finite))
+
+
 class FiniteGuard:
     def __init__(self, axis: SeedAxis):
         self.axis = axis
-        self.all_finite = jax.jit(axis.map(all_finite))
-        self.copy = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation
+        self.all_finite = _all_finite_per_seed(axis.n_seeds)
+        self.copy = _device_copy
         self.verified: Verified | None = None
 
     def start(self, env_steps: int, state: Any, metrics: dict[str, Any]) -> None:

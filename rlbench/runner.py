@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,11 +170,9 @@ def train_seeds(
             eval_env = make_vector_env(
                 run.env_id, n_seeds * run.n_eval_envs, "dummy", eval_kwargs, run.env_wrappers, run.gym_packages
             )
-        buffer = make_uniform_buffer(cfg.buffer_size, spec)
-        learner = algo.make_learner(cfg, spec)
-        loop = _Loop(run, cfg, spec, env, eval_env, learner, buffer, outputs)
+        loop = _Loop(run, cfg, spec, env, eval_env, algo, outputs)
         loop.start(resume)
-        metric_names = [*ROLLOUT_METRICS, *EVAL_METRICS, *learner.metric_names]
+        metric_names = [*ROLLOUT_METRICS, *EVAL_METRICS, *loop.learner.metric_names]
         if n_seeds > 1:
             metric_names.append(DIVERGED_METRIC)
         loggers = [output.make_logger(metric_names) for output in outputs]
@@ -190,6 +189,103 @@ def train_seeds(
             close_vector_env(eval_env, failed)
 
 
+@dataclass(frozen=True)
+class EntryPoints:
+    """A run's compiled entry points, all of them, with the learner and buffer they were built for: each one
+    call into the device. State and buffer are donated, so updates happen in place."""
+
+    learner: Learner
+    buffer: UniformBuffer
+    init: Callable
+    init_buffers: Callable
+    act: Callable
+    act_deterministic: Callable
+    insert: Callable
+    update: Callable  # one training iteration: insert, all its gradient steps, the next action
+    train_some: Callable
+    put_seed: Callable
+    resample_exploration: Callable
+
+
+# Recent runs' entry points by (learner factory, config, env spec, number of seeds): a run in the same
+# process with the same four (a resume, an Optuna trial that repeats a configuration, the tests' in-process
+# runs) calls the programs already traced and compiled instead of tracing, lowering and loading them again,
+# 1-2 s per run on a CPU. A few only: each holds its compiled programs.
+_RECENT_ENTRY_POINTS: OrderedDict[tuple, EntryPoints] = OrderedDict()
+_N_RECENT_ENTRY_POINTS = 4
+
+
+def entry_points(algo: Algorithm, cfg: Any, spec: EnvSpec, n_seeds: int) -> EntryPoints:
+    """The compiled entry points of `algo` with `cfg` on `spec` for `n_seeds` seeds: recent ones reused."""
+    key = (algo.make_learner, cfg, spec, n_seeds)
+    try:
+        hash(key)
+    except TypeError:  # a config holding something unhashable is built afresh every time
+        return _build_entry_points(algo, cfg, spec, n_seeds)
+    if key in _RECENT_ENTRY_POINTS:
+        _RECENT_ENTRY_POINTS.move_to_end(key)
+    else:
+        _RECENT_ENTRY_POINTS[key] = _build_entry_points(algo, cfg, spec, n_seeds)
+        if len(_RECENT_ENTRY_POINTS) > _N_RECENT_ENTRY_POINTS:
+            _RECENT_ENTRY_POINTS.popitem(last=False)
+    return _RECENT_ENTRY_POINTS[key]
+
+
+def _build_entry_points(algo: Algorithm, cfg: Any, spec: EnvSpec, n_seeds: int) -> EntryPoints:
+    axis = SeedAxis(n_seeds)
+    buffer = make_uniform_buffer(cfg.buffer_size, spec)
+    learner = algo.make_learner(cfg, spec)
+    update = make_update(cfg, buffer, learner.gradient_steps_fn)
+    train = make_train(cfg, buffer, learner.gradient_steps_fn)
+
+    def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key, training, normalization):
+        # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
+        first_step = axis.first(state.step)
+
+        def one_seed(state, buffer_state, new, obs, act_key, training, normalization):
+            # The next action comes out of the same call as the update: one dispatch per env step.
+            updated, buffer_state, metrics = update(
+                state, buffer_state, new, progress_remaining, first_step, normalization
+            )
+            if axis.batched:  # a seed that diverged stays at its last finite state
+                updated = jax.lax.cond(training, lambda: updated, lambda: state)
+            if cfg.gsde is not None:  # a rollout starts: new exploration matrices (gSDE)
+                updated = acting.resample_exploration(updated)
+            action, act_key = acting.act(updated, normalize_obs(obs, normalization), act_key)
+            return updated, buffer_state, metrics, action, act_key
+
+        return axis.map(one_seed)(state, buffer_state, new, obs, act_key, training, normalization)
+
+    # The policy acts on observations scaled by the statistics of `normalize` (None: as the env gives them).
+    def act(state, obs, act_key, normalization):
+        return acting.act(state, normalize_obs(obs, normalization), act_key)
+
+    def act_deterministic(state, obs, normalization):
+        return acting.act_deterministic(state, normalize_obs(obs, normalization))
+
+    def train_some(state, buffer_state, progress_remaining, normalization, n_steps):
+        """train_freq in episodes (one seed): the first n_steps of steps_per_update(cfg) gradient steps."""
+        return train(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
+
+    def put_seed(state, source, index):
+        """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
+        return jax.tree.map(lambda to, of: to.at[index].set(of[index]), state, source)
+
+    return EntryPoints(
+        learner=learner,
+        buffer=buffer,
+        init=jax.jit(learner.init_fn),
+        init_buffers=jax.jit(lambda: axis.broadcast(buffer.init_fn())),
+        act=jax.jit(axis.map(act)),
+        act_deterministic=jax.jit(axis.map(act_deterministic)),
+        insert=jax.jit(axis.map(buffer.add_fn), donate_argnums=0),
+        update=jax.jit(update_then_act, donate_argnums=(0, 1)),
+        train_some=jax.jit(train_some, donate_argnums=0),
+        put_seed=jax.jit(put_seed, donate_argnums=0),
+        resample_exploration=jax.jit(axis.map(acting.resample_exploration), donate_argnums=0),
+    )
+
+
 class _Loop:
     """The host loop of a run's seeds: the compiled entry points, the learner states and replay buffers
     (with the seed axis), and the HostState. Resuming and writing checkpoints live in rlbench.checkpointing,
@@ -202,67 +298,26 @@ class _Loop:
         spec: EnvSpec,
         env: VectorEnv,
         eval_env: VectorEnv | None,
-        learner: Learner,
-        buffer: UniformBuffer,
+        algo: Algorithm,
         outputs: Sequence[SeedOutput],
     ):
         self.run, self.cfg, self.spec, self.env, self.eval_env = run, cfg, spec, env, eval_env
-        self.buffer, self.outputs = buffer, list(outputs)
+        self.outputs = list(outputs)
         self.axis = axis = SeedAxis(len(outputs))
         self.seeds = [run.seed + index for index in range(axis.n_seeds)]
         settings = [output.checkpoints for output in outputs]
         self.checkpoints = RunCheckpoints(None if None in settings else settings, axis, run.n_envs)
         self.guard = FiniteGuard(axis)
 
-        update = make_update(cfg, buffer, learner.gradient_steps_fn)
-        train = make_train(cfg, buffer, learner.gradient_steps_fn)
         self.episodic = cfg.train_freq_unit == "episode"
         if self.episodic and axis.batched:
             raise ValueError("train_freq in episodes trains each seed at its own episode ends: one seed per run")
-
-        def update_then_act(state, buffer_state, new, progress_remaining, obs, act_key, training, normalization):
-            # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
-            first_step = axis.first(state.step)
-
-            def one_seed(state, buffer_state, new, obs, act_key, training, normalization):
-                # The next action comes out of the same call as the update: one dispatch per env step.
-                updated, buffer_state, metrics = update(
-                    state, buffer_state, new, progress_remaining, first_step, normalization
-                )
-                if axis.batched:  # a seed that diverged stays at its last finite state
-                    updated = jax.lax.cond(training, lambda: updated, lambda: state)
-                if cfg.gsde is not None:  # a rollout starts: new exploration matrices (gSDE)
-                    updated = acting.resample_exploration(updated)
-                action, act_key = acting.act(updated, normalize_obs(obs, normalization), act_key)
-                return updated, buffer_state, metrics, action, act_key
-
-            return axis.map(one_seed)(state, buffer_state, new, obs, act_key, training, normalization)
-
-        # The policy acts on observations scaled by the statistics of `normalize` (None: as the env gives them).
-        def act(state, obs, act_key, normalization):
-            return acting.act(state, normalize_obs(obs, normalization), act_key)
-
-        def act_deterministic(state, obs, normalization):
-            return acting.act_deterministic(state, normalize_obs(obs, normalization))
-
-        def train_some(state, buffer_state, progress_remaining, normalization, n_steps):
-            """train_freq in episodes (one seed): the first n_steps of steps_per_update(cfg) gradient steps."""
-            return train(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
-
-        def put_seed(state, source, index):
-            """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
-            return jax.tree.map(lambda to, of: to.at[index].set(of[index]), state, source)
-
-        # The compiled entry points, all of them: state and buffer are donated, so updates happen in place.
-        self.init = jax.jit(learner.init_fn)
-        self.init_buffers = jax.jit(lambda: axis.broadcast(buffer.init_fn()))
-        self.act = jax.jit(axis.map(act))
-        self.act_deterministic = jax.jit(axis.map(act_deterministic))
-        self.insert = jax.jit(axis.map(buffer.add_fn), donate_argnums=0)
-        self.update = jax.jit(update_then_act, donate_argnums=(0, 1))
-        self.train_some = jax.jit(train_some, donate_argnums=0)
-        self.put_seed = jax.jit(put_seed, donate_argnums=0)
-        self.resample_exploration = jax.jit(axis.map(acting.resample_exploration), donate_argnums=0)
+        programs = entry_points(algo, cfg, spec, axis.n_seeds)
+        self.learner, self.buffer = programs.learner, programs.buffer
+        self.init, self.init_buffers, self.insert = programs.init, programs.init_buffers, programs.insert
+        self.act, self.act_deterministic = programs.act, programs.act_deterministic
+        self.update, self.train_some = programs.update, programs.train_some
+        self.put_seed, self.resample_exploration = programs.put_seed, programs.resample_exploration
 
     def env_seeds(self, offset: int, n_envs: int) -> list[int]:
         """Each env's seed, seed after seed: env j of seed s gets s + offset + j (as env.reset(seed=s + offset)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import zipfile
 
+import jax
 import numpy as np
 import pytest
 
@@ -45,3 +46,43 @@ def test_same_seed_is_bit_identical_across_processes_and_other_seeds_differ(tmp_
     np.testing.assert_array_equal(returns_a, returns_b)
     assert model_a != model_c
     assert not np.array_equal(returns_a, returns_c)
+
+
+def test_a_second_run_in_the_process_reuses_the_compiled_programs_and_ends_bit_identical():
+    """runner.entry_points: a run with the algorithm, config, env spec and seed count of a recent run in the
+    same process calls that run's programs (nothing is traced again) and ends exactly as the first; another
+    config gets programs of its own, and only the last few are kept."""
+    from jax import monitoring
+
+    from rlbench import runner
+    from rlbench.config import RunConfig
+    from rlbench.loggers.base import MultiLogger
+    from rlbench.registry import ALGORITHMS
+    from rlbench.types import EnvSpec
+    from tests.conftest import tiny_sac_config
+
+    traced = []
+    monitoring.register_event_duration_secs_listener(
+        lambda event, *_, **kw: traced.append(kw.get("fun_name")) if event.endswith("jaxpr_trace_duration") else None
+    )
+
+    def trained_leaves(cfg, seed=0):
+        run = RunConfig(env_id="Pendulum-v1", n_timesteps=120, seed=seed, eval_freq=-1, verbose=0)
+        state = runner.train(run, ALGORITHMS["sac"], cfg, lambda names: MultiLogger([])).state
+        keys_as_data = lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x  # noqa: E731
+        return [np.asarray(keys_as_data(leaf)) for leaf in jax.tree.leaves(state)]
+
+    def programs(cfg):
+        return runner.entry_points(ALGORITHMS["sac"], cfg, EnvSpec(obs_dim=3, action_dim=1), 1)
+
+    cfg = tiny_sac_config(learning_starts=50)
+    first = trained_leaves(cfg)
+    first_programs = programs(cfg)
+    traced.clear()
+    second = trained_leaves(cfg)
+    assert traced == []
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(first, trained_leaves(cfg, seed=1), strict=True))
+    others = [tiny_sac_config(learning_starts=50, gamma=0.9 + i / 100) for i in range(runner._N_RECENT_ENTRY_POINTS)]
+    assert all(programs(other) is not first_programs for other in others)
+    assert programs(cfg) is not first_programs  # the oldest was dropped
