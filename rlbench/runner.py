@@ -20,9 +20,9 @@ buffer as they come, and the rollout's gradient steps run in calls of one compil
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,30 +211,21 @@ class EntryPoints:
 # process with the same four (a resume, an Optuna trial that repeats a configuration, the tests' in-process
 # runs) calls the programs already traced and compiled instead of tracing, lowering and loading them again,
 # 1-2 s per run on a CPU. A few only: each holds its compiled programs.
-_RECENT_ENTRY_POINTS: OrderedDict[tuple, EntryPoints] = OrderedDict()
-_N_RECENT_ENTRY_POINTS = 4
+N_RECENT_ENTRY_POINTS = 4
 
 
 def entry_points(algo: Algorithm, cfg: Any, spec: EnvSpec, n_seeds: int) -> EntryPoints:
     """The compiled entry points of `algo` with `cfg` on `spec` for `n_seeds` seeds: recent ones reused."""
-    key = (algo.make_learner, cfg, spec, n_seeds)
-    try:
-        hash(key)
-    except TypeError:  # a config holding something unhashable is built afresh every time
-        return _build_entry_points(algo, cfg, spec, n_seeds)
-    if key in _RECENT_ENTRY_POINTS:
-        _RECENT_ENTRY_POINTS.move_to_end(key)
-    else:
-        _RECENT_ENTRY_POINTS[key] = _build_entry_points(algo, cfg, spec, n_seeds)
-        if len(_RECENT_ENTRY_POINTS) > _N_RECENT_ENTRY_POINTS:
-            _RECENT_ENTRY_POINTS.popitem(last=False)
-    return _RECENT_ENTRY_POINTS[key]
+    return _entry_points(algo.make_learner, cfg, spec, n_seeds)
 
 
-def _build_entry_points(algo: Algorithm, cfg: Any, spec: EnvSpec, n_seeds: int) -> EntryPoints:
+@functools.lru_cache(maxsize=N_RECENT_ENTRY_POINTS)
+def _entry_points(
+    make_learner: Callable[[Any, EnvSpec], Learner], cfg: Any, spec: EnvSpec, n_seeds: int
+) -> EntryPoints:
     axis = SeedAxis(n_seeds)
     buffer = make_uniform_buffer(cfg.buffer_size, spec)
-    learner = algo.make_learner(cfg, spec)
+    learner = make_learner(cfg, spec)
     update = make_update(cfg, buffer, learner.gradient_steps_fn)
     train = make_train(cfg, buffer, learner.gradient_steps_fn)
 

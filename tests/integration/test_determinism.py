@@ -1,4 +1,5 @@
-"""Same seed, separate processes, CPU: bit-identical parameters and returns; other seeds differ (I1, I2, I4)."""
+"""Same seed, separate processes, CPU: bit-identical parameters and returns; other seeds differ (I1, I2, I4).
+A repeated run in one process reuses the first run's compiled programs and ends bit-identical to it."""
 
 import hashlib
 import subprocess
@@ -8,8 +9,14 @@ import zipfile
 import jax
 import numpy as np
 import pytest
+from jax import monitoring
 
-from tests.conftest import REPO_ROOT, TINY_LEARNER
+from rlbench import runner
+from rlbench.config import RunConfig
+from rlbench.loggers.base import MultiLogger
+from rlbench.registry import ALGORITHMS
+from rlbench.types import EnvSpec
+from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
 
 ARGS = ["--env", "Pendulum-v1", "-n", "400", "--eval-freq", "200", "--eval-episodes", "2", "--verbose", "0"]
 ARGS += ["-params", *TINY_LEARNER]
@@ -52,15 +59,6 @@ def test_a_second_run_in_the_process_reuses_the_compiled_programs_and_ends_bit_i
     """runner.entry_points: a run with the algorithm, config, env spec and seed count of a recent run in the
     same process calls that run's programs (nothing is traced again) and ends exactly as the first; another
     config gets programs of its own, and only the last few are kept."""
-    from jax import monitoring
-
-    from rlbench import runner
-    from rlbench.config import RunConfig
-    from rlbench.loggers.base import MultiLogger
-    from rlbench.registry import ALGORITHMS
-    from rlbench.types import EnvSpec
-    from tests.conftest import tiny_sac_config
-
     traced = []
     monitoring.register_event_duration_secs_listener(
         lambda event, *_, **kw: traced.append(kw.get("fun_name")) if event.endswith("jaxpr_trace_duration") else None
@@ -83,6 +81,6 @@ def test_a_second_run_in_the_process_reuses_the_compiled_programs_and_ends_bit_i
     assert traced == []
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
     assert not all(np.array_equal(a, b) for a, b in zip(first, trained_leaves(cfg, seed=1), strict=True))
-    others = [tiny_sac_config(learning_starts=50, gamma=0.9 + i / 100) for i in range(runner._N_RECENT_ENTRY_POINTS)]
+    others = [tiny_sac_config(learning_starts=50, gamma=0.9 + i / 100) for i in range(runner.N_RECENT_ENTRY_POINTS)]
     assert all(programs(other) is not first_programs for other in others)
     assert programs(cfg) is not first_programs  # the oldest was dropped
