@@ -110,37 +110,34 @@ def test_a_folder_others_can_write_to_is_refused(tmp_path):
         compile_cache.enable(str(shared))
 
 
-def test_warm_run_hits_and_is_bit_identical_to_the_cold_run(tmp_path):
+def test_one_cache_through_its_life_filled_at_once_hit_warm_and_torn(tmp_path):
+    """One cache's life, each step a check on the last one's entries (eight train.py processes as three tests,
+    five as one):
+    1. two cold processes fill it at once: both succeed, with the same learner;
+    2. a warm run hits every entry (no new one) and, with one run at once that has no cache at all, ends
+       bit-identical to the cold runs (RELIABILITY I1-I4);
+    3. its entries torn (a killed writer) or foreign bytes: a run reports them, compiles again, and still
+       ends bit-identical."""
     cache = tmp_path / "cache"
-    out = finish(train_process(tmp_path, cache, "cold"))
+    first, second = train_process(tmp_path, cache, "cold-a"), train_process(tmp_path, cache, "cold-b")
+    out = finish(first)
+    finish(second)
     assert f"Compilation cache: {cache}" in out
     cold_entries = entries(cache)
     assert any(name.startswith("jit_update_then_act") for name in cold_entries), cold_entries
-    # The warm run and one with `--compile-cache none` (no cache at all) at once: two cores, two processes.
+    cold = learner_state(tmp_path, "cold-a")
+    assert learner_state(tmp_path, "cold-b") == cold
+
     warm, off = train_process(tmp_path, cache, "warm"), train_process(tmp_path, Path("none"), "off")
     finish(warm), finish(off)
-    assert entries(cache) == cold_entries  # every compilation of the warm run was a hit
-    assert learner_state(tmp_path, "warm") == learner_state(tmp_path, "cold")
-    assert learner_state(tmp_path, "off") == learner_state(tmp_path, "cold")
+    assert entries(cache) == cold_entries  # the entries written at once are whole: every compilation a hit
+    assert learner_state(tmp_path, "warm") == cold
+    assert learner_state(tmp_path, "off") == cold
     assert not (Path(REPO_ROOT) / "none").exists()
 
-
-def test_two_processes_filling_one_cache_at_once_both_succeed(tmp_path):
-    cache = tmp_path / "cache"
-    first, second = train_process(tmp_path, cache, "a"), train_process(tmp_path, cache, "b")
-    finish(first), finish(second)
-    assert learner_state(tmp_path, "a") == learner_state(tmp_path, "b")
-    filled = entries(cache)
-    finish(train_process(tmp_path, cache, "c"))  # the entries they wrote are whole: all hits
-    assert entries(cache) == filled and learner_state(tmp_path, "c") == learner_state(tmp_path, "a")
-
-
-def test_torn_or_foreign_entries_are_compiled_again_not_fatal(tmp_path):
-    cache = tmp_path / "cache"
-    finish(train_process(tmp_path, cache, "cold"))
     for i, entry in enumerate(sorted(cache.glob("*-cache"))):
         data = entry.read_bytes()  # half of them torn (a killed writer), half foreign bytes
         entry.write_bytes(data[: len(data) // 2] if i % 2 else b"not an executable of this jaxlib" * 10)
     out = finish(train_process(tmp_path, cache, "after"))
     assert "Error reading persistent compilation cache entry" in out  # JAX's warning: reported, then compiled
-    assert learner_state(tmp_path, "after") == learner_state(tmp_path, "cold")
+    assert learner_state(tmp_path, "after") == cold
