@@ -1,5 +1,7 @@
 """CrossQ: BatchRenorm against a NumPy reference, the joint forward pass, no target network; DroQ dropout."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,7 +39,7 @@ def reference_batch_renorm(x, running_mean, running_var, steps, warmup, scale=1.
 
 
 def renorm_variables(layer, x, running_mean, running_var, steps):
-    variables = layer.init(jax.random.key(0), x, False)
+    variables = jax.jit(layer.init, static_argnums=2)(jax.random.key(0), x, False)
     stats = {
         "mean": jnp.asarray(running_mean, jnp.float32),
         "var": jnp.asarray(running_var, jnp.float32),
@@ -90,9 +92,12 @@ def test_batch_renorm_gradients_stay_finite_for_a_feature_constant_over_the_batc
     def loss(inputs):
         return (layer.apply(variables, inputs, True, mutable=["batch_stats"])[0] * weights).sum()
 
-    grads = np.asarray(jax.grad(loss)(jnp.asarray(x)))
+    grad = jax.jit(jax.grad(loss))  # one compilation, not one per operation
+    grads = np.asarray(grad(x))
     assert np.isfinite(grads).all(), grads
-    without = np.asarray(jax.grad(loss)(jnp.asarray(x).at[:, 1].set(1e-3 * np.arange(16))))
+    varied = x.copy()
+    varied[:, 1] = 1e-3 * np.arange(16)
+    without = np.asarray(grad(varied))
     np.testing.assert_allclose(grads[:, [0, 2]], without[:, [0, 2]], rtol=1e-5, atol=1e-6)
 
 
@@ -118,7 +123,7 @@ def crossq_learner(cfg):
 
 def test_joint_pass_keeps_statistics_of_the_concatenated_batch_and_no_target():
     learner = crossq_learner(crossq_config())
-    state = learner.init_fn(jax.random.key(0))
+    state = jax.jit(learner.init_fn)(jax.random.key(0))
     assert not hasattr(state.critic, "target_params")
     batches = random_batches(jax.random.key(1), 1, 4)
     batches = batches._replace(next_obs=batches.next_obs + 10.0)  # next states far from states
@@ -137,7 +142,7 @@ def test_joint_pass_keeps_statistics_of_the_concatenated_batch_and_no_target():
 
 def test_batch_renorm_counters_critic_per_step_actor_per_actor_update():
     learner = crossq_learner(crossq_config(policy_delay=3))
-    state = learner.init_fn(jax.random.key(0))
+    state = jax.jit(learner.init_fn)(jax.random.key(0))
     state, metrics = jax.jit(learner.gradient_steps_fn)(
         state, random_batches(jax.random.key(1), 6, 4), jax.random.split(jax.random.key(2), 6), jnp.float32(1), 0
     )
@@ -154,7 +159,7 @@ def test_crossq_fused_equals_unfused_with_batch_stats(dropout):
         critic=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=2, dropout_rate=dropout)
     )
     learner = crossq_learner(cfg)
-    state = learner.init_fn(jax.random.key(0))
+    state = jax.jit(learner.init_fn)(jax.random.key(0))
     batches = random_batches(jax.random.key(1), 4, cfg.batch_size)
     keys = jax.random.split(jax.random.key(2), 4)
     steps = jax.jit(learner.gradient_steps_fn)
@@ -191,16 +196,20 @@ def test_crossq_update_traces_once():
 def test_droq_dropout_changes_training_outputs_and_evaluation_repeats():
     cfg = tiny_sac_config(critic=NetworkConfig(hidden=(16, 16), dropout_rate=0.2, layer_norm=True))
     learner = make_sac(cfg, SPEC)
-    state = learner.init_fn(jax.random.key(0))
+    state = jax.jit(learner.init_fn)(jax.random.key(0))
     from rlbench.algos.sac.state import make_networks
 
     critic = make_networks(cfg, SPEC).critic
     obs, action = jnp.ones((5, 3)), jnp.zeros((5, 2))
     variables = {"params": state.critic.params}
-    train_a = critic.apply(variables, obs, action, dropout=True, rngs={"dropout": jax.random.key(1)})
-    train_b = critic.apply(variables, obs, action, dropout=True, rngs={"dropout": jax.random.key(2)})
+
+    @functools.partial(jax.jit, static_argnums=1)  # one compilation per mode, not one per operation
+    def q(key, dropout):
+        return critic.apply(variables, obs, action, dropout=dropout, rngs={"dropout": key})
+
+    train_a, train_b = q(jax.random.key(1), True), q(jax.random.key(2), True)
     assert not np.allclose(train_a, train_b)
-    np.testing.assert_array_equal(critic.apply(variables, obs, action), critic.apply(variables, obs, action))
+    np.testing.assert_array_equal(q(jax.random.key(1), False), q(jax.random.key(2), False))
     act = jax.jit(acting.act_deterministic)
     np.testing.assert_array_equal(act(state, obs), act(state, obs))
     layer_names = set(state.critic.params["critics"]["trunk"])

@@ -104,7 +104,7 @@ def test_gsde_keys_round_trip_and_refusals():
 
 def test_gsde_mean_is_clipped_before_the_squash():
     cfg = tiny_sac_config(actor=NetworkConfig(hidden=(8,)), gsde=GSDEConfig(clip_mean=0.5))
-    state = make_sac(cfg, SPEC).init_fn(jax.random.key(0))
+    state = jax.jit(make_sac(cfg, SPEC).init_fn)(jax.random.key(0))
     big = state.actor.params | {"mean": {**state.actor.params["mean"], "bias": jnp.full((SPEC.action_dim,), 9.0)}}
     policy = state.actor.apply_fn(state.actor.variables(big), jnp.zeros((2, SPEC.obs_dim)))
     np.testing.assert_allclose(policy.mode(), np.tanh(0.5), rtol=1e-6)

@@ -118,7 +118,7 @@ def test_the_update_scales_the_sampled_batch_with_the_current_statistics():
         return state, {"obs": batches.obs, "next_obs": batches.next_obs, "reward": batches.reward}
 
     update = jax.jit(make_update(cfg, buffer, sampled_batches))
-    state = make_learner(cfg, spec).init_fn(jax.random.key(0))
+    state = jax.jit(make_learner(cfg, spec).init_fn)(jax.random.key(0))
     progress, first_step = np.float32(1.0), np.int32(0)
     _, _, raw = update(state, buffer.init_fn(), new, progress, first_step)
     _, buffer_state, scaled = update(state, buffer.init_fn(), new, progress, first_step, normalization)

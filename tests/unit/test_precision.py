@@ -53,11 +53,16 @@ def test_dense_pair_gradients_are_as_accurate_as_autodiff_in_bfloat16():
     def loss_float32(x, kernel, bias):
         return loss(x @ kernel + bias)
 
-    (value, y_t), pair = jax.value_and_grad(loss_pair, argnums=(0, 1, 2), has_aux=True)(x, kernel, bias)
-    autodiff_value, autodiff = jax.value_and_grad(loss_autodiff, argnums=(0, 1, 2))(x, kernel, bias)
-    exact = jax.grad(loss_float32, argnums=(0, 1, 2))(x, kernel, bias)
+    @jax.jit  # one compilation, not one per operation
+    def gradients(x, kernel, bias):
+        pair = jax.value_and_grad(loss_pair, argnums=(0, 1, 2), has_aux=True)(x, kernel, bias)
+        autodiff = jax.value_and_grad(loss_autodiff, argnums=(0, 1, 2))(x, kernel, bias)
+        exact = jax.grad(loss_float32, argnums=(0, 1, 2))(x, kernel, bias)
+        y = jnp.matmul(x.astype(jnp.bfloat16), kernel.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+        return pair, autodiff, exact, y + bias
+
+    ((value, y_t), pair), (autodiff_value, autodiff), exact, y = gradients(x, kernel, bias)
     assert float(value) == float(autodiff_value)  # the forward product is the same computation
-    y = jnp.matmul(x.astype(jnp.bfloat16), kernel.astype(jnp.bfloat16), preferred_element_type=jnp.float32) + bias
     np.testing.assert_allclose(y_t, y.T, rtol=1e-5, atol=1e-5)  # the feature-major output is y^T
     # dx, dW, db: within 1% of float32, and no further from it than autodiff's bfloat16 backward
     # (which rounds the input gradient to bfloat16; this one rounds dy and sums in float32).
@@ -76,9 +81,11 @@ def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(
     )
     cfg16 = dataclasses.replace(cfg32, precision="bfloat16")
     x = jax.random.normal(jax.random.key(0), (32, 10))
-    variables = MLP(cfg32).init(jax.random.key(1), x)
+    variables = jax.jit(MLP(cfg32).init)(jax.random.key(1), x)
     # Same parameter tree (names, shapes, float32) for both precisions: one checkpoint format.
-    assert jax.tree.structure(MLP(cfg16).init(jax.random.key(1), x)) == jax.tree.structure(variables)
+    shapes16 = jax.eval_shape(MLP(cfg16).init, jax.random.key(1), x)
+    assert jax.tree.structure(shapes16) == jax.tree.structure(variables)
+    assert jax.tree.leaves(shapes16) == [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in jax.tree.leaves(variables)]
 
     def loss(params, cfg, plain_layout):
         extra = {"kernels_t": transposed_kernels({"trunk": params})["trunk"]} if plain_layout else {}
@@ -138,9 +145,9 @@ def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoi
 
 def test_only_bfloat16_networks_carry_transposed_kernels():
     droq_critic = NetworkConfig(hidden=(8, 8), precision="bfloat16", dropout_rate=0.01, layer_norm=True)
-    float32 = make_sac(tiny_sac_config(), SPEC).init_fn(jax.random.key(0))
+    float32 = jax.jit(make_sac(tiny_sac_config(), SPEC).init_fn)(jax.random.key(0))
     assert float32.actor.kernels_t is None and float32.critic.kernels_t is None  # no copies to store
     cfg = tiny_sac_config(critic=droq_critic)  # float32 actor, bfloat16 DroQ critic
-    state = make_sac(cfg, SPEC).init_fn(jax.random.key(0))
+    state = jax.jit(make_sac(cfg, SPEC).init_fn)(jax.random.key(0))
     assert state.actor.kernels_t is None
     jax.tree.map(np.testing.assert_array_equal, state.critic.kernels_t, transposed_kernels(state.critic.params))
