@@ -16,7 +16,7 @@ from rlbench.networks.batch_renorm import BatchRenorm
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_crossq_config, tiny_sac_config
-from tests.unit.test_update import leaves_close, random_batches
+from tests.unit.test_update import initial_state, leaves_close, random_batches
 
 SPEC = EnvSpec(obs_dim=3, action_dim=2)
 EPS, R_MAX, D_MAX, MOMENTUM = 1e-3, 3.0, 5.0, 0.99
@@ -123,7 +123,7 @@ def crossq_learner(cfg):
 
 def test_joint_pass_keeps_statistics_of_the_concatenated_batch_and_no_target():
     learner = crossq_learner(crossq_config())
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     assert not hasattr(state.critic, "target_params")
     batches = random_batches(jax.random.key(1), 1, 4)
     batches = batches._replace(next_obs=batches.next_obs + 10.0)  # next states far from states
@@ -142,7 +142,7 @@ def test_joint_pass_keeps_statistics_of_the_concatenated_batch_and_no_target():
 
 def test_batch_renorm_counters_critic_per_step_actor_per_actor_update():
     learner = crossq_learner(crossq_config(policy_delay=3))
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     state, metrics = jax.jit(learner.gradient_steps_fn)(
         state, random_batches(jax.random.key(1), 6, 4), jax.random.split(jax.random.key(2), 6), jnp.float32(1), 0
     )
@@ -159,7 +159,7 @@ def test_crossq_fused_equals_unfused_with_batch_stats(dropout):
         critic=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=2, dropout_rate=dropout)
     )
     learner = crossq_learner(cfg)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     batches = random_batches(jax.random.key(1), 4, cfg.batch_size)
     keys = jax.random.split(jax.random.key(2), 4)
     steps = jax.jit(learner.gradient_steps_fn)
@@ -186,7 +186,7 @@ def test_crossq_update_traces_once():
     update = jax.jit(counted, donate_argnums=(0, 1))
     # A jitted init (as the runner's) and a weakly typed progress: a state whose types changed after
     # one update would trace (and compile) the update a second time.
-    state, buffer_state = jax.jit(learner.init_fn)(jax.random.key(0)), buffer.init_fn()
+    state, buffer_state = initial_state(learner), buffer.init_fn()
     new = jax.tree.map(lambda x: x[0], random_batches(jax.random.key(1), 1, 4))
     for i in range(5):
         state, buffer_state, _ = update(state, buffer_state, new, jnp.asarray(1 - i / 5))
@@ -196,7 +196,7 @@ def test_crossq_update_traces_once():
 def test_droq_dropout_changes_training_outputs_and_evaluation_repeats():
     cfg = tiny_sac_config(critic=NetworkConfig(hidden=(16, 16), dropout_rate=0.2, layer_norm=True))
     learner = make_sac(cfg, SPEC)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     from rlbench.algos.sac.state import make_networks
 
     critic = make_networks(cfg, SPEC).critic

@@ -17,7 +17,7 @@ from rlbench.networks.actor import GSDEConfig, StateDependentNoise, gsde_std
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.registry import ALGORITHMS
 from tests.conftest import tiny_sac_config
-from tests.unit.test_update import SPEC
+from tests.unit.test_update import SPEC, initial_state
 
 
 def test_log_probability_matches_a_direct_computation():
@@ -53,7 +53,7 @@ def gsde_learner(**gsde):
 
 def test_noise_is_held_until_a_resample_and_changes_there():
     _, learner = gsde_learner()
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     assert state.exploration.matrices.shape == (3, 8, SPEC.action_dim)  # one per env, [latent, action]
     obs = jax.random.normal(jax.random.key(1), (3, SPEC.obs_dim))
     act = jax.jit(acting.act)
@@ -104,7 +104,7 @@ def test_gsde_keys_round_trip_and_refusals():
 
 def test_gsde_mean_is_clipped_before_the_squash():
     cfg = tiny_sac_config(actor=NetworkConfig(hidden=(8,)), gsde=GSDEConfig(clip_mean=0.5))
-    state = jax.jit(make_sac(cfg, SPEC).init_fn)(jax.random.key(0))
+    state = initial_state(make_sac(cfg, SPEC))
     big = state.actor.params | {"mean": {**state.actor.params["mean"], "bias": jnp.full((SPEC.action_dim,), 9.0)}}
     policy = state.actor.apply_fn(state.actor.variables(big), jnp.zeros((2, SPEC.obs_dim)))
     np.testing.assert_allclose(policy.mode(), np.tanh(0.5), rtol=1e-6)

@@ -17,6 +17,7 @@ from rlbench.experiment import RunRequest, resolve
 from rlbench.normalization import VecNormalizeStats
 from rlbench.types import Transition
 from tests.conftest import tiny_sac_config
+from tests.unit.test_update import initial_state
 
 COUNT_EPSILON = 1e-4  # SB3's RunningMeanStd prior: mean 0, variance 1, weight 1e-4
 
@@ -118,7 +119,7 @@ def test_the_update_scales_the_sampled_batch_with_the_current_statistics():
         return state, {"obs": batches.obs, "next_obs": batches.next_obs, "reward": batches.reward}
 
     update = jax.jit(make_update(cfg, buffer, sampled_batches))
-    state = jax.jit(make_learner(cfg, spec).init_fn)(jax.random.key(0))
+    state = initial_state(make_learner(cfg, spec))
     progress, first_step = np.float32(1.0), np.int32(0)
     _, _, raw = update(state, buffer.init_fn(), new, progress, first_step)
     _, buffer_state, scaled = update(state, buffer.init_fn(), new, progress, first_step, normalization)

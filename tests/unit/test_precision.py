@@ -14,7 +14,7 @@ from rlbench.checkpoint import state_from_bytes, state_to_bytes
 from rlbench.networks.mlp import MLP, NetworkConfig
 from rlbench.networks.plain_layout import PlainLayoutDense, dense_pair, transposed_kernels
 from tests.conftest import tiny_crossq_config, tiny_sac_config
-from tests.unit.test_update import SPEC, random_batches
+from tests.unit.test_update import SPEC, initial_state, random_batches
 
 
 def relative_error(a, b) -> float:
@@ -123,7 +123,7 @@ def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoi
     tiny_config, make = (tiny_crossq_config, make_crossq) if algo == "crossq" else (tiny_sac_config, make_sac)
     cfg = tiny_config(policy_delay=2, gradient_steps=3, actor=bf16, critic=bf16)
     learner = make(cfg, SPEC)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     steps = jax.jit(learner.gradient_steps_fn)
     for i in range(3):  # 9 gradient steps, the actor updated on every other one
         batches = random_batches(jax.random.key(i), 3, 4)
@@ -145,9 +145,9 @@ def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoi
 
 def test_only_bfloat16_networks_carry_transposed_kernels():
     droq_critic = NetworkConfig(hidden=(8, 8), precision="bfloat16", dropout_rate=0.01, layer_norm=True)
-    float32 = jax.jit(make_sac(tiny_sac_config(), SPEC).init_fn)(jax.random.key(0))
+    float32 = initial_state(make_sac(tiny_sac_config(), SPEC))
     assert float32.actor.kernels_t is None and float32.critic.kernels_t is None  # no copies to store
     cfg = tiny_sac_config(critic=droq_critic)  # float32 actor, bfloat16 DroQ critic
-    state = jax.jit(make_sac(cfg, SPEC).init_fn)(jax.random.key(0))
+    state = initial_state(make_sac(cfg, SPEC))
     assert state.actor.kernels_t is None
     jax.tree.map(np.testing.assert_array_equal, state.critic.kernels_t, transposed_kernels(state.critic.params))

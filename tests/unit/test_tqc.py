@@ -17,7 +17,7 @@ from rlbench.algos.tqc.update import make_learner as make_tqc
 from rlbench.errors import ConfigError
 from rlbench.networks.mlp import NetworkConfig
 from tests.conftest import tiny_config
-from tests.unit.test_update import SPEC, leaves_close, random_batches
+from tests.unit.test_update import SPEC, initial_state, leaves_close, random_batches
 
 
 def test_quantile_huber_loss_by_hand():
@@ -80,7 +80,7 @@ def crossq_tqc_config(**overrides):
 )
 def test_fused_equals_unfused_with_quantile_critics(make, cfg):
     learner = make(cfg, SPEC)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     assert state.critic.params["critics"]["q"]["kernel"].shape == (2, 8, 5)  # [n_critics, in, n_quantiles]
     batches = random_batches(jax.random.key(1), 4, cfg.batch_size)
     keys = jax.random.split(jax.random.key(2), 4)

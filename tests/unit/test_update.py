@@ -36,6 +36,11 @@ def make(cfg):
     return make_learner(cfg, SPEC), buffer
 
 
+def initial_state(learner, seed=0):
+    """A learner's state for `seed`, initialised in one compiled program (eagerly, each op compiles alone)."""
+    return jax.jit(learner.init_fn)(jax.random.key(seed))
+
+
 def leaves_close(a, b, tol=1e-6):
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
@@ -50,7 +55,7 @@ def test_fused_equals_unfused(policy_delay, dropout):
         policy_delay=policy_delay, critic=NetworkConfig(hidden=(8, 8), dropout_rate=dropout, layer_norm=dropout > 0)
     )
     learner, _ = make(cfg)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     batches = random_batches(jax.random.key(1), 3, cfg.batch_size)
     keys = jax.random.split(jax.random.key(2), 3)
     progress = jnp.float32(0.7)
@@ -78,7 +83,7 @@ def test_update_traces_once_over_changing_policy_delay_offsets():
     update = jax.jit(counted, donate_argnums=(0, 1))
     # A jitted init (as the runner's) and a weakly typed progress: a state whose types changed after
     # one update would trace (and compile) the update a second time.
-    state, buffer_state = jax.jit(learner.init_fn)(jax.random.key(0)), buffer.init_fn()
+    state, buffer_state = initial_state(learner), buffer.init_fn()
     new = jax.tree.map(lambda x: x[0], random_batches(jax.random.key(1), 1, 4))
     for i in range(7):  # offsets step % 3 = 0, 2, 1, 0, ... all through one compiled call
         state, buffer_state, _ = update(state, buffer_state, new, jnp.asarray(1 - i / 7))
@@ -89,7 +94,7 @@ def test_update_traces_once_over_changing_policy_delay_offsets():
 def test_actor_updates_only_every_policy_delay_steps():
     cfg = tiny_sac_config(policy_delay=3)
     learner, _ = make(cfg)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     steps = jax.jit(learner.gradient_steps_fn)
     batches = random_batches(jax.random.key(1), 6, cfg.batch_size)
     keys = jax.random.split(jax.random.key(2), 6)
@@ -110,7 +115,7 @@ def test_target_critic_follows_every_target_update_interval_steps():
     t <- 0.5 * params + 0.5 * t, with `params` the critic right after that step's optimizer update."""
     cfg = tiny_sac_config(tau=0.5, target_update_interval=3)
     learner, _ = make(cfg)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     steps = jax.jit(learner.gradient_steps_fn)
     batches = random_batches(jax.random.key(1), 5, cfg.batch_size)
     keys = jax.random.split(jax.random.key(2), 5)
@@ -121,7 +126,7 @@ def test_target_critic_follows_every_target_update_interval_steps():
         if i % 3 == 0:
             expected = jax.tree.map(lambda p, t: 0.5 * p + 0.5 * t, state.critic.params, expected)
         leaves_close(state.critic.target_params, expected)
-    fused, _ = steps(jax.jit(learner.init_fn)(jax.random.key(0)), batches, keys, jnp.float32(1.0), jnp.int32(0))
+    fused, _ = steps(initial_state(learner), batches, keys, jnp.float32(1.0), jnp.int32(0))
     leaves_close(fused, state)
     # Two seeds on the runner's seed axis (vmapped, the step counter batched): each as its own single run.
     axis = SeedAxis(2)
@@ -138,7 +143,7 @@ def test_n_steps_runs_the_first_steps_of_one_compiled_scan():
     only the first n_steps run, exactly as a scan of that length; the same program serves every count."""
     cfg = tiny_sac_config(policy_delay=2)
     learner, _ = make(cfg)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     batches = random_batches(jax.random.key(1), 4, cfg.batch_size)
     keys = jax.random.split(jax.random.key(2), 4)
     n_traces = 0
@@ -168,7 +173,7 @@ def test_n_steps_runs_the_first_steps_of_one_compiled_scan():
 def test_fixed_entropy_coefficient_has_no_parameter_and_stays_fixed():
     cfg = tiny_sac_config(ent_coef=EntropyCoef(initial=0.05, learned=False))
     learner, _ = make(cfg)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     assert state.temperature is None
     state, metrics = jax.jit(learner.gradient_steps_fn)(
         state, random_batches(jax.random.key(1), 2, 4), jax.random.split(jax.random.key(2), 2), jnp.float32(1), 0
@@ -178,7 +183,7 @@ def test_fixed_entropy_coefficient_has_no_parameter_and_stays_fixed():
 
 def test_learned_temperature_starts_at_initial_value():
     cfg = tiny_sac_config(ent_coef=EntropyCoef(initial=0.1, learned=True))
-    state = jax.jit(make(cfg)[0].init_fn)(jax.random.key(0))
+    state = initial_state(make(cfg)[0])
     np.testing.assert_allclose(jnp.exp(state.temperature.params["log_alpha"]), 0.1, rtol=1e-6)
 
 
@@ -187,7 +192,7 @@ def test_linear_learning_rate_follows_progress():
 
     cfg = tiny_sac_config(learning_rate=LinearSchedule(1e-3))
     learner, _ = make(cfg)
-    state = jax.jit(learner.init_fn)(jax.random.key(0))
+    state = initial_state(learner)
     state, metrics = jax.jit(learner.gradient_steps_fn)(
         state, random_batches(jax.random.key(1), 1, 4), jax.random.split(jax.random.key(2), 1), jnp.float32(0.25), 0
     )
