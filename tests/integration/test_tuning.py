@@ -415,14 +415,25 @@ def test_sampler_auto_gives_up_in_bounded_time_on_a_network_that_never_answers(t
     with pytest.raises(ConfigError, match=r"no answer within 3 s.*use --sampler random, tpe, cmaes instead"):
         samplers.fetch_auto_sampler()
     assert time.monotonic() - started < 30
+    # What the fetch started (the loader, git) is found by this test's own proxy in its environment: another
+    # test fetching AutoSampler at the same time in another xdist worker has the same command line but not
+    # this port. A killed process leaves /proc only once it has run its exit, which on a loaded machine can
+    # take a moment: wait for that, bounded, with the proxy still open, so that a git left running stays
+    # blocked on it and is found.
+    deadline = time.monotonic() + 10
+    while (left := processes_with_environment(f"https_proxy={proxy}")) and time.monotonic() < deadline:
+        time.sleep(0.1)
     silent.close()
-    # What this fetch started is found by this test's own proxy in its environment (git and the loader
-    # inherit it): another test fetching AutoSampler at the same time in another xdist worker has the same
-    # command line but not this port.
-    mine = f"https_proxy={proxy}".encode()
-    others = (p for p in Path("/proc").glob("[0-9]*/environ") if int(p.parent.name) != os.getpid())
-    left = [p for p in others if mine in read_or_empty(p)]
     assert left == []
+
+
+def processes_with_environment(entry: str) -> list[str]:
+    """The command lines of the processes other than this one whose environment holds `entry`."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        if int(environ.parent.name) != os.getpid() and entry.encode() in read_or_empty(environ):
+            found.append(read_or_empty(environ.parent / "cmdline").replace(b"\0", b" ").decode(errors="replace"))
+    return found
 
 
 def read_or_empty(path):
