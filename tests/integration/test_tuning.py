@@ -11,10 +11,10 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import optuna
+import psutil
 import pytest
 import yaml
 from optuna.trial import TrialState
@@ -26,6 +26,7 @@ from rlbench.tuning import samplers, spaces
 from rlbench.tuning.study import make_storage
 from rlbench.tuning.tune import trial_seed
 from tests.conftest import REPO_ROOT, closed_port
+from tests.ray_cluster import wait_until
 
 TINY = [
     "--algo",
@@ -420,27 +421,18 @@ def test_sampler_auto_gives_up_in_bounded_time_on_a_network_that_never_answers(t
     # this port. A killed process leaves /proc only once it has run its exit, which on a loaded machine can
     # take a moment: wait for that, bounded, with the proxy still open, so that a git left running stays
     # blocked on it and is found.
-    deadline = time.monotonic() + 10
-    while (left := processes_with_environment(f"https_proxy={proxy}")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    silent.close()
-    assert left == []
-
-
-def processes_with_environment(entry: str) -> list[str]:
-    """The command lines of the processes other than this one whose environment holds `entry`."""
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        if int(environ.parent.name) != os.getpid() and entry.encode() in read_or_empty(environ):
-            found.append(read_or_empty(environ.parent / "cmdline").replace(b"\0", b" ").decode(errors="replace"))
-    return found
-
-
-def read_or_empty(path):
     try:
-        return path.read_bytes()
-    except OSError:  # the process exited meanwhile
-        return b""
+        wait_until(lambda: not any_process_with("https_proxy", proxy), 10, 0.1, "the fetch's processes to exit")
+    finally:
+        silent.close()
+
+
+def any_process_with(name: str, value: str) -> bool:
+    """Whether a process other than this one has `name` set to `value` in its environment."""
+    return any(
+        process.pid != os.getpid() and (process.info["environ"] or {}).get(name) == value
+        for process in psutil.process_iter(["environ"])
+    )
 
 
 FAKE_PASSWORD = "Fake-Pa55word-4e1b"
