@@ -1,13 +1,17 @@
-"""Crash-safe file writing: a file appears under its final name complete, or not at all."""
+"""Files: crash-safe writing (a file appears under its final name complete, or not at all) and bounded reading
+of files anything could have written (a parse failure of any kind is one UntrustedFileError)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import yaml
 
 TEMP_SUFFIX = ".tmp"
 
@@ -72,3 +76,80 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
         tmp.unlink(missing_ok=True)
         removed.append(tmp)
     return removed
+
+
+# -- reading files that anything could have written --------------------------------------------------------
+# A settings file (a hyperparameter YAML, a run's config.yml, a sweep manifest, moved.json, a checkpoint's
+# manifest) is untrusted: it can be huge, nested 5,000 deep (every recursive parser and printer then raises
+# RecursionError), or a few hundred bytes of YAML aliases that expand to billions of values ("billion laughs":
+# safe_load shares the aliased objects, so the parse is cheap, but anything that walks, compares or prints the
+# value afterwards is exponential). These readers turn all of that into one UntrustedFileError line.
+
+MAX_SETTINGS_BYTES = 1 << 20  # 1 MiB: RL Zoo's largest hyperparameter file is ~40 KB, a run's config.yml ~2 KB
+MAX_NESTING = 64  # the deepest real value (a sweep manifest's cell record inside its table) is 5 levels deep
+MAX_VALUES = 200_000  # values in the whole tree, counting each alias expansion (a 2k-cell sweep holds ~30k)
+
+
+class UntrustedFileError(ValueError):
+    """A file read back is unreadable: too large, not parseable, too deep, or too many values."""
+
+
+def read_bounded_text(path: Path, limit: int = MAX_SETTINGS_BYTES) -> str:
+    """The text of `path`, refused unread past `limit` bytes (a stat can lie for a FIFO or /proc file, so
+    at most limit + 1 bytes are read whatever it says). OSError passes through; bad UTF-8 is refused."""
+    with open(path, "rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise UntrustedFileError(f"larger than {limit} bytes, more than such a file can hold")
+    try:
+        return data.decode()
+    except UnicodeDecodeError as error:
+        raise UntrustedFileError(f"not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def parse_json(text: str | bytes, max_values: int = MAX_VALUES) -> Any:
+    """json.loads, with every failure (syntax, nesting that overflows the parser's stack) and every value
+    past the bounds as an UntrustedFileError."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise UntrustedFileError(_parse_failure(error)) from None
+    check_tree(value, max_values=max_values)
+    return value
+
+
+def parse_yaml(text: str, max_values: int = MAX_VALUES) -> Any:
+    """yaml.safe_load, likewise: YAML errors keep their line and column."""
+    try:
+        value = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError) as error:
+        raise UntrustedFileError(_parse_failure(error)) from None
+    check_tree(value, max_values=max_values)
+    return value
+
+
+def _parse_failure(error: BaseException) -> str:
+    if isinstance(error, RecursionError):
+        return "nested too deeply to parse"
+    mark = getattr(error, "problem_mark", None)
+    if isinstance(error, yaml.MarkedYAMLError) and mark is not None:  # one line, not YAML's snippet and caret
+        return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    return " ".join(str(error).split())
+
+
+def check_tree(value: Any, max_nesting: int = MAX_NESTING, max_values: int = MAX_VALUES) -> None:
+    """Refuse a parsed value nested deeper than `max_nesting` or holding more than `max_values` values once
+    YAML's shared aliases are expanded. Iterative and stopping at the bound, so its cost is at most
+    `max_values` steps whatever the file: after it, recursive code (printing, comparing, validating) is safe."""
+    stack = [(value, 0)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > max_values:
+            raise UntrustedFileError(f"holds more than {max_values} values (YAML aliases counted as expanded)")
+        if isinstance(item, dict | list | tuple):
+            if depth >= max_nesting:
+                raise UntrustedFileError(f"nested more than {max_nesting} levels deep")
+            children = [part for pair in item.items() for part in pair] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
