@@ -37,12 +37,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import msgpack
 import numpy as np
 from flax import serialization
 
 from rlbench import __version__
 from rlbench.checkpoint_schema import ARCHIVE_SCHEMA, Expected, ManifestError, check_schema, describe_shape, shape_fits
-from rlbench.files import atomic_writer, remove_stale_temporaries
+from rlbench.errors import ConfigError
+from rlbench.files import UntrustedFileError, atomic_writer, check_tree, parse_json, remove_stale_temporaries
 
 FORMAT_VERSION = 3  # 1: the foundation's .msgpack + .json pair, without host state; 2: before the
 # bfloat16 W^T copies moved into each network's train state (rlbench/algos/common/train_state.py)
@@ -54,6 +56,8 @@ COMPRESSED_PREFIXES = ("replay_buffer/",)  # large and compressible; the rest is
 MAX_MANIFEST_BYTES = 64 << 20  # far above any real manifest (its per-env episode starts grow with n_envs)
 MAX_DEFLATE_RATIO = 1032  # deflate's limit: a member declaring more output per compressed byte is forged
 READ_CHUNK = 1 << 20  # members are read (and inflated) this much at a time
+# Members every Stable-Baselines3 zip holds (RL Zoo's models too): such a file is no torn rlbench checkpoint.
+SB3_MEMBERS = frozenset({"data", "policy.pth", "_stable_baselines3_version"})
 NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
@@ -127,6 +131,22 @@ def _state_shapes(init_fn: Any) -> Any:
     """The learner state's shapes and dtypes, the PRNG key as raw key data, without computing anything."""
 
     return jax.eval_shape(lambda key: _keys_as_data(init_fn(key)), jax.random.key(0))
+
+
+def _check_state_readable(data: bytes) -> None:
+    """ManifestError unless `data` parses as msgpack no deeper than any learner state: flax's restore
+    recurses into every nested map (a RecursionError from about 1,000 levels), its errors print them, and
+    msgpack itself stops at 1,024. Arrays stay undecoded extension values here; values cannot outnumber bytes."""
+    try:
+        check_tree(msgpack.unpackb(data, raw=False, strict_map_key=False), max_values=len(data) + 1)
+    except (ValueError, TypeError, RecursionError, msgpack.exceptions.UnpackException) as error:
+        if isinstance(error, UntrustedFileError):
+            reason = str(error)
+        elif isinstance(error, RecursionError | msgpack.exceptions.StackError):
+            reason = "nested too deeply to parse"
+        else:
+            reason = f"{type(error).__name__}: {error}"
+        raise ManifestError(f"{STATE} is not a readable learner state ({reason})") from None
 
 
 def _restore_checked(template: Any, data: bytes) -> Any:
@@ -246,8 +266,13 @@ def _check_file(path: Path) -> Path:
     return path
 
 
-def _parse_manifest(archive: zipfile.ZipFile) -> dict[str, Any]:
+def _parse_manifest(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     if MANIFEST not in archive.namelist():
+        if set(archive.namelist()) >= SB3_MEMBERS:
+            raise ConfigError(
+                f"{path} is a Stable-Baselines3 / RL Zoo model (a zip of PyTorch weights: data, policy.pth), which "
+                "rlbench cannot load: enjoy.py and -i read only rlbench's own checkpoints (train one with train.py)"
+            )
         raise ManifestError("no manifest.json: the write did not complete")
     info = archive.getinfo(MANIFEST)
     _check_declared_size(info, None, Expected(), Path(archive.filename).stat().st_size)
@@ -255,9 +280,10 @@ def _parse_manifest(archive: zipfile.ZipFile) -> dict[str, Any]:
         raise ManifestError(
             f"{MANIFEST} declares {info.file_size} bytes, more than a manifest can hold ({MAX_MANIFEST_BYTES})"
         )
-    try:
-        manifest = json.loads(_read_member(archive, info, keep=True)[1])
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    data = _read_member(archive, info, keep=True)[1]
+    try:  # JSON has no aliases: a file of n bytes holds fewer than n values, so only the nesting is bounded
+        manifest = parse_json(bytes(data), max_values=len(data) + 1)
+    except UntrustedFileError as error:
         raise ManifestError(f"unreadable manifest: {error}") from None
     if not isinstance(manifest, dict) or "format_version" not in manifest:
         raise ManifestError("manifest has no format_version: not an rlbench checkpoint")
@@ -279,11 +305,12 @@ def _read(
         archive = zipfile.ZipFile(path)
     with archive:
         with _reported_as_corrupt(path):
-            manifest = _parse_manifest(archive)
+            manifest = _parse_manifest(archive, path)
         # Only its ManifestError means a corrupt file: a ConfigError (exit 2), or a bug, must not read as one.
         with _reported_as_corrupt(path, only_manifest=True):
             expected = Expected() if expect is None else expect(manifest)
         with _reported_as_corrupt(path):
+            expected.check_file_holds(file_size)
             infos = _listed_members(archive, manifest, expected, file_size)
             state_bytes, arrays = b"", {}
             for name, info in infos.items():
@@ -295,6 +322,7 @@ def _read(
                     raise ManifestError(f"checksum mismatch in {name}")
                 if name == STATE:
                     state_bytes = bytes(data)
+                    _check_state_readable(state_bytes)
                 elif parse_arrays:
                     arrays[name.removesuffix(".npy")] = _array(data, *header)
     if not state_bytes:
@@ -310,6 +338,8 @@ def _reported_as_corrupt(path: Path, only_manifest: bool = False) -> Iterator[No
         yield
     except ManifestError as error:
         raise CheckpointError(path, str(error)) from None
+    except ConfigError:  # not a checkpoint of ours at all (an SB3 model): the user's input, not a torn file
+        raise
     except torn as error:
         raise CheckpointError(path, f"not a zip archive or truncated: {error}") from None
 
@@ -440,7 +470,7 @@ def newest_valid_checkpoint(folder: Path, exclude: Path | None = None) -> Path |
         try:
             _read(path, load_replay_buffer=True, parse_arrays=False)
             return path
-        except CheckpointError:
+        except (CheckpointError, ConfigError):  # ConfigError: another library's model under that name
             continue
     return None
 

@@ -20,6 +20,8 @@ from rlbench.buffers.uniform import row_width
 from rlbench.normalization import expected_shapes as normalization_shapes
 from rlbench.types import EnvSpec
 
+MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
+
 
 class ManifestError(ValueError):
     """A manifest or member that does not match the checkpoint format (the file is corrupt: exit 1)."""
@@ -178,12 +180,33 @@ class Expected:
     dtypes: Mapping[str, str] = field(default_factory=dict)  # where only one dtype is written
     closed: bool = False
     state_bytes: int | None = None  # the largest learner state the configuration can produce
+    # Optional members numbered 0..count-1 after a prefix ("host/episode_actions_" -> (n_envs, shape)): matched
+    # by name, so a forged count sizes nothing here.
+    numbered: Mapping[str, tuple[int, Shape]] = field(default_factory=dict)
 
     def allows(self, name: str) -> bool:
-        return not self.closed or name in self.shapes or name in self.optional
+        return not self.closed or name in self.shapes or name in self.optional or self._numbered(name) is not None
 
     def shape_of(self, name: str) -> Shape | None:
-        return self.shapes.get(name, self.optional.get(name))
+        return self.shapes.get(name, self.optional.get(name, self._numbered(name)))
+
+    def _numbered(self, name: str) -> Shape | None:
+        for prefix, (count, shape) in self.numbered.items():
+            index = name.removeprefix(prefix)
+            if index != name and index.isascii() and index.isdigit() and str(int(index)) == index:
+                return shape if int(index) < count else None
+        return None
+
+    def check_file_holds(self, file_size: int) -> None:
+        """ManifestError when a required member's shape (the manifest's counts and spaces, in Python integers)
+        needs more bytes than the whole file: each value takes at least one byte of a stored member."""
+        for name, shape in self.shapes.items():
+            values = math.prod(0 if isinstance(size, UpTo) else size for size in shape)
+            if values > file_size:
+                raise ManifestError(
+                    f"the manifest makes {name}.npy {describe_shape(shape)}: {values} values, more than the "
+                    f"whole file ({file_size} bytes) holds (a forged n_envs, count or space?)"
+                )
 
 
 def shape_fits(shape: tuple[int, ...], expected: Shape) -> bool:
@@ -197,11 +220,30 @@ def describe_shape(shape: Shape) -> str:
     return f"[{', '.join(map(repr, shape))}]"
 
 
+def space_sizes(manifest: Mapping[str, Any]) -> tuple[int, int]:
+    """(obs_dim, action_dim) from the manifest's spaces, bounded by the manifest itself: a space lists its
+    bounds value by value, so a shape must describe exactly as many values as `low` and `high` hold (Python
+    integers: numpy's product of [2**40, 2**40] overflows to 0). Raises ManifestError."""
+    sizes = []
+    for name in ("observation", "action"):
+        space = manifest["spaces"][name]
+        size = math.prod(space["shape"])
+        if not len(space["low"]) == len(space["high"]) == size:
+            raise ManifestError(
+                f"manifest spaces.{name}: shape {_shown(space['shape'])} describes {size} values, but its low "
+                f"and high list {len(space['low'])} and {len(space['high'])}"
+            )
+        sizes.append(size)
+    return sizes[0], sizes[1]
+
+
 def policy_expectations(manifest: Mapping[str, Any]) -> Expected:
-    """Check the keys a policy is rebuilt from; any member layout (the learner state is checked against
-    the configuration when it is restored). Raises ManifestError."""
+    """Check the keys a policy is rebuilt from and bound its sizes: the spaces by their bounds, n_envs by
+    the observations every checkpoint holds, one row per env (the learner state is checked against the
+    configuration when it is restored). Raises ManifestError."""
     check_schema(manifest, POLICY_SCHEMA)
-    return Expected()
+    obs_dim, _ = space_sizes(manifest)
+    return Expected(shapes={"host/obs": (manifest.get("n_envs") or 1, obs_dim)})
 
 
 def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
@@ -227,7 +269,10 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
             f"manifest host.episode_starts: {len(host['episode_starts'])} entries, expected one "
             f"per env (n_envs={n_envs})"
         )
-    obs_dim, action_dim = (math.prod(manifest["spaces"][name]["shape"]) for name in ("observation", "action"))
+    last_seed = manifest["seed"] + (len(group["run_dirs"]) - 1 if group else 0)
+    if last_seed > MAX_SEED:
+        raise ManifestError(f"manifest seed: seeds are in [0, 2**32-1], the checkpoint's run goes up to {last_seed}")
+    obs_dim, action_dim = space_sizes(manifest)
     pending, episodes = host["pending_count"], manifest["counters"]["episodes"]
     normalize_shapes = normalization_shapes(obs_dim, n_envs)
     shapes: dict[str, Shape] = {
@@ -252,8 +297,6 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
         }
     optional: dict[str, Shape | None] = {
         "host/next_action": (n_envs, action_dim),
-        # The actions each env took since its episode began: at most one per vector step.
-        **{f"host/episode_actions_{i}": (UpTo(host["vector_steps"]), action_dim) for i in range(n_envs)},
         # As many as evaluations were run, of as many episodes as asked: stored, so the file bounds them.
         **dict.fromkeys(["host/eval_timesteps", "host/eval_results", "host/eval_ep_lengths"]),
         # A run with `normalize`: whether they must be there is the configuration's to say (checkpointing.restore).
@@ -263,4 +306,6 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
         "replay_buffer/rows": "float32",
         **dict.fromkeys((f"normalize/{name}" for name in normalize_shapes), "float64"),
     }
-    return Expected(shapes=shapes, optional=optional, dtypes=dtypes, closed=True)
+    # The actions each env took since its episode began: at most one per vector step.
+    numbered = {"host/episode_actions_": (n_envs, (UpTo(host["vector_steps"]), action_dim))}
+    return Expected(shapes=shapes, optional=optional, dtypes=dtypes, closed=True, numbered=numbered)

@@ -28,7 +28,7 @@ from rlbench.algos.common.spelling import literal_mapping, positive_int
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import check_buffer_arrays
 from rlbench.checkpoint import Checkpoint, check_state_fits, read_checkpoint, state_size_bound
-from rlbench.checkpoint_schema import Expected, resume_expectations
+from rlbench.checkpoint_schema import MAX_SEED, Expected, resume_expectations, space_sizes
 from rlbench.config import (
     RunConfig,
     buffer_notes,
@@ -39,7 +39,7 @@ from rlbench.config import (
     split_entry,
     wrappers_to_entry,
 )
-from rlbench.envs.make import check_env_id, check_env_runs
+from rlbench.envs.make import check_env_id, check_env_runs, env_file_name
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_key_values
@@ -47,8 +47,6 @@ from rlbench.memory import check_buffer_memory, check_learner_memory
 from rlbench.normalization import check_arrays, expected_shapes
 from rlbench.registry import get_algo
 from rlbench.types import EnvSpec
-
-MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
 
 # Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other).
 ARCHITECTURE_KEYS = (
@@ -168,7 +166,7 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     if trial_overrides is None and request.trial_id is not None:
         from rlbench.tuning.study import load_trial  # Optuna is imported only when a trial is asked for
 
-        trial_overrides, trial_seed = load_trial(request, request.env.replace(":", "_"))
+        trial_overrides, trial_seed = load_trial(request, env_file_name(request.env))
     if trial_overrides:
         base = hyperparams.merge(base, normalize_entry(dict(trial_overrides), "the Optuna trial"))
     try:
@@ -190,10 +188,14 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     n_timesteps = request.n_timesteps if request.n_timesteps != -1 else run_keys.get("n_timesteps")
     if n_timesteps is None:
         raise ConfigError(f"n_timesteps is not set in {source} for {request.env}; pass -n N")
+    from_checkpoint = resume is not None and request.n_timesteps == -1 and "n_timesteps" not in overrides
+    n_timesteps_name = f"n_timesteps saved in {resume.path}" if from_checkpoint else "n_timesteps (-n)"
     if resume is not None and request.n_timesteps != -1:
         # As SB3's learn(reset_num_timesteps=False): -n counts the steps to add to the checkpoint's.
-        n_timesteps = resume.manifest["counters"]["env_steps"] + positive_int(request.n_timesteps, "-n")
-    n_timesteps = positive_int(n_timesteps, "n_timesteps (-n)")
+        saved_steps = resume.manifest["counters"]["env_steps"]
+        n_timesteps = saved_steps + positive_int(request.n_timesteps, "-n")
+        n_timesteps_name = f"n_timesteps ({saved_steps} env steps saved in {resume.path} + -n {request.n_timesteps})"
+    n_timesteps = positive_int(n_timesteps, n_timesteps_name)
     learner_config = algo.build_config(learner_keys, n_envs, where)
     # A resumed entry is resolved already: its normalize gamma is final (RL Zoo's rule applied once, below).
     algo_gamma = learner_config.gamma if resume is None and "gamma" in learner_keys else None
@@ -262,7 +264,7 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         )
     if resume is None and n_seeds > 1:
         group_id = (
-            f"{request.algo}_{request.env.replace(':', '_')}_seeds{seed}-{seed + n_seeds - 1}_{uuid.uuid4().hex[:8]}"
+            f"{request.algo}_{env_file_name(request.env)}_seeds{seed}-{seed + n_seeds - 1}_{uuid.uuid4().hex[:8]}"
         )
     run = RunConfig(
         env_id=request.env,
@@ -363,13 +365,13 @@ def load_resume_checkpoint(path: Path, algo: Algorithm) -> Checkpoint:
 
     def expect(manifest: dict[str, Any]) -> Expected:
         expected = resume_expectations(manifest)
+        expected.check_file_holds(path.stat().st_size)  # before n_envs and the spaces size the configuration
         if manifest["algo"] != algo.name:
             raise ConfigError(
                 f"{path} was trained with --algo {manifest['algo']}, but --algo {algo.name} was "
                 f"given; resume it with --algo {manifest['algo']}"
             )
-        spaces = manifest["spaces"]
-        spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+        spec = EnvSpec(*space_sizes(manifest))
         # The saved configuration: a resume keeps its architecture (check_resume_overrides), hence its state size.
         entry = normalize_entry(dict(manifest["hyperparams"]), str(path))
         entry.pop("env_wrapper", None)  # only the learner's size matters here; resolve() checks the wrappers

@@ -16,9 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlbench.errors import ConfigError
+from rlbench.files import UntrustedFileError, parse_yaml, read_bounded_text
 
 HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
 
@@ -33,11 +32,12 @@ def read_file(conf: str | Path) -> dict[str, Any]:
     if path.suffix in (".yml", ".yaml"):
         if not path.is_file():
             raise ConfigError(f"hyperparameter file not found: {path}")
-        try:
-            with path.open() as stream:  # a stream, so YAML errors name the file, line and column
-                table = yaml.safe_load(stream)
-        except yaml.YAMLError as error:
-            raise ConfigError(f"invalid YAML in {path}: {error}") from None
+        try:  # bounded: a settings file is at most MAX_SETTINGS_BYTES, nested and alias-expanded within bounds
+            table = parse_yaml(read_bounded_text(path))
+        except UntrustedFileError as error:
+            raise ConfigError(f"cannot read hyperparameters from {path}: {error}") from None
+        except OSError as error:
+            raise ConfigError(f"cannot read hyperparameters from {path}: {error.strerror or error}") from None
     elif path.suffix == ".py":
         if not path.is_file():
             raise ConfigError(f"hyperparameter file not found: {path}")

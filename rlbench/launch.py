@@ -26,6 +26,7 @@ import yaml
 
 from rlbench.checkpoint import library_versions
 from rlbench.checkpointing import CheckpointSettings
+from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError, RunFailure
 from rlbench.experiment import Experiment
 from rlbench.files import atomic_write_text
@@ -109,8 +110,8 @@ def claim_run_dirs(log_folder: str | Path, algo: str, env_id: str, use_uuid: boo
 
 
 def model_name(exp: Experiment) -> str:
-    """The env id as RL Zoo names files and folders after it (`module:EnvId` -> `module_EnvId`)."""
-    return exp.run.env_id.replace(":", "_")
+    """The env id as files and folders are named after it (`module:EnvId` -> `module_EnvId`, `ns/Id` -> `ns-Id`)."""
+    return env_file_name(exp.run.env_id)
 
 
 def prepare_run_dirs(exp: Experiment, outputs: RunOutputs) -> list[Path]:

@@ -12,7 +12,8 @@ import numpy as np
 
 from rlbench.algos.common import acting
 from rlbench.buffers.normalization import Normalization, normalize_obs
-from rlbench.checkpoint import Checkpoint, CheckpointError, state_from_bytes
+from rlbench.checkpoint import STATE, Checkpoint, CheckpointError, state_array_bytes, state_from_bytes
+from rlbench.checkpoint_schema import space_sizes
 from rlbench.config import normalize_entry, parse_normalize, split_entry
 from rlbench.errors import ConfigError
 from rlbench.normalization import MissingStatsError, VecNormalizeStats
@@ -51,11 +52,19 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     entry = normalize_entry(dict(manifest["hyperparams"]), where)
     entry.pop("env_wrapper", None)  # acting builds no env: the wrappers are enjoy.py's, checked there
     _, _, learner_keys = split_entry(entry, where, trusted_wrapper_modules=())
-    cfg = algo.build_config(learner_keys, int(manifest.get("n_envs", 1)), where)
+    cfg = algo.build_config(learner_keys, manifest.get("n_envs") or 1, where)
     normalize = parse_normalize(entry.get("normalize"), None, where)
-    spaces = manifest["spaces"]
-    spec = EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+    spec = EnvSpec(*space_sizes(manifest))  # bounded by the manifest (policy_expectations)
     learner = algo.make_learner(cfg, spec)  # for the state's structure: the checkpoint fills it
+    # The state is built before it is filled: the saved one must hold at least its arrays, so that a forged
+    # manifest (net_arch, n_envs of gSDE's matrices) cannot make that allocation larger than the file.
+    needed = state_array_bytes(learner.init_fn)
+    if len(checkpoint.state_bytes) < needed:
+        raise CheckpointError(
+            checkpoint.path,
+            f"{STATE} holds {len(checkpoint.state_bytes)} bytes, fewer than the {needed} bytes of arrays of "
+            "the learner its manifest describes",
+        )
     try:
         state = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(0)), checkpoint.state_bytes)
     except ValueError as error:

@@ -24,7 +24,7 @@ from rlbench.algos.common.spelling import literal_mapping
 from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
 from rlbench.checkpoint_schema import policy_expectations
 from rlbench.config import entry_env_wrappers, normalize_entry
-from rlbench.envs.make import check_env_id, make_single_env
+from rlbench.envs.make import check_env_id, check_env_runs, env_file_name, make_single_env
 from rlbench.envs.wrappers import EnvWrapper, trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.experiment import select_device
@@ -142,7 +142,7 @@ def build_parser(record_video: bool = False) -> argparse.ArgumentParser:
 
 def find_model(args: argparse.Namespace) -> Path:
     """The model file RL Zoo's flags point to: <env_id>.zip by default."""
-    env_name = args.env.replace(":", "_")
+    env_name = env_file_name(args.env)
     algo_dir = Path(args.folder) / args.algo
     exp_id = latest_run_id(algo_dir, env_name) if args.exp_id == 0 else args.exp_id
     if args.exp_id == 0 and exp_id == 0:
@@ -189,7 +189,7 @@ def video_path(args: argparse.Namespace, model: Path) -> Path:
         if checkpoint
         else "final-model"
     )
-    env_name = args.env.replace(":", "_").replace("/", "-")
+    env_name = env_file_name(args.env)
     return folder / f"{kind}-{args.algo}-{env_name}-step-0-to-step-{args.n_timesteps}.mp4"
 
 
@@ -200,9 +200,10 @@ def check_reward_log(folder: str) -> None:
 
 def saved_env_settings(
     model: Path, env_name: str, manifest: dict[str, Any], trusted: Sequence[str]
-) -> tuple[dict[str, Any], tuple[EnvWrapper, ...]]:
-    """(env_kwargs, env_wrappers) from the run's config.yml (checked like any hyperparameter file),
-    else from the manifest. Both are files read back: wrappers resolve only from `trusted` modules."""
+) -> tuple[dict[str, Any], tuple[EnvWrapper, ...], str]:
+    """(env_kwargs, env_wrappers, the file they come from) from the run's config.yml (read and checked like
+    any hyperparameter file), else from the manifest. Both are files read back: wrappers resolve only from
+    `trusted` modules."""
     config_file = model.parent / env_name / "config.yml"
     if config_file.is_file():
         where, entry = str(config_file), hyperparams.read_file(config_file)
@@ -210,8 +211,9 @@ def saved_env_settings(
         where, entry = str(model), dict(manifest["hyperparams"])
     entry = normalize_entry(entry, where)
     return (
-        literal_mapping(entry.get("env_kwargs"), f"env_kwargs in {config_file}"),
+        literal_mapping(entry.get("env_kwargs"), f"env_kwargs in {where}"),
         entry_env_wrappers(entry, trusted, where),
+        where,
     )
 
 
@@ -248,11 +250,14 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
         manifest = checkpoint.manifest
         if manifest["algo"] != args.algo:
             raise ConfigError(f"{model} was trained with --algo {manifest['algo']}, not {args.algo}")
-        env_kwargs, wrappers = saved_env_settings(
-            model, args.env.replace(":", "_"), manifest, trusted_modules([*args.gym_packages, *args.trust_wrappers])
+        env_kwargs, wrappers, where = saved_env_settings(
+            model, env_file_name(args.env), manifest, trusted_modules([*args.gym_packages, *args.trust_wrappers])
         )
         if args.env_kwargs is not None:
             env_kwargs |= parse_key_values(args.env_kwargs, "--env-kwargs")
+        # As train.py: one env built, reset and stepped with these kwargs, so what the env rejects is one line now.
+        flag = f"--env-kwargs / env_kwargs in {where}" if args.env_kwargs is not None else f"env_kwargs in {where}"
+        check_env_runs(args.env, env_kwargs, wrappers, args.gym_packages, flag)
         from rlbench.policy import load_policy
 
         policy = load_policy(checkpoint, seed=args.seed)

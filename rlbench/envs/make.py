@@ -23,6 +23,7 @@ import functools
 import importlib
 import multiprocessing
 import os
+import reprlib
 import signal
 import sys
 import traceback
@@ -51,10 +52,21 @@ def import_env_packages(env_id: str) -> None:
         import pybullet_envs_gymnasium  # noqa: F401  (registers the Bullet ids)
     module, sep, _ = env_id.partition(":")
     if sep:
+        if not all(part.isidentifier() for part in module.split(".")):  # importlib raises TypeError for "..", ".os"
+            raise ConfigError(
+                f"environment {env_id!r}: {module!r} is not a module name; expected module:EnvName-v0 with an "
+                "importable module (e.g. my_package.envs:MyEnv-v0), or a registered id"
+            )
         try:
             importlib.import_module(module)
         except ImportError as error:
             raise ConfigError(f"environment {env_id!r}: cannot import module {module!r} ({error})") from None
+
+
+def env_file_name(env_id: str) -> str:
+    """The env id as files and folders are named after it: `module:EnvId` -> `module_EnvId` (rlbench's run
+    folders), and a namespace's `/` -> `-` (as RL Zoo's EnvironmentName), so `phys2d/Pendulum-v0` is one name."""
+    return env_id.replace(":", "_").replace("/", "-")
 
 
 def check_env_id(env_id: str) -> None:
@@ -383,7 +395,8 @@ def check_env_runs(
     except gym.error.DependencyNotInstalled as error:  # the env's own package, not its kwargs
         raise ConfigError(missing_dependency(env_id, error)) from None
     except Exception as error:
-        shown = ", ".join(f"{k}={v!r}" for k, v in env_kwargs.items()) or "no kwargs"
+        # reprlib: a bounded text whatever the value (a YAML alias can make a small file a huge value).
+        shown = ", ".join(f"{k}={reprlib.repr(v)}" for k, v in env_kwargs.items()) or "no kwargs"
         message = " ".join(str(error).split())  # one line
         raise ConfigError(f"{flag}: {env_id} fails with {shown}: {type(error).__name__}: {message}") from None
     finally:
