@@ -322,7 +322,8 @@ def _read(
                     raise ManifestError(f"checksum mismatch in {name}")
                 if name == STATE:
                     state_bytes = bytes(data)
-                    _check_state_readable(state_bytes)
+                    if expected.learner_state:
+                        _check_state_readable(state_bytes)
                 elif parse_arrays:
                     arrays[name.removesuffix(".npy")] = _array(data, *header)
     if not state_bytes:

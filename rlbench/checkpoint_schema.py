@@ -180,6 +180,7 @@ class Expected:
     dtypes: Mapping[str, str] = field(default_factory=dict)  # where only one dtype is written
     closed: bool = False
     state_bytes: int | None = None  # the largest learner state the configuration can produce
+    learner_state: bool = False  # state.msgpack must parse as a (flax msgpack) learner state, checked when read
     # Optional members numbered 0..count-1 after a prefix ("host/episode_actions_" -> (n_envs, shape)): matched
     # by name, so a forged count sizes nothing here.
     numbered: Mapping[str, tuple[int, Shape]] = field(default_factory=dict)
@@ -243,7 +244,7 @@ def policy_expectations(manifest: Mapping[str, Any]) -> Expected:
     configuration when it is restored). Raises ManifestError."""
     check_schema(manifest, POLICY_SCHEMA)
     obs_dim, _ = space_sizes(manifest)
-    return Expected(shapes={"host/obs": (manifest.get("n_envs") or 1, obs_dim)})
+    return Expected(shapes={"host/obs": (manifest.get("n_envs") or 1, obs_dim)}, learner_state=True)
 
 
 def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
@@ -308,4 +309,4 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
     }
     # The actions each env took since its episode began: at most one per vector step.
     numbered = {"host/episode_actions_": (n_envs, (UpTo(host["vector_steps"]), action_dim))}
-    return Expected(shapes=shapes, optional=optional, dtypes=dtypes, closed=True, numbered=numbered)
+    return Expected(shapes=shapes, optional=optional, dtypes=dtypes, closed=True, numbered=numbered, learner_state=True)

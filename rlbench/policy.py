@@ -4,6 +4,7 @@ on observations scaled by the statistics saved in the same checkpoint, frozen.""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,6 @@ import numpy as np
 from rlbench.algos.common import acting
 from rlbench.buffers.normalization import Normalization, normalize_obs
 from rlbench.checkpoint import STATE, Checkpoint, CheckpointError, state_array_bytes, state_from_bytes
-from rlbench.checkpoint_schema import space_sizes
 from rlbench.config import normalize_entry, parse_normalize, split_entry
 from rlbench.errors import ConfigError
 from rlbench.normalization import MissingStatsError, VecNormalizeStats
@@ -54,7 +54,8 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     _, _, learner_keys = split_entry(entry, where, trusted_wrapper_modules=())
     cfg = algo.build_config(learner_keys, manifest.get("n_envs") or 1, where)
     normalize = parse_normalize(entry.get("normalize"), None, where)
-    spec = EnvSpec(*space_sizes(manifest))  # bounded by the manifest (policy_expectations)
+    spaces = manifest["spaces"]  # their sizes bounded by policy_expectations when read through it
+    spec = EnvSpec(*(math.prod(spaces[name]["shape"]) for name in ("observation", "action")))
     learner = algo.make_learner(cfg, spec)  # for the state's structure: the checkpoint fills it
     # The state is built before it is filled: the saved one must hold at least its arrays, so that a forged
     # manifest (net_arch, n_envs of gSDE's matrices) cannot make that allocation larger than the file.

@@ -397,3 +397,124 @@ def test_a_checkpoint_from_before_member_sizes_still_resumes(tmp_path, capsys, m
     """Format version 2 without the manifest's `sizes`: every other bound still applies, and it resumes."""
     forged = forge(model, tmp_path / "older.zip", edit=delete("sizes"))
     assert resume(tmp_path, forged, "-n", "1") == 0
+
+
+# -- issue 32: deep nesting, counts and shapes bounded before anything is sized, other libraries' models ------
+
+
+def with_manifest_text(model, target, text):
+    """`model` with its manifest.json replaced by `text` (the other members and their checksums kept)."""
+    with zipfile.ZipFile(model) as source, zipfile.ZipFile(target, "w") as archive:
+        for info in source.infolist():
+            if info.filename != "manifest.json":
+                archive.writestr(info, source.read(info))
+        archive.writestr("manifest.json", text)
+    return target
+
+
+def nested_msgpack(depth: int) -> bytes:
+    return b"\x81\xa1a" * depth + b"\xc0"  # {"a": {"a": ... nil}}
+
+
+def test_manifest_of_5000_nested_arrays_is_one_line(tmp_path, capsys, model):
+    """Item 1: json.loads raised RecursionError, a traceback."""
+    forged = with_manifest_text(model, tmp_path / "deep.zip", "[" * 5000 + "]" * 5000)
+    assert_refused(tmp_path, capsys, forged, "unreadable manifest: nested too deeply to parse)")
+
+
+@pytest.mark.parametrize(
+    "state,reason",
+    [
+        (nested_msgpack(1000), "state.msgpack is not a readable learner state (nested more than 64 levels deep)"),
+        (nested_msgpack(5000), "state.msgpack is not a readable learner state (nested too deeply to parse)"),
+    ],
+)
+def test_deeply_nested_learner_state_is_one_line(tmp_path, capsys, model, state, reason):
+    """Item 1: flax's restore recursed into a RecursionError traceback (msgpack itself stops at 1,024 levels)."""
+    forged = forge(model, tmp_path / "state.zip", {"state.msgpack": state})
+    assert_refused(tmp_path, capsys, forged, reason)
+
+
+def test_space_shape_beyond_its_bounds_is_refused_before_a_network_is_sized(tmp_path, capsys, model):
+    """Item 2: np.prod([2**40, 2**40]) overflowed to 0 and the network initialisers divided by it."""
+    forged = forge(model, tmp_path / "shape.zip", edit=assign([2**40, 2**40], "spaces", "observation", "shape"))
+    assert_refused(
+        tmp_path,
+        capsys,
+        forged,
+        f"manifest spaces.observation: shape [1099511627776, 1099511627776] describes {2**80} values, "
+        "but its low and high list 3 and 3)",
+    )
+
+
+FORGED_N_ENVS = """
+import resource, sys, time
+from rlbench.cli.train import main
+start = time.monotonic()
+code = main(sys.argv[1:])
+print("measured", code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, time.monotonic() - start)
+"""
+
+
+def test_forged_n_envs_is_bounded_by_the_file_before_anything_is_sized(tmp_path, model):
+    """Item 2: n_envs 10**7 built one expectation per env (82 s, 3 GB) before the members refused it."""
+
+    def edit(manifest):
+        manifest["n_envs"] = 10**7
+        manifest["host"]["episode_starts"] = None  # no per-env list to betray the count
+
+    forged = forge(model, tmp_path / "n_envs.zip", edit=edit)
+    argv = ["-f", str(tmp_path / "logs"), *TINY, "-i", str(forged)]
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", FORGED_N_ENVS, *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a forged n_envs of 10**7 was not refused within 30 s")
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("measured")]
+    _, code, peak_mib, _ = line.split()
+    assert int(code) == 1 and int(peak_mib) < 1024, line
+    assert proc.stderr == (
+        f"error: corrupt or incomplete checkpoint: {forged} (the manifest makes host/obs.npy [10000000, 3]: "
+        f"30000000 values, more than the whole file ({forged.stat().st_size} bytes) holds (a forged n_envs, "
+        "count or space?))\n"
+    )
+    assert not (tmp_path / "logs").exists()
+
+
+def test_values_from_the_checkpoint_are_not_attributed_to_flags(tmp_path, capsys, model):
+    """Item 14: a manifest's seed was reported as `--seed ...`, its step count as `n_timesteps (-n)`."""
+    forged = forge(model, tmp_path / "seed.zip", edit=assign(2**40, "seed"))
+    assert_refused(
+        tmp_path, capsys, forged, f"manifest seed: seeds are in [0, 2**32-1], the checkpoint's run goes up to {2**40})"
+    )
+    forged = forge(model, tmp_path / "steps.zip", edit=assign(2**63 - 5, "counters", "env_steps"))
+    assert resume(tmp_path, forged, "-n", "10") == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: n_timesteps ({2**63 - 5} env steps saved in {forged} + -n 10): {2**63 + 5} is too large "
+        "(an integer setting must fit 64 bits, at most 2**63-1)\n"
+    )
+    assert not (tmp_path / "logs").exists()
+
+
+def sb3_model(path):
+    """The members of a Stable-Baselines3 2.x zip (an RL Zoo model), with placeholder contents."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("data", json.dumps({"policy_class": {":type:": "<class 'abc.ABCMeta'>"}}))
+        for name in ("pytorch_variables.pth", "policy.pth", "policy.optimizer.pth"):
+            archive.writestr(name, b"PK\x03\x04 torch")
+        archive.writestr("_stable_baselines3_version", "2.3.2")
+        archive.writestr("system_info.txt", "- OS: Linux")
+    return path
+
+
+def test_an_sb3_model_is_named_as_one(tmp_path, capsys):
+    """Item 14: it was called `corrupt or incomplete checkpoint (no manifest.json: the write did not complete)`."""
+    model = sb3_model(tmp_path / "Pendulum-v1.zip")
+    assert resume(tmp_path, model) == 2
+    assert capsys.readouterr().err == (
+        f"error: {model} is a Stable-Baselines3 / RL Zoo model (a zip of PyTorch weights: data, policy.pth), which "
+        "rlbench cannot load: enjoy.py and -i read only rlbench's own checkpoints (train one with train.py)\n"
+    )
+    assert not (tmp_path / "logs").exists()

@@ -299,3 +299,150 @@ def test_rl_zoo_flags_num_threads_and_custom_objects(logs, capsys, monkeypatch):
         play(logs, capsys, "--num-threads", "4")
     assert exit_info.value.code == 2
     assert "--num-threads: invalid choice: 4 (choose from -1, 1)" in capsys.readouterr().err
+
+
+# -- issue 32: forged checkpoints and configs, other libraries' models, env kwargs and ids ----------------
+
+
+def replace_manifest(path, edit=None, text=None):
+    """Rewrite `path`'s manifest.json in place: edited (a dict -> None), or replaced by `text`."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(path) as source:
+        members = {info.filename: source.read(info) for info in source.infolist()}
+    manifest = json.loads(members.pop("manifest.json"))
+    if edit is not None:
+        edit(manifest)
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+        archive.writestr("manifest.json", json.dumps(manifest) if text is None else text)
+
+
+def test_deeply_nested_manifest_is_one_line_and_the_last_checkpoint_falls_back(logs, capsys, tmp_path):
+    """Item 1: a RecursionError traceback, and --load-last-checkpoint crashed instead of falling back."""
+    copy = tmp_path / "logs"
+    shutil.copytree(logs, copy)
+    run_dir = copy / "sac" / "Pendulum-v1_1"
+    for name in ("Pendulum-v1.zip", "rl_model_300_steps.zip"):
+        replace_manifest(run_dir / name, text="[" * 5000 + "]" * 5000)
+    code, _, err = play(copy, capsys, "-n", "10")
+    assert code == 1
+    assert err == (
+        f"error: corrupt or incomplete checkpoint: {run_dir / 'Pendulum-v1.zip'} (unreadable manifest: nested too "
+        f"deeply to parse); newest valid checkpoint: {run_dir / 'rl_model_200_steps.zip'}\n"
+    )
+    code, out, err = play(copy, capsys, "-n", "10", "--load-last-checkpoint")
+    assert code == 0, err
+    assert f"skipping {run_dir / 'rl_model_300_steps.zip'}: corrupt or incomplete" in err
+    assert f"Loaded {run_dir / 'rl_model_200_steps.zip'}" in out
+
+
+@pytest.mark.parametrize(
+    "edit,reason",
+    [
+        (
+            lambda manifest: manifest["spaces"]["observation"].update(shape=[2**40, 2**40]),
+            f"manifest spaces.observation: shape [1099511627776, 1099511627776] describes {2**80} values, but its "
+            "low and high list 3 and 3",
+        ),
+        (
+            lambda manifest: manifest.update(n_envs=10**8),
+            r"the manifest makes host/obs.npy [100000000, 3]: 300000000 values, more than the whole file",
+        ),
+        (
+            lambda manifest: manifest["hyperparams"]["policy_kwargs"].update(net_arch=[4096, 4096]),
+            "state.msgpack holds",
+        ),
+    ],
+    ids=["obs shape overflowing int64", "n_envs", "net_arch"],
+)
+def test_forged_sizes_are_refused_before_the_policy_is_built(logs, capsys, tmp_path, edit, reason):
+    """Item 2: np.prod overflowed to 0 (a ZeroDivisionError traceback); a manifest's n_envs and net_arch sized
+    gSDE's matrices and the networks before the saved state was compared with them."""
+    copy = tmp_path / "logs"
+    shutil.copytree(logs, copy)
+    model = copy / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip"
+    replace_manifest(model, edit)
+    code, _, err = play(copy, capsys, "-n", "10")
+    assert code == 1, err
+    assert err.startswith(f"error: corrupt or incomplete checkpoint: {model} ({reason}") and err.count("\n") == 1, err
+
+
+def test_an_sb3_model_is_named_as_one(capsys, tmp_path):
+    """Item 14: an RL Zoo model was called a corrupt or incomplete checkpoint."""
+    from tests.integration.test_checkpoint_untrusted import sb3_model
+
+    run_dir = tmp_path / "sac" / "Pendulum-v1_1"
+    run_dir.mkdir(parents=True)
+    model = sb3_model(run_dir / "Pendulum-v1.zip")
+    code, _, err = play(tmp_path, capsys)
+    assert code == 2
+    assert err.startswith(f"error: {model} is a Stable-Baselines3 / RL Zoo model") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (
+            ["--env-kwargs", "bogus:1"],
+            "Pendulum-v1 fails with bogus=1: TypeError: PendulumEnv.__init__() got an unexpected keyword argument",
+        ),
+        (["--env-kwargs", "g:[1,2]"], "Pendulum-v1 fails with g=[1, 2]: TypeError: unsupported operand"),
+    ],
+)
+def test_env_kwargs_are_probed_before_playing(logs, capsys, argv, message):
+    """Item 12: a TypeError traceback from the env, where train.py probes the kwargs up front."""
+    code, out, err = play(logs, capsys, *argv)
+    config = logs / "sac" / "Pendulum-v1_1" / "Pendulum-v1" / "config.yml"
+    assert code == 2 and "Loaded" not in out
+    assert err.startswith(f"error: --env-kwargs / env_kwargs in {config}: {message}") and err.count("\n") == 1, err
+
+
+LAUGHS = "a: &a [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]\n" + "".join(
+    f"{name}: &{name} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[" * 5000 + "]" * 5000, "nested too deeply to parse"),
+        ("env_kwargs: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n", "nested"),
+        (LAUGHS + "env_kwargs: {g: *i}\n", "holds more than 200000 values (YAML aliases counted as expanded)"),
+    ],
+    ids=["nested lists", "nested maps", "billion laughs"],
+)
+def test_saved_config_nested_or_alias_bombed_is_one_line(logs, capsys, tmp_path, text, message):
+    """Item 12: a RecursionError traceback; an alias-expanded env_kwargs reached the env's step."""
+    copy = tmp_path / "logs"
+    shutil.copytree(logs, copy)
+    config = copy / "sac" / "Pendulum-v1_1" / "Pendulum-v1" / "config.yml"
+    config.write_text(text)
+    code, out, err = play(copy, capsys, "-n", "10")
+    assert code == 2 and "Loaded" not in out
+    assert err.startswith(f"error: cannot read hyperparameters from {config}: ") and message in err, err
+    assert err.count("\n") == 1, err
+
+
+def test_saved_env_kwargs_the_env_rejects_are_probed(logs, capsys, tmp_path):
+    """Item 12: config.yml's env_kwargs are checked as train.py checks its input, not at the env's first step."""
+    copy = tmp_path / "logs"
+    shutil.copytree(logs, copy)
+    config = copy / "sac" / "Pendulum-v1_1" / "Pendulum-v1" / "config.yml"
+    config.write_text(config.read_text().replace("env_kwargs: {}", "env_kwargs: {g: [[1, 2], [3, 4]]}"))
+    code, _, err = play(copy, capsys, "-n", "10")
+    assert code == 2
+    assert err.startswith(f"error: env_kwargs in {config}: Pendulum-v1 fails with g=[[1, 2], [3, 4]]: "), err
+    assert err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("env_id", ["..:Pendulum-v1", ":Pendulum-v1", ".os:Pendulum-v1"])
+def test_env_id_with_a_malformed_module_is_one_line(logs, capsys, env_id):
+    """Item 12: importlib's TypeError / ValueError tracebacks."""
+    code = enjoy(["--algo", "sac", "--env", env_id, "-f", str(logs), "--no-render"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: environment {env_id!r}: ") and "is not a module name" in err, err
+    assert err.count("\n") == 1

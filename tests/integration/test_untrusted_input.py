@@ -422,3 +422,68 @@ def test_enjoy_names_a_missing_manifest_key_instead_of_a_traceback(trained, tmp_
     assert enjoy(["--algo", "sac", "--env", "Pendulum-v1", "-f", str(logs), "-n", "5", "--no-render"]) == 1
     err = capsys.readouterr().err
     assert "the manifest has no hyperparams" in err and err.count("\n") == 1
+
+
+# -- issue 32 item 12: hyperparameter files nested, oversized or alias-bombed; env ids --------------------
+
+LAUGHS = "a: &a [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]\n" + "".join(
+    f"{name}: &{name} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+)  # 640 bytes; i expands to 10**9 zeros
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[" * 5000 + "]" * 5000, "nested too deeply to parse"),
+        ("Pendulum-v1: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n", "nested"),
+        ("Pendulum-v1: {n_timesteps: 100}\n" + "#" * (1 << 20), "larger than 1048576 bytes"),
+        *(
+            (LAUGHS + f"Pendulum-v1: {{n_timesteps: 100, {entry}}}\n", "holds more than 200000 values")
+            for entry in ("gamma: *i", "env_kwargs: {g: *i}", "policy_kwargs: {net_arch: *i}", "env_wrapper: *i")
+        ),
+    ],
+    ids=[
+        "nested lists",
+        "nested maps",
+        "over 1 MiB",
+        "laughs gamma",
+        "laughs env_kwargs",
+        "laughs net_arch",
+        "laughs env_wrapper",
+    ],
+)
+def test_hyperparameter_file_nested_oversized_or_alias_bombed_is_one_line(tmp_path, capsys, text, message):
+    """RecursionError tracebacks, minutes of parsing, or memory exhausted by printing or walking the aliases."""
+    conf = tmp_path / "bomb.yml"
+    conf.write_text(text)
+    assert train(["--env", "Pendulum-v1", "-conf", str(conf), "-f", str(tmp_path / "logs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot read hyperparameters from {conf}: ") and message in err, err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize("env_id", ["..:Pendulum-v1", ":Pendulum-v1", ".os:Pendulum-v1"])
+def test_env_id_with_a_malformed_module_is_one_line(tmp_path, capsys, env_id):
+    """importlib's TypeError (a relative name) and ValueError (an empty one) were tracebacks."""
+    assert train(["--env", env_id, "-f", str(tmp_path / "logs"), "-n", "100"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: environment {env_id!r}: {env_id.partition(':')[0]!r} is not a module name; expected "
+        "module:EnvName-v0 with an importable module (e.g. my_package.envs:MyEnv-v0), or a registered id\n"
+    )
+    assert not (tmp_path / "logs").exists()
+
+
+def test_namespaced_env_id_gets_one_run_folder_as_rl_zoo_names_it(tmp_path, capsys):
+    """phys2d/Pendulum-v0 passed the env probe, then its run folder (sac/phys2d/...) failed, blaming -f."""
+    logs = tmp_path / "logs"
+    argv = ["--env", "phys2d/Pendulum-v0", "-f", str(logs), *TINY[:2], "--eval-freq", "-1", *TINY[6:]]
+    assert train(argv) == 0, capsys.readouterr().err
+    run_dir = logs / "sac" / "phys2d-Pendulum-v0_1"
+    assert (run_dir / "phys2d-Pendulum-v0.zip").is_file()
+    assert (run_dir / "phys2d-Pendulum-v0" / "config.yml").is_file()
+    capsys.readouterr()
+    assert enjoy(["--env", "phys2d/Pendulum-v0", "-f", str(logs), "-n", "5", "--no-render"]) == 0
+    assert f"Loaded {run_dir / 'phys2d-Pendulum-v0.zip'}" in capsys.readouterr().out
