@@ -428,6 +428,7 @@ def test_manifest_of_5000_nested_arrays_is_one_line(tmp_path, capsys, model):
         (nested_msgpack(1000), "state.msgpack is not a readable learner state (nested more than 64 levels deep)"),
         (nested_msgpack(5000), "state.msgpack is not a readable learner state (nested too deeply to parse)"),
     ],
+    ids=["1000 levels", "5000 levels"],
 )
 def test_deeply_nested_learner_state_is_one_line(tmp_path, capsys, model, state, reason):
     """Item 1: flax's restore recursed into a RecursionError traceback (msgpack itself stops at 1,024 levels)."""
