@@ -20,6 +20,7 @@ from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.envs.observations import FrameStack
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers
 from rlbench.errors import ConfigError
+from rlbench.files import UntrustedFileError, check_tree
 from rlbench.literals import LiteralError, parse_value
 
 
@@ -167,7 +168,8 @@ def parse_stats_window_size(run_keys: Mapping[str, Any]) -> int:
 
 def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
     """Parse string-encoded values RL Zoo files use for dicts (policy_kwargs, env_kwargs, normalize,
-    replay_buffer_kwargs)."""
+    replay_buffer_kwargs). Every entry passes here, whatever its source (a file, a checkpoint's manifest, an
+    Optuna trial, -params): its size is bounded before anything walks or prints its values."""
     out = dict(entry)
     for key in ("policy_kwargs", "env_kwargs", "normalize", "replay_buffer_kwargs"):
         if isinstance(out.get(key), str):
@@ -175,6 +177,10 @@ def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
                 out[key] = parse_value(out[key])
             except LiteralError as error:
                 raise ConfigError(f"{source}: {key}: {error}") from None
+    try:  # the loop above reads only the top-level keys
+        check_tree(out)
+    except UntrustedFileError as error:
+        raise ConfigError(f"{source}: {error}") from None
     if "env_kwargs" in out:
         out["env_kwargs"] = literal_mapping(out["env_kwargs"], f"env_kwargs (from {source})")
     return out

@@ -519,3 +519,13 @@ def test_an_sb3_model_is_named_as_one(tmp_path, capsys):
         "rlbench cannot load: enjoy.py and -i read only rlbench's own checkpoints (train one with train.py)\n"
     )
     assert not (tmp_path / "logs").exists()
+
+
+def test_manifest_hyperparameters_are_bounded_before_they_are_walked_or_printed(tmp_path, capsys, model):
+    """Item 12: a value of 300,000 numbers reached the env probe, whose one-line error printed all of them."""
+    forged = forge(model, tmp_path / "big.zip", edit=assign({"g": [0] * 300_000}, "hyperparams", "env_kwargs"))
+    assert resume(tmp_path, forged, "-n", "10") == 2
+    assert capsys.readouterr().err == (
+        f"error: {forged}: holds more than 200000 values (YAML aliases counted as expanded)\n"
+    )
+    assert not (tmp_path / "logs").exists()

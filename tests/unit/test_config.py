@@ -179,3 +179,12 @@ def test_train_freq_in_episodes_is_read_and_written_back():
     assert ALGORITHMS["sac"].config_to_hyperparams(steps)["train_freq"] == 4
     with pytest.raises(ConfigError, match=r"train_freq: \[1, 'episode'\] counts episodes, which needs n_envs 1"):
         build_sac_config({"train_freq": [1, "episode"]}, 2, "test")
+
+
+def test_env_file_name_flattens_modules_and_namespaces():
+    """Issue 32 item 12: `phys2d/Pendulum-v0` is one folder name, as RL Zoo names it."""
+    from rlbench.envs.make import env_file_name
+
+    assert env_file_name("Pendulum-v1") == "Pendulum-v1"
+    assert env_file_name("my_pkg.envs:MyEnv-v0") == "my_pkg.envs_MyEnv-v0"
+    assert env_file_name("phys2d/Pendulum-v0") == "phys2d-Pendulum-v0"
