@@ -378,7 +378,8 @@ def load_resume_checkpoint(path: Path, algo: Algorithm) -> Checkpoint:
         _, _, learner_keys = split_entry(entry, str(path), trusted_wrapper_modules=())
         learner_config = algo.build_config(learner_keys, manifest["n_envs"], str(path))
         if manifest["replay_buffer"]:  # it is restored at its saved size (without one, -params may shrink it)
-            check_buffer_memory(learner_config.buffer_size, spec, verbose=0)
+            remedy = f"{path} restores its replay buffer at its saved buffer_size {learner_config.buffer_size:,}"
+            check_buffer_memory(learner_config.buffer_size, spec, verbose=0, remedy=remedy)
         learner = algo.make_learner(learner_config, spec)
         return dataclasses.replace(expected, state_bytes=state_size_bound(learner.init_fn))
 
@@ -396,6 +397,12 @@ def check_resume_overrides(
     """
     saved_kwargs, new_kwargs = saved.get("policy_kwargs") or {}, resolved.get("policy_kwargs") or {}
     for key in ARCHITECTURE_KEYS:
+        if saved_kwargs.get(key) != new_kwargs.get(key) and merged.get("policy_kwargs") == saved.get("policy_kwargs"):
+            # No -params changed it: the saved value itself is not in the resolved form rlbench writes.
+            raise ConfigError(
+                f"policy_kwargs {key} saved in {resume.path}: {saved_kwargs.get(key)!r} is not the resolved form "
+                f"rlbench saves ({new_kwargs.get(key)!r}): the checkpoint was edited, or not written by rlbench"
+            )
         if saved_kwargs.get(key) != new_kwargs.get(key):
             raise ConfigError(
                 f"-params policy_kwargs {key}: {new_kwargs.get(key)!r} differs from the network saved in "

@@ -36,8 +36,9 @@ def available_memory_bytes() -> int | None:
     return None
 
 
-def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int, n_seeds: int = 1) -> None:
-    """Print the replay buffers' size (one per seed), and refuse (exit 2) what cannot fit before allocating it."""
+def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int, n_seeds: int = 1, remedy: str = "") -> None:
+    """Print the replay buffers' size (one per seed), and refuse (exit 2) what cannot fit before allocating it;
+    `remedy` replaces the advice to lower buffer_size (where the size comes from a checkpoint, not a flag)."""
     per_row = bytes_per_transition(spec)
     total = n_seeds * capacity * per_row
     available = available_memory_bytes()
@@ -51,8 +52,11 @@ def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int, n_seeds: int
         fits = max(1, int(available * 0.8) // (per_row * n_seeds))
         raise ConfigError(
             f"replay buffer needs {total / 2**30:.2f} GiB ({buffers}{capacity:,} x {per_row} B) but only "
-            f"{available / 2**30:.2f} GiB is available; lower buffer_size (e.g. -params buffer_size:{fits})"
-            + (" or --n-seeds" if n_seeds > 1 else "")
+            f"{available / 2**30:.2f} GiB is available; "
+            + (
+                remedy
+                or f"lower buffer_size (e.g. -params buffer_size:{fits})" + (" or --n-seeds" if n_seeds > 1 else "")
+            )
         )
 
 

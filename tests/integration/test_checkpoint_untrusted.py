@@ -529,3 +529,22 @@ def test_manifest_hyperparameters_are_bounded_before_they_are_walked_or_printed(
         f"error: {forged}: holds more than 200000 values (YAML aliases counted as expanded)\n"
     )
     assert not (tmp_path / "logs").exists()
+
+
+def test_saved_network_and_buffer_size_are_not_attributed_to_params(tmp_path, capsys, model):
+    """Item 14: a checkpoint's own net_arch was reported as `-params policy_kwargs net_arch`, and its replay
+    buffer's size came with advice to pass -params buffer_size, which a resume restoring it cannot take."""
+    forged = forge(model, tmp_path / "arch.zip", edit=assign([16], "hyperparams", "policy_kwargs", "net_arch"))
+    assert resume(tmp_path, forged, "-n", "10") == 2
+    assert capsys.readouterr().err == (
+        f"error: policy_kwargs net_arch saved in {forged}: [16] is not the resolved form rlbench saves "
+        "({'pi': [16], 'qf': [16]}): the checkpoint was edited, or not written by rlbench\n"
+    )
+    forged = forge(model, tmp_path / "buffer.zip", edit=assign(10**12, "hyperparams", "buffer_size"))
+    assert resume(tmp_path, forged, "-n", "10") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: replay buffer needs ") and err.count("\n") == 1, err
+    assert err.endswith(
+        f"is available; {forged} restores its replay buffer at its saved buffer_size 1,000,000,000,000\n"
+    )
+    assert not (tmp_path / "logs").exists()
