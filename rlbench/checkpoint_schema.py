@@ -247,6 +247,30 @@ def policy_expectations(manifest: Mapping[str, Any]) -> Expected:
     return Expected(shapes={"host/obs": (manifest.get("n_envs") or 1, obs_dim)}, learner_state=True)
 
 
+BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def _check_episode_start(index: int, start: Any) -> None:
+    """How an env's episode began, as EpisodeRecorder records it: null, {"seed": n} or {"rng": <the state of one
+    of numpy's bit generators>} (gymnasium's is PCG64; numpy knows which values a state may hold; the name is
+    looked up in numpy on resume, so only its generators' names are accepted). Raises ManifestError."""
+    if start is None:
+        return
+    if start.keys() == {"seed"} and type(start["seed"]) is int and start["seed"] >= 0:
+        return
+    rng = start.get("rng") if start.keys() == {"rng"} else None
+    if isinstance(rng, dict) and rng.get("bit_generator") in BIT_GENERATORS:
+        try:
+            getattr(np.random, rng["bit_generator"])().state = rng
+            return
+        except (ValueError, OverflowError, TypeError, KeyError):
+            pass
+    raise ManifestError(
+        f"manifest host.episode_starts[{index}]: expected null, {{seed: <non-negative integer>}} or "
+        f"{{rng: <the state of numpy's {', '.join(BIT_GENERATORS)}>}}, got {_shown(start)}"
+    )
+
+
 def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
     """Check the keys a resume reads, then derive every array's shape from them (the layout
     HostState.to_checkpoint and buffer_to_arrays write). Raises ManifestError."""
@@ -270,6 +294,8 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
             f"manifest host.episode_starts: {len(host['episode_starts'])} entries, expected one "
             f"per env (n_envs={n_envs})"
         )
+    for index, start in enumerate(host["episode_starts"] or ()):
+        _check_episode_start(index, start)
     last_seed = manifest["seed"] + (len(group["run_dirs"]) - 1 if group else 0)
     if last_seed > MAX_SEED:
         raise ManifestError(f"manifest seed: seeds are in [0, 2**32-1], the checkpoint's run goes up to {last_seed}")
@@ -289,6 +315,11 @@ def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
         "host/pending_reward": (pending,),
         "host/pending_terminated": (pending,),
     }
+    # Each episode a resume replays (rlbench.envs.make.EpisodeRecorder): its actions are one member per env, as
+    # many as the manifest's own list of starts holds, so the file bounds them.
+    for index, start in enumerate(host["episode_starts"] or ()):
+        if start is not None:
+            shapes[f"host/episode_actions_{index}"] = (UpTo(host["vector_steps"]), action_dim)
     if manifest["replay_buffer"]:
         width = row_width(EnvSpec(obs_dim, action_dim))
         shapes |= {

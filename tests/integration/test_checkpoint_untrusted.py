@@ -242,6 +242,8 @@ def test_unlisted_member_is_named(tmp_path, capsys, model):
         ("host/obs.npy", npy(np.zeros((1, 3), "S9")), "host/obs.npy holds dtype |S9; checkpoints hold only numeric"),
         ("host/obs.npy", npy(np.zeros((1, 4), np.float32)), "host/obs.npy has shape [1, 4], expected [1, 3]"),
         ("host/obs.npy", None, "member host/obs.npy is missing"),
+        # Issue 32: a KeyError traceback when the resume replayed the episode its manifest says began.
+        ("host/episode_actions_0.npy", None, "member host/episode_actions_0.npy is missing"),
         (
             "host/episode_actions_0.npy",
             npy(np.zeros((301, 1), np.float32)),
@@ -358,6 +360,15 @@ def assign(value, *keys):
         ),
         (assign({"state.msgpack": 5}, "members"), "manifest members['state.msgpack']: expected a string, got 5"),
         (assign(0, "hyperparams", "buffer_size"), "manifest hyperparams.buffer_size: expected an integer >= 1, got 0"),
+        # Issue 32: how an env's episode began reached int(), gymnasium and getattr(np.random, ...) unchecked.
+        *(
+            (
+                assign([start], "host", "episode_starts"),
+                rf"manifest host.episode_starts[0]: expected null, {{seed: <non-negative integer>}} or {{rng: "
+                rf"<the state of numpy's PCG64, PCG64DXSM, MT19937, Philox, SFC64>}}, got {start!r}",
+            )
+            for start in ({"seed": "x"}, {"seed": -5}, {"rng": {"bit_generator": "seed"}}, {})
+        ),
     ],
 )
 def test_manifest_missing_or_mistyped_key_is_named(tmp_path, capsys, model, edit, reason):
