@@ -20,6 +20,7 @@ from rlbench.buffers.uniform import row_width
 from rlbench.normalization import expected_shapes as normalization_shapes
 from rlbench.types import EnvSpec
 
+INT64_MAX = 2**63 - 1  # every integer setting fits 64 bits (rlbench.algos.common.spelling.INT_MAX)
 MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
 
 
@@ -51,9 +52,11 @@ class OrNone:
 
 @dataclass(frozen=True)
 class AtLeast:
-    """An integer no smaller than `minimum` (sizes a learner cannot be built with at 0)."""
+    """An integer no smaller than `minimum` (sizes a learner cannot be built with at 0) and no larger than
+    `maximum` (64 bits, as every integer setting; a generator's 128-bit state words say so)."""
 
     minimum: int
+    maximum: int = INT64_MAX
 
 
 _EXPECTED = {
@@ -80,7 +83,9 @@ def check_schema(value: Any, schema: Any, key: str = "") -> None:
             check_schema(value.get(name), item, _join(key, name))
     elif isinstance(schema, AtLeast):
         if type(value) is not int or value < schema.minimum:
-            raise ManifestError(f"manifest {key}: expected an integer >= {schema.minimum}, got {_shown(value)}")
+            wanted = _EXPECTED[int] if schema.minimum == 0 else f"an integer >= {schema.minimum}"
+            raise ManifestError(f"manifest {key}: expected {wanted}, got {_shown(value)}")
+        _check_not_too_large(value, schema.maximum, key)
     elif isinstance(schema, ListOf | MapOf):
         _check_type(value, list if isinstance(schema, ListOf) else dict, key)
         items = enumerate(value) if isinstance(schema, ListOf) else value.items()
@@ -90,9 +95,16 @@ def check_schema(value: Any, schema: Any, key: str = "") -> None:
         _check_type(value, schema, key)
 
 
+def _check_not_too_large(value: int, maximum: int, key: str) -> None:
+    if value > maximum:
+        raise ManifestError(f"manifest {key}: {_shown(value)} is too large (at most 2**{maximum.bit_length()}-1)")
+
+
 def _check_type(value: Any, kind: type, key: str) -> None:
     if kind is int:
         valid = type(value) is int and value >= 0
+        if valid:
+            _check_not_too_large(value, INT64_MAX, key)
     elif kind is float:
         valid = type(value) in (int, float)
     else:
@@ -132,7 +144,12 @@ RESUME_SCHEMA = {
         "update_start": int,
         "pending_count": int,
         "best_mean_reward": OrNone(float),
-        "warmup_rng": {"bit_generator": str, "state": {"state": int, "inc": int}, "has_uint32": int, "uinteger": int},
+        "warmup_rng": {
+            "bit_generator": str,
+            "state": {"state": AtLeast(0, 2**128 - 1), "inc": AtLeast(0, 2**128 - 1)},
+            "has_uint32": int,
+            "uinteger": int,
+        },
         "metrics": OrNone(MapOf(float)),
         "episode_starts": OrNone(ListOf(OrNone(dict))),
     },

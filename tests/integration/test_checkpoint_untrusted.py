@@ -360,6 +360,15 @@ def assign(value, *keys):
         ),
         (assign({"state.msgpack": 5}, "members"), "manifest members['state.msgpack']: expected a string, got 5"),
         (assign(0, "hyperparams", "buffer_size"), "manifest hyperparams.buffer_size: expected an integer >= 1, got 0"),
+        # Issue 32: integers fit 64 bits (2**63 env steps made -i blame -n), as every integer setting.
+        (
+            assign(2**63, "counters", "env_steps"),
+            "manifest counters.env_steps: 9223372036854775808 is too large (at most 2**63-1)",
+        ),
+        (
+            assign(2**64, "hyperparams", "buffer_size"),
+            "manifest hyperparams.buffer_size: 18446744073709551616 is too large (at most 2**63-1)",
+        ),
         # Issue 32: how an env's episode began reached int(), gymnasium and getattr(np.random, ...) unchecked.
         *(
             (
