@@ -19,6 +19,7 @@ from typing import Any
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, parse_yaml, read_bounded_text
 
+MAX_KEYS_SHOWN = 100  # RL Zoo's largest file has ~60 entries
 HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
 
 
@@ -77,7 +78,10 @@ def select_entry(table: Mapping[str, Any], env_id: str, source: str, verbose: in
             print(f"Using 'default' hyperparameters of {source} for {env_id}")
         entry = table["default"]
     else:
-        keys = ", ".join(sorted(map(str, table))) or "(none)"
+        names = sorted(map(str, table))
+        keys = ", ".join(names[:MAX_KEYS_SHOWN]) or "(none)"  # a file may hold 100,000 keys: one short line
+        if len(names) > MAX_KEYS_SHOWN:
+            keys += f" and {len(names) - MAX_KEYS_SHOWN} more"
         raise ConfigError(f"no hyperparameters for {env_id} in {source}, and no 'default' entry; keys: {keys}")
     if entry is None:
         return {}

@@ -487,3 +487,15 @@ def test_namespaced_env_id_gets_one_run_folder_as_rl_zoo_names_it(tmp_path, caps
     capsys.readouterr()
     assert enjoy(["--env", "phys2d/Pendulum-v0", "-f", str(logs), "-n", "5", "--no-render"]) == 0
     assert f"Loaded {run_dir / 'phys2d-Pendulum-v0.zip'}" in capsys.readouterr().out
+
+
+def test_a_file_of_many_entries_without_the_env_lists_only_some(tmp_path, capsys):
+    """Item 12: the keys of a file without the env's entry were all printed on the error line."""
+    conf = tmp_path / "many.yml"
+    conf.write_text("".join(f"Env{index:05d}-v0: {{n_timesteps: 1}}\n" for index in range(20_000)))
+    assert train(["--env", "Pendulum-v1", "-conf", str(conf), "-f", str(tmp_path / "logs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: no hyperparameters for Pendulum-v1 in {conf}, and no 'default' entry; keys: Env00000-v0"
+    )
+    assert err.endswith("Env00099-v0 and 19900 more\n") and len(err) < 2000, err[-200:]
