@@ -211,7 +211,8 @@ class Expected:
     def _numbered(self, name: str) -> Shape | None:
         for prefix, (count, shape) in self.numbered.items():
             index = name.removeprefix(prefix)
-            if index != name and index.isascii() and index.isdigit() and str(int(index)) == index:
+            # At most 19 digits (64 bits): int() refuses a 5,000-digit member name with a ValueError of its own.
+            if index != name and len(index) < 20 and index.isascii() and index.isdigit() and str(int(index)) == index:
                 return shape if int(index) < count else None
         return None
 
