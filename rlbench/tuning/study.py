@@ -305,7 +305,16 @@ def write_report(
 
 
 def _plots(study: optuna.Study, folder: Path, stem: str, n_complete: int) -> dict[str, Path]:
-    import matplotlib
+    """The study's plots; none, with a note, without matplotlib (the tuning extra, not a base dependency:
+    the report's CSV, JSON and YAML are what a plain install needs)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(
+            'Note: plots skipped, matplotlib is not installed: pip install -e ".[tuning]" (or pip install '
+            "matplotlib) for them, --no-optim-plots to skip them without this note"
+        )
+        return {}
 
     matplotlib.use("Agg")  # files only, never a window
     import matplotlib.pyplot as plt

@@ -537,3 +537,30 @@ def test_n_seeds_scores_each_trial_by_the_mean_over_its_seeds(tmp_path):
     np.testing.assert_allclose([trial.intermediate_values[i] for i in (0, 1)], means.mean(axis=0), rtol=1e-12)
     assert trial.value == pytest.approx(means[:, -1].mean(), rel=1e-12)
     assert trial.user_attrs["seed_values"] == pytest.approx(means[:, -1].tolist(), rel=1e-12)
+
+
+def test_without_matplotlib_the_report_notes_the_missing_plots_and_exits_0(tmp_path):
+    """Issue 32 item 9: a plain install (no tuning extra) has no matplotlib. A package on PYTHONPATH that
+    raises what a missing one raises hides the installed matplotlib from this train.py process."""
+    shim = tmp_path / "no_matplotlib" / "matplotlib"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'matplotlib'\", name=__name__)\n")
+    path = os.pathsep.join([str(shim.parent), REPO_ROOT, os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), "-optimize", *TINY, "--n-trials", "1"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    notes = [line for line in done.stdout.splitlines() if line.startswith("Note")]
+    assert notes == [
+        'Note: plots skipped, matplotlib is not installed: pip install -e ".[tuning]" (or pip install matplotlib) '
+        "for them, --no-optim-plots to skip them without this note"
+    ]
+    assert "Traceback" not in done.stderr and re.search(r"^Best trial 0: value -?\d", done.stdout, re.MULTILINE)
+    reports = sorted(path.name for path in (tmp_path / "logs" / "sac").glob("report_*"))
+    assert [re.sub(r"^report_.*_\d+", "", name) for name in reports] == [".csv", "_best.json", "_best.yml"]
+    assert [int(row["number"]) for row in report_rows(tmp_path)] == [0]
