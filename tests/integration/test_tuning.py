@@ -4,6 +4,7 @@ worker killed mid-trial (RELIABILITY E1-E9), sampler seeds per worker, --sampler
 storage passwords kept out of output and the database. Signals: test_tuning_signals.py."""
 
 import csv
+import json
 import os
 import re
 import signal
@@ -78,6 +79,11 @@ def test_small_study_for_each_sampler_and_pruner(tmp_path, capsys, sampler, prun
             assert len(t.intermediate_values) == 2 and t.value == t.intermediate_values[1]
     rows = report_rows(tmp_path)
     assert [int(r["number"]) for r in rows] == [0, 1]
+    # What each trial trained with (issue 32 item 13): -params' net_arch over the sampled one, resolved.
+    trained = {"net_arch": {"pi": [16], "qf": [16]}}
+    assert [json.loads(r["hyperparams"])["policy_kwargs"] for r in rows] == [trained, trained]
+    (best_line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Best trial")]
+    assert f"'policy_kwargs': {trained}" in best_line
     entry_file = next((tmp_path / "logs" / "sac").glob("report_*_best.yml"))
     entry = yaml.safe_load(entry_file.read_text())["Pendulum-v1"]
     best = max((t for t in done if t.state == TrialState.COMPLETE), key=lambda t: t.value)
