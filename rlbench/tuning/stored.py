@@ -93,8 +93,15 @@ def open_journal(path: Path, lock_grace_s: int) -> JournalStorage:
     except OSError as error:
         raise ConfigError(f"--storage {path}: cannot open the journal ({error.strerror or error})") from None
     except Exception as error:  # the replay of an edited record: KeyError, TypeError, AssertionError, ...
-        reason = " ".join(f"{type(error).__name__}: {error}".split())[:200]
-        raise ConfigError(f"study journal {path}: Optuna cannot replay it ({reason}); {EDITED}") from None
+        raise ConfigError(f"study journal {path}: Optuna cannot replay it ({reason(error)}); {EDITED}") from None
+
+
+def reason(error: BaseException) -> str:
+    """An exception as one short line: its type (a KeyError's message is only the key) and message."""
+    if isinstance(error, RecursionError):
+        return "nested too deeply to parse"
+    text = str(error) if isinstance(error, UntrustedFileError) else f"{type(error).__name__}: {error}"
+    return " ".join(text.split())[:200]
 
 
 def shown(value: Any) -> str:
@@ -153,8 +160,8 @@ def check_trials(storage: optuna.storages.BaseStorage, name: str, url: str) -> N
         trials = storage.get_all_trials(study_id, deepcopy=False)
         for trial in trials:
             check_tree([trial.user_attrs, trial.system_attrs])
-    except (UntrustedFileError, RecursionError, ValueError) as error:  # RDB attributes are JSON Optuna parses
-        raise ConfigError(f"{where}: unreadable ({' '.join(str(error).split())[:200]}); {EDITED}") from None
+    except (UntrustedFileError, RecursionError, ValueError, LookupError, TypeError) as error:  # JSON in an RDB
+        raise ConfigError(f"{where}: unreadable ({reason(error)}); {EDITED}") from None
     for trial in trials:
         problem = trial_problem(trial)
         if problem:

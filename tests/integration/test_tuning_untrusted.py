@@ -147,21 +147,30 @@ def test_a_real_cma_es_state_passes_the_check(tmp_path):
     make_storage(str(tmp_path / "copy.log"))
 
 
+SEED = "UPDATE trial_user_attributes SET value_json = ? WHERE key = 'seed'"
+DISTRIBUTION = "UPDATE trial_params SET distribution_json = ?"
+
+
 @pytest.mark.parametrize(
-    "value_json,message",
+    "statement,value,message",
     [
-        ("-5", "trial 0: user attribute 'seed' is -5, expected an integer seed"),
-        ("[" * 100_000 + "]" * 100_000, "unreadable (maximum recursion depth exceeded"),
+        (SEED, "-5", "trial 0: user attribute 'seed' is -5, expected an integer seed"),
+        (SEED, "[" * 100_000 + "]" * 100_000, "unreadable (nested too deeply to parse)"),
+        (DISTRIBUTION, '{"nme": 1}', "unreadable (KeyError: 'type')"),
     ],
-    ids=["seed -5", "JSON 100,000 deep"],
+    ids=["seed -5", "JSON 100,000 deep", "a parameter's distribution"],
 )
-def test_a_forged_sqlite_study_is_one_line_and_exit_2(tmp_path, capsys, value_json, message):
-    """The same checks for an RDB storage, whose attributes Optuna parses from JSON in the database."""
+def test_a_forged_sqlite_study_is_one_line_and_exit_2(tmp_path, capsys, statement, value, message):
+    """The same checks for an RDB storage, whose attributes and distributions Optuna parses from JSON."""
     url = f"sqlite:///{tmp_path / 'study.db'}"
     study = optuna.create_study(storage=make_storage(url), study_name="forged", direction="maximize")
-    study.add_trial(optuna.trial.create_trial(value=0.0, user_attrs={"seed": 5, "hyperparams": {"gamma": 0.98}}))
+    distributions = {"tau": optuna.distributions.FloatDistribution(0.001, 0.05)}
+    attrs = {"seed": 5, "hyperparams": {"gamma": 0.98}}
+    study.add_trial(
+        optuna.trial.create_trial(value=0.0, params={"tau": 0.01}, distributions=distributions, user_attrs=attrs)
+    )
     with sqlite3.connect(tmp_path / "study.db") as db:
-        db.execute("UPDATE trial_user_attributes SET value_json = ? WHERE key = 'seed'", (value_json,))
+        db.execute(statement, (value,))
     argv = ["-f", str(tmp_path / "logs"), *ARGV, "--trial-id", "0", "--storage", url, "--study-name", "forged"]
     assert main(argv) == 2
     err = capsys.readouterr().err
