@@ -17,18 +17,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from rlbench.errors import ConfigError
 from rlbench.network import connection_error
+from rlbench.redact import redact_argv
 
 ONLINE_TIMEOUT_S = 10
 
@@ -82,6 +84,19 @@ def unreachable_reason(url: str, timeout_s: float) -> str | None:
     return None if error is None else f"{host}:{port} unreachable: {error}"
 
 
+@contextlib.contextmanager
+def masked_argv() -> Iterator[None]:
+    """W&B records the command line as the run's own metadata (`sys.argv`, read when the run starts: its
+    settings' `_args`, which no setting replaces), stored in the run file and shown as the run's command: it
+    sees the command line with every credential masked, as command.txt holds it."""
+    argv = sys.argv
+    sys.argv = [*argv[:1], *redact_argv(argv[1:])]
+    try:
+        yield
+    finally:
+        sys.argv = argv
+
+
 class WandbTracker:
     """The W&B run of one training run; also a Logger (log / close)."""
 
@@ -111,36 +126,40 @@ class WandbTracker:
         )
         settings = {"x_transaction_log_flush_interval": LOG_FLUSH_INTERVAL_S}
         settings = {k: v for k, v in settings.items() if k in getattr(wandb.Settings, "model_fields", {})}
-        mode = os.environ.get("WANDB_MODE")
-        start = time.perf_counter()
-        if mode:
-            self.run = wandb.init(settings=wandb.Settings(**settings), **common)
-        elif not has_credentials(wandb):
-            print("W&B: no API key (wandb login or WANDB_API_KEY): logging offline", file=sys.stderr, flush=True)
-            self.run = wandb.init(mode="offline", settings=wandb.Settings(**settings), **common)
-        else:
-            try:
-                base_url = wandb.setup().settings.base_url  # WANDB_BASE_URL, else W&B's settings files
-            except Exception:
-                base_url = ""  # wandb.init below meets the same trouble and reports it
-            failure = unreachable_reason(base_url, online_timeout_s())
-            if failure is None:
-                try:
-                    online = wandb.Settings(init_timeout=online_timeout_s(), **settings)
-                    self.run = wandb.init(mode="online", settings=online, **common)
-                except Exception as error:  # server down, bad key: keep training, offline
-                    failure = f"{type(error).__name__}: {str(error)[:200]}"
-            if failure is not None:
-                print(
-                    f"W&B: online start failed after {time.perf_counter() - start:.0f} s ({failure}): logging offline",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                self.run = wandb.init(mode="offline", settings=wandb.Settings(**settings), **common)
+        with masked_argv():
+            self.run = self._start(wandb, common, settings)
         self.offline = bool(getattr(self.run.settings, "_offline", False)) or self.run.settings.mode == "offline"
         self.run.define_metric(STEP_METRIC)
         self.run.define_metric("*", step_metric=STEP_METRIC)
         self.finished = False
+
+    @staticmethod
+    def _start(wandb: Any, common: dict[str, Any], settings: dict[str, Any]) -> Any:
+        """The W&B run: WANDB_MODE's, else offline without credentials or server, else online."""
+        mode = os.environ.get("WANDB_MODE")
+        start = time.perf_counter()
+        if mode:
+            return wandb.init(settings=wandb.Settings(**settings), **common)
+        if not has_credentials(wandb):
+            print("W&B: no API key (wandb login or WANDB_API_KEY): logging offline", file=sys.stderr, flush=True)
+            return wandb.init(mode="offline", settings=wandb.Settings(**settings), **common)
+        try:
+            base_url = wandb.setup().settings.base_url  # WANDB_BASE_URL, else W&B's settings files
+        except Exception:
+            base_url = ""  # wandb.init below meets the same trouble and reports it
+        failure = unreachable_reason(base_url, online_timeout_s())
+        if failure is None:
+            try:
+                online = wandb.Settings(init_timeout=online_timeout_s(), **settings)
+                return wandb.init(mode="online", settings=online, **common)
+            except Exception as error:  # server down, bad key: keep training, offline
+                failure = f"{type(error).__name__}: {str(error)[:200]}"
+        print(
+            f"W&B: online start failed after {time.perf_counter() - start:.0f} s ({failure}): logging offline",
+            file=sys.stderr,
+            flush=True,
+        )
+        return wandb.init(mode="offline", settings=wandb.Settings(**settings), **common)
 
     @property
     def id(self) -> str:
@@ -160,21 +179,21 @@ class WandbTracker:
     def summarize(self, values: Mapping[str, Any], files: list[Path], base: Path) -> None:
         for key, value in values.items():
             self.run.summary[key] = value
-        # One save call for all files (W&B prints one "Symlinked N files" line per call): they are linked
-        # into a staging folder beside the run's own files, and that folder is saved as one glob.
+        # The links go straight into the run's files folder, where W&B keeps what it uploads, and are saved from
+        # there: W&B then publishes them as they are, linking nothing again and printing no "Symlinked" line. A
+        # staging folder beside it (one save call for all files) left a second link to every file, so a copy of
+        # the offline run that follows links (cp -L, rsync -L, tar -h: how an offline run is taken to a machine
+        # that can upload it) held the model twice.
         files_dir = Path(self.run.dir)
         if not files_dir.is_dir():  # WANDB_MODE=disabled: W&B keeps no files
             return
-        stage = files_dir.parent / "rlbench-files"
-        stage.mkdir(exist_ok=True)
         for path in files:
             if path.exists():
-                link = stage / path.relative_to(base)
+                link = files_dir / path.relative_to(base)
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.unlink(missing_ok=True)
                 link.symlink_to(path.resolve())
-        if any(stage.iterdir()):  # "[!.]*", not "*": W&B refuses a glob that is a bare "*" below its base
-            self.run.save(str(stage / "[!.]*"), base_path=str(stage), policy="now")
+                self.run.save(str(link), base_path=str(files_dir), policy="now")
 
     def finish(self, exit_code: int) -> None:
         if self.finished:

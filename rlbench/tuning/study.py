@@ -33,13 +33,12 @@ from optuna.trial import FrozenTrial, TrialState
 from rlbench.errors import ConfigError
 from rlbench.redact import redact
 from rlbench.tuning import GRACE_S, HEARTBEAT_S, spaces
+from rlbench.tuning.stored import HEARTBEAT_ATTR, SURPLUS_ATTR, check_trials, open_journal, trained_hyperparams
 
 if TYPE_CHECKING:
     from rlbench.experiment import RunRequest
 
-HEARTBEAT_ATTR = "rlbench_heartbeat"
 JOURNAL_LOCK_GRACE_S = 10
-SURPLUS_ATTR = "surplus"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 PRUNERS = ("median", "halving", "hyperband", "none")
 
@@ -52,15 +51,10 @@ def make_storage(url: str, heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_
     """A path (default *.log) is a journal file; sqlite:/// and postgresql:// URLs are RDB storages
     with Optuna's heartbeat and one retry of a failed trial. Errors show the URL with its password masked."""
     if "://" not in url:
-        path = Path(url)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock, JournalStorage
-
         # A worker killed while it appends to the journal leaves the lock behind; the others take it over
         # after JOURNAL_LOCK_GRACE_S (Optuna's default, 30 s, stalls every worker that long). An append holds
         # the lock for milliseconds, so a lock this old has no live holder.
-        lock = JournalFileSymlinkLock(str(path), grace_period=JOURNAL_LOCK_GRACE_S)
-        return JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
+        return open_journal(Path(url), JOURNAL_LOCK_GRACE_S)
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
         raise ConfigError(
             f"--storage {redact(url)!r}: expected a journal file path, sqlite:///..., or "
@@ -108,9 +102,11 @@ def make_pruner(name: str, n_startup_trials: int, n_evaluations: int) -> optuna.
     raise ConfigError(f"--pruner {name!r}: valid: {', '.join(PRUNERS)}")
 
 
-def create_or_load(storage, name: str) -> optuna.Study:
+def create_or_load(storage, name: str, url: str) -> optuna.Study:
     """Several processes may create the same study at the same moment (E5): one wins, all load it.
-    Optuna logs one line: "A new study created" or "Using an existing study"."""
+    Optuna logs one line: "A new study created" or "Using an existing study". An existing study's trials
+    are checked first (creating appends to a journal even when the study exists)."""
+    check_trials(storage, name, url)
     for _ in range(5):
         try:
             return optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True)
@@ -121,11 +117,12 @@ def create_or_load(storage, name: str) -> optuna.Study:
 
 def load_existing(storage, name: str | None, storage_label: str) -> optuna.Study:
     """The named study, or ConfigError listing the studies the storage holds (E8)."""
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    names = [s.study_name for s in storage.get_all_studies()]  # the names only: the trials are checked first
     if name not in names:
         raise ConfigError(
             f"study {name!r} not found in {redact(storage_label)}; studies there: {', '.join(names) or 'none'}"
         )
+    check_trials(storage, name, storage_label)
     return optuna.load_study(storage=storage, study_name=name)
 
 
@@ -154,8 +151,16 @@ def load_trial(request: RunRequest, env_name: str) -> tuple[dict[str, Any], int 
             f"{', '.join(f'{n} ({t.state.name})' for n, t in sorted(trials.items())) or 'none'}"
         )
     trial = trials[request.trial_id]
-    hyperparams = dict(trial.user_attrs.get("hyperparams") or spaces.to_hyperparams(request.algo, trial.params))
-    return hyperparams, trial.user_attrs.get("seed")
+    hyperparams = trial.user_attrs.get("hyperparams")  # check_trials: a mapping when present
+    if not hyperparams:
+        try:
+            hyperparams = spaces.to_hyperparams(request.algo, trial.params)
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError(
+                f"--trial-id {request.trial_id}: the trial has no hyperparams attribute and its parameters "
+                f"{sorted(trial.params)} are not {request.algo}'s search space"
+            ) from None
+    return dict(hyperparams), trial.user_attrs.get("seed")
 
 
 def retried_numbers(trials: list[FrozenTrial]) -> set[int]:
@@ -275,7 +280,7 @@ def write_report(
                     duration,
                     t.user_attrs.get("seed", ""),
                     *[t.params.get(n, "") for n in param_names],
-                    json.dumps(t.user_attrs.get("hyperparams", {}), sort_keys=True),
+                    json.dumps(trained_hyperparams(t), sort_keys=True),
                 ]
             )
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -288,7 +293,7 @@ def write_report(
                     "number": best.number,
                     "value": best.value,
                     "params": best.params,
-                    "hyperparams": best.user_attrs.get("hyperparams"),
+                    "hyperparams": trained_hyperparams(best),
                 },
                 indent=2,
             )
@@ -305,7 +310,16 @@ def write_report(
 
 
 def _plots(study: optuna.Study, folder: Path, stem: str, n_complete: int) -> dict[str, Path]:
-    import matplotlib
+    """The study's plots; none, with a note, without matplotlib (the tuning extra, not a base dependency:
+    the report's CSV, JSON and YAML are what a plain install needs)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(
+            'Note: plots skipped, matplotlib is not installed: pip install -e ".[tuning]" (or pip install '
+            "matplotlib) for them, --no-optim-plots to skip them without this note"
+        )
+        return {}
 
     matplotlib.use("Agg")  # files only, never a window
     import matplotlib.pyplot as plt

@@ -41,6 +41,7 @@ from rlbench.runner import SeedOutput, train_seeds
 from rlbench.tuning import HEARTBEAT_S, spaces
 from rlbench.tuning.processes import EXIT_INTERRUPTED, StopSignal, exit_with_parent, join_workers, worker_id
 from rlbench.tuning.samplers import SAMPLERS, fetch_auto_sampler, make_sampler
+from rlbench.tuning.stored import trained_hyperparams
 from rlbench.tuning.study import (
     PRUNERS,
     SURPLUS_ATTR,
@@ -133,7 +134,7 @@ def optimize(request: RunRequest, options: TuningOptions, argv: Sequence[str]) -
         budget=options.max_total_trials,
         grace=options.heartbeat_grace,
     )
-    study = create_or_load(make_storage(plan["storage"], grace_s=plan["grace"]), plan["study"])
+    study = create_or_load(make_storage(plan["storage"], grace_s=plan["grace"]), plan["study"], plan["storage"])
     study.set_user_attr("command", shlex.join(["python", "train.py", *redact_argv(argv)]))
     print(
         f"Study {plan['study']} in {redact(plan['storage'])}: {options.n_trials} trials on {options.n_jobs} worker(s), "
@@ -222,7 +223,7 @@ def report(
         print("error: no completed trials (all pruned or failed); the report above lists them", file=sys.stderr)
         return 1
     best = study.best_trial
-    print(f"Best trial {best.number}: value {best.value:.2f}, hyperparameters {best.user_attrs.get('hyperparams')}")
+    print(f"Best trial {best.number}: value {best.value:.2f}, hyperparameters {trained_hyperparams(best)}")
     return 0
 
 

@@ -12,13 +12,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+import optuna
 import pytest
 import yaml
 
 from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.loggers.tracking import LOG_FLUSH_INTERVAL_S
+from rlbench.redact import redact
+from rlbench.tuning.study import make_storage
 from tests.conftest import REPO_ROOT, TINY_LEARNER
-from tests.run_files import tensorboard_scalars, wandb_run
+from tests.run_files import tensorboard_scalars, wandb_records, wandb_run
 
 TINY = [
     "--algo",
@@ -124,7 +127,12 @@ def test_offline_run_files_hold_the_evaluations_config_and_seed_the_run_saved(tm
     assert run["summary"]["final_eval_mean_reward"] == pytest.approx(means[-1])
     assert run["exit_code"] == 0 and not run["preempting"]
     assert (wandb_dir / "files" / "evaluations.npz").is_file() and (wandb_dir / "files" / "Pendulum-v1.zip").is_file()
-    assert (proc.stdout + proc.stderr).count("Symlinked") == 1  # one line for both files (issue 20, item 17)
+    # Each file once in the offline run: one link in files/, no second link or copy (issue 32 item 14), and so
+    # no "Symlinked" line from W&B (issue 20 item 17: at most one for both files).
+    for saved in (run_dir / "evaluations.npz", run_dir / "Pendulum-v1.zip"):
+        holding = [p for p in wandb_dir.rglob("*") if p.is_file() and p.read_bytes() == saved.read_bytes()]
+        assert [p.relative_to(wandb_dir) for p in holding] == [Path("files") / saved.name]
+    assert "Symlinked" not in proc.stdout + proc.stderr
 
     scalars = tensorboard_scalars(tmp_path / "tb" / "Pendulum-v1" / "sac_1")
     assert [step for step, _ in scalars["eval/mean_reward"]] == [200, 400, 600]
@@ -292,3 +300,24 @@ def test_sigkilled_trainer_leaves_an_offline_run_readable_to_its_last_record(tmp
     run = wandb_run(wandb_dir)
     steps = [row["global_step"] for row in run["history"] if "eval/mean_reward" in row]
     assert steps[:3] == [200, 400, 600] and run["exit_code"] is None  # no exit record: it was killed
+
+
+def test_a_storage_password_is_in_no_file_of_the_offline_run(tmp_path, postgres_url):
+    """Issue 32 item 13: W&B records the command line itself (its run metadata, shown as the run's command).
+    Trained with --trial-id from a PostgreSQL study, the --storage password is in no byte of any file the run
+    leaves: W&B's offline run (its run file, logs, saved files), W&B's own logs, the run folder."""
+    password = "Fake-Pa55word-9c2d"
+    url = re.sub(r"://([^:@/]*)(:[^@/]*)?@", rf"://\1:{password}@", postgres_url, count=1)
+    assert password in url
+    name = f"track_{os.getpid()}_{int(time.time())}"
+    study = optuna.create_study(storage=make_storage(postgres_url), study_name=name, direction="maximize")
+    study.add_trial(optuna.trial.create_trial(value=0.0, user_attrs={"hyperparams": {"gamma": 0.98}, "seed": 5}))
+    argv = ["-n", "200", "--trial-id", "0", "--storage", url, "--study-name", name, "--track"]
+    train_process(tmp_path, *TINY, *argv, env=isolated_env(tmp_path, WANDB_MODE="offline"))
+    (wandb_dir,) = offline_runs(tmp_path)
+    (log,) = wandb_dir.glob("run-*.wandb")
+    recorded = [list(r.environment.args) for r in wandb_records(log) if r.WhichOneof("record_type") == "environment"]
+    assert [redact(url), "--study-name"] in [args[i : i + 2] for args in recorded for i in range(len(args))]
+    files = [path for path in tmp_path.rglob("*") if path.is_file()]  # links followed: W&B links its core log
+    assert any(path.suffix == ".wandb" for path in files) and any("debug" in path.name for path in files)
+    assert [path for path in files if password.encode() in path.read_bytes()] == []

@@ -4,6 +4,7 @@ worker killed mid-trial (RELIABILITY E1-E9), sampler seeds per worker, --sampler
 storage passwords kept out of output and the database. Signals: test_tuning_signals.py."""
 
 import csv
+import json
 import os
 import re
 import signal
@@ -78,6 +79,11 @@ def test_small_study_for_each_sampler_and_pruner(tmp_path, capsys, sampler, prun
             assert len(t.intermediate_values) == 2 and t.value == t.intermediate_values[1]
     rows = report_rows(tmp_path)
     assert [int(r["number"]) for r in rows] == [0, 1]
+    # What each trial trained with (issue 32 item 13): -params' net_arch over the sampled one, resolved.
+    trained = {"net_arch": {"pi": [16], "qf": [16]}}
+    assert [json.loads(r["hyperparams"])["policy_kwargs"] for r in rows] == [trained, trained]
+    (best_line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Best trial")]
+    assert f"'policy_kwargs': {trained}" in best_line
     entry_file = next((tmp_path / "logs" / "sac").glob("report_*_best.yml"))
     entry = yaml.safe_load(entry_file.read_text())["Pendulum-v1"]
     best = max((t for t in done if t.state == TrialState.COMPLETE), key=lambda t: t.value)
@@ -537,3 +543,30 @@ def test_n_seeds_scores_each_trial_by_the_mean_over_its_seeds(tmp_path):
     np.testing.assert_allclose([trial.intermediate_values[i] for i in (0, 1)], means.mean(axis=0), rtol=1e-12)
     assert trial.value == pytest.approx(means[:, -1].mean(), rel=1e-12)
     assert trial.user_attrs["seed_values"] == pytest.approx(means[:, -1].tolist(), rel=1e-12)
+
+
+def test_without_matplotlib_the_report_notes_the_missing_plots_and_exits_0(tmp_path):
+    """Issue 32 item 9: a plain install (no tuning extra) has no matplotlib. A package on PYTHONPATH that
+    raises what a missing one raises hides the installed matplotlib from this train.py process."""
+    shim = tmp_path / "no_matplotlib" / "matplotlib"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'matplotlib'\", name=__name__)\n")
+    path = os.pathsep.join([str(shim.parent), REPO_ROOT, os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), "-optimize", *TINY, "--n-trials", "1"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    notes = [line for line in done.stdout.splitlines() if line.startswith("Note")]
+    assert notes == [
+        'Note: plots skipped, matplotlib is not installed: pip install -e ".[tuning]" (or pip install matplotlib) '
+        "for them, --no-optim-plots to skip them without this note"
+    ]
+    assert "Traceback" not in done.stderr and re.search(r"^Best trial 0: value -?\d", done.stdout, re.MULTILINE)
+    reports = sorted(path.name for path in (tmp_path / "logs" / "sac").glob("report_*"))
+    assert [re.sub(r"^report_.*_\d+", "", name) for name in reports] == [".csv", "_best.json", "_best.yml"]
+    assert [int(row["number"]) for row in report_rows(tmp_path)] == [0]
