@@ -249,7 +249,7 @@ def test_issue_command_lines_parse_and_run(tmp_path):
     assert config["n_envs"] == 4 and config["gradient_steps"] == 4 and args["vec_env"] == "subproc"  # -1: per env step
     assert run_cli(tmp_path, "-n", "20", *QUIET, *TINY, "--env-kwargs", "g:8.0", "--eval-env-kwargs", "g:5.0") == 0
     config, args, _ = run_files(runs / "sac" / "Pendulum-v1_3")
-    assert config["env_kwargs"] == {"g": 8.0} and args["eval_env_kwargs"] == ["g:5.0"]
+    assert config["env_kwargs"] == {"g": 8.0} and args["eval_env_kwargs"] == {"g": 5.0}
 
 
 def test_config_errors_come_before_any_env_is_built(tmp_path, capsys, monkeypatch):
