@@ -158,7 +158,8 @@ def test_three_seeds_write_their_own_run_folders_w_and_b_runs_and_one_seed_diver
     assert [a["seed"] for a in args] == [0, 1, 2] and len({a["group"] for a in args}) == 1
     configs = {(folder / "tests.envs_SeedBlowUp-v0" / "config.yml").read_text() for folder in folders}
     assert len(configs) == 1
-    assert "--n-seeds 3" in (folders[0] / "tests.envs_SeedBlowUp-v0" / "command.txt").read_text()
+    assert all(a["n_seeds"] == 3 for a in args)  # command.txt trains the folder's seed alone (issue 32 item 14)
+    assert (folders[0] / "tests.envs_SeedBlowUp-v0" / "command.txt").read_text().endswith(" --seed 0 --n-seeds 1\n")
     runs = {wandb_run(path)["config"]["seed"]: wandb_run(path) for path in (tmp_path / "wandb").glob("offline-run-*")}
     assert sorted(runs) == [0, 1, 2] and {run["group"] for run in runs.values()} == {args[0]["group"]}
     for index in (0, 2):
