@@ -24,9 +24,15 @@ ACTIVATION_VALUES_PER_UNIT = 8
 OPEN_FILES_RESERVE = 256
 
 
+def current_device() -> Any:
+    """Where this process's arrays go: the default device `--device gpu:N` set, else JAX's first."""
+    device = jax.config.jax_default_device
+    return device if isinstance(device, jax.Device) else jax.devices()[0]
+
+
 def available_memory_bytes() -> int | None:
     """Memory a new device buffer can use: free accelerator memory, or the host's MemAvailable."""
-    device = jax.config.jax_default_device or jax.devices()[0]  # --device gpu:N sets the default device
+    device = current_device()
     if device.platform != "cpu":
         stats = device.memory_stats() or {}
         if "bytes_limit" in stats:
@@ -61,7 +67,7 @@ def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int, n_seeds: int
 def buffer_summary(capacity: int, spec: EnvSpec, n_seeds: int = 1) -> str:
     per_row = bytes_per_transition(spec)
     buffers = f"{n_seeds} x " if n_seeds > 1 else ""
-    device = jax.config.jax_default_device or jax.devices()[0]  # --device gpu:N sets the default device
+    device = current_device()
     return (
         f"Replay buffer: {buffers}{capacity:,} transitions x {per_row} B = {n_seeds * capacity * per_row / 2**20:,.1f} "
         f"MiB on {device.platform}"
@@ -127,9 +133,9 @@ def check_open_files(n_seeds: int, n_envs: int, vec_env: str) -> None:
         except (OSError, ValueError):
             hard = soft  # not raisable here after all: the soft limit is the bound
     fits = max(0, (hard - OPEN_FILES_RESERVE) // per_seed)
+    advice = f"train at most {fits} seeds per process (more processes, or a sweep)" if fits else "lower n_envs"
     raise ConfigError(
         f"--n-seeds {n_seeds}: each seed keeps {per_seed} files open for the whole run (progress.csv, a TensorBoard "
         f"file, its envs' Monitor files{' and pipes' if vec_env == 'subproc' else ''}), so {n_seeds} seeds need "
-        f"{needed} file descriptors, and this process may open {hard} (ulimit -n); train at most {fits} seeds "
-        "per process (more processes, or a sweep), or raise the limit"
+        f"{needed} file descriptors, and this process may open {hard} (ulimit -n); {advice}, or raise the limit"
     )

@@ -11,6 +11,7 @@ import time
 
 import jax
 import numpy as np
+import pytest
 import yaml
 
 from rlbench.checkpoint import read_checkpoint, state_from_bytes
@@ -20,6 +21,7 @@ from rlbench.cli.train import EXIT_INTERRUPTED
 from rlbench.config import RunConfig
 from rlbench.launch import claim_run_dirs
 from rlbench.loggers.csv import CSVLogger
+from rlbench.memory import check_open_files
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import FAILED_FILE, SeedOutput, train, train_seeds
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
@@ -338,3 +340,18 @@ def test_command_txt_of_one_seed_retrains_that_seed_alone_and_args_yml_stores_di
     assert single.returncode == 0, single.stderr[-2000:]
     plain = yaml.safe_load(next((tmp_path / "single").rglob("args.yml")).read_text())
     assert plain["hyperparams"] is None and plain["env_kwargs"] is None and plain["eval_env_kwargs"] is None
+
+
+def test_the_soft_open_file_limit_is_raised_when_the_hard_one_allows():
+    """Issue 32 item 7: below the hard limit, K seeds are not refused: the soft limit (often 1024) is raised."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1000:
+        pytest.skip(f"hard open-file limit {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (400, hard))
+    try:
+        check_open_files(100, 1, "dummy")  # 100 x 3 + 256
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 556
+        check_open_files(100, 1, "subproc")  # 100 x (2 + 3) + 256
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 756
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
