@@ -201,10 +201,14 @@ def write_run_files(run_dir: Path, exp: Experiment, seed: int, outputs: RunOutpu
     params_dir.mkdir()
     group = {"group": exp.group_id} if exp.n_seeds > 1 else {}
     saved_args = redact_values(dict(sorted({**zoo_args(outputs.saved_args), "seed": seed, **group}.items())))
+    command = outputs.command
+    if exp.n_seeds > 1:
+        index = exp.seeds.index(seed)
+        command = seed_alone_command(command, seed, exp.resume_seeds[index].path if exp.resume_seeds else None)
     files = {
         "config.yml": yaml.safe_dump(plain_yaml(exp.hyperparams), sort_keys=True),
         "args.yml": yaml.safe_dump(plain_yaml(saved_args), sort_keys=True),
-        "command.txt": seed_alone_command(outputs.command, exp, exp.seeds.index(seed)) + "\n",
+        "command.txt": command + "\n",
     }
     for name, text in files.items():
         path = params_dir / name
@@ -229,17 +233,17 @@ def zoo_args(saved_args: Mapping[str, Any]) -> dict[str, Any]:
     return args
 
 
-def seed_alone_command(command: str, exp: Experiment, index: int) -> str:
-    """command.txt for seed `index` of a run of several seeds: the command that trains that seed alone, as a
+def seed_alone_command(command: str, seed: int, checkpoint: Path | None = None) -> str:
+    """command.txt for one seed of a run of several seeds: the command that trains that seed alone, as a
     single run (`--seed S --n-seeds 1`; in a resumed group, `-i <its checkpoint> --n-seeds 1`). The flags
     it replaces are dropped and the new ones appended: argparse keeps a flag's last value, so an
     abbreviated spelling left in place is overridden too."""
-    if exp.n_seeds == 1 or not command:
+    if not command:
         return command
-    if exp.resume_seeds:
-        replaced, values = ("-i", "--trained-agent"), ["-i", str(exp.resume_seeds[index].path)]
+    if checkpoint is not None:
+        replaced, values = ("-i", "--trained-agent"), ["-i", str(checkpoint)]
     else:
-        replaced, values = ("--seed",), ["--seed", str(exp.seeds[index])]
+        replaced, values = ("--seed",), ["--seed", str(seed)]
     names = (*replaced, "--n-seeds")
     kept: list[str] = []
     tokens = iter(shlex.split(command))
