@@ -12,14 +12,22 @@ compiling again (seconds per process on a CPU, more on a GPU).
   that cannot be read (torn by a killed process, another version's) is reported by JAX as a warning and
   compiled again: never fatal.
 - Trusted: a cache entry is machine code that this process will run. JAX's documentation warns that
-  anyone who can write to the cache can run code as its user, so a cache folder that others can write
-  to is refused.
+  anyone who can write to the cache can run code as its user, so the folder must be the user's own and
+  writable by nobody else, and so must the way to it: every folder above it, as ssh's StrictModes
+  checks a key file's, must belong to the user or root and be writable by nobody else, or be sticky
+  (as /tmp: others may add entries there, but not rename or remove the user's). Otherwise someone could
+  rename the cache folder away and put theirs in its place. The folder is opened from `/` down, one
+  component at a time without following links, each checked as it is opened (a missing one is created,
+  private), and held open for the process's life: on Linux JAX is given `/proc/self/fd/<N>`, so every
+  entry it reads or writes is in the folder that was checked, whatever is renamed around it later.
+  Processes this one starts check the folder again in their own `enable` (they get its real path).
 - Deterministic: a loaded executable is the one the same compilation produced, so results are bit for
   bit those of a cold run (tested).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -47,16 +55,75 @@ def resolve_cache_dir(flag: str | None) -> Path | None:
     return Path(choice).expanduser() if choice else default_cache_dir()
 
 
-def _check_private(folder: Path, where: str) -> None:
-    """The folder must be ours and writable by nobody else: its entries are code this process runs."""
-    info = folder.stat()
-    if not stat.S_ISDIR(info.st_mode):
-        raise ConfigError(f"{where} {folder}: not a folder")
-    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ConfigError(
-            f"{where} {folder}: other users can write to it, and a compilation cache holds code this "
-            f"process runs; use a private folder (chmod go-w) or --compile-cache {OFF}"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_held: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> an open descriptor, never closed: JAX may use its path
+
+
+def _refuse(where: str, folder: Path, problem: str) -> ConfigError:
+    return ConfigError(
+        f"{where} {folder}: {problem}, and a compilation cache holds code this process runs; use a folder "
+        f"that only you can write to, under folders only you or root can write to (or sticky ones, as /tmp), "
+        f"or --compile-cache {OFF}"
+    )
+
+
+def _check_folder(info: os.stat_result, path: Path, folder: Path, where: str) -> None:
+    """The rule for the cache folder itself (`path == folder`) or one of the folders above it."""
+    writable_by_others = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    mode = oct(stat.S_IMODE(info.st_mode))
+    if path == folder:
+        if info.st_uid != os.getuid() or writable_by_others:
+            raise _refuse(where, folder, f"other users can write to it (owner uid {info.st_uid}, mode {mode})")
+    elif info.st_uid not in (0, os.getuid()):
+        raise _refuse(where, folder, f"the folder above it {path} belongs to another user (uid {info.st_uid})")
+    elif writable_by_others and not info.st_mode & stat.S_ISVTX:
+        raise _refuse(
+            where, folder, f"the folder above it {path} can be written by other users (mode {mode}, not sticky)"
         )
+
+
+def open_private_folder(folder: Path, where: str) -> tuple[Path, int]:
+    """(the folder's real path, an open descriptor of it): opened from `/` down without following links, each
+    component checked as it is opened, missing ones created (mode 0700) under checked ones. ConfigError for
+    a folder or a parent others could write to; OSError (ELOOP: a link that appeared since the path was
+    resolved) passes through."""
+    real = Path(os.path.realpath(folder))
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        path = Path("/")
+        _check_folder(os.fstat(fd), path, real, where)
+        for name in real.parts[1:]:
+            path = path / name
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                with contextlib.suppress(FileExistsError):  # created meanwhile: opened and checked as any other
+                    os.mkdir(name, 0o700, dir_fd=fd)
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+            _check_folder(os.fstat(fd), path, real, where)
+    except BaseException:
+        os.close(fd)
+        raise
+    return real, fd
+
+
+def _pinned_path(real: Path, fd: int) -> str:
+    """The path JAX uses for the folder `fd` holds: `/proc/self/fd/<fd>` where the system has it (the checked
+    folder itself, whatever happens to its name), else its real path, checked once."""
+    info = os.fstat(fd)
+    key = (info.st_dev, info.st_ino)
+    if key in _held:  # enabled again (tests, a long-lived process): keep the descriptor JAX may be using
+        os.close(fd)
+        fd = _held[key]
+    else:
+        _held[key] = fd
+    pinned = f"/proc/self/fd/{fd}"
+    try:
+        return pinned if os.path.samestat(os.stat(pinned), info) else str(real)
+    except OSError:
+        return str(real)
 
 
 def enable(flag: str | None = None) -> Path | None:
@@ -67,10 +134,11 @@ def enable(flag: str | None = None) -> Path | None:
     """
     explicit = "--compile-cache" if flag is not None else (ENV_VAR if os.environ.get(ENV_VAR) else None)
     folder = resolve_cache_dir(flag)
+    jax_path = None
     if folder is not None:
         try:
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _check_private(folder, explicit or "compilation cache")
+            folder, fd = open_private_folder(folder, explicit or "compilation cache")
+            jax_path = _pinned_path(folder, fd)
         except (OSError, ConfigError) as error:
             message = str(error) if isinstance(error, ConfigError) else f"{folder}: {error.strerror or error}"
             if explicit:
@@ -78,11 +146,11 @@ def enable(flag: str | None = None) -> Path | None:
             print(f"Warning: compilation cache off ({message})", file=sys.stderr)
             folder = None
     os.environ[ENV_VAR] = str(folder) if folder is not None else OFF
-    settings = _jax_settings(folder)
-    for name, value in settings.items():
-        jax.config.update(name, value)
+    for name, value in _jax_settings(folder).items():
+        jax.config.update(name, jax_path if name == "jax_compilation_cache_dir" and value is not None else value)
         # JAX reads each setting's upper-case name from the environment when it is imported: processes
         # this one starts (tuning workers, benchmark rows) use the same cache without code of their own.
+        # They get the real path (a /proc/self/fd path is this process's own).
         if value is None:
             os.environ.pop(name.upper(), None)
         else:

@@ -43,7 +43,7 @@ from rlbench.envs.make import check_env_id, check_env_runs, env_file_name
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.literals import LiteralError, parse_key_values
-from rlbench.memory import check_buffer_memory, check_learner_memory
+from rlbench.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
 from rlbench.normalization import check_arrays, expected_shapes
 from rlbench.registry import get_algo
 from rlbench.types import EnvSpec
@@ -97,22 +97,42 @@ class RunRequest:
     study_name: str | None = None  # None: <algo>_<env>
 
 
+DEVICE_KINDS = ("auto", "cpu", "gpu", "cuda")  # and gpu:N / cuda:N, the N-th GPU
+
+
+def split_device(device: str) -> tuple[str, int | None]:
+    """`--device` as (kind, GPU index or None); ValueError for anything but DEVICE_KINDS and gpu:N / cuda:N."""
+    kind, colon, index = device.partition(":")
+    if kind not in DEVICE_KINDS or (colon and (kind not in ("gpu", "cuda") or not index.isdigit())):
+        raise ValueError(f"expected auto, cpu, gpu, cuda, gpu:N or cuda:N, got {device!r}")
+    return kind, int(index) if colon else None
+
+
 def select_device(device: str, num_threads: int) -> None:
-    """Apply --device and --num-threads before JAX starts its backend; exit 2 for a missing GPU."""
+    """Apply --device and --num-threads before JAX starts its backend; exit 2 for a missing GPU. `gpu:N`
+    makes the N-th GPU JAX's default device: every array and computation of this process goes there."""
     if num_threads == 1:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
-    if device == "cpu":
+    kind, index = split_device(device)
+    if kind == "cpu":
         jax.config.update("jax_platforms", "cpu")
-    elif device in ("gpu", "cuda"):
+    elif kind in ("gpu", "cuda"):
         try:
-            jax.devices("gpu")
+            gpus = jax.devices("gpu")
         except RuntimeError:
             found = ", ".join(str(d) for d in jax.devices())
             raise ConfigError(
                 f"--device {device}: no GPU found (devices: {found}); install rlbench[cuda] "
                 "on a machine with an NVIDIA GPU, or use --device cpu/auto"
             ) from None
+        if index is not None and index >= len(gpus):
+            raise ConfigError(
+                f"--device {device}: there is no GPU {index}; found {len(gpus)} "
+                f"({', '.join(str(gpu) for gpu in gpus)}): use gpu:0 to gpu:{len(gpus) - 1}"
+            )
         jax.config.update("jax_platforms", "cuda")
+        if index is not None:
+            jax.config.update("jax_default_device", gpus[index])
 
 
 @dataclass(frozen=True)
@@ -239,7 +259,8 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
             f"train_freq: {learner_config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
             "its own episode ends, and the seeds of one process train together; train one seed per process"
         )
-    check_buffer_memory(learner_config.buffer_size, spec, request.verbose, n_seeds)
+    check_open_files(n_seeds, n_envs, request.vec_env)
+    check_buffer_memory(learner_config.buffer_size, spec, 0, n_seeds)  # its line is printed below, after the checks
     check_learner_memory(algo, learner_config, spec, n_seeds)
     for checkpoint in resume_seeds:
         check_spaces(checkpoint, spaces, request.allow_space_bounds_mismatch, request.env)
@@ -286,8 +307,15 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         stats_window_size=stats_window_size,
     )
     if request.verbose:
+        print(buffer_summary(learner_config.buffer_size, spec, n_seeds))
         for note in notes:
             print(note)
+    if n_timesteps <= learner_config.learning_starts:  # last: no error can follow this line
+        print(
+            f"Warning: n_timesteps {n_timesteps} <= learning_starts {learner_config.learning_starts}: this run takes "
+            "random actions only and no gradient step; raise -n or lower learning_starts (-params)",
+            file=sys.stderr,
+        )
     resolved = {
         "n_timesteps": n_timesteps,
         "n_envs": n_envs,

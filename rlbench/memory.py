@@ -1,8 +1,10 @@
 """Memory checks made before anything is allocated: a run that cannot fit is refused with exit 2 and
-a setting to lower, instead of a JAX out-of-memory traceback after the run folder exists (RELIABILITY H1)."""
+a setting to lower, instead of a JAX out-of-memory traceback after the run folder exists (RELIABILITY H1).
+The open-file check bounds `--n-seeds` the same way, before any run folder is claimed."""
 
 from __future__ import annotations
 
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +20,19 @@ FLOAT_BYTES = 4
 # Per hidden unit and batch row, a gradient step keeps the pre-activation, the activation and their
 # gradients (4 values), and normalisation layers about as much again: 8 is a safe upper estimate.
 ACTIVATION_VALUES_PER_UNIT = 8
+# File descriptors kept for everything but the seeds' files: Python, JAX's runtime, the envs' own files, W&B.
+OPEN_FILES_RESERVE = 256
+
+
+def current_device() -> Any:
+    """Where this process's arrays go: the default device `--device gpu:N` set, else JAX's first."""
+    device = jax.config.jax_default_device
+    return device if isinstance(device, jax.Device) else jax.devices()[0]
 
 
 def available_memory_bytes() -> int | None:
     """Memory a new device buffer can use: free accelerator memory, or the host's MemAvailable."""
-    device = jax.devices()[0]
+    device = current_device()
     if device.platform != "cpu":
         stats = device.memory_stats() or {}
         if "bytes_limit" in stats:
@@ -37,17 +47,13 @@ def available_memory_bytes() -> int | None:
 
 
 def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int, n_seeds: int = 1, remedy: str = "") -> None:
-    """Print the replay buffers' size (one per seed), and refuse (exit 2) what cannot fit before allocating it;
-    `remedy` replaces the advice to lower buffer_size (where the size comes from a checkpoint, not a flag)."""
+    """Refuse (exit 2) replay buffers (one per seed) that cannot fit, before allocating them; then print
+    their size (`buffer_summary`) if `verbose` (after the check: an error line comes first). `remedy` replaces
+    the advice to lower buffer_size (where the size comes from a checkpoint, not a flag)."""
     per_row = bytes_per_transition(spec)
     total = n_seeds * capacity * per_row
     available = available_memory_bytes()
     buffers = f"{n_seeds} x " if n_seeds > 1 else ""
-    if verbose:
-        print(
-            f"Replay buffer: {buffers}{capacity:,} transitions x {per_row} B = {total / 2**20:,.1f} MiB "
-            f"on {jax.devices()[0].platform}"
-        )
     if available is not None and total > available:
         fits = max(1, int(available * 0.8) // (per_row * n_seeds))
         raise ConfigError(
@@ -58,6 +64,18 @@ def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int, n_seeds: int
                 or f"lower buffer_size (e.g. -params buffer_size:{fits})" + (" or --n-seeds" if n_seeds > 1 else "")
             )
         )
+    if verbose:
+        print(buffer_summary(capacity, spec, n_seeds))
+
+
+def buffer_summary(capacity: int, spec: EnvSpec, n_seeds: int = 1) -> str:
+    per_row = bytes_per_transition(spec)
+    buffers = f"{n_seeds} x " if n_seeds > 1 else ""
+    device = current_device()
+    return (
+        f"Replay buffer: {buffers}{capacity:,} transitions x {per_row} B = {n_seeds * capacity * per_row / 2**20:,.1f} "
+        f"MiB on {device.platform}"
+    )
 
 
 def learner_state_bytes(algo: Any, cfg: Any, spec: EnvSpec) -> int:
@@ -95,3 +113,33 @@ def check_learner_memory(algo: Any, cfg: Any, spec: EnvSpec, n_seeds: int = 1) -
             "available beside the replay buffer; lower batch_size, net_arch or gradient_steps"
             + (f" (for each of {n_seeds} seeds), or --n-seeds" if n_seeds > 1 else "")
         )
+
+
+def open_files_per_seed(n_envs: int, vec_env: str) -> int:
+    """What one seed keeps open for the whole run: progress.csv, a TensorBoard event file (-tb) and one
+    Monitor file per env; with subprocess envs also each worker's pipe and process handle."""
+    return 2 + n_envs * (3 if vec_env == "subproc" else 1)
+
+
+def check_open_files(n_seeds: int, n_envs: int, vec_env: str) -> None:
+    """Bound --n-seeds by the open-file limit (RLIMIT_NOFILE), the first resource K seeds exhaust: past it
+    the run would die at start with "Too many open files". The soft limit is raised to what the run needs
+    when the hard limit allows; beyond the hard limit, exit 2 with the number of seeds that fit."""
+    per_seed = open_files_per_seed(n_envs, vec_env)
+    needed = n_seeds * per_seed + OPEN_FILES_RESERVE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or needed <= soft:
+        return
+    if hard == resource.RLIM_INFINITY or needed <= hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+            return
+        except (OSError, ValueError):
+            hard = soft  # not raisable here after all: the soft limit is the bound
+    fits = max(0, (hard - OPEN_FILES_RESERVE) // per_seed)
+    advice = f"train at most {fits} seeds per process (more processes, or a sweep)" if fits else "lower n_envs"
+    raise ConfigError(
+        f"--n-seeds {n_seeds}: each seed keeps {per_seed} files open for the whole run (progress.csv, a TensorBoard "
+        f"file, its envs' Monitor files{' and pipes' if vec_env == 'subproc' else ''}), so {n_seeds} seeds need "
+        f"{needed} file descriptors, and this process may open {hard} (ulimit -n); {advice}, or raise the limit"
+    )

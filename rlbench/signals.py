@@ -4,8 +4,10 @@ manager that installs its handler for the block and restores the previous ones a
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -26,16 +28,62 @@ class SignalScope:
         raise NotImplementedError
 
 
+class StartInterrupted(BaseException):
+    """A stop signal while a run was starting (not an Exception: no `except Exception` swallows it). Raised
+    at once, so that the start removes what it created on its way out; the process then exits 128 + the
+    signal's number, as the signal's default action would have."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _Deferral:
+    depth = 0
+    pending: int | None = None
+
+
+@contextlib.contextmanager
+def start_step() -> Iterator[None]:
+    """A step of a start that a signal must not cut in two (a folder created, and recorded for removal): the
+    StartInterrupted of a signal that arrives inside it is raised when it ends. (Blocking the signal would
+    not do: another thread may take it, and Python runs the handler in this one at its next bytecode.)"""
+    _Deferral.depth += 1
+    try:
+        yield
+    finally:
+        _Deferral.depth -= 1
+    if _Deferral.depth == 0 and _Deferral.pending is not None:
+        signum, _Deferral.pending = _Deferral.pending, None
+        raise StartInterrupted(signum)
+
+
 class GracefulStop(SignalScope):
     """The first SIGINT or SIGTERM sets `reason` (the signal's name) and prints `announce`; the caller polls
     it (`stop()`) and stops cleanly, e.g. after a checkpoint. A second SIGINT aborts at once
-    (KeyboardInterrupt), for a user who does not want to wait."""
+    (KeyboardInterrupt), for a user who does not want to wait.
 
-    def __init__(self, announce: str) -> None:
+    `starting=True`: until `started()`, there is nothing to checkpoint, so the first signal raises
+    StartInterrupted instead, and later ones are ignored (they must not cut short the cleanup it starts)."""
+
+    def __init__(self, announce: str, starting: bool = False) -> None:
         self.announce = announce
         self.reason: str | None = None
+        self.starting = starting
+
+    def started(self) -> None:
+        """Training begins: from now on a signal asks for a checkpoint and a clean stop."""
+        self.starting = False
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.starting:
+            if self.reason is None:
+                self.reason = signal.Signals(signum).name
+                if _Deferral.depth:
+                    _Deferral.pending = signum
+                    return
+                raise StartInterrupted(signum)
+            return
         if self.reason is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.reason = signal.Signals(signum).name

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlbench.bench import cpu_model
+from rlbench.bench.children import finish_child, run_child, start_child, stopping_children
 
 PEER_SCRIPT = Path(__file__).resolve().parents[3] / "shared" / "bench" / "sbx_speed.py"
 WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
@@ -276,7 +277,7 @@ def first_step_rows(case: dict, device: str) -> list[dict]:
                 "--one-first-step",
                 json.dumps(case),
             ]
-            done = subprocess.run(command, capture_output=True, text=True)
+            done = run_child(command)
             rows.append({**row_from(done, {"system": "rlbench", **case}), "compile_cache": state})
     return rows
 
@@ -284,17 +285,8 @@ def first_step_rows(case: dict, device: str) -> list[dict]:
 def pinned_rows(commands: list[list[str]], cases: list[dict]) -> list[dict]:
     """Run the commands at once, command i pinned to core i (as `run_seeds.sh jobs=N` pins its runs): the
     JSON row each printed."""
-    processes = [
-        subprocess.Popen(
-            ["taskset", "-c", str(core), *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for core, command in enumerate(commands)
-    ]
-    rows = []
-    for process, case in zip(processes, cases, strict=True):
-        stdout, stderr = process.communicate()
-        rows.append(row_from(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), case))
-    return rows
+    processes = [start_child(["taskset", "-c", str(core), *command]) for core, command in enumerate(commands)]
+    return [row_from(finish_child(process), case) for process, case in zip(processes, cases, strict=True)]
 
 
 def packing_rows(
@@ -358,7 +350,7 @@ def packing_rows(
 def rlbench_row_in_subprocess(case: dict, device: str) -> dict:
     """One row in a fresh interpreter: its compile time and peak memory are not shared with other rows."""
     command = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--one-row", json.dumps(case)]
-    return row_from(subprocess.run(command, capture_output=True, text=True), {"system": "rlbench", **case})
+    return row_from(run_child(command), {"system": "rlbench", **case})
 
 
 def row_from(done: subprocess.CompletedProcess, case: dict) -> dict:
@@ -399,7 +391,7 @@ def peer_row(
     # The peer's JAX takes its default backend: hide the GPU for a CPU row, and keep it from
     # pre-allocating most of the GPU's memory for a GPU row (as rlbench's rows do not).
     env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env})
+    done = run_child(command, env={**os.environ, **env})
     case = {"system": "peer", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps, "qf": qf}
     return {**row_from(done, case), "device": device}
 
@@ -429,6 +421,12 @@ PRECISIONS = ("float32", "bfloat16")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Stopped by SIGTERM or SIGINT, or ended in any way: the rows' and the peer's processes are killed."""
+    with stopping_children():
+        return measure(argv)
+
+
+def measure(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rlbench.bench speed", description=__doc__.splitlines()[0])
     p.add_argument("--env", default="HalfCheetah-v4")
     p.add_argument("--peer", default=None, help="python of a venv with sbx-rl installed, to run SBX side by side")

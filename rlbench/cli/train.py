@@ -16,7 +16,7 @@ from rlbench import compile_cache, hyperparams
 from rlbench.checkpoint import CheckpointError
 from rlbench.envs.make import VEC_ENV_KINDS
 from rlbench.errors import ConfigError
-from rlbench.experiment import RunRequest, resolve
+from rlbench.experiment import RunRequest, resolve, split_device
 from rlbench.launch import (
     EXIT_INTERRUPTED,
     RunOutputs,
@@ -30,7 +30,7 @@ from rlbench.loggers.tensorboard import import_tensorboardx
 from rlbench.loggers.tracking import import_wandb
 from rlbench.redact import redact_argv
 from rlbench.registry import ALGORITHMS
-from rlbench.signals import GracefulStop
+from rlbench.signals import GracefulStop, StartInterrupted
 from rlbench.tuning import GRACE_S, HEARTBEAT_S
 
 __all__ = ["EXIT_INTERRUPTED", "build_parser", "main", "request_from_args"]
@@ -46,11 +46,22 @@ def str2bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {text!r}")
 
 
+def device_flag(text: str) -> str:
+    try:
+        split_device(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def add_bool_flag(p: argparse.ArgumentParser, *names: str, help: str) -> None:
-    """`--flag`, `--flag true|false` and `--no-flag` all work; the default is False."""
-    dest = names[-1].lstrip("-").replace("-", "_")
+    """`--flag`, `--flag true|false` and `--no-flag` all work; the default is False. A flag named in the
+    negative (`--no-optim-plots`) gets the positive as its opposite (`--optim-plots`), not `--no-no-...`."""
+    name = names[-1].lstrip("-")
+    dest = name.replace("-", "_")
     p.add_argument(*names, dest=dest, nargs="?", const=True, default=False, type=str2bool, help=help)
-    p.add_argument("--no-" + names[-1].lstrip("-"), dest=dest, action="store_false", help=argparse.SUPPRESS)
+    opposite = name.removeprefix("no-") if name.startswith("no-") else "no-" + name
+    p.add_argument("--" + opposite, dest=dest, action="store_false", help=argparse.SUPPRESS)
 
 
 # RL Zoo flags whose features later work brings (tracking, tuning). Accepted so that RL Zoo command
@@ -130,8 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--device",
         default="auto",
-        choices=("auto", "cpu", "gpu", "cuda"),
-        help="JAX backend: auto (GPU if present), cpu, or gpu",
+        type=device_flag,
+        help="JAX backend: auto (GPU if present), cpu, gpu, or gpu:N (cuda:N) for the N-th GPU",
     )
     p.add_argument(
         "--num-threads", type=int, default=-1, help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU"
@@ -271,16 +282,20 @@ def command_line(argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    try:
-        cache = compile_cache.enable(args.compile_cache)  # before anything compiles
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if args.verbose:
-        print(compile_cache.describe(cache))
     if args.optimize_hyperparameters:
         return run_optimization(args, argv)
+    # From the first moment: a signal before training starts removes what the start created (run folders).
+    with GracefulStop("writing a checkpoint, then stopping (Ctrl-C again aborts without one)", starting=True) as stop:
+        try:
+            return train_from_args(args, argv, stop)
+        except StartInterrupted as interrupted:
+            print(f"stopped by {interrupted} before training started; no run folder left behind", file=sys.stderr)
+            return 128 + interrupted.signum
+
+
+def train_from_args(args: argparse.Namespace, argv: Sequence[str], stop: GracefulStop) -> int:
     try:
+        cache = compile_cache.enable(args.compile_cache)  # before anything compiles
         check_flags(args)
         exp = resolve(request_from_args(args))
     except ConfigError as error:
@@ -289,16 +304,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CheckpointError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    if args.verbose:  # after the checks: a bad-input error is the first line printed
+        print(compile_cache.describe(cache))
     outputs = outputs_from_args(args, argv)
     try:
-        run_dirs = prepare_run_dirs(exp, outputs)
+        run_dirs = prepare_run_dirs(exp, outputs, started=stop.started)
     except OSError as error:
         print(f"error: {error.strerror or error}", file=sys.stderr)
         return 1
     if args.verbose:
         print_banner(exp, run_dirs, args.conf_file or hyperparams.default_file(exp.algo.name))
-    with GracefulStop("writing a checkpoint, then stopping (Ctrl-C again aborts without one)") as stop:
-        return run_exit_code(train_run(exp, outputs, run_dirs, stop))
+    return run_exit_code(train_run(exp, outputs, run_dirs, stop))
 
 
 def outputs_from_args(args: argparse.Namespace, argv: Sequence[str]) -> RunOutputs:
@@ -323,6 +339,13 @@ def outputs_from_args(args: argparse.Namespace, argv: Sequence[str]) -> RunOutpu
 def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """-optimize: Optuna is imported only here (keeping plain runs light). Exit 1 when
     the storage server cannot be reached."""
+    try:
+        cache = compile_cache.enable(args.compile_cache)  # before anything compiles
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.verbose:
+        print(compile_cache.describe(cache))
     try:
         from rlbench.tuning.study import StorageUnavailable
         from rlbench.tuning.tune import TuningOptions, optimize

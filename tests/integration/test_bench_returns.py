@@ -305,7 +305,8 @@ def test_seeds_per_run_trains_consecutive_seeds_together_into_their_own_cells(tm
         assert yaml.safe_load((log / run_dir / "Pendulum-v1" / "args.yml").read_text())["seed"] == seed
         assert f"| sac | Pendulum-v1 | {seed} | {run_dir} | 600 |" in output.read_text()
     first = log / cells["sac/Pendulum-v1/-/1"]["run_dir"]
-    assert "--n-seeds 2" in (first / "Pendulum-v1" / "command.txt").read_text()
+    assert yaml.safe_load((first / "Pendulum-v1" / "args.yml").read_text())["n_seeds"] == 2  # one 2-seed process
+    assert (first / "Pendulum-v1" / "command.txt").read_text().endswith(" --seed 1 --n-seeds 1\n")  # seed 1 alone
     assert bench_main(argv) == 0
     assert "nothing to do, all 3 cells ran earlier (3 done, 0 failed)" in capsys.readouterr().out
 

@@ -3,16 +3,21 @@ end to end (rows in the peer script's fields, written as they come, the peer cal
 settings on the backend asked for)."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from itertools import pairwise
 
+import psutil
 import pytest
 
 from rlbench.bench.speed import bench_config, gradient_step_gflop, machine, row_from
 from rlbench.bench.speed import main as speed_main
 from rlbench.registry import ALGORITHMS
 from rlbench.types import EnvSpec
+from tests.conftest import REPO_ROOT
 
 
 def dense_macs(widths):
@@ -193,3 +198,75 @@ def test_n_seeds_compares_the_packings_of_k_seeds(tmp_path):
     assert processes["packing"] == "K processes, two at a time, pinned" and len(processes["processes"]) == 2
     assert halves["packing"] == "two pinned processes, K/2 vmapped seeds each"
     assert (peer_processes["system"], peer_processes["env_steps_per_s"]) == ("peer", 200.0)
+
+
+PEER_THAT_HANGS = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # as SBX's own workers
+with open(os.environ["PEER_PIDS"] + ".tmp", "w") as file:
+    file.write(f"{os.getpid()} {child.pid}")
+os.rename(os.environ["PEER_PIDS"] + ".tmp", os.environ["PEER_PIDS"])
+time.sleep(300)
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def start_bench(tmp_path, *extra):
+    command = [sys.executable, "-m", "rlbench.bench", "speed", "--case", "sac", "1", "1", "40", "--qf", "8"]
+    command += ["--env", "Pendulum-v1", "--device", "cpu", "--update-seconds", "0.1", *extra]
+    return subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PEER_PIDS": str(tmp_path / "peer.pids")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_until(condition, bench, timeout=300):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert bench.poll() is None and time.monotonic() < deadline, bench.communicate()
+        time.sleep(0.05)
+
+
+def stop_and_check_none_left(bench, pids):
+    """SIGTERM the benchmark: it exits 143 (128 + SIGTERM) and none of `pids` outlives it."""
+    bench.send_signal(signal.SIGTERM)
+    assert bench.wait(timeout=30) == 128 + signal.SIGTERM, bench.communicate()
+    deadline = time.monotonic() + 10
+    while not all(map(gone, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    survivors = [pid for pid in pids if not gone(pid)]
+    for pid in survivors:  # do not leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == []
+
+
+def test_sigterm_kills_the_row_process_it_is_waiting_for(tmp_path):
+    """Issue 32 item 14, the mechanism on rlbench's own child (a row in a fresh interpreter): SIGTERM while
+    it runs kills its process group; exit 143, no orphan. The peer's case is the slow test below."""
+    bench = start_bench(tmp_path)
+    wait_until(lambda: psutil.Process(bench.pid).children(), bench)
+    (row,) = psutil.Process(bench.pid).children()
+    assert "--one-row" in row.cmdline() and os.getpgid(row.pid) == row.pid  # a process group of its own
+    stop_and_check_none_left(bench, [row.pid])
+
+
+@pytest.mark.slow
+def test_sigterm_kills_the_peer_and_everything_it_started(tmp_path):
+    """Issue 32 item 14: SIGTERM ended `bench speed` and left the SBX peer training on as an orphan. A
+    stand-in peer that starts a process of its own and hangs: after SIGTERM, neither is left. (Slow: the
+    peer runs after an rlbench row, which compiles.)"""
+    peer = tmp_path / "peer.py"
+    peer.write_text(PEER_THAT_HANGS)
+    bench = start_bench(tmp_path, "--peer", sys.executable, "--peer-script", str(peer))
+    wait_until((tmp_path / "peer.pids").exists, bench)
+    stop_and_check_none_left(bench, list(map(int, (tmp_path / "peer.pids").read_text().split())))

@@ -43,8 +43,11 @@ def run_cli(tmp_path, *argv):
     ],
 )
 def test_bad_input_exits_2_before_writing(tmp_path, capsys, argv, message):
+    """The error is the only line: nothing before it (issue 32 item 14: "Compilation cache: ..." was printed
+    first, and the replay buffer's size before its own error)."""
     assert run_cli(tmp_path, "--algo", "sac", "--env", "Pendulum-v1", *argv) == 2
-    assert re.search(message, capsys.readouterr().err)
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and re.search(message, err), out + err
     assert not (tmp_path / "logs").exists()
 
 

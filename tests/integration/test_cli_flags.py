@@ -249,7 +249,7 @@ def test_issue_command_lines_parse_and_run(tmp_path):
     assert config["n_envs"] == 4 and config["gradient_steps"] == 4 and args["vec_env"] == "subproc"  # -1: per env step
     assert run_cli(tmp_path, "-n", "20", *QUIET, *TINY, "--env-kwargs", "g:8.0", "--eval-env-kwargs", "g:5.0") == 0
     config, args, _ = run_files(runs / "sac" / "Pendulum-v1_3")
-    assert config["env_kwargs"] == {"g": 8.0} and args["eval_env_kwargs"] == ["g:5.0"]
+    assert config["env_kwargs"] == {"g": 8.0} and args["eval_env_kwargs"] == {"g": 5.0}
 
 
 def test_config_errors_come_before_any_env_is_built(tmp_path, capsys, monkeypatch):
@@ -261,3 +261,51 @@ def test_config_errors_come_before_any_env_is_built(tmp_path, capsys, monkeypatc
     monkeypatch.setattr(gymnasium, "make", no_env)
     assert run_cli(tmp_path, "-n", "20", "-params", "learning_rat:0.001") == 2
     assert "did you mean 'learning_rate'" in capsys.readouterr().err
+
+
+def test_a_flag_named_in_the_negative_gets_the_positive_as_its_opposite(capsys):
+    """Issue 32 item 14: add_bool_flag generated `--no-no-optim-plots`; the opposite of `--no-optim-plots`
+    is `--optim-plots`."""
+    parser = build_parser()
+    assert parser.parse_args(["--no-optim-plots"]).no_optim_plots is True
+    assert parser.parse_args(["--optim-plots"]).no_optim_plots is False
+    assert parser.parse_args(["--no-uuid"]).uuid is False
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["--no-no-optim-plots"])
+    assert exit_info.value.code == 2 and "unrecognized arguments: --no-no-optim-plots" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("device", ["cuda:x", "gpu:", "cpu:0", "tpu:1"])
+def test_device_spellings_other_than_gpu_n_exit_2(capsys, device):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["--device", device])
+    assert exit_info.value.code == 2
+    assert f"expected auto, cpu, gpu, cuda, gpu:N or cuda:N, got {device!r}" in capsys.readouterr().err
+
+
+def test_device_gpu_n_without_gpu_exits_2_naming_the_devices_found(tmp_path, capsys):
+    """Issue 32 item 14: `--device cuda:1` was refused by argparse; gpu:N / cuda:N now pick the N-th GPU. On a
+    CPU-only machine it is the missing-GPU error, listing the devices found, before anything is written."""
+    import jax
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("a GPU is present")
+    assert run_cli(tmp_path, "-n", "20", *QUIET, "--device", "cuda:1", *TINY) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and re.fullmatch(r"error: --device cuda:1: no GPU found \(devices: .*cpu.*\n", err)
+    assert not (tmp_path / "logs").exists()
+
+
+def test_n_at_or_below_learning_starts_warns_in_one_line(tmp_path, capsys):
+    """Issue 32 item 14: `-n` at or below learning_starts took no gradient step without a word; it now warns
+    (one line, on stderr) and trains as asked."""
+    assert run_cli(tmp_path, "-n", "20", *QUIET, *TINY) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Warning:")]
+    assert warnings == [
+        "Warning: n_timesteps 20 <= learning_starts 1000: this run takes random actions only and no gradient "
+        "step; raise -n or lower learning_starts (-params)"
+    ]
+    assert (
+        run_cli(tmp_path, "-n", "20", *QUIET, "-params", "learning_starts:10", "policy_kwargs:dict(net_arch=[8])") == 0
+    )
+    assert "Warning" not in capsys.readouterr().err

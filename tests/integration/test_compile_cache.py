@@ -141,3 +141,76 @@ def test_torn_or_foreign_entries_are_compiled_again_not_fatal(tmp_path):
     out = finish(train_process(tmp_path, cache, "after"))
     assert "Error reading persistent compilation cache entry" in out  # JAX's warning: reported, then compiled
     assert learner_state(tmp_path, "after") == learner_state(tmp_path, "cold")
+
+
+def world_writable(folder: Path, mode: int = 0o777) -> Path:
+    folder.mkdir()
+    folder.chmod(mode)  # chmod, not mkdir's mode: the umask would remove the group and other write bits
+    return folder
+
+
+def test_a_private_folder_under_a_folder_others_can_write_to_is_refused_before_anything_is_created(tmp_path):
+    """Issue 32 item 10: the cache is private, but its parent is world-writable (not sticky): another user
+    could rename it away and put theirs in its place. Refused, naming the parent; a missing cache folder is not
+    created there; train.py says it in one line, first, with exit 2 and nothing written."""
+    shared = world_writable(tmp_path / "shared")
+    (shared / "cache").mkdir(mode=0o700)
+    with pytest.raises(ConfigError, match=f"the folder above it {shared} can be written by other users"):
+        compile_cache.enable(str(shared / "cache"))
+    with pytest.raises(ConfigError, match="mode 0o777, not sticky"):
+        compile_cache.enable(str(shared / "new" / "cache"))
+    assert not (shared / "new").exists()
+    done = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), "--compile-cache", str(shared / "cache"), *TINY],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": REPO_ROOT},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr.startswith(f"error: --compile-cache {shared / 'cache'}: the folder above it {shared}")
+    assert len(done.stderr.splitlines()) == 1 and not (tmp_path / "logs").exists()
+
+
+SWAP = """
+import os, sys
+from pathlib import Path
+import jax, jax.numpy as jnp
+from rlbench import compile_cache
+sticky, xdg = Path(sys.argv[1]), Path(sys.argv[2])
+cache = sticky / "cache"
+assert compile_cache.enable(str(cache)) == cache  # under a sticky folder (as /tmp): accepted, and created private
+assert oct(cache.stat().st_mode & 0o777) == "0o700", oct(cache.stat().st_mode)
+print(jax.config.jax_compilation_cache_dir, os.environ["JAX_COMPILATION_CACHE_DIR"])
+cache.rename(sticky / "moved")  # another user's swap: the checked folder renamed away, a writable one in its place
+cache.mkdir()
+cache.chmod(0o777)
+jax.jit(lambda x: x * 2 + 1)(jnp.ones(3)).block_until_ready()
+print(len(list(cache.iterdir())), len(list((sticky / "moved").glob("*-cache"))))
+os.environ.pop(compile_cache.ENV_VAR)
+os.environ["XDG_CACHE_HOME"] = str(xdg)
+print(compile_cache.enable(None))
+"""
+
+
+def test_the_checked_folder_is_the_one_used_for_the_whole_run_even_when_swapped(tmp_path):
+    """Issue 32 item 10: the folder is held open and JAX works in it through /proc/self/fd, so a folder swapped
+    in under its name after the check gets nothing, and the checked one every entry; a sticky parent (as /tmp)
+    is accepted; the default folder under a world-writable XDG_CACHE_HOME turns the cache off with a warning."""
+    sticky = world_writable(tmp_path / "sticky", 0o1777)
+    xdg = world_writable(tmp_path / "xdg")
+    done = subprocess.run(
+        [sys.executable, "-c", SWAP, str(sticky), str(xdg)],
+        env={**os.environ, "PYTHONPATH": REPO_ROOT},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    pinned, exported, swapped, checked, off = done.stdout.split()
+    assert pinned.startswith("/proc/self/fd/") and exported == str(sticky / "cache")  # children get the real path
+    assert swapped == "0" and int(checked) >= 1
+    assert off == "None" and f"Warning: compilation cache off (compilation cache {xdg / 'rlbench' / 'jax'}" in (
+        done.stderr
+    )
+    assert f"the folder above it {xdg} can be written by other users" in done.stderr
+    assert not (xdg / "rlbench").exists()

@@ -2,12 +2,16 @@
 run with that seed would, and a seed that diverges is frozen while the others train on."""
 
 import csv
+import resource
+import shlex
 import signal
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
+import pytest
 import yaml
 
 from rlbench.checkpoint import read_checkpoint, state_from_bytes
@@ -15,7 +19,9 @@ from rlbench.checkpointing import CheckpointSettings
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import EXIT_INTERRUPTED
 from rlbench.config import RunConfig
+from rlbench.launch import claim_run_dirs
 from rlbench.loggers.csv import CSVLogger
+from rlbench.memory import check_open_files
 from rlbench.registry import ALGORITHMS
 from rlbench.runner import FAILED_FILE, SeedOutput, train, train_seeds
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
@@ -154,7 +160,8 @@ def test_three_seeds_write_their_own_run_folders_w_and_b_runs_and_one_seed_diver
     assert [a["seed"] for a in args] == [0, 1, 2] and len({a["group"] for a in args}) == 1
     configs = {(folder / "tests.envs_SeedBlowUp-v0" / "config.yml").read_text() for folder in folders}
     assert len(configs) == 1
-    assert "--n-seeds 3" in (folders[0] / "tests.envs_SeedBlowUp-v0" / "command.txt").read_text()
+    assert all(a["n_seeds"] == 3 for a in args)  # command.txt trains the folder's seed alone (issue 32 item 14)
+    assert (folders[0] / "tests.envs_SeedBlowUp-v0" / "command.txt").read_text().endswith(" --seed 0 --n-seeds 1\n")
     runs = {wandb_run(path)["config"]["seed"]: wandb_run(path) for path in (tmp_path / "wandb").glob("offline-run-*")}
     assert sorted(runs) == [0, 1, 2] and {run["group"] for run in runs.values()} == {args[0]["group"]}
     for index in (0, 2):
@@ -232,3 +239,119 @@ def test_sigterm_stops_every_seed_and_minus_i_on_any_one_resumes_the_group_bit_i
         )
     single = read_checkpoint(run_dir(tmp_path / "alone", "sac", 1) / "Pendulum-v1.zip").manifest
     assert single["seed"] == 1 and "group" not in single and single["counters"]["env_steps"] == 1000
+
+
+def test_k_run_folders_are_claimed_in_one_pass_after_the_highest_existing_one(tmp_path):
+    """Issue 32 item 7: each claim listed the whole algo folder, so K claims cost O(K^2) (4,000 folders took
+    about 10 s here, 100,000 hours). Now the folder is listed once: 4,000 consecutive folders in well under
+    a second, after the ones already there."""
+    algo_dir = tmp_path / "logs" / "sac"
+    algo_dir.mkdir(parents=True)
+    (algo_dir / "Pendulum-v1_7").mkdir()
+    start = time.monotonic()
+    run_dirs = claim_run_dirs(tmp_path / "logs", "sac", "Pendulum-v1", False, 4000)
+    assert time.monotonic() - start < 3.0
+    assert [path.name for path in run_dirs] == [f"Pendulum-v1_{n}" for n in range(8, 4008)]
+    assert all(path.is_dir() for path in run_dirs)
+
+
+def limited_open_files(limit):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return apply
+
+
+def test_n_seeds_is_bounded_by_the_open_file_limit_before_any_folder(tmp_path):
+    """Issue 32 item 7: every seed keeps its progress.csv, a TensorBoard file and a Monitor file per env open
+    for the whole run, so K is bounded by the open-file limit: past it, one line naming the limit and the
+    number of seeds that fit, exit 2, no folder."""
+    done = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *SEEDS_TINY[:4], "--n-seeds", "100", "-n", "50"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        preexec_fn=limited_open_files(400),  # 100 seeds x 3 files + 256 in reserve > 400
+    )
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr == (
+        "error: --n-seeds 100: each seed keeps 3 files open for the whole run (progress.csv, a TensorBoard file, "
+        "its envs' Monitor files), so 100 seeds need 556 file descriptors, and this process may open 400 "
+        "(ulimit -n); train at most 48 seeds per process (more processes, or a sweep), or raise the limit\n"
+    )
+    assert not (tmp_path / "logs").exists()
+
+
+def test_sigterm_while_the_run_folders_are_claimed_removes_them_all(tmp_path):
+    """Issue 32 item 7: SIGTERM while K run folders are being claimed and filled (config.yml, args.yml,
+    command.txt) left thousands of them behind. Signals are handled from the first moment: the start
+    removes every folder it claimed, and the parents it created, and exits 143 (128 + SIGTERM) in one line."""
+    n_seeds = min(2000, (resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 256) // 3)
+    logs = tmp_path / "logs"
+    argv = [*SEEDS_TINY[:4], "--n-seeds", str(n_seeds), "-n", "50", "-params", *TINY_LEARNER]
+    process = subprocess.Popen(
+        [sys.executable, "train.py", "-f", str(logs), *argv],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (logs / "sac").is_dir() or not any((logs / "sac").iterdir()):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.002)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert err.splitlines()[-1] == "stopped by SIGTERM before training started; no run folder left behind"
+    assert not logs.exists()
+
+
+def test_command_txt_of_one_seed_retrains_that_seed_alone_and_args_yml_stores_dicts(tmp_path):
+    """Issue 32 item 14: command.txt of one seed of a group retrained the whole group; it now reruns that
+    seed alone. args.yml stores -params and --env-kwargs as RL Zoo does (dicts, or null when not given)."""
+    logs = tmp_path / "logs"
+    argv = [*SEEDS_TINY[:4], "--n-seeds", "2", "-n", "150", "--eval-freq", "-1", "--verbose", "0"]
+    argv += ["--env", "Pendulum-v1", "--env-kwargs", "g:9.81", "-params", *TINY_LEARNER]
+    done = subprocess.run([sys.executable, "train.py", "-f", str(logs), *argv], cwd=REPO_ROOT, capture_output=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    params = logs / "sac" / "Pendulum-v1_2" / "Pendulum-v1"
+    args = yaml.safe_load((params / "args.yml").read_text())
+    assert args["env_kwargs"] == {"g": 9.81} and args["eval_env_kwargs"] is None
+    assert args["hyperparams"] == {
+        "learning_starts": 100,
+        "batch_size": 8,
+        "buffer_size": 1000,
+        "policy_kwargs": {"net_arch": [16]},
+    }
+    command = shlex.split((params / "command.txt").read_text())
+    assert command[:2] == ["python", "train.py"] and command[-4:] == ["--seed", "1", "--n-seeds", "1"]
+    assert command.count("--seed") == 1 and command.count("--n-seeds") == 1  # the group's flags replaced
+    rerun = subprocess.run([sys.executable, *command[1:]], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    alone = yaml.safe_load((logs / "sac" / "Pendulum-v1_3" / "Pendulum-v1" / "args.yml").read_text())
+    assert alone["seed"] == 1 and "group" not in alone and alone["n_seeds"] == 1
+    single = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "single"), "-n", "50", "--eval-freq", "-1", "--verbose", "0"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert single.returncode == 0, single.stderr[-2000:]
+    plain = yaml.safe_load(next((tmp_path / "single").rglob("args.yml")).read_text())
+    assert plain["hyperparams"] is None and plain["env_kwargs"] is None and plain["eval_env_kwargs"] is None
+
+
+def test_the_soft_open_file_limit_is_raised_when_the_hard_one_allows():
+    """Issue 32 item 7: below the hard limit, K seeds are not refused: the soft limit (often 1024) is raised."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1000:
+        pytest.skip(f"hard open-file limit {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (400, hard))
+    try:
+        check_open_files(100, 1, "dummy")  # 100 x 3 + 256
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 556
+        check_open_files(100, 1, "subproc")  # 100 x (2 + 3) + 256
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 756
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
