@@ -36,7 +36,8 @@ SAVE_FREQ_FRACTION = 10  # by default a sweep checkpoints (with the replay buffe
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m rlbench.sweep", description=__doc__.splitlines()[0])
+    # The docstring's first paragraph, whole: its first line alone stops mid-sentence.
+    p = argparse.ArgumentParser(prog="python -m rlbench.sweep", description=" ".join(__doc__.split("\n\n")[0].split()))
     grid = p.add_argument_group("the grid (what the results are)")
     grid.add_argument("--algos", nargs="+", default=["sac"], help=f"of {', '.join(ALGORITHMS)}")
     grid.add_argument("--envs", nargs="+", default=["Pendulum-v1"], help="gymnasium env ids")
