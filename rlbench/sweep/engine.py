@@ -22,17 +22,18 @@ import dataclasses
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlbench.errors import ConfigError
 from rlbench.experiment import RunRequest
-from rlbench.files import atomic_write_text
+from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
 from rlbench.network import connection_error
 from rlbench.signals import GracefulStop
@@ -165,7 +166,7 @@ def _run_locked(
 ) -> int:
     cells = {cell.key: cell for cell in spec.cells()}
     if (folder / "staging").is_dir():
-        finish_moves(folder, manifest, options.log_root)
+        finish_moves(folder, manifest, options.log_root, cells)
     wanted = (PENDING, RUNNING, INTERRUPTED, FAILED) if options.retry_failed else (PENDING, RUNNING, INTERRUPTED)
     todo = [cell for key, cell in cells.items() if manifest.cells[key].state in wanted]
     if not todo:
@@ -539,13 +540,16 @@ def apply_moves(moves: dict[str, dict[str, Any]], staging: Path, manifest: Manif
             os.rename(staged, final)  # onto an empty folder: atomic; the run appears complete or not at all
 
 
-def finish_moves(folder: Path, manifest: Manifest, log_root: Path) -> None:
+def finish_moves(folder: Path, manifest: Manifest, log_root: Path, cells: Mapping[str, Cell]) -> None:
     """Complete the moves a killed driver recorded in `moved.json` but had not finished or saved."""
     for moved in sorted((folder / "staging").glob(f"*/{MOVED_FILE}")):
         staging = moved.parent
         try:
-            moves = json.loads(moved.read_text())
-            checked = {key: check_move(key, move, staging, manifest) for key, move in moves.items()}
+            moves = parse_json(read_bounded_text(moved))  # one task's few cells: far below the 1 MiB bound
+            if not isinstance(moves, dict):
+                raise UntrustedFileError("not a JSON object")
+            checked = {key: check_move(key, move, staging, manifest, cells) for key, move in moves.items()}
+            check_finals(checked, manifest, Path(log_root))
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ConfigError(f"{moved}: unreadable ({error}); move the sweep folder away") from None
         apply_moves(checked, staging, manifest, log_root)
@@ -557,21 +561,40 @@ def finish_moves(folder: Path, manifest: Manifest, log_root: Path) -> None:
         print(f"finished moving the runs of {staging.name} into the log root (the last driver stopped mid-move)")
 
 
-def check_move(key: str, move: Any, staging: Path, manifest: Manifest) -> dict[str, Any]:
+def check_move(key: str, move: Any, staging: Path, manifest: Manifest, cells: Mapping[str, Cell]) -> dict[str, Any]:
     """A `moved.json` entry, read back as untrusted input: a cell of this grid, a staged folder inside the
-    staging folder, a plain `<algo>/<folder>` under the log root."""
-    if key not in manifest.cells or not isinstance(move, dict):
+    staging folder, a final folder of the cell's own algo and env (`<algo>/<env>_<N>`, as `record` claims it)."""
+    if key not in manifest.cells or key not in cells or not isinstance(move, dict):
         raise ValueError(f"{key!r} is not a cell of this sweep")
     staged, final = move.get("staged"), move.get("final")
     if staged is not None and (
         not isinstance(staged, str) or Path(staged).resolve().parent.parent != staging.resolve()
     ):
         raise ValueError(f"{key}: staged folder {staged!r} is not inside {staging}")
-    if not isinstance(final, str) or not is_run_dir(final):
-        raise ValueError(f"{key}: {final!r} is not <algo>/<folder>")
+    cell = cells[key]
+    own = rf"{re.escape(cell.algo)}/{re.escape(cell.env.replace(':', '_'))}_[0-9]+"
+    if not isinstance(final, str) or not is_run_dir(final) or not re.fullmatch(own, final):
+        raise ValueError(f"{key}: {final!r} is not a run folder of {cell.algo} on {cell.env} (<algo>/<env>_<N>)")
     if move.get("state") not in (DONE, FAILED) or not isinstance(move.get("error"), str | None):
         raise ValueError(f"{key}: bad state or error")
     return {"staged": staged, "final": final, "state": move["state"], "error": move.get("error")}
+
+
+def check_finals(moves: Mapping[str, Mapping[str, Any]], manifest: Manifest, log_root: Path) -> None:
+    """Each final folder is its cell's alone: no other cell's run folder, none named twice, and where the
+    move is still to do, a folder that does not exist or is the empty one the driver claimed for it (a
+    move done already left the staged folder gone and the final one in place)."""
+    others = {record.run_dir: key for key, record in manifest.cells.items() if record.run_dir is not None}
+    finals = [move["final"] for move in moves.values()]
+    for key, move in moves.items():
+        final = log_root / move["final"]
+        if others.get(move["final"], key) != key or finals.count(move["final"]) > 1:
+            raise ValueError(f"{key}: {move['final']} is another cell's run folder")
+        pending = move["staged"] is not None and Path(move["staged"]).is_dir()
+        if final.is_symlink() or (pending and final.exists() and (not final.is_dir() or any(final.iterdir()))):
+            raise ValueError(f"{key}: {move['final']} exists already (the move would overwrite it)")
+        if not pending and not final.is_dir():
+            raise ValueError(f"{key}: neither its staged folder nor {move['final']} exists")
 
 
 # -- the report --------------------------------------------------------------------------------

@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import ConfigError
-from rlbench.files import atomic_write_text
+from rlbench.files import (
+    MAX_SETTINGS_BYTES,
+    MAX_VALUES,
+    UntrustedFileError,
+    atomic_write_text,
+    parse_json,
+    read_bounded_text,
+)
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
@@ -35,6 +42,12 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # ones are left alone unless --retry-failed asks for them again.
 PENDING, RUNNING, DONE, FAILED, INTERRUPTED = "pending", "running", "done", "failed", "interrupted"
 STATES = (PENDING, RUNNING, DONE, FAILED, INTERRUPTED)
+
+# The manifest's bounds grow with the grid: a finished cell's record measured ~370 bytes and 18 JSON values
+# (a 1,200-cell grid of long env and host names: 447 KB), so a flat 1 MiB would refuse an honest sweep of
+# ~2,800 cells. 4 KiB a cell leaves room for long error lines; the values likewise, with room to spare.
+MANIFEST_BYTES_PER_CELL = 4096
+MANIFEST_VALUES_PER_CELL = 32
 
 
 @dataclass(frozen=True)
@@ -272,9 +285,11 @@ def load_manifest(path: Path, spec: SweepSpec) -> Manifest:
     """The manifest at `path`, checked field by field; ConfigError naming the file and the field that is
     wrong, or the grid's differences from `spec` (a changed grid under the same name)."""
     where = f"{path}"
+    n_cells = len(spec.cells())
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
+        text = read_bounded_text(path, MAX_SETTINGS_BYTES + n_cells * MANIFEST_BYTES_PER_CELL)
+        data = parse_json(text, max_values=MAX_VALUES + n_cells * MANIFEST_VALUES_PER_CELL)
+    except (OSError, UntrustedFileError) as error:
         raise ConfigError(f"{where}: unreadable ({error}); move the sweep folder away, or use another --name") from None
     if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
         raise ConfigError(f"{where}: not a version-{MANIFEST_VERSION} sweep manifest")

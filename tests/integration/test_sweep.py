@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import yaml
 
 from rlbench.cli import sweep
 from rlbench.cli import train as train_cli
+from rlbench.errors import ConfigError
 from tests.conftest import REPO_ROOT
 from tests.integration.test_tracking import isolated_env
 from tests.ray_cluster import Cluster, kill_all, processes_under, ray_env, short_temp_dir, wait_until
@@ -300,7 +302,8 @@ def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forge
     move = {"staged": str(staged), "final": "sac/Pendulum-v1_1", "state": "done", "error": None}
     moves = {"sac/Pendulum-v1/-/1": move}
     (staging / "moved.json").write_text(json.dumps(moves))
-    finish_moves(folder, manifest_, log)
+    cells = {cell.key: cell for cell in spec.cells()}
+    finish_moves(folder, manifest_, log, cells)
     assert (log / "sac/Pendulum-v1_1/evaluations.npz").read_bytes() == b"run" and not staging.exists()
     record = manifest(log, "m")["cells"]["sac/Pendulum-v1/-/1"]
     assert (record["state"], record["run_dir"]) == ("done", "sac/Pendulum-v1_1")
@@ -315,8 +318,83 @@ def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forge
         staging.mkdir(parents=True, exist_ok=True)
         (staging / "moved.json").write_text(json.dumps({"sac/Pendulum-v1/-/2": forged}))
         with pytest.raises(ConfigError, match=r"moved\.json: unreadable"):
-            finish_moves(folder, manifest_, log)
+            finish_moves(folder, manifest_, log, cells)
     assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1"]
+
+
+def forged_sweep(log: Path, name: str) -> tuple[Path, str]:
+    """A sweep folder of two cells as a driver leaves it: the manifest, seed 1 done in its run folder."""
+    from rlbench.sweep.grid import DONE, new_manifest
+
+    argv = ["--name", name, "--seeds", "2", "-n", "300", "-f", str(log)]
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(argv))
+    record = new_manifest(spec, "python -m rlbench.sweep ...")
+    record.cells["sac/Pendulum-v1/-/1"].state = DONE
+    record.cells["sac/Pendulum-v1/-/1"].run_dir = "sac/Pendulum-v1_1"
+    (log / "sac/Pendulum-v1_1").mkdir(parents=True)
+    (log / "sac/Pendulum-v1_1/evaluations.npz").write_bytes(b"seed 1")
+    record.save(log / "sweeps" / name)
+    return log / "sweeps" / name, shlex.join(argv)
+
+
+def test_a_deeply_nested_manifest_or_moved_json_is_refused_as_unreadable_in_one_line(tmp_path, capsys):
+    """Issue 32, item 1: 5,000 nested arrays (10 KB) were a RecursionError traceback; the manifest's size
+    bound grows with the grid, so an honest large sweep is never refused."""
+    log = tmp_path / "logs"
+    folder, argv = forged_sweep(log, "deep")
+    honest = (folder / "manifest.json").read_text()
+    nested = "[" * 5000 + "]" * 5000
+    for path, text in ((folder / "manifest.json", nested), (folder / "staging/sac_x_s2/moved.json", nested)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        assert sweep.main(shlex.split(argv)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path}: unreadable (nested too deeply to parse); move the sweep folder away")
+        assert len(err.strip().splitlines()) == 1, err
+        assert path.read_text() == text  # nothing rewritten
+        (folder / "manifest.json").write_text(honest)
+    (folder / "manifest.json").write_text(honest + " " * (1 << 20))  # past 1 MiB, inside this grid's bound
+    from rlbench.sweep.grid import load_manifest
+
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(shlex.split(argv)))
+    assert load_manifest(folder / "manifest.json", spec).cells["sac/Pendulum-v1/-/1"].run_dir == "sac/Pendulum-v1_1"
+    (folder / "manifest.json").write_text(honest + " " * (2 << 20))
+    with pytest.raises(ConfigError, match=r"unreadable \(larger than \d+ bytes"):
+        load_manifest(folder / "manifest.json", spec)
+
+
+def test_a_forged_moved_json_never_moves_a_run_onto_another_folder(tmp_path, capsys):
+    """Issue 32, item 5: a `final` naming another cell's finished folder was an OSError traceback."""
+    log = tmp_path / "logs"
+    folder, argv = forged_sweep(log, "onto")
+    staging = folder / "staging" / "sac_Pendulum-v1_x_s2"
+    staged = staging / "sac" / "Pendulum-v1_1"
+    (staged / "Pendulum-v1").mkdir(parents=True)
+    (staged / "evaluations.npz").write_bytes(b"seed 2")
+    (log / "sac/Pendulum-v1_3").mkdir()  # a train.py run of the user's, not a cell's
+    (log / "sac/Pendulum-v1_3/progress.csv").write_text("theirs")
+    (log / "crossq/Pendulum-v1_1").mkdir(parents=True)  # empty, but another algorithm's
+    for final, message in (
+        ("sac/Pendulum-v1_1", "sac/Pendulum-v1_1 is another cell's run folder"),
+        ("sac/Pendulum-v1_3", "sac/Pendulum-v1_3 exists already"),
+        ("crossq/Pendulum-v1_1", "'crossq/Pendulum-v1_1' is not a run folder of sac on Pendulum-v1"),
+        ("sac/Pendulum-v1_9", None),  # the staged folder is there: no error for it...
+    ):
+        move = {"staged": str(staged), "final": final, "state": "done", "error": None}
+        (staging / "moved.json").write_text(json.dumps({"sac/Pendulum-v1/-/2": move}))
+        if message is None:
+            break
+        assert sweep.main(shlex.split(argv)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {staging / 'moved.json'}: unreadable (sac/Pendulum-v1/-/2: {message}")
+        assert len(err.strip().splitlines()) == 1, err
+    shutil.rmtree(staged)  # ...but with it gone and no final folder, the move names nothing that exists
+    assert sweep.main(shlex.split(argv)) == 2
+    assert "neither its staged folder nor sac/Pendulum-v1_9 exists" in capsys.readouterr().err
+    assert (log / "sac/Pendulum-v1_1/evaluations.npz").read_bytes() == b"seed 1"
+    assert (log / "sac/Pendulum-v1_3/progress.csv").read_text() == "theirs"
+    assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_3"]
+    assert manifest(log, "onto")["cells"]["sac/Pendulum-v1/-/2"]["state"] == "pending"
 
 
 def test_a_second_driver_of_the_same_sweep_exits_2_and_a_wrong_address_leaves_nothing(tmp_path, capsys, monkeypatch):
