@@ -36,6 +36,7 @@ from rlbench.experiment import RunRequest
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
 from rlbench.network import connection_error
+from rlbench.redact import printable
 from rlbench.signals import GracefulStop
 from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir, unpack
 from rlbench.sweep.grid import (
@@ -136,6 +137,8 @@ def run_sweep(
     """Run the sweep's unfinished cells; 0 when every cell has finished, 75 when stopped, else 1.
 
     `request` and `outputs` are every cell's template (algo, env, seeds and params are filled in per task).
+    `command` is this invocation's command line, shell-quoted: a new manifest records it, and a stop prints
+    it as the command that continues the sweep (the manifest's may be another invocation's, or forged).
     ConfigError (exit 2) for a manifest of another grid, a sweep running already, an unreachable cluster or
     no Ray, before anything is written (a sweep folder made for the lock alone is removed again).
     """
@@ -147,7 +150,7 @@ def run_sweep(
     new = not folder.exists()
     try:
         with driver_lock(folder):
-            return _run_locked(ray, spec, options, manifest, folder, request, outputs, record_args)
+            return _run_locked(ray, spec, options, manifest, folder, request, outputs, record_args, command)
     except ConfigError:
         if new and not (folder / MANIFEST_FILE).exists():
             shutil.rmtree(folder, ignore_errors=True)
@@ -163,6 +166,7 @@ def _run_locked(
     request: RunRequest,
     outputs: RunOutputs,
     record_args: RecordArgs,
+    command: str,
 ) -> int:
     cells = {cell.key: cell for cell in spec.cells()}
     if (folder / "staging").is_dir():
@@ -205,7 +209,7 @@ def _run_locked(
             f"{folder / MANIFEST_FILE}",
             flush=True,
         )
-        driver = Driver(ray, spec, options, manifest, folder, packing, request, outputs, record_args)
+        driver = Driver(ray, spec, options, manifest, folder, packing, request, outputs, record_args, command)
         code = driver.run(tasks)
     finally:
         if not started:
@@ -291,9 +295,11 @@ class Driver:
         request: RunRequest,
         outputs: RunOutputs,
         record_args: RecordArgs,
+        command: str,
     ) -> None:
         self.ray, self.spec, self.options, self.manifest, self.folder = ray, spec, options, manifest, folder
         self.packing, self.request, self.outputs, self.record_args = packing, request, outputs, record_args
+        self.command = command
         self.running: dict[Any, tuple[Task, int]] = {}  # object ref -> (task, attempt)
         self.started: set[str] = set()
         self.stopping = False
@@ -336,7 +342,7 @@ class Driver:
         if self.stopping:
             print(
                 f"Stopped: {counts[DONE]} done, {counts[INTERRUPTED]} interrupted (checkpoints written), "
-                f"{counts[FAILED]} failed. Continue with the same command:\n  {self.manifest.command}",
+                f"{counts[FAILED]} failed. Continue with the same command:\n  {printable(self.command)}",
                 file=sys.stderr,
             )
             return EXIT_INTERRUPTED
@@ -606,7 +612,7 @@ def finish(spec: SweepSpec, manifest: Manifest, folder: Path, options: SweepOpti
     print(f"Sweep {spec.name}: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n), flush=True)
     for key, record in manifest.cells.items():
         if record.state == FAILED:
-            print(f"  failed {key}: {record.error}", file=sys.stderr)
+            print(f"  failed {key}: {printable(str(record.error))}", file=sys.stderr)  # the manifest's text
     if options.report and counts[DONE]:
         from rlbench.sweep.report import write_sweep_report
 

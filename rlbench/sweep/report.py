@@ -8,6 +8,7 @@ from pathlib import Path
 from rlbench import plots
 from rlbench.bench.report import machine_line
 from rlbench.bench.report import write_report as write_returns_report
+from rlbench.redact import printable
 from rlbench.sweep.grid import DONE, FAILED, Manifest, SweepSpec
 
 
@@ -54,7 +55,7 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
         "",
         "Command:",
         "",
-        f"    {manifest.command}",
+        f"    {printable(manifest.command)}",
         "",
         f"Machine (driver): {machine_line()}",
         "",

@@ -3,6 +3,7 @@ started with `ray start`, each in its own temp folder, stopped by PID afterwards
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -416,3 +417,56 @@ def test_a_second_driver_of_the_same_sweep_exits_2_and_a_wrong_address_leaves_no
     assert sweep.main(["--name", "w", "-n", "300", "-f", str(log), "--address", "127.0.0.1:9"]) == 2
     assert "--address 127.0.0.1:9" in capsys.readouterr().err
     assert not (log / "sweeps" / "w").exists()
+
+
+@pytest.mark.slow  # 10-20 s: a cell stopped after its first log rows, then continued to its end
+def test_a_stopped_and_continued_cell_keeps_every_log_row_and_the_hint_is_the_command_run(
+    tmp_path, ray_session, capsys
+):
+    """Issue 32, items 4 and 6: SIGTERM, then the same command. The continued cell's progress.csv and
+    Monitor file hold every attempt's rows (they held only the last attempt's), and the resume hint is the
+    command actually run, not the manifest's (here forged with an escape sequence)."""
+    import threading
+
+    from rlbench.checkpoint import read_checkpoint
+    from rlbench.sweep.grid import new_manifest
+
+    log = tmp_path / "logs"
+    # Long enough that the cell cannot end in the second or two a stop takes to reach it.
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "1", "-n", "8000", "--save-freq", "1000"]
+    argv += ["--eval-freq", "2000", "--eval-episodes", "2", *TINY, "--name", "h", "--no-report", "-f", str(log)]
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(argv))
+    new_manifest(spec, "python -m rlbench.sweep \x1b]0;owned\x07 --evil").save(log / "sweeps" / "h")
+
+    def rows_in_staging():
+        return sum(len(path.read_text().splitlines()) - 1 for path in log.glob("sweeps/h/staging/*/*/*/progress.csv"))
+
+    def stop_after_two_rows():
+        wait_until(lambda: rows_in_staging() >= 2, 120, what="two progress.csv rows of the cell")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # a late signal must not end pytest
+    try:
+        threading.Thread(target=stop_after_two_rows, daemon=True).start()
+        assert sweep.main(argv) == 75
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    err = capsys.readouterr().err
+    assert f"Continue with the same command:\n  {shlex.join(['python', '-m', 'rlbench.sweep', *argv])}\n" in err
+    assert "\x1b" not in err and "--evil" not in err
+    first = {path.name for path in (log / "sweeps/h/staging").glob("*/sac/*")}
+    assert len(first) == 1 and (log / "sweeps/h/staging").is_dir()
+
+    assert sweep.main(argv) == 0
+    run_dir = log / manifest(log, "h")["cells"]["sac/Pendulum-v1/-/1"]["run_dir"]
+    with open(run_dir / "progress.csv") as file:
+        rows = list(csv.DictReader(file))
+    evaluations = [int(row["time/env_steps"]) for row in rows if row["eval/mean_reward"]]
+    rollouts = [int(row["time/env_steps"]) for row in rows if row["rollout/ep_rew_mean"]]
+    assert evaluations == [2000, 4000, 6000, 8000], evaluations
+    assert rollouts == list(range(800, 8001, 800)), rollouts  # every 4 episodes, each logged once
+    monitor = (run_dir / "0.monitor.csv").read_text().splitlines()
+    returns = [float(line.split(",")[0]) for line in monitor[2:]]
+    final = read_checkpoint(run_dir / "Pendulum-v1.zip", load_replay_buffer=False)
+    np.testing.assert_allclose(returns, final.arrays["host/finished_returns"], atol=1e-6)  # every episode, once
+    assert len(returns) == 8000 // 200
