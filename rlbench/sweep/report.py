@@ -38,7 +38,9 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
                     continue
                 groups.append(group)
                 n_timesteps[(env, label)] = int(group.timesteps[-1])
-                for cell, returns in zip(done, group.returns, strict=True):
+                by_run = {log_root / manifest.cells[c.key].run_dir: c for c in done}
+                for run, returns in zip(group.runs, group.returns, strict=True):  # unreadable runs left out
+                    cell = by_run[run]
                     record = manifest.cells[cell.key]
                     rows.append(
                         f"| {label} | {env} | {cell.seed} | {record.run_dir} | {record.node} | {record.attempts} | "

@@ -470,3 +470,23 @@ def test_a_stopped_and_continued_cell_keeps_every_log_row_and_the_hint_is_the_co
     final = read_checkpoint(run_dir / "Pendulum-v1.zip", load_replay_buffer=False)
     np.testing.assert_allclose(returns, final.arrays["host/finished_returns"], atol=1e-6)  # every episode, once
     assert len(returns) == 8000 // 200
+
+
+def test_a_forged_evaluations_npz_leaves_its_cell_out_of_the_sweep_report_with_a_warning(tmp_path, capsys):
+    """Issue 32, item 12: one cell's forged evaluations.npz was a traceback that lost the whole report."""
+    from rlbench.sweep.grid import DONE, new_manifest
+    from rlbench.sweep.report import write_sweep_report
+    from tests.integration.test_scripts import forge_evaluations, write_evaluations
+
+    log = tmp_path / "logs"
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "r", "--seeds", "2", "-n", "2000"]))
+    record = new_manifest(spec, "python -m rlbench.sweep --name r")
+    for seed in (1, 2):
+        cell = record.cells[f"sac/Pendulum-v1/-/{seed}"]
+        cell.state, cell.run_dir = DONE, f"sac/Pendulum-v1_{seed}"
+    write_evaluations(log / "sac/Pendulum-v1_1", [1000, 2000], [1, 3])
+    forged = forge_evaluations(log / "sac/Pendulum-v1_2", "3 GB header")
+    report = write_sweep_report(spec, record, log / "sweeps/r", log, 100_000)
+    assert report is not None and "| sac/Pendulum-v1_1 |" in report.read_text()
+    assert "| sac/Pendulum-v1_2 |" not in report.read_text()
+    assert f"warning: {forged}: unreadable (" in capsys.readouterr().err
