@@ -91,6 +91,18 @@ def read_curve(run: Path) -> tuple[np.ndarray, np.ndarray] | None:
     return timesteps, results.mean(axis=1)
 
 
+def run_curve(run: Path, final: tuple[int, float] | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """`read_curve`, with the point `final` at its end when later than its last evaluation (a run with a
+    final point and no evaluations.npz has that point alone)."""
+    if final is not None and not (run / "evaluations.npz").exists():
+        curve: tuple[np.ndarray, np.ndarray] | None = (np.zeros(0, np.int64), np.zeros(0))
+    else:
+        curve = read_curve(run)
+    if curve is None or final is None or (len(curve[0]) and final[0] <= curve[0][-1]):
+        return curve
+    return np.append(curve[0], final[0]), np.append(curve[1], final[1])
+
+
 def check_npz_sizes(path: Path) -> None:
     """ValueError unless every member of the archive at `path` declares, inflated and in its .npy header,
     at most MAX_EVALUATIONS_MEMBER_BYTES: np.load would otherwise size its arrays from what the file says."""
@@ -110,13 +122,16 @@ def check_npz_sizes(path: Path) -> None:
                 )
 
 
-def load_group(env: str, algo: str, runs: list[Path]) -> Group | None:
+def load_group(
+    env: str, algo: str, runs: list[Path], final_points: Mapping[Path, tuple[int, float]] | None = None
+) -> Group | None:
     """The runs' mean evaluation returns aligned by env steps (see the module docstring); None when no
     run has an evaluation yet or the runs share no env steps (with a warning). A run whose evaluations.npz
-    is unreadable is left out with a warning naming the file."""
+    is unreadable is left out with a warning naming the file. `final_points[run]`: (env steps, mean
+    return) of an evaluation at the run's end (a sweep's), appended when later than its last evaluation."""
     curves = []
     for run in runs:
-        curve = read_curve(run)
+        curve = run_curve(run, (final_points or {}).get(run))
         if curve is None:
             continue
         if len(curve[0]) == 0:

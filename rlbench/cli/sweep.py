@@ -262,6 +262,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         verbose=1,
     )
     request = cell_template(args)
+    if 0 < spec.n_timesteps < spec.eval_freq:
+        print(
+            f"Note: runs of {spec.n_timesteps} env steps are shorter than --eval-freq {spec.eval_freq}, so train.py "
+            "evaluates none of them: each cell's final model is evaluated at its end instead "
+            f"({spec.eval_episodes} episodes), and the report shows those final returns",
+            flush=True,
+        )
     options = SweepOptions(
         log_root=args.log_folder,
         address=args.address,

@@ -33,13 +33,14 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rlbench.experiment import RunRequest
 from rlbench.launch import RunOutputs
 from rlbench.signals import SignalScope
+from rlbench.sweep.final_eval import final_evaluations
 from rlbench.sweep.grid import Task
 from rlbench.sweep.history import keep_history
 from rlbench.sweep.packing import Packing
@@ -78,6 +79,7 @@ class TaskOutcome:
     wall_time_s: float
     resumed_from: str | None = None
     log_tail: str = ""
+    final_evals: list[dict[str, Any] | None] = field(default_factory=list)  # rlbench.sweep.final_eval, per seed
 
 
 def staging_dir(sweep_dir: str | Path, task_id: str) -> Path:
@@ -177,9 +179,10 @@ def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
     for index, (code, run_dir) in enumerate(zip(codes, run_dirs, strict=True)):
         if code == 0 and exp.resume_seeds:  # a continuation: the earlier attempts' log rows go in front
             keep_history(run_dir, exp.resume_seeds[index], staging)
+    finals = final_evaluations(exp, run_dirs, codes) if not signals() and not board_stop() else [None] * n
     errors = [None] * n  # filled from the log by run_task
     staged = [str(run_dir) if code == 0 else None for code, run_dir in zip(codes, run_dirs, strict=True)]
-    return TaskOutcome(codes, errors, staged, [None] * n, "", 0.0, resumed_from)
+    return TaskOutcome(codes, errors, staged, [None] * n, "", 0.0, resumed_from, final_evals=finals)
 
 
 def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | None:

@@ -448,12 +448,13 @@ class Driver:
             atomic_write_text(staging / MOVED_FILE, json.dumps(moves, indent=1, sort_keys=True) + "\n")
             apply_moves(moves, staging, self.manifest, self.options.log_root)
         kept = f" (its files: {staging})" if self.options.shared_fs else ""
-        for cell, code, error in zip(task.cells, outcome.codes, outcome.errors, strict=True):
+        for index, (cell, code, error) in enumerate(zip(task.cells, outcome.codes, outcome.errors, strict=True)):
             record = self.manifest.cells[cell.key]
             record.state = DONE if code == 0 else FAILED
             record.error = None if code == 0 else f"{error}{kept}"
             if cell.key in moves:
                 record.run_dir = moves[cell.key]["final"]
+                record.final_eval = outcome.final_evals[index] if outcome.final_evals else None
         self.manifest.save(self.folder)
         if self.options.shared_fs:
             if all(code == 0 for code in outcome.codes):
@@ -619,3 +620,5 @@ def finish(spec: SweepSpec, manifest: Manifest, folder: Path, options: SweepOpti
         path = write_sweep_report(spec, manifest, folder, options.log_root, options.at_steps)
         if path is not None:
             print(f"Report: {path}", flush=True)
+        else:
+            print("No report: no finished cell has an evaluation to report", flush=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -238,6 +239,9 @@ class CellRecord:
     run_dir: str | None = None  # relative to the log root, once finished
     error: str | None = None
     log: str | None = None  # the last attempt's log, relative to the sweep folder
+    # the final model's evaluation when the run's last one was earlier (rlbench.sweep.final_eval):
+    # {"env_steps": int, "mean_return": float, "episodes": int}
+    final_eval: dict[str, Any] | None = None
 
     def plain(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -348,9 +352,26 @@ def _cell_record(value: Any, where: str) -> CellRecord:
     if not isinstance(wall, int | float) or isinstance(wall, bool) or wall < 0:
         raise ConfigError(f"{where}: wall_time_s must be a number >= 0")
     record.attempts, record.wall_time_s = attempts, float(wall)
+    record.final_eval = _final_eval(value.get("final_eval"), where)
     if record.state == DONE and record.run_dir is None:
         raise ConfigError(f"{where}: done without a run_dir")
     return record
+
+
+def _final_eval(value: Any, where: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    fields = (
+        (value.get("env_steps"), value.get("mean_return"), value.get("episodes")) if isinstance(value, dict) else ()
+    )
+    if len(fields) != 3 or not (
+        all(isinstance(item, int) and not isinstance(item, bool) and item >= 0 for item in fields[::2])
+        and isinstance(fields[1], int | float)
+        and not isinstance(fields[1], bool)
+        and math.isfinite(fields[1])
+    ):
+        raise ConfigError(f"{where}: final_eval must hold env_steps, mean_return (finite) and episodes")
+    return {"env_steps": fields[0], "mean_return": float(fields[1]), "episodes": fields[2]}
 
 
 def is_run_dir(text: str) -> bool:

@@ -490,3 +490,26 @@ def test_a_forged_evaluations_npz_leaves_its_cell_out_of_the_sweep_report_with_a
     assert report is not None and "| sac/Pendulum-v1_1 |" in report.read_text()
     assert "| sac/Pendulum-v1_2 |" not in report.read_text()
     assert f"warning: {forged}: unreadable (" in capsys.readouterr().err
+
+
+def test_runs_shorter_than_eval_freq_are_said_at_the_start_and_reported_with_their_final_evaluations(
+    tmp_path, ray_session, capsys
+):
+    """Issue 32, item 11: a README-style short sweep ended without a report and without a word."""
+    log = tmp_path / "logs"
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "2", "-n", "300", "--eval-episodes", "2", *TINY]
+    argv += ["-f", str(log), "--name", "short", "--seeds-per-process", "2"]  # one process: one compilation
+    assert sweep.main(argv) == 0
+    out = capsys.readouterr().out
+    note = "Note: runs of 300 env steps are shorter than --eval-freq 10000, so train.py evaluates none of them"
+    assert out.index(note) < out.index("Packing: ")  # at the start
+    cells = manifest(log, "short")["cells"]
+    for cell in cells.values():
+        final = cell["final_eval"]
+        assert final["env_steps"] == 300 and final["episodes"] == 2 and -2000 < final["mean_return"] < 0, final
+        assert not (log / cell["run_dir"] / "evaluations.npz").exists()  # the run folder is train.py's
+    report = (log / "sweeps/short/report.md").read_text()
+    assert "| Pendulum-v1 | sac | 2 | 300 |" in report and "its final model evaluated by the sweep" in report
+    for cell in cells.values():
+        assert f"| {cell['run_dir']} |" in report and f"| {cell['final_eval']['mean_return']:.1f} |" in report
+    assert f"Report: {log / 'sweeps/short/report.md'}" in out
