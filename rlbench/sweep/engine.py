@@ -529,7 +529,8 @@ class Driver:
             states = {self.manifest.cells[c.key].state for c in task.cells}
             if len(states) == 1 and (state := states.pop()) != RUNNING:
                 view.state = state
-        self.progress.event(f"[{self.progress.summary()}] {task.label}: {text}")
+        # printable: a failed seed's error is its log's last error line, which an env or a file may have written
+        self.progress.event(f"[{self.progress.summary()}] {task.label}: {printable(text)}")
 
 
 # -- moves into the log root -------------------------------------------------------------------

@@ -428,7 +428,6 @@ def test_a_stopped_and_continued_cell_keeps_every_log_row_and_the_hint_is_the_co
     command actually run, not the manifest's (here forged with an escape sequence)."""
     import threading
 
-    from rlbench.checkpoint import read_checkpoint
     from rlbench.sweep.grid import new_manifest
 
     log = tmp_path / "logs"
@@ -458,18 +457,7 @@ def test_a_stopped_and_continued_cell_keeps_every_log_row_and_the_hint_is_the_co
     assert len(first) == 1 and (log / "sweeps/h/staging").is_dir()
 
     assert sweep.main(argv) == 0
-    run_dir = log / manifest(log, "h")["cells"]["sac/Pendulum-v1/-/1"]["run_dir"]
-    with open(run_dir / "progress.csv") as file:
-        rows = list(csv.DictReader(file))
-    evaluations = [int(row["time/env_steps"]) for row in rows if row["eval/mean_reward"]]
-    rollouts = [int(row["time/env_steps"]) for row in rows if row["rollout/ep_rew_mean"]]
-    assert evaluations == [2000, 4000, 6000, 8000], evaluations
-    assert rollouts == list(range(800, 8001, 800)), rollouts  # every 4 episodes, each logged once
-    monitor = (run_dir / "0.monitor.csv").read_text().splitlines()
-    returns = [float(line.split(",")[0]) for line in monitor[2:]]
-    final = read_checkpoint(run_dir / "Pendulum-v1.zip", load_replay_buffer=False)
-    np.testing.assert_allclose(returns, final.arrays["host/finished_returns"], atol=1e-6)  # every episode, once
-    assert len(returns) == 8000 // 200
+    assert_whole_history(log / manifest(log, "h")["cells"]["sac/Pendulum-v1/-/1"]["run_dir"], 8000, 2000)
 
 
 def test_a_forged_evaluations_npz_leaves_its_cell_out_of_the_sweep_report_with_a_warning(tmp_path, capsys):
@@ -513,3 +501,55 @@ def test_runs_shorter_than_eval_freq_are_said_at_the_start_and_reported_with_the
     for cell in cells.values():
         assert f"| {cell['run_dir']} |" in report and f"| {cell['final_eval']['mean_return']:.1f} |" in report
     assert f"Report: {log / 'sweeps/short/report.md'}" in out
+
+
+def assert_whole_history(run_dir: Path, n_timesteps: int, eval_freq: int) -> None:
+    """The run folder's progress.csv and Monitor file are one uninterrupted run's: a rollout row every 4
+    episodes (200 steps each) and an evaluation row every `eval_freq` steps, each once, and every episode."""
+    from rlbench.checkpoint import read_checkpoint
+
+    with open(run_dir / "progress.csv") as file:
+        rows = list(csv.DictReader(file))
+    evaluations = [int(row["time/env_steps"]) for row in rows if row["eval/mean_reward"]]
+    rollouts = [int(row["time/env_steps"]) for row in rows if row["rollout/ep_rew_mean"]]
+    assert evaluations == list(range(eval_freq, n_timesteps + 1, eval_freq)), evaluations
+    assert rollouts == list(range(800, n_timesteps + 1, 800)), rollouts
+    monitor = (run_dir / "0.monitor.csv").read_text().splitlines()
+    returns = [float(line.split(",")[0]) for line in monitor[2:]]
+    final = read_checkpoint(run_dir / "Pendulum-v1.zip", load_replay_buffer=False)
+    np.testing.assert_allclose(returns, final.arrays["host/finished_returns"], atol=1e-6)  # every episode, once
+    assert len(returns) == n_timesteps // 200
+
+
+@pytest.mark.slow  # 10-20 s: a cell killed after its first checkpoint, retried to its end
+def test_a_killed_worker_s_cell_continues_and_its_folder_holds_each_log_row_once(tmp_path, ray_session, capsys):
+    """Issue 32, item 4: the worker is SIGKILLed after logging past its checkpoint; the retry continues from
+    the checkpoint, and the rows the first attempt logged after it are not kept twice."""
+    import threading
+
+    log = tmp_path / "logs"
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "1", "-n", "4000", "--save-freq", "1000"]
+    argv += ["--eval-freq", "1000", "--eval-episodes", "2", *TINY, "--name", "k", "--no-report", "-f", str(log)]
+
+    def worker_past_its_checkpoint():
+        """The worker's pid once its run has a checkpoint at 1000 env steps and a progress.csv row at 1600."""
+        for run in log.glob("sweeps/k/staging/*/sac/*"):
+            rows = (run / "progress.csv").read_text() if (run / "progress.csv").is_file() else ""
+            if (run / "rl_model_1000_steps.zip").is_file() and "\n1600," in rows:
+                return int(re.findall(r", pid (\d+), ", next(log.glob("sweeps/k/logs/*.log")).read_text())[-1])
+        return None
+
+    killed = []
+    thread = threading.Thread(
+        target=lambda: killed.append(os.kill(wait_until(worker_past_its_checkpoint, 120, 0.05), signal.SIGKILL)),
+        daemon=True,
+    )
+    thread.start()
+    assert sweep.main(argv) == 0
+    thread.join(5)
+    assert killed, "the worker was not killed"
+    out = capsys.readouterr().out
+    assert "process lost (WorkerCrashedError" in out and "continued from" in out, out
+    cell = manifest(log, "k")["cells"]["sac/Pendulum-v1/-/1"]
+    assert cell["attempts"] == 2
+    assert_whole_history(log / cell["run_dir"], 4000, 1000)
