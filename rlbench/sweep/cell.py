@@ -7,8 +7,9 @@ retried or re-run task continues from the newest valid checkpoint in it (sweeps 
 their replay buffer by default, so the continuation is bit-exact), in a new run folder as `train.py -i`
 does; when it finishes, the earlier attempts' progress.csv rows and Monitor episodes are put in front of
 its own (rlbench.sweep.history), so the cell's folder is what one uninterrupted run writes. Without shared
-storage it is a temporary folder on the worker's node, the finished run folders go back to the driver as tar archives
-through Ray's object store, and a retried task starts from scratch.
+storage it is a temporary folder on the worker's node, the finished run folders go back to the driver as
+tar archives through Ray's object store, and a retried task starts from scratch. A finished run whose last
+evaluation came before its last env step has its final model evaluated for the report (final_eval).
 
 A task pins every thread of its worker process to its own cores (a lock file per core, held for the task
 and released by the kernel if the process dies, so two nodes on one machine never share a core either).

@@ -225,6 +225,7 @@ def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tm
         assert "=== continuing from checkpoint" in text and "Resuming from" in text
         steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
         np.testing.assert_array_equal(steps, np.arange(2000, 6001, 2000))  # one history across the stop
+        assert_whole_history(log / cell["run_dir"], 6000, 2000)  # progress.csv and Monitor file too (issue 32)
     assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_2"]
     runs = [wandb_run(path) for path in (tmp_path / "wandb").glob("offline-run-*")]
     assert len(runs) == 4 and {run["group"] for run in runs} == {"c"}  # two attempts of two cells
@@ -281,6 +282,7 @@ def test_two_node_cluster_cells_land_on_both_nodes_and_a_killed_node_s_cells_res
     for cell in cells.values():
         steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
         np.testing.assert_array_equal(steps, np.arange(2000, 8001, 2000))
+        assert_whole_history(log / cell["run_dir"], 8000, 2000)  # a killed node's rows once each (issue 32)
     assert not (log / "sweeps/two/staging").exists()
 
 
