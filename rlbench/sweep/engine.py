@@ -50,6 +50,7 @@ from rlbench.sweep.grid import (
     Manifest,
     SweepSpec,
     Task,
+    check_final_eval,
     is_run_dir,
     load_manifest,
     make_tasks,
@@ -432,8 +433,9 @@ class Driver:
             self.event(task, "stopped with a checkpoint; the same command continues it")
             return
         moves = {}  # the finished seeds' run folders; a failed seed's stays in the staging folder, for a look
-        for cell, code, staged, archive in zip(
-            task.cells, outcome.codes, outcome.staged, outcome.archives, strict=True
+        finals = outcome.final_evals or [None] * len(task.cells)
+        for cell, code, staged, archive, final_eval in zip(
+            task.cells, outcome.codes, outcome.staged, outcome.archives, finals, strict=True
         ):
             if code != 0 or (staged is None and archive is None):
                 continue
@@ -442,19 +444,24 @@ class Driver:
                 final.rmdir()
                 unpack(archive, final)
             relative = final.relative_to(self.options.log_root).as_posix()
-            moves[cell.key] = {"staged": staged, "final": relative, "state": DONE, "error": None}
+            moves[cell.key] = {
+                "staged": staged,
+                "final": relative,
+                "state": DONE,
+                "error": None,
+                "final_eval": final_eval,
+            }
         staging = staging_dir(self.folder, task.id)
         if self.options.shared_fs and moves:
             atomic_write_text(staging / MOVED_FILE, json.dumps(moves, indent=1, sort_keys=True) + "\n")
             apply_moves(moves, staging, self.manifest, self.options.log_root)
         kept = f" (its files: {staging})" if self.options.shared_fs else ""
-        for index, (cell, code, error) in enumerate(zip(task.cells, outcome.codes, outcome.errors, strict=True)):
+        for cell, code, error in zip(task.cells, outcome.codes, outcome.errors, strict=True):
             record = self.manifest.cells[cell.key]
             record.state = DONE if code == 0 else FAILED
             record.error = None if code == 0 else f"{error}{kept}"
             if cell.key in moves:
-                record.run_dir = moves[cell.key]["final"]
-                record.final_eval = outcome.final_evals[index] if outcome.final_evals else None
+                record.run_dir, record.final_eval = moves[cell.key]["final"], moves[cell.key]["final_eval"]
         self.manifest.save(self.folder)
         if self.options.shared_fs:
             if all(code == 0 for code in outcome.codes):
@@ -564,6 +571,7 @@ def finish_moves(folder: Path, manifest: Manifest, log_root: Path, cells: Mappin
         for key, move in checked.items():
             record = manifest.cells[key]
             record.state, record.error, record.run_dir = move["state"], move["error"], move["final"]
+            record.final_eval = move["final_eval"]
         manifest.save(folder)
         shutil.rmtree(staging, ignore_errors=True)
         print(f"finished moving the runs of {staging.name} into the log root (the last driver stopped mid-move)")
@@ -585,7 +593,14 @@ def check_move(key: str, move: Any, staging: Path, manifest: Manifest, cells: Ma
         raise ValueError(f"{key}: {final!r} is not a run folder of {cell.algo} on {cell.env} (<algo>/<env>_<N>)")
     if move.get("state") not in (DONE, FAILED) or not isinstance(move.get("error"), str | None):
         raise ValueError(f"{key}: bad state or error")
-    return {"staged": staged, "final": final, "state": move["state"], "error": move.get("error")}
+    final_eval = check_final_eval(move.get("final_eval"), key)
+    return {
+        "staged": staged,
+        "final": final,
+        "state": move["state"],
+        "error": move.get("error"),
+        "final_eval": final_eval,
+    }
 
 
 def check_finals(moves: Mapping[str, Mapping[str, Any]], manifest: Manifest, log_root: Path) -> None:

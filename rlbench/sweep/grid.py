@@ -352,13 +352,13 @@ def _cell_record(value: Any, where: str) -> CellRecord:
     if not isinstance(wall, int | float) or isinstance(wall, bool) or wall < 0:
         raise ConfigError(f"{where}: wall_time_s must be a number >= 0")
     record.attempts, record.wall_time_s = attempts, float(wall)
-    record.final_eval = _final_eval(value.get("final_eval"), where)
+    record.final_eval = check_final_eval(value.get("final_eval"), where)
     if record.state == DONE and record.run_dir is None:
         raise ConfigError(f"{where}: done without a run_dir")
     return record
 
 
-def _final_eval(value: Any, where: str) -> dict[str, Any] | None:
+def check_final_eval(value: Any, where: str) -> dict[str, Any] | None:
     if value is None:
         return None
     fields = (

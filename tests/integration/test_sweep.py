@@ -381,9 +381,15 @@ def test_a_forged_moved_json_never_moves_a_run_onto_another_folder(tmp_path, cap
         ("sac/Pendulum-v1_1", "sac/Pendulum-v1_1 is another cell's run folder"),
         ("sac/Pendulum-v1_3", "sac/Pendulum-v1_3 exists already"),
         ("crossq/Pendulum-v1_1", "'crossq/Pendulum-v1_1' is not a run folder of sac on Pendulum-v1"),
+        ("sac/Pendulum-v1_8", "final_eval must hold env_steps, mean_return (finite) and episodes"),
         ("sac/Pendulum-v1_9", None),  # the staged folder is there: no error for it...
     ):
         move = {"staged": str(staged), "final": final, "state": "done", "error": None}
+        move["final_eval"] = {
+            "env_steps": 300,
+            "mean_return": float("nan") if final.endswith("8") else -1.5,
+            "episodes": 2,
+        }
         (staging / "moved.json").write_text(json.dumps({"sac/Pendulum-v1/-/2": move}))
         if message is None:
             break
