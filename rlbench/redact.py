@@ -1,5 +1,6 @@
 """Credentials never leave the process: every place that shows or stores a storage URL or a command
 line (args.yml, command.txt, the study's attributes, banners, errors, W&B's config) passes it here.
+And text a file supplies never drives the terminal: `printable` escapes its control characters.
 
 `postgresql://user:secret@host/db` becomes `postgresql://user:***@host/db`, and a libpq-style
 `password=secret` (URL query or keyword string) becomes `password=***`. Users who want no password in
@@ -18,6 +19,9 @@ MASK = "***"
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):(?P<secret>[^/\s]*)@")
 # password=secret in a URL query (?password=..&) or a libpq keyword string (password=... host=...)
 _KEYWORD_PASSWORD = re.compile(r"(?P<head>\bpassword=)(?P<secret>[^&\s]*)", re.IGNORECASE)
+# C0 and C1 controls (escape sequences, carriage returns, backspaces) and the bidirectional overrides that
+# reorder what a terminal shows
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def redact(text: str) -> str:
@@ -40,3 +44,10 @@ def redact_values(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(redact_values(v) for v in value)
     return value
+
+
+def printable(text: str) -> str:
+    """`text` as one line a terminal shows as it is: each control character written as Python escapes it
+    (`\\x1b`, `\\n`, `\\u202e`). For anything read from a file (a manifest's command or error) before it
+    reaches the console."""
+    return _CONTROL.sub(lambda match: ascii(match[0])[1:-1], text)

@@ -36,7 +36,8 @@ SAVE_FREQ_FRACTION = 10  # by default a sweep checkpoints (with the replay buffe
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m rlbench.sweep", description=__doc__.splitlines()[0])
+    # The docstring's first paragraph, whole: its first line alone stops mid-sentence.
+    p = argparse.ArgumentParser(prog="python -m rlbench.sweep", description=" ".join(__doc__.split("\n\n")[0].split()))
     grid = p.add_argument_group("the grid (what the results are)")
     grid.add_argument("--algos", nargs="+", default=["sac"], help=f"of {', '.join(ALGORITHMS)}")
     grid.add_argument("--envs", nargs="+", default=["Pendulum-v1"], help="gymnasium env ids")
@@ -261,6 +262,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         verbose=1,
     )
     request = cell_template(args)
+    if 0 < spec.n_timesteps < spec.eval_freq:
+        print(
+            f"Note: runs of {spec.n_timesteps} env steps are shorter than --eval-freq {spec.eval_freq}, so train.py "
+            "evaluates none of them: each cell's final model is evaluated at its end instead "
+            f"({spec.eval_episodes} episodes), and the report shows those final returns",
+            flush=True,
+        )
     options = SweepOptions(
         log_root=args.log_folder,
         address=args.address,

@@ -4,9 +4,12 @@ The task resolves its `RunRequest` (rlbench.experiment) and runs it with rlbench
 folder, so that a run folder appears under the log root only once it is finished (the driver moves it
 there). On shared storage the staging folder is `<sweep>/staging/<task>/` and outlives the process: a
 retried or re-run task continues from the newest valid checkpoint in it (sweeps save checkpoints with
-their replay buffer by default, so the continuation is bit-exact). Without shared storage it is a
-temporary folder on the worker's node, the finished run folders go back to the driver as tar archives
-through Ray's object store, and a retried task starts from scratch.
+their replay buffer by default, so the continuation is bit-exact), in a new run folder as `train.py -i`
+does; when it finishes, the earlier attempts' progress.csv rows and Monitor episodes are put in front of
+its own (rlbench.sweep.history), so the cell's folder is what one uninterrupted run writes. Without shared
+storage it is a temporary folder on the worker's node, the finished run folders go back to the driver as
+tar archives through Ray's object store, and a retried task starts from scratch. A finished run whose last
+evaluation came before its last env step has its final model evaluated for the report (final_eval).
 
 A task pins every thread of its worker process to its own cores (a lock file per core, held for the task
 and released by the kernel if the process dies, so two nodes on one machine never share a core either).
@@ -31,14 +34,16 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rlbench.experiment import RunRequest
 from rlbench.launch import RunOutputs
 from rlbench.signals import SignalScope
+from rlbench.sweep.final_eval import final_evaluations
 from rlbench.sweep.grid import Task
+from rlbench.sweep.history import keep_history
 from rlbench.sweep.packing import Packing
 
 STOP_POLL_S = 1.0  # how often a task asks the driver's board whether the sweep is stopping (a non-blocking call)
@@ -75,6 +80,7 @@ class TaskOutcome:
     wall_time_s: float
     resumed_from: str | None = None
     log_tail: str = ""
+    final_evals: list[dict[str, Any] | None] = field(default_factory=list)  # rlbench.sweep.final_eval, per seed
 
 
 def staging_dir(sweep_dir: str | Path, task_id: str) -> Path:
@@ -171,9 +177,13 @@ def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
             on_eval=progress.evaluation,
             on_iteration=progress.iteration,
         )
+    for index, (code, run_dir) in enumerate(zip(codes, run_dirs, strict=True)):
+        if code == 0 and exp.resume_seeds:  # a continuation: the earlier attempts' log rows go in front
+            keep_history(run_dir, exp.resume_seeds[index], staging)
+    finals = final_evaluations(exp, run_dirs, codes) if not signals() and not board_stop() else [None] * n
     errors = [None] * n  # filled from the log by run_task
     staged = [str(run_dir) if code == 0 else None for code, run_dir in zip(codes, run_dirs, strict=True)]
-    return TaskOutcome(codes, errors, staged, [None] * n, "", 0.0, resumed_from)
+    return TaskOutcome(codes, errors, staged, [None] * n, "", 0.0, resumed_from, final_evals=finals)
 
 
 def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | None:

@@ -22,19 +22,21 @@ import dataclasses
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlbench.errors import ConfigError
 from rlbench.experiment import RunRequest
-from rlbench.files import atomic_write_text
+from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
 from rlbench.network import connection_error
+from rlbench.redact import printable
 from rlbench.signals import GracefulStop
 from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir, unpack
 from rlbench.sweep.grid import (
@@ -48,6 +50,7 @@ from rlbench.sweep.grid import (
     Manifest,
     SweepSpec,
     Task,
+    check_final_eval,
     is_run_dir,
     load_manifest,
     make_tasks,
@@ -135,6 +138,8 @@ def run_sweep(
     """Run the sweep's unfinished cells; 0 when every cell has finished, 75 when stopped, else 1.
 
     `request` and `outputs` are every cell's template (algo, env, seeds and params are filled in per task).
+    `command` is this invocation's command line, shell-quoted: a new manifest records it, and a stop prints
+    it as the command that continues the sweep (the manifest's may be another invocation's, or forged).
     ConfigError (exit 2) for a manifest of another grid, a sweep running already, an unreachable cluster or
     no Ray, before anything is written (a sweep folder made for the lock alone is removed again).
     """
@@ -146,7 +151,7 @@ def run_sweep(
     new = not folder.exists()
     try:
         with driver_lock(folder):
-            return _run_locked(ray, spec, options, manifest, folder, request, outputs, record_args)
+            return _run_locked(ray, spec, options, manifest, folder, request, outputs, record_args, command)
     except ConfigError:
         if new and not (folder / MANIFEST_FILE).exists():
             shutil.rmtree(folder, ignore_errors=True)
@@ -162,10 +167,11 @@ def _run_locked(
     request: RunRequest,
     outputs: RunOutputs,
     record_args: RecordArgs,
+    command: str,
 ) -> int:
     cells = {cell.key: cell for cell in spec.cells()}
     if (folder / "staging").is_dir():
-        finish_moves(folder, manifest, options.log_root)
+        finish_moves(folder, manifest, options.log_root, cells)
     wanted = (PENDING, RUNNING, INTERRUPTED, FAILED) if options.retry_failed else (PENDING, RUNNING, INTERRUPTED)
     todo = [cell for key, cell in cells.items() if manifest.cells[key].state in wanted]
     if not todo:
@@ -204,7 +210,7 @@ def _run_locked(
             f"{folder / MANIFEST_FILE}",
             flush=True,
         )
-        driver = Driver(ray, spec, options, manifest, folder, packing, request, outputs, record_args)
+        driver = Driver(ray, spec, options, manifest, folder, packing, request, outputs, record_args, command)
         code = driver.run(tasks)
     finally:
         if not started:
@@ -290,9 +296,11 @@ class Driver:
         request: RunRequest,
         outputs: RunOutputs,
         record_args: RecordArgs,
+        command: str,
     ) -> None:
         self.ray, self.spec, self.options, self.manifest, self.folder = ray, spec, options, manifest, folder
         self.packing, self.request, self.outputs, self.record_args = packing, request, outputs, record_args
+        self.command = command
         self.running: dict[Any, tuple[Task, int]] = {}  # object ref -> (task, attempt)
         self.started: set[str] = set()
         self.stopping = False
@@ -335,7 +343,7 @@ class Driver:
         if self.stopping:
             print(
                 f"Stopped: {counts[DONE]} done, {counts[INTERRUPTED]} interrupted (checkpoints written), "
-                f"{counts[FAILED]} failed. Continue with the same command:\n  {self.manifest.command}",
+                f"{counts[FAILED]} failed. Continue with the same command:\n  {printable(self.command)}",
                 file=sys.stderr,
             )
             return EXIT_INTERRUPTED
@@ -425,8 +433,9 @@ class Driver:
             self.event(task, "stopped with a checkpoint; the same command continues it")
             return
         moves = {}  # the finished seeds' run folders; a failed seed's stays in the staging folder, for a look
-        for cell, code, staged, archive in zip(
-            task.cells, outcome.codes, outcome.staged, outcome.archives, strict=True
+        finals = outcome.final_evals or [None] * len(task.cells)
+        for cell, code, staged, archive, final_eval in zip(
+            task.cells, outcome.codes, outcome.staged, outcome.archives, finals, strict=True
         ):
             if code != 0 or (staged is None and archive is None):
                 continue
@@ -435,7 +444,13 @@ class Driver:
                 final.rmdir()
                 unpack(archive, final)
             relative = final.relative_to(self.options.log_root).as_posix()
-            moves[cell.key] = {"staged": staged, "final": relative, "state": DONE, "error": None}
+            moves[cell.key] = {
+                "staged": staged,
+                "final": relative,
+                "state": DONE,
+                "error": None,
+                "final_eval": final_eval,
+            }
         staging = staging_dir(self.folder, task.id)
         if self.options.shared_fs and moves:
             atomic_write_text(staging / MOVED_FILE, json.dumps(moves, indent=1, sort_keys=True) + "\n")
@@ -446,7 +461,7 @@ class Driver:
             record.state = DONE if code == 0 else FAILED
             record.error = None if code == 0 else f"{error}{kept}"
             if cell.key in moves:
-                record.run_dir = moves[cell.key]["final"]
+                record.run_dir, record.final_eval = moves[cell.key]["final"], moves[cell.key]["final_eval"]
         self.manifest.save(self.folder)
         if self.options.shared_fs:
             if all(code == 0 for code in outcome.codes):
@@ -521,7 +536,8 @@ class Driver:
             states = {self.manifest.cells[c.key].state for c in task.cells}
             if len(states) == 1 and (state := states.pop()) != RUNNING:
                 view.state = state
-        self.progress.event(f"[{self.progress.summary()}] {task.label}: {text}")
+        # printable: a failed seed's error is its log's last error line, which an env or a file may have written
+        self.progress.event(f"[{self.progress.summary()}] {task.label}: {printable(text)}")
 
 
 # -- moves into the log root -------------------------------------------------------------------
@@ -539,39 +555,69 @@ def apply_moves(moves: dict[str, dict[str, Any]], staging: Path, manifest: Manif
             os.rename(staged, final)  # onto an empty folder: atomic; the run appears complete or not at all
 
 
-def finish_moves(folder: Path, manifest: Manifest, log_root: Path) -> None:
+def finish_moves(folder: Path, manifest: Manifest, log_root: Path, cells: Mapping[str, Cell]) -> None:
     """Complete the moves a killed driver recorded in `moved.json` but had not finished or saved."""
     for moved in sorted((folder / "staging").glob(f"*/{MOVED_FILE}")):
         staging = moved.parent
         try:
-            moves = json.loads(moved.read_text())
-            checked = {key: check_move(key, move, staging, manifest) for key, move in moves.items()}
+            moves = parse_json(read_bounded_text(moved))  # one task's few cells: far below the 1 MiB bound
+            if not isinstance(moves, dict):
+                raise UntrustedFileError("not a JSON object")
+            checked = {key: check_move(key, move, staging, manifest, cells) for key, move in moves.items()}
+            check_finals(checked, manifest, Path(log_root))
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ConfigError(f"{moved}: unreadable ({error}); move the sweep folder away") from None
         apply_moves(checked, staging, manifest, log_root)
         for key, move in checked.items():
             record = manifest.cells[key]
             record.state, record.error, record.run_dir = move["state"], move["error"], move["final"]
+            record.final_eval = move["final_eval"]
         manifest.save(folder)
         shutil.rmtree(staging, ignore_errors=True)
         print(f"finished moving the runs of {staging.name} into the log root (the last driver stopped mid-move)")
 
 
-def check_move(key: str, move: Any, staging: Path, manifest: Manifest) -> dict[str, Any]:
+def check_move(key: str, move: Any, staging: Path, manifest: Manifest, cells: Mapping[str, Cell]) -> dict[str, Any]:
     """A `moved.json` entry, read back as untrusted input: a cell of this grid, a staged folder inside the
-    staging folder, a plain `<algo>/<folder>` under the log root."""
-    if key not in manifest.cells or not isinstance(move, dict):
+    staging folder, a final folder of the cell's own algo and env (`<algo>/<env>_<N>`, as `record` claims it)."""
+    if key not in manifest.cells or key not in cells or not isinstance(move, dict):
         raise ValueError(f"{key!r} is not a cell of this sweep")
     staged, final = move.get("staged"), move.get("final")
     if staged is not None and (
         not isinstance(staged, str) or Path(staged).resolve().parent.parent != staging.resolve()
     ):
         raise ValueError(f"{key}: staged folder {staged!r} is not inside {staging}")
-    if not isinstance(final, str) or not is_run_dir(final):
-        raise ValueError(f"{key}: {final!r} is not <algo>/<folder>")
+    cell = cells[key]
+    own = rf"{re.escape(cell.algo)}/{re.escape(cell.env.replace(':', '_'))}_[0-9]+"
+    if not isinstance(final, str) or not is_run_dir(final) or not re.fullmatch(own, final):
+        raise ValueError(f"{key}: {final!r} is not a run folder of {cell.algo} on {cell.env} (<algo>/<env>_<N>)")
     if move.get("state") not in (DONE, FAILED) or not isinstance(move.get("error"), str | None):
         raise ValueError(f"{key}: bad state or error")
-    return {"staged": staged, "final": final, "state": move["state"], "error": move.get("error")}
+    final_eval = check_final_eval(move.get("final_eval"), key)
+    return {
+        "staged": staged,
+        "final": final,
+        "state": move["state"],
+        "error": move.get("error"),
+        "final_eval": final_eval,
+    }
+
+
+def check_finals(moves: Mapping[str, Mapping[str, Any]], manifest: Manifest, log_root: Path) -> None:
+    """Each final folder is its cell's alone: no other cell's run folder, none named twice, and where the
+    move is still to do, a folder that does not exist or is the empty one the driver claimed for it (a
+    move done already left the staged folder gone and the final one in place)."""
+    others = {record.run_dir: key for key, record in manifest.cells.items() if record.run_dir is not None}
+    finals = [move["final"] for move in moves.values()]
+    for key, move in moves.items():
+        final = log_root / move["final"]
+        if others.get(move["final"], key) != key or finals.count(move["final"]) > 1:
+            raise ValueError(f"{key}: {move['final']} is another cell's run folder")
+        pending = move["staged"] is not None and Path(move["staged"]).is_dir()
+        if final.is_symlink() or (pending and final.exists() and (not final.is_dir() or any(final.iterdir()))):
+            raise ValueError(f"{key}: {move['final']} exists already (the move would overwrite it)")
+        if not pending and not final.is_dir():
+            raise ValueError(f"{key}: neither its staged folder nor {move['final']} exists")
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -583,10 +629,12 @@ def finish(spec: SweepSpec, manifest: Manifest, folder: Path, options: SweepOpti
     print(f"Sweep {spec.name}: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n), flush=True)
     for key, record in manifest.cells.items():
         if record.state == FAILED:
-            print(f"  failed {key}: {record.error}", file=sys.stderr)
+            print(f"  failed {key}: {printable(str(record.error))}", file=sys.stderr)  # the manifest's text
     if options.report and counts[DONE]:
         from rlbench.sweep.report import write_sweep_report
 
         path = write_sweep_report(spec, manifest, folder, options.log_root, options.at_steps)
         if path is not None:
             print(f"Report: {path}", flush=True)
+        else:
+            print("No report: no finished cell has an evaluation to report", flush=True)

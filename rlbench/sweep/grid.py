@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import ConfigError
-from rlbench.files import atomic_write_text
+from rlbench.files import (
+    MAX_SETTINGS_BYTES,
+    MAX_VALUES,
+    UntrustedFileError,
+    atomic_write_text,
+    parse_json,
+    read_bounded_text,
+)
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
@@ -35,6 +43,12 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # ones are left alone unless --retry-failed asks for them again.
 PENDING, RUNNING, DONE, FAILED, INTERRUPTED = "pending", "running", "done", "failed", "interrupted"
 STATES = (PENDING, RUNNING, DONE, FAILED, INTERRUPTED)
+
+# The manifest's bounds grow with the grid: a finished cell's record measured ~370 bytes and 18 JSON values
+# (a 1,200-cell grid of long env and host names: 447 KB), so a flat 1 MiB would refuse an honest sweep of
+# ~2,800 cells. 4 KiB a cell leaves room for long error lines; the values likewise, with room to spare.
+MANIFEST_BYTES_PER_CELL = 4096
+MANIFEST_VALUES_PER_CELL = 32
 
 
 @dataclass(frozen=True)
@@ -225,6 +239,9 @@ class CellRecord:
     run_dir: str | None = None  # relative to the log root, once finished
     error: str | None = None
     log: str | None = None  # the last attempt's log, relative to the sweep folder
+    # the final model's evaluation when the run's last one was earlier (rlbench.sweep.final_eval):
+    # {"env_steps": int, "mean_return": float, "episodes": int}
+    final_eval: dict[str, Any] | None = None
 
     def plain(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -272,9 +289,11 @@ def load_manifest(path: Path, spec: SweepSpec) -> Manifest:
     """The manifest at `path`, checked field by field; ConfigError naming the file and the field that is
     wrong, or the grid's differences from `spec` (a changed grid under the same name)."""
     where = f"{path}"
+    n_cells = len(spec.cells())
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
+        text = read_bounded_text(path, MAX_SETTINGS_BYTES + n_cells * MANIFEST_BYTES_PER_CELL)
+        data = parse_json(text, max_values=MAX_VALUES + n_cells * MANIFEST_VALUES_PER_CELL)
+    except (OSError, UntrustedFileError) as error:
         raise ConfigError(f"{where}: unreadable ({error}); move the sweep folder away, or use another --name") from None
     if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
         raise ConfigError(f"{where}: not a version-{MANIFEST_VERSION} sweep manifest")
@@ -333,9 +352,26 @@ def _cell_record(value: Any, where: str) -> CellRecord:
     if not isinstance(wall, int | float) or isinstance(wall, bool) or wall < 0:
         raise ConfigError(f"{where}: wall_time_s must be a number >= 0")
     record.attempts, record.wall_time_s = attempts, float(wall)
+    record.final_eval = check_final_eval(value.get("final_eval"), where)
     if record.state == DONE and record.run_dir is None:
         raise ConfigError(f"{where}: done without a run_dir")
     return record
+
+
+def check_final_eval(value: Any, where: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    fields = (
+        (value.get("env_steps"), value.get("mean_return"), value.get("episodes")) if isinstance(value, dict) else ()
+    )
+    if len(fields) != 3 or not (
+        all(isinstance(item, int) and not isinstance(item, bool) and item >= 0 for item in fields[::2])
+        and isinstance(fields[1], int | float)
+        and not isinstance(fields[1], bool)
+        and math.isfinite(fields[1])
+    ):
+        raise ConfigError(f"{where}: final_eval must hold env_steps, mean_return (finite) and episodes")
+    return {"env_steps": fields[0], "mean_return": float(fields[1]), "episodes": fields[2]}
 
 
 def is_run_dir(text: str) -> bool:

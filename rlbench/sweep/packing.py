@@ -78,7 +78,10 @@ def choose_packing(
         seeds = seeds_per_process or 1
         cpus = cpus_per_run if cpus_per_run is not None else 1
         gpus = 0.0
-        pinned = "pinned to its own core" if float(cpus).is_integer() else "unpinned (a fraction of a core)"
+        if not float(cpus).is_integer():
+            pinned = "unpinned (a fraction of a core)"
+        else:
+            pinned = "pinned to its own core" if cpus == 1 else f"pinned to its own {cpus:g} cores"
         reason = (
             f"CPU cluster ({n_cpus:g} CPUs, no GPU): {seeds} seed{'s' if seeds > 1 else ''} per process, "
             f"{cpus:g} CPU each, {pinned}, because on CPUs processes pinned one per core trained faster "

@@ -3,41 +3,60 @@ over the finished cells, one curve per algo and grid setting."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from rlbench import plots
 from rlbench.bench.report import machine_line
 from rlbench.bench.report import write_report as write_returns_report
-from rlbench.sweep.grid import DONE, FAILED, Manifest, SweepSpec
+from rlbench.redact import printable
+from rlbench.sweep.grid import DONE, FAILED, Cell, Manifest, SweepSpec
 
 
 def curve_label(algo: str, setting_label: str) -> str:
     return f"{algo} {setting_label}" if setting_label else algo
 
 
+def reported_runs(
+    members: list[Cell], manifest: Manifest, log_root: Path, finals: Mapping[Path, tuple[int, float]]
+) -> dict[Path, Cell]:
+    """The finished cells' run folders with something to report: an evaluations.npz or a final evaluation."""
+    found = {}
+    for cell in members:
+        record = manifest.cells[cell.key]
+        if record.state == DONE and record.run_dir is not None:
+            run = log_root / record.run_dir
+            if (run / "evaluations.npz").is_file() or run in finals:
+                found[run] = cell
+    return found
+
+
 def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_root: Path, at_steps: int) -> Path | None:
-    """The report of the finished cells; None when none has an evaluation yet."""
+    """The report of the finished cells; None when none has an evaluation. A cell's curve ends with its
+    final evaluation (rlbench.sweep.final_eval) where its last one was earlier, or is that point alone for a
+    run shorter than --eval-freq."""
     groups, rows, n_timesteps = [], [], {}
     cells = spec.cells()
+    finals = {
+        log_root / record.run_dir: (record.final_eval["env_steps"], record.final_eval["mean_return"])
+        for record in manifest.cells.values()
+        if record.state == DONE and record.run_dir is not None and record.final_eval is not None
+    }
     for env in spec.envs:
         for algo in spec.algos:
             for setting in spec.settings():
                 members = [c for c in cells if (c.algo, c.env, c.setting) == (algo, env, setting)]
-                done = [  # a run shorter than --eval-freq has no evaluation to report
-                    c
-                    for c in members
-                    if manifest.cells[c.key].state == DONE
-                    and (log_root / manifest.cells[c.key].run_dir / "evaluations.npz").is_file()
-                ]
-                if not done:
+                by_run = reported_runs(members, manifest, log_root, finals)
+                if not by_run:
                     continue
-                label = curve_label(algo, done[0].setting_label)
-                group = plots.load_group(env, label, [log_root / manifest.cells[c.key].run_dir for c in done])
+                label = curve_label(algo, next(iter(by_run.values())).setting_label)
+                group = plots.load_group(env, label, list(by_run), finals)
                 if group is None:
                     continue
                 groups.append(group)
                 n_timesteps[(env, label)] = int(group.timesteps[-1])
-                for cell, returns in zip(done, group.returns, strict=True):
+                for run, returns in zip(group.runs, group.returns, strict=True):  # unreadable runs left out
+                    cell = by_run[run]
                     record = manifest.cells[cell.key]
                     rows.append(
                         f"| {label} | {env} | {cell.seed} | {record.run_dir} | {record.node} | {record.attempts} | "
@@ -54,7 +73,7 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
         "",
         "Command:",
         "",
-        f"    {manifest.command}",
+        f"    {printable(manifest.command)}",
         "",
         f"Machine (driver): {machine_line()}",
         "",
@@ -68,6 +87,13 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
         "env steps (- when none).",
         "",
     ]
+    if any(run in finals for group in groups for run in group.runs):
+        intro += [
+            "train.py evaluates every --eval-freq env steps, not at the end: where a run's last evaluation was "
+            "earlier than its last env step (or it had none), its curve ends with its final model evaluated by "
+            f"the sweep ({grid['eval_episodes']} episodes, as train.py's next evaluation would have been).",
+            "",
+        ]
     if failed:
         intro += [f"Failed cells (left out): {'; '.join(failed)}", ""]
     if unfinished:

@@ -334,3 +334,47 @@ def test_plots_without_matplotlib_exit_2_with_the_install_command_before_any_out
         and done.stderr.count("\n") == 1
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "stubs"]
+
+
+def forge_evaluations(run, kind):
+    """An evaluations.npz that rlbench never writes: `kind` says how it is wrong."""
+    import io
+    import zipfile
+
+    run.mkdir(parents=True)
+    path = run / "evaluations.npz"
+    if kind == "not a zip":
+        path.write_bytes(b"PK but not a zip at all")
+    elif kind == "no results":
+        np.savez(path, timesteps=np.array([1000]))
+    elif kind == "1-D results":
+        np.savez(path, timesteps=np.array([1000]), results=np.array([1.0]))
+    else:  # a few hundred deflated bytes whose .npy header, or whose zip entry, declares 3 GB
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (3 << 27,)})
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("timesteps.npy", header.getvalue() + bytes(64))
+            archive.writestr("results.npy", header.getvalue() + bytes(64))
+        if kind == "3 GB entry":  # the central directory's uncompressed size of the first member, forged
+            data = bytearray(path.read_bytes())
+            entry = data.index(b"PK\x01\x02")
+            data[entry + 24 : entry + 28] = (3 * 10**9).to_bytes(4, "little")
+            path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_forged_evaluations_npz_is_left_out_with_a_warning_naming_it_and_the_others_are_plotted(tmp_path, capsys):
+    """Issue 32, item 12: each of these was a traceback that lost the whole table and plot."""
+    logs = tmp_path / "logs"
+    write_evaluations(logs / "sac" / "Pendulum-v1_1", [1000, 2000], [1, 3])
+    kinds = ("not a zip", "no results", "1-D results", "3 GB header", "3 GB entry")
+    forged = [forge_evaluations(logs / "sac" / f"Pendulum-v1_{i}", kind) for i, kind in enumerate(kinds, 2)]
+    assert plots_main([str(logs), "-o", str(tmp_path / "plots")]) == 0
+    captured = capsys.readouterr()
+    assert "| Pendulum-v1 | sac | 1 | 2000 | 3.0 +/- 0.0 |" in captured.out
+    assert (tmp_path / "plots" / "Pendulum-v1.png").stat().st_size > 1000
+    warnings = captured.err.splitlines()
+    assert len(warnings) == len(forged), captured.err
+    for path, line in zip(forged, warnings, strict=True):
+        assert line.startswith(f"warning: {path}: unreadable (") and line.endswith("); left out"), line
+    assert "declares 3000000000 bytes" in warnings[-1] and "declares (402653184,) float64" in warnings[-2]

@@ -3,10 +3,12 @@ started with `ray start`, each in its own temp folder, stopped by PID afterwards
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import yaml
 
 from rlbench.cli import sweep
 from rlbench.cli import train as train_cli
+from rlbench.errors import ConfigError
 from tests.conftest import REPO_ROOT
 from tests.integration.test_tracking import isolated_env
 from tests.ray_cluster import Cluster, kill_all, processes_under, ray_env, short_temp_dir, wait_until
@@ -225,6 +228,7 @@ def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tm
         assert "=== continuing from checkpoint" in text and "Resuming from" in text
         steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
         np.testing.assert_array_equal(steps, np.arange(2000, 6001, 2000))  # one history across the stop
+        assert_whole_history(log / cell["run_dir"], 6000, 2000)  # progress.csv and Monitor file too (issue 32)
     assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_2"]
     runs = [wandb_run(path) for path in (tmp_path / "wandb").glob("offline-run-*")]
     assert len(runs) == 4 and {run["group"] for run in runs} == {"c"}  # two attempts of two cells
@@ -281,6 +285,7 @@ def test_two_node_cluster_cells_land_on_both_nodes_and_a_killed_node_s_cells_res
     for cell in cells.values():
         steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
         np.testing.assert_array_equal(steps, np.arange(2000, 8001, 2000))
+        assert_whole_history(log / cell["run_dir"], 8000, 2000)  # a killed node's rows once each (issue 32)
     assert not (log / "sweeps/two/staging").exists()
 
 
@@ -303,7 +308,8 @@ def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forge
     move = {"staged": str(staged), "final": "sac/Pendulum-v1_1", "state": "done", "error": None}
     moves = {"sac/Pendulum-v1/-/1": move}
     (staging / "moved.json").write_text(json.dumps(moves))
-    finish_moves(folder, manifest_, log)
+    cells = {cell.key: cell for cell in spec.cells()}
+    finish_moves(folder, manifest_, log, cells)
     assert (log / "sac/Pendulum-v1_1/evaluations.npz").read_bytes() == b"run" and not staging.exists()
     record = manifest(log, "m")["cells"]["sac/Pendulum-v1/-/1"]
     assert (record["state"], record["run_dir"]) == ("done", "sac/Pendulum-v1_1")
@@ -318,8 +324,89 @@ def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forge
         staging.mkdir(parents=True, exist_ok=True)
         (staging / "moved.json").write_text(json.dumps({"sac/Pendulum-v1/-/2": forged}))
         with pytest.raises(ConfigError, match=r"moved\.json: unreadable"):
-            finish_moves(folder, manifest_, log)
+            finish_moves(folder, manifest_, log, cells)
     assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1"]
+
+
+def forged_sweep(log: Path, name: str) -> tuple[Path, str]:
+    """A sweep folder of two cells as a driver leaves it: the manifest, seed 1 done in its run folder."""
+    from rlbench.sweep.grid import DONE, new_manifest
+
+    argv = ["--name", name, "--seeds", "2", "-n", "300", "-f", str(log)]
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(argv))
+    record = new_manifest(spec, "python -m rlbench.sweep ...")
+    record.cells["sac/Pendulum-v1/-/1"].state = DONE
+    record.cells["sac/Pendulum-v1/-/1"].run_dir = "sac/Pendulum-v1_1"
+    (log / "sac/Pendulum-v1_1").mkdir(parents=True)
+    (log / "sac/Pendulum-v1_1/evaluations.npz").write_bytes(b"seed 1")
+    record.save(log / "sweeps" / name)
+    return log / "sweeps" / name, shlex.join(argv)
+
+
+def test_a_deeply_nested_manifest_or_moved_json_is_refused_as_unreadable_in_one_line(tmp_path, capsys):
+    """Issue 32, item 1: 5,000 nested arrays (10 KB) were a RecursionError traceback; the manifest's size
+    bound grows with the grid, so an honest large sweep is never refused."""
+    log = tmp_path / "logs"
+    folder, argv = forged_sweep(log, "deep")
+    honest = (folder / "manifest.json").read_text()
+    nested = "[" * 5000 + "]" * 5000
+    for path, text in ((folder / "manifest.json", nested), (folder / "staging/sac_x_s2/moved.json", nested)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        assert sweep.main(shlex.split(argv)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path}: unreadable (nested too deeply to parse); move the sweep folder away")
+        assert len(err.strip().splitlines()) == 1, err
+        assert path.read_text() == text  # nothing rewritten
+        (folder / "manifest.json").write_text(honest)
+    (folder / "manifest.json").write_text(honest + " " * (1 << 20))  # past 1 MiB, inside this grid's bound
+    from rlbench.sweep.grid import load_manifest
+
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(shlex.split(argv)))
+    assert load_manifest(folder / "manifest.json", spec).cells["sac/Pendulum-v1/-/1"].run_dir == "sac/Pendulum-v1_1"
+    (folder / "manifest.json").write_text(honest + " " * (2 << 20))
+    with pytest.raises(ConfigError, match=r"unreadable \(larger than \d+ bytes"):
+        load_manifest(folder / "manifest.json", spec)
+
+
+def test_a_forged_moved_json_never_moves_a_run_onto_another_folder(tmp_path, capsys):
+    """Issue 32, item 5: a `final` naming another cell's finished folder was an OSError traceback."""
+    log = tmp_path / "logs"
+    folder, argv = forged_sweep(log, "onto")
+    staging = folder / "staging" / "sac_Pendulum-v1_x_s2"
+    staged = staging / "sac" / "Pendulum-v1_1"
+    (staged / "Pendulum-v1").mkdir(parents=True)
+    (staged / "evaluations.npz").write_bytes(b"seed 2")
+    (log / "sac/Pendulum-v1_3").mkdir()  # a train.py run of the user's, not a cell's
+    (log / "sac/Pendulum-v1_3/progress.csv").write_text("theirs")
+    (log / "crossq/Pendulum-v1_1").mkdir(parents=True)  # empty, but another algorithm's
+    for final, message in (
+        ("sac/Pendulum-v1_1", "sac/Pendulum-v1_1 is another cell's run folder"),
+        ("sac/Pendulum-v1_3", "sac/Pendulum-v1_3 exists already"),
+        ("crossq/Pendulum-v1_1", "'crossq/Pendulum-v1_1' is not a run folder of sac on Pendulum-v1"),
+        ("sac/Pendulum-v1_8", "final_eval must hold env_steps, mean_return (finite) and episodes"),
+        ("sac/Pendulum-v1_9", None),  # the staged folder is there: no error for it...
+    ):
+        move = {"staged": str(staged), "final": final, "state": "done", "error": None}
+        move["final_eval"] = {
+            "env_steps": 300,
+            "mean_return": float("nan") if final.endswith("8") else -1.5,
+            "episodes": 2,
+        }
+        (staging / "moved.json").write_text(json.dumps({"sac/Pendulum-v1/-/2": move}))
+        if message is None:
+            break
+        assert sweep.main(shlex.split(argv)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {staging / 'moved.json'}: unreadable (sac/Pendulum-v1/-/2: {message}")
+        assert len(err.strip().splitlines()) == 1, err
+    shutil.rmtree(staged)  # ...but with it gone and no final folder, the move names nothing that exists
+    assert sweep.main(shlex.split(argv)) == 2
+    assert "neither its staged folder nor sac/Pendulum-v1_9 exists" in capsys.readouterr().err
+    assert (log / "sac/Pendulum-v1_1/evaluations.npz").read_bytes() == b"seed 1"
+    assert (log / "sac/Pendulum-v1_3/progress.csv").read_text() == "theirs"
+    assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_3"]
+    assert manifest(log, "onto")["cells"]["sac/Pendulum-v1/-/2"]["state"] == "pending"
 
 
 def test_a_second_driver_of_the_same_sweep_exits_2_and_a_wrong_address_leaves_nothing(tmp_path, capsys, monkeypatch):
@@ -341,3 +428,139 @@ def test_a_second_driver_of_the_same_sweep_exits_2_and_a_wrong_address_leaves_no
     assert sweep.main(["--name", "w", "-n", "300", "-f", str(log), "--address", "127.0.0.1:9"]) == 2
     assert "--address 127.0.0.1:9" in capsys.readouterr().err
     assert not (log / "sweeps" / "w").exists()
+
+
+@pytest.mark.slow  # 10-20 s: a cell stopped after its first log rows, then continued to its end
+def test_a_stopped_and_continued_cell_keeps_every_log_row_and_the_hint_is_the_command_run(
+    tmp_path, ray_session, capsys
+):
+    """Issue 32, items 4 and 6: SIGTERM, then the same command. The continued cell's progress.csv and
+    Monitor file hold every attempt's rows (they held only the last attempt's), and the resume hint is the
+    command actually run, not the manifest's (here forged with an escape sequence)."""
+    import threading
+
+    from rlbench.sweep.grid import new_manifest
+
+    log = tmp_path / "logs"
+    # Long enough that the cell cannot end in the second or two a stop takes to reach it.
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "1", "-n", "8000", "--save-freq", "1000"]
+    argv += ["--eval-freq", "2000", "--eval-episodes", "2", *TINY, "--name", "h", "--no-report", "-f", str(log)]
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(argv))
+    new_manifest(spec, "python -m rlbench.sweep \x1b]0;owned\x07 --evil").save(log / "sweeps" / "h")
+
+    def rows_in_staging():
+        return sum(len(path.read_text().splitlines()) - 1 for path in log.glob("sweeps/h/staging/*/*/*/progress.csv"))
+
+    def stop_after_two_rows():
+        wait_until(lambda: rows_in_staging() >= 2, 120, what="two progress.csv rows of the cell")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # a late signal must not end pytest
+    try:
+        threading.Thread(target=stop_after_two_rows, daemon=True).start()
+        assert sweep.main(argv) == 75
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    err = capsys.readouterr().err
+    assert f"Continue with the same command:\n  {shlex.join(['python', '-m', 'rlbench.sweep', *argv])}\n" in err
+    assert "\x1b" not in err and "--evil" not in err
+    first = {path.name for path in (log / "sweeps/h/staging").glob("*/sac/*")}
+    assert len(first) == 1 and (log / "sweeps/h/staging").is_dir()
+
+    assert sweep.main(argv) == 0
+    assert_whole_history(log / manifest(log, "h")["cells"]["sac/Pendulum-v1/-/1"]["run_dir"], 8000, 2000)
+
+
+def test_a_forged_evaluations_npz_leaves_its_cell_out_of_the_sweep_report_with_a_warning(tmp_path, capsys):
+    """Issue 32, item 12: one cell's forged evaluations.npz was a traceback that lost the whole report."""
+    from rlbench.sweep.grid import DONE, new_manifest
+    from rlbench.sweep.report import write_sweep_report
+    from tests.integration.test_scripts import forge_evaluations, write_evaluations
+
+    log = tmp_path / "logs"
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "r", "--seeds", "2", "-n", "2000"]))
+    record = new_manifest(spec, "python -m rlbench.sweep --name r")
+    for seed in (1, 2):
+        cell = record.cells[f"sac/Pendulum-v1/-/{seed}"]
+        cell.state, cell.run_dir = DONE, f"sac/Pendulum-v1_{seed}"
+    write_evaluations(log / "sac/Pendulum-v1_1", [1000, 2000], [1, 3])
+    forged = forge_evaluations(log / "sac/Pendulum-v1_2", "3 GB header")
+    report = write_sweep_report(spec, record, log / "sweeps/r", log, 100_000)
+    assert report is not None and "| sac/Pendulum-v1_1 |" in report.read_text()
+    assert "| sac/Pendulum-v1_2 |" not in report.read_text()
+    assert f"warning: {forged}: unreadable (" in capsys.readouterr().err
+
+
+def test_runs_shorter_than_eval_freq_are_said_at_the_start_and_reported_with_their_final_evaluations(
+    tmp_path, ray_session, capsys
+):
+    """Issue 32, item 11: a README-style short sweep ended without a report and without a word."""
+    log = tmp_path / "logs"
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "2", "-n", "300", "--eval-episodes", "2", *TINY]
+    argv += ["-f", str(log), "--name", "short", "--seeds-per-process", "2"]  # one process: one compilation
+    assert sweep.main(argv) == 0
+    out = capsys.readouterr().out
+    note = "Note: runs of 300 env steps are shorter than --eval-freq 10000, so train.py evaluates none of them"
+    assert out.index(note) < out.index("Packing: ")  # at the start
+    cells = manifest(log, "short")["cells"]
+    for cell in cells.values():
+        final = cell["final_eval"]
+        assert final["env_steps"] == 300 and final["episodes"] == 2 and -2000 < final["mean_return"] < 0, final
+        assert not (log / cell["run_dir"] / "evaluations.npz").exists()  # the run folder is train.py's
+    report = (log / "sweeps/short/report.md").read_text()
+    assert "| Pendulum-v1 | sac | 2 | 300 |" in report and "its final model evaluated by the sweep" in report
+    for cell in cells.values():
+        assert f"| {cell['run_dir']} |" in report and f"| {cell['final_eval']['mean_return']:.1f} |" in report
+    assert f"Report: {log / 'sweeps/short/report.md'}" in out
+
+
+def assert_whole_history(run_dir: Path, n_timesteps: int, eval_freq: int) -> None:
+    """The run folder's progress.csv and Monitor file are one uninterrupted run's: a rollout row every 4
+    episodes (200 steps each) and an evaluation row every `eval_freq` steps, each once, and every episode."""
+    from rlbench.checkpoint import read_checkpoint
+
+    with open(run_dir / "progress.csv") as file:
+        rows = list(csv.DictReader(file))
+    evaluations = [int(row["time/env_steps"]) for row in rows if row["eval/mean_reward"]]
+    rollouts = [int(row["time/env_steps"]) for row in rows if row["rollout/ep_rew_mean"]]
+    assert evaluations == list(range(eval_freq, n_timesteps + 1, eval_freq)), evaluations
+    assert rollouts == list(range(800, n_timesteps + 1, 800)), rollouts
+    monitor = (run_dir / "0.monitor.csv").read_text().splitlines()
+    returns = [float(line.split(",")[0]) for line in monitor[2:]]
+    final = read_checkpoint(run_dir / "Pendulum-v1.zip", load_replay_buffer=False)
+    np.testing.assert_allclose(returns, final.arrays["host/finished_returns"], atol=1e-6)  # every episode, once
+    assert len(returns) == n_timesteps // 200
+
+
+@pytest.mark.slow  # 10-20 s: a cell killed after its first checkpoint, retried to its end
+def test_a_killed_worker_s_cell_continues_and_its_folder_holds_each_log_row_once(tmp_path, ray_session, capsys):
+    """Issue 32, item 4: the worker is SIGKILLed after logging past its checkpoint; the retry continues from
+    the checkpoint, and the rows the first attempt logged after it are not kept twice."""
+    import threading
+
+    log = tmp_path / "logs"
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "1", "-n", "4000", "--save-freq", "1000"]
+    argv += ["--eval-freq", "1000", "--eval-episodes", "2", *TINY, "--name", "k", "--no-report", "-f", str(log)]
+
+    def worker_past_its_checkpoint():
+        """The worker's pid once its run has a checkpoint at 1000 env steps and a progress.csv row at 1600."""
+        for run in log.glob("sweeps/k/staging/*/sac/*"):
+            rows = (run / "progress.csv").read_text() if (run / "progress.csv").is_file() else ""
+            if (run / "rl_model_1000_steps.zip").is_file() and "\n1600," in rows:
+                return int(re.findall(r", pid (\d+), ", next(log.glob("sweeps/k/logs/*.log")).read_text())[-1])
+        return None
+
+    killed = []
+    thread = threading.Thread(
+        target=lambda: killed.append(os.kill(wait_until(worker_past_its_checkpoint, 120, 0.05), signal.SIGKILL)),
+        daemon=True,
+    )
+    thread.start()
+    assert sweep.main(argv) == 0
+    thread.join(5)
+    assert killed, "the worker was not killed"
+    out = capsys.readouterr().out
+    assert "process lost (WorkerCrashedError" in out and "continued from" in out, out
+    cell = manifest(log, "k")["cells"]["sac/Pendulum-v1/-/1"]
+    assert cell["attempts"] == 2
+    assert_whole_history(log / cell["run_dir"], 4000, 1000)

@@ -72,6 +72,8 @@ def test_packing_pins_one_seed_per_core_on_cpus_and_packs_seeds_and_fractional_g
     assert (forced.seeds_per_process, forced.gpus_per_run, forced.device) == (4, 0, "cpu")
     assert "flags override" in forced.reason
     assert not choose_packing({"CPU": 2.0}, 4, cpus_per_run=0.5).pin  # half a core cannot be pinned
+    assert "pinned to its own core," in cpu.reason
+    assert "pinned to its own 2 cores," in choose_packing({"CPU": 4.0}, 4, cpus_per_run=2).reason
     with pytest.raises(ConfigError, match="--gpus-per-run: above 1, a whole number"):
         choose_packing({"GPU": 4.0}, 4, gpus_per_run=1.5)
     with pytest.raises(ConfigError, match="--seeds-per-process"):
@@ -111,3 +113,10 @@ def test_a_run_folder_sent_back_is_unpacked_only_if_it_holds_plain_files_below_o
             unpack(bad, tmp_path / "out")
         assert not (tmp_path / "out").exists() and not (tmp_path.parent / "escape").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Pendulum-v1_7", "staged"]  # no temporary left
+
+
+def test_the_help_s_description_is_the_whole_first_paragraph_of_the_module_docstring():
+    from rlbench.cli import sweep
+
+    description = sweep.build_parser().description
+    assert description.endswith("with a returns report at the end.") and "\n" not in description
