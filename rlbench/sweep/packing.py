@@ -78,7 +78,11 @@ def choose_packing(
         seeds = seeds_per_process or 1
         cpus = cpus_per_run if cpus_per_run is not None else 1
         gpus = 0.0
-        pinned = "pinned to its own core" if float(cpus).is_integer() else "unpinned (a fraction of a core)"
+        pinned = (
+            ("pinned to its own core" if cpus == 1 else "pinned to its own cores")
+            if float(cpus).is_integer()
+            else "unpinned (a fraction of a core)"
+        )
         reason = (
             f"CPU cluster ({n_cpus:g} CPUs, no GPU): {seeds} seed{'s' if seeds > 1 else ''} per process, "
             f"{cpus:g} CPU each, {pinned}, because on CPUs processes pinned one per core trained faster "
@@ -87,3 +91,22 @@ def choose_packing(
     if seeds_per_process or cpus_per_run is not None or gpus_per_run is not None:
         reason += " (flags override the default)"
     return Packing(seeds, float(cpus), float(gpus), reason)
+
+
+def fitting_nodes(packing: Packing, nodes: list[Mapping[str, float]]) -> int:
+    """How many of the nodes (each node's total resources) can hold one process of the packing."""
+    return sum(
+        float(node.get("CPU", 0)) >= packing.cpus_per_run and float(node.get("GPU", 0)) >= packing.gpus_per_run
+        for node in nodes
+    )
+
+
+def describe_need(packing: Packing, nodes: list[Mapping[str, float]]) -> str:
+    """What one process needs and what the nodes have, for the message that refuses a packing no node fits."""
+    need = f"{packing.cpus_per_run:g} CPU" + (f" and {packing.gpus_per_run:g} GPU" if packing.gpus_per_run else "")
+    have = ", ".join(
+        f"{float(node.get('CPU', 0)):g} CPU" + (f" {float(node.get('GPU', 0)):g} GPU" if node.get("GPU") else " no GPU")
+        for node in nodes[:8]
+    )
+    flags = "--cpus-per-run" + (" / --gpus-per-run" if packing.gpus_per_run else "")
+    return f"each process needs {need}, and no node has that (nodes: {have or 'none'}); lower {flags}"
