@@ -199,8 +199,8 @@ def _run_locked(
             options.cpus_per_run,
             options.gpus_per_run,
         )
+        wait_for_a_fitting_node(ray, packing, options)  # bad input: its error line comes first
         print(f"Packing: {packing.reason}", flush=True)
-        wait_for_a_fitting_node(ray, packing, options)
         tasks = group_tasks(todo, manifest, folder, packing.seeds_per_process)
         for cell in todo:
             record = manifest.cells[cell.key]
