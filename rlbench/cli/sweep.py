@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import shlex
 import sys
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from rlbench import compile_cache, hyperparams
 from rlbench.cli import train as train_cli
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
-from rlbench.experiment import MAX_SEED, RunRequest
+from rlbench.experiment import MAX_SEED, RunRequest, check_log_folder
 from rlbench.launch import RunOutputs, Tracking
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.redact import redact_argv
@@ -33,6 +34,10 @@ from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
 from rlbench.sweep.grid import SweepSpec, check_name, default_name, parse_grid
 
 SAVE_FREQ_FRACTION = 10  # by default a sweep checkpoints (with the replay buffer) every tenth of a run
+# A sweep's runs at most: each is a run folder, a manifest entry and a Ray task, and the driver rewrites the
+# whole manifest (about 300 bytes a run) at every start and finish, so 10,000 runs already make each rewrite
+# 3 MB; a grid beyond that is several sweeps' work.
+MAX_CELLS = 10_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,9 +117,9 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
     envs = tuple(dict.fromkeys(args.envs))
     for env in envs:
         check_env_id(env)
+    check_seed_count(args)  # before the seeds are built: `--seeds 5000000000` is a tuple of 40 GB
     seeds = tuple(dict.fromkeys(args.seed_list)) if args.seed_list is not None else tuple(range(1, args.seeds + 1))
     for flag, value, lowest in (
-        ("--seeds", args.seeds, 1),
         ("--eval-freq", args.eval_freq, 1),
         ("--eval-episodes", args.eval_episodes, 1),
         ("--max-retries", args.max_retries, 0),
@@ -144,6 +149,8 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
                 parse_key_values([f"{key}:{value}"], "--grid")
     except LiteralError as error:
         raise ConfigError(str(error)) from None
+    check_cell_count(len(algos) * len(envs) * math.prod(len(values) for _, values in axes) * len(seeds))
+    check_log_folder(str(args.log_folder))  # train.py's check: `-f` naming a file is one line, not a traceback
     name = check_name(args.name) if args.name is not None else default_name(algos, envs)
     # Keyed by the name the user gave, or the shipped file's name in the repository: the same command from
     # another checkout finds the same sweep, unless the file's content differs there.
@@ -165,6 +172,24 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
         eval_episodes=args.eval_episodes,
         file_hashes=hashes,
     )
+
+
+def check_seed_count(args: argparse.Namespace) -> None:
+    if args.seed_list is None and args.seeds < 1:
+        raise ConfigError(f"--seeds: expected an integer >= 1, got {args.seeds}")
+    count = len(args.seed_list) if args.seed_list is not None else args.seeds
+    if count > MAX_CELLS:
+        flag = "--seed-list" if args.seed_list is not None else "--seeds"
+        raise ConfigError(f"{flag}: at most {MAX_CELLS} seeds (a sweep has at most {MAX_CELLS} runs), got {count}")
+
+
+def check_cell_count(n_cells: int) -> None:
+    """The grid's size, counted before any cell is built."""
+    if n_cells > MAX_CELLS:
+        raise ConfigError(
+            f"the grid has {n_cells} runs (algos x envs x --grid settings x seeds), more than a sweep's "
+            f"{MAX_CELLS}: split it into several sweeps (--name)"
+        )
 
 
 def file_hash(path: Path) -> str:

@@ -4,6 +4,7 @@
 - `packing`: seeds per process and CPUs/GPUs per process, chosen from the cluster;
 - `cell`: one task on a Ray worker (resolve, train into a staging folder, report progress);
 - `engine`: the driver (scheduling, retries, stopping, moving finished runs into the log root);
+- `private_ray`: the private Ray instance of a sweep without --address (loopback only, its own folder);
 - `report`: the returns report of a finished grid.
 
 The command line is rlbench.cli.sweep (`python -m rlbench.sweep`, `rlbench-sweep`).

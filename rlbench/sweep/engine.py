@@ -26,6 +26,7 @@ import re
 import shutil
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from rlbench.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
 from rlbench.network import connection_error
 from rlbench.redact import printable
 from rlbench.signals import GracefulStop
+from rlbench.sweep import private_ray
 from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir, unpack
 from rlbench.sweep.grid import (
     DONE,
@@ -57,7 +59,7 @@ from rlbench.sweep.grid import (
     new_manifest,
     sweep_dir,
 )
-from rlbench.sweep.packing import Packing, choose_packing
+from rlbench.sweep.packing import Packing, choose_packing, describe_need, fitting_nodes
 from rlbench.sweep.progress import Progress
 
 INSTALL_HINT = 'pip install -e ".[sweep]"'
@@ -66,6 +68,7 @@ LOCK_FILE = "driver.lock"
 STOP_ANNOUNCE = "every run writes its checkpoint and stops (Ctrl-C again aborts)"
 POLL_S = 1.0  # the driver's loop: results, then the board's events (each a Ray call)
 EXIT_ABORTED = 130
+PROCESS_LOST = "process lost"  # how a failed cell's error starts when its process died, not the run
 
 # What train.py would record for a cell: (args.yml as a dict, command.txt) from its request and outputs.
 RecordArgs = Callable[[RunRequest, RunOutputs], tuple[dict[str, Any], str]]
@@ -86,6 +89,9 @@ class SweepOptions:
     compile_cache: str | None = None
     at_steps: int = 100_000
     report: bool = True
+    # On a cluster, how long to wait for a node that fits one process (an autoscaler may be adding one)
+    # before giving up; a private instance has all its nodes at the start, so it does not wait.
+    node_wait_s: float = 300.0
 
 
 def import_ray() -> Any:
@@ -149,12 +155,16 @@ def run_sweep(
     if options.address not in (None, "auto"):
         check_reachable(options.address)  # Ray itself retries an unreachable address for minutes
     new = not folder.exists()
+    made = [path for path in (folder.parent, Path(options.log_root)) if not path.exists()]
     try:
         with driver_lock(folder):
             return _run_locked(ray, spec, options, manifest, folder, request, outputs, record_args, command)
     except ConfigError:
         if new and not (folder / MANIFEST_FILE).exists():
             shutil.rmtree(folder, ignore_errors=True)
+            for parent in made:  # the log root and its sweeps folder, when made for the lock alone
+                with contextlib.suppress(OSError):
+                    parent.rmdir()
         raise
 
 
@@ -195,14 +205,15 @@ def _run_locked(
             options.cpus_per_run,
             options.gpus_per_run,
         )
+        wait_for_a_fitting_node(ray, packing, options)  # bad input: its error line comes first
         print(f"Packing: {packing.reason}", flush=True)
         tasks = group_tasks(todo, manifest, folder, packing.seeds_per_process)
         for cell in todo:
             record = manifest.cells[cell.key]
-            if record.state == FAILED:  # --retry-failed: from scratch
-                record.state, record.error = PENDING, None
-                if record.task:
+            if record.state == FAILED:  # --retry-failed: from scratch, unless its process was lost
+                if record.task and not continues(record):
                     shutil.rmtree(staging_dir(folder, record.task), ignore_errors=True)
+                record.state, record.error = PENDING, None
         manifest.packing = packing.plain()
         manifest.save(folder)  # the first file the sweep writes: every check above has passed
         print(
@@ -214,7 +225,7 @@ def _run_locked(
         code = driver.run(tasks)
     finally:
         if not started:
-            ray.shutdown()
+            disconnect(ray, options.address)
     with contextlib.suppress(OSError):
         (folder / "staging").rmdir()  # when nothing is left in it
     finish(spec, manifest, folder, options)
@@ -248,25 +259,60 @@ def group_tasks(todo: list[Cell], manifest: Manifest, folder: Path, seeds_per_pr
     fresh = []
     for cell in todo:
         task = manifest.cells[cell.key].task
-        if task is not None and staging_dir(folder, task).is_dir() and manifest.cells[cell.key].state != FAILED:
+        if task is not None and staging_dir(folder, task).is_dir() and continues(manifest.cells[cell.key]):
             kept.setdefault(task, []).append(cell)
         else:
             fresh.append(cell)
     return [Task(tuple(cells)) for cells in kept.values()] + make_tasks(fresh, seeds_per_process)
 
 
+def continues(record: Any) -> bool:
+    """Whether a cell to run continues from its staging folder's checkpoint: an interrupted one, and a
+    failed one whose process was lost (README: a retried cell continues); one that failed for a reason of
+    its own (a refused value, a diverging seed) starts over."""
+    return record.state != FAILED or (record.error or "").startswith(PROCESS_LOST)
+
+
 def connect(ray: Any, address: str | None) -> None:
     """A private local Ray instance (address None), or the running cluster at `address`."""
-    settings: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    # Ray's own warnings reach the console (a task no node can run, a worker killed for memory): the tasks
+    # send their own output to their log files, so nothing else comes through.
+    settings: dict[str, Any] = {"log_to_driver": True, "configure_logging": False}
     if address is None:
-        settings |= {"include_dashboard": False}
-        # A private instance exports no metrics (nothing reads them): about 0.7% of a core less, here.
-        os.environ.setdefault("RAY_enable_metrics_collection", "0")
+        private_ray.start(ray, **settings)  # loopback only, its own folder and token, no metrics
+        return
     try:
         ray.init(address=address, **settings)
     except ConnectionError as error:
         hint = "start one with `ray start --head`"
         raise ConfigError(f"--address {address}: no Ray cluster there ({error}); {hint}") from None
+
+
+def wait_for_a_fitting_node(ray: Any, packing: Packing, options: SweepOptions) -> None:
+    """ConfigError (exit 2, nothing written yet) when no node can ever run one process: at once on a
+    private instance, after `node_wait_s` on a cluster. Ray itself would keep the tasks pending forever."""
+    deadline = time.monotonic() + (0 if options.address is None else options.node_wait_s)
+    announced = False
+    while True:
+        nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+        if fitting_nodes(packing, nodes):
+            return
+        if time.monotonic() >= deadline:
+            where = "this machine" if options.address is None else f"the cluster at --address {options.address}"
+            waited = "" if options.address is None else f" after {options.node_wait_s:g} s"
+            raise ConfigError(f"{where}{waited}: {describe_need(packing, nodes)}")
+        if not announced:
+            need = describe_need(packing, nodes)
+            print(f"Waiting up to {options.node_wait_s:g} s for a node that fits one process: {need}", flush=True)
+            announced = True
+        time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+
+
+def disconnect(ray: Any, address: str | None) -> None:
+    if address is None:
+        private_ray.stop(ray)
+    else:
+        ray.shutdown()
 
 
 def check_reachable(address: str) -> None:
@@ -310,6 +356,7 @@ class Driver:
 
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
         self.board = ray.remote(Board).options(num_cpus=0, scheduling_strategy=here).remote()
+        self.drain: Any = None  # the board's drain in flight
 
     def run(self, tasks: list[Task]) -> int:
         with Progress(self.manifest, tasks) as progress, GracefulStop(STOP_ANNOUNCE) as stop:
@@ -407,7 +454,7 @@ class Driver:
                 self.event(task, f"process lost ({reason}); retry {attempt} of {self.options.max_retries}")
                 self.submit(task, attempt + 1)
             else:
-                self.set_state(task, FAILED, error=f"process lost {attempt} times; last: {reason}")
+                self.set_state(task, FAILED, error=f"{PROCESS_LOST} {attempt} times; last: {reason}")
                 self.event(task, f"failed: process lost {attempt} times ({reason})")
             self.manifest.save(self.folder)
             return
@@ -487,9 +534,18 @@ class Driver:
     # -- bookkeeping -----------------------------------------------------------------------------
 
     def read_board(self) -> None:
+        """Apply the board's events. A drain empties the board, so its answer is never dropped: one that has
+        not come back yet (the Board actor still starting on a busy machine) is waited for again at the next
+        poll, and no other drain is sent meanwhile."""
+        if self.drain is None:
+            self.drain = self.board.drain.remote()
+        ready, _ = self.ray.wait([self.drain], timeout=POLL_S)
+        if not ready:
+            return
+        drain, self.drain = self.drain, None
         try:
-            events = self.ray.get(self.board.drain.remote(), timeout=10)
-        except Exception:
+            events = self.ray.get(drain)
+        except self.ray.exceptions.RayError:  # the board is gone, and its events with it
             return
         changed = False
         for event in events:

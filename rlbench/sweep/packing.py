@@ -90,3 +90,22 @@ def choose_packing(
     if seeds_per_process or cpus_per_run is not None or gpus_per_run is not None:
         reason += " (flags override the default)"
     return Packing(seeds, float(cpus), float(gpus), reason)
+
+
+def fitting_nodes(packing: Packing, nodes: list[Mapping[str, float]]) -> int:
+    """How many of the nodes (each node's total resources) can hold one process of the packing."""
+    return sum(
+        float(node.get("CPU", 0)) >= packing.cpus_per_run and float(node.get("GPU", 0)) >= packing.gpus_per_run
+        for node in nodes
+    )
+
+
+def describe_need(packing: Packing, nodes: list[Mapping[str, float]]) -> str:
+    """What one process needs and what the nodes have, for the message that refuses a packing no node fits."""
+    need = f"{packing.cpus_per_run:g} CPU" + (f" and {packing.gpus_per_run:g} GPU" if packing.gpus_per_run else "")
+    have = ", ".join(
+        f"{float(node.get('CPU', 0)):g} CPU" + (f" {float(node.get('GPU', 0)):g} GPU" if node.get("GPU") else " no GPU")
+        for node in nodes[:8]
+    )
+    flags = "--cpus-per-run" + (" / --gpus-per-run" if packing.gpus_per_run else "")
+    return f"each process needs {need}, and no node has that (nodes: {have or 'none'}); lower {flags}"

@@ -4,7 +4,7 @@ import pytest
 
 from rlbench.errors import ConfigError
 from rlbench.sweep.grid import Cell, SweepSpec, default_name, make_tasks, parse_grid
-from rlbench.sweep.packing import choose_packing
+from rlbench.sweep.packing import choose_packing, describe_need, fitting_nodes
 
 
 def test_grid_values_split_at_top_level_commas_only():
@@ -78,6 +78,20 @@ def test_packing_pins_one_seed_per_core_on_cpus_and_packs_seeds_and_fractional_g
         choose_packing({"GPU": 4.0}, 4, gpus_per_run=1.5)
     with pytest.raises(ConfigError, match="--seeds-per-process"):
         choose_packing({"CPU": 2.0}, 4, seeds_per_process=0)
+
+
+def test_the_packing_line_counts_the_cores_and_a_process_no_node_fits_is_named_with_the_nodes():
+    assert "1 CPU each, pinned to its own core," in choose_packing({"CPU": 4.0}, 2).reason
+    two = choose_packing({"CPU": 4.0}, 2, cpus_per_run=2)
+    assert "2 CPU each, pinned to its own 2 cores," in two.reason
+    nodes = [{"CPU": 2.0}, {"CPU": 1.0, "GPU": 1.0}]
+    assert fitting_nodes(two, nodes) == 1 and fitting_nodes(choose_packing({}, 1, cpus_per_run=4), nodes) == 0
+    gpu = choose_packing({"CPU": 2.0}, 1, gpus_per_run=1, cpus_per_run=2)
+    assert fitting_nodes(gpu, nodes) == 0
+    assert describe_need(gpu, nodes) == (
+        "each process needs 2 CPU and 1 GPU, and no node has that (nodes: 2 CPU no GPU, 1 CPU 1 GPU); "
+        "lower --cpus-per-run / --gpus-per-run"
+    )
 
 
 def test_a_run_folder_sent_back_is_unpacked_only_if_it_holds_plain_files_below_one_folder(tmp_path):
