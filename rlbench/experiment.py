@@ -186,7 +186,7 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
     if trial_overrides is None and request.trial_id is not None:
         from rlbench.tuning.study import load_trial  # Optuna is imported only when a trial is asked for
 
-        trial_overrides, trial_seed = load_trial(request, request.env.replace(":", "_"))  # as -optimize names its study
+        trial_overrides, trial_seed = load_trial(request, env_file_name(request.env))  # as -optimize names its study
     if trial_overrides:
         base = hyperparams.merge(base, normalize_entry(dict(trial_overrides), "the Optuna trial"))
     try:

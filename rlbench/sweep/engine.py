@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError
 from rlbench.experiment import RunRequest
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
@@ -486,7 +487,7 @@ class Driver:
         ):
             if code != 0 or (staged is None and archive is None):
                 continue
-            final = create_run_dir(self.options.log_root, cell.algo, cell.env.replace(":", "_"), use_uuid=False)
+            final = create_run_dir(self.options.log_root, cell.algo, env_file_name(cell.env), use_uuid=False)
             if archive is not None:
                 final.rmdir()
                 unpack(archive, final)
@@ -644,7 +645,7 @@ def check_move(key: str, move: Any, staging: Path, manifest: Manifest, cells: Ma
     ):
         raise ValueError(f"{key}: staged folder {staged!r} is not inside {staging}")
     cell = cells[key]
-    own = rf"{re.escape(cell.algo)}/{re.escape(cell.env.replace(':', '_'))}_[0-9]+"
+    own = rf"{re.escape(cell.algo)}/{re.escape(env_file_name(cell.env))}_[0-9]+"
     if not isinstance(final, str) or not is_run_dir(final) or not re.fullmatch(own, final):
         raise ValueError(f"{key}: {final!r} is not a run folder of {cell.algo} on {cell.env} (<algo>/<env>_<N>)")
     if move.get("state") not in (DONE, FAILED) or not isinstance(move.get("error"), str | None):

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError
 from rlbench.files import (
     MAX_SETTINGS_BYTES,
@@ -217,7 +218,7 @@ def check_name(name: str) -> str:
 
 def default_name(algos: Sequence[str], envs: Sequence[str]) -> str:
     """`<algos>_<envs>`, e.g. sac-crossq_HalfCheetah-v4: the same command finds the same sweep again."""
-    text = "-".join(algos) + "_" + "-".join(env.replace(":", "_") for env in envs)
+    text = "-".join(algos) + "_" + "-".join(env_file_name(env) for env in envs)
     text = re.sub(r"[^A-Za-z0-9._-]", "_", text)
     if len(text) > 100:
         text = text[:90] + "_" + hashlib.sha256(text.encode()).hexdigest()[:8]

@@ -32,6 +32,7 @@ import jax
 import numpy as np
 import optuna
 
+from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError, RunFailure
 from rlbench.evaluation import EvalResult
 from rlbench.experiment import Experiment, RunRequest, resolve
@@ -123,7 +124,7 @@ def optimize(request: RunRequest, options: TuningOptions, argv: Sequence[str]) -
     exp = resolve(request)  # validates the file, the env and -params once, before any trial or file
     if options.sampler == "auto":
         fetch_auto_sampler()
-    env_name = exp.run.env_id.replace(":", "_")
+    env_name = env_file_name(exp.run.env_id)
     seed = exp.run.seed
     n_evaluations = options.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
     plan = dict(
