@@ -31,7 +31,15 @@ CLI_IMPORTERS = {
     "bench/returns.py": "a front end of the sweep: builds its grid and run records with rlbench.cli.sweep's helpers",
     "sweep/__main__.py": "the `python -m rlbench.sweep` entry point (its command line is rlbench.cli.sweep)",
 }
-ARGV_READERS = {"bench/__main__.py": "the `python -m rlbench.bench` entry point"}
+ARGV_READERS = {
+    "bench/__main__.py": "the `python -m rlbench.bench` entry point",
+    "sweep/private_ray.py": "its reaper runs as a process of its own (`python -m`), whose argument is the folder",
+    "loggers/tracking.py": "masks sys.argv while wandb.init reads it: W&B records it, and no W&B setting replaces it",
+}
+# The one module that may import pickle, and why: Optuna's CMA-ES sampler unpickles a state stored in each trial
+# of a study; rlbench unpickles those bytes first with an Unpickler that allows only CMA-ES's and numpy's classes,
+# so a forged study is refused instead of running code. Nothing rlbench writes is a pickle.
+PICKLE_IMPORTERS = {"tuning/stored.py"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -113,7 +121,7 @@ def test_no_eval_exec_or_pickle_anywhere():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("eval", "exec"):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} calls {node.func.id}")
-        if "pickle" in imported_modules(path):
+        if "pickle" in imported_modules(path) and str(path.relative_to(PACKAGE)) not in PICKLE_IMPORTERS:
             offenders.append(f"{path.relative_to(PACKAGE)} imports pickle")
     assert not offenders, offenders
 
