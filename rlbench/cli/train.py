@@ -344,8 +344,6 @@ def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.verbose:
-        print(compile_cache.describe(cache))
     try:
         from rlbench.tuning.study import StorageUnavailable
         from rlbench.tuning.tune import TuningOptions, optimize
@@ -370,6 +368,7 @@ def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:
         n_evaluations=args.n_evaluations,
         optimization_log_path=args.optimization_log_path,
         optim_plots=not args.no_optim_plots,
+        banner=compile_cache.describe(cache) if args.verbose else "",
     )
     try:
         check_flags(args)

@@ -75,6 +75,7 @@ class TuningOptions:
     n_evaluations: int | None  # None: one per 100k steps
     optimization_log_path: str | None  # each trial's files under PATH/trial_<n>; None: none written
     optim_plots: bool
+    banner: str = ""  # printed once the input is checked (the compile cache's line): an error line comes first
 
 
 class TrialFailed(Exception):
@@ -137,6 +138,8 @@ def optimize(request: RunRequest, options: TuningOptions, argv: Sequence[str]) -
     )
     study = create_or_load(make_storage(plan["storage"], grace_s=plan["grace"]), plan["study"], plan["storage"])
     study.set_user_attr("command", shlex.join(["python", "train.py", *redact_argv(argv)]))
+    if options.banner:
+        print(options.banner)
     print(
         f"Study {plan['study']} in {redact(plan['storage'])}: {options.n_trials} trials on {options.n_jobs} worker(s), "
         f"sampler {options.sampler}, pruner {options.pruner}, {n_evaluations} evaluation(s) per trial, seed {seed}"

@@ -195,3 +195,11 @@ def test_pybullet_env_ids_work_without_connect_noise(tmp_path, capfd):
     np.testing.assert_array_equal(evaluations["timesteps"], [10, 20])
     assert evaluations["results"].shape == (2, 1) and np.isfinite(evaluations["results"]).all()
     assert yaml.safe_load((run_dir / "HalfCheetahBulletEnv-v0" / "config.yml").read_text())["buffer_size"] == 1000
+
+
+def test_optimize_bad_input_is_the_only_line(tmp_path, capsys):
+    """-optimize too: the compile cache's line comes after the checks, so a bad -params is the first line."""
+    assert run_cli(tmp_path, "-optimize", "--n-trials", "1", "-params", "learning_rat:0.1") == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "learning_rat" in err, out + err
+    assert not (tmp_path / "logs").exists()
