@@ -149,7 +149,18 @@ def test_a_task_s_start_is_not_lost_when_the_board_answers_late(tmp_path, ray_se
     folder.mkdir(parents=True)
     options = SweepOptions(log_root=tmp_path)
     packing = choose_packing({"CPU": 2.0}, 1)
-    driver = Driver(ray, spec, options, record, folder, packing, sweep.cell_template(args), RunOutputs(), None)
+    driver = Driver(
+        ray,
+        spec,
+        options,
+        record,
+        folder,
+        packing,
+        sweep.cell_template(args),
+        RunOutputs(),
+        None,
+        "python -m rlbench.sweep ...",
+    )
     driver.progress = Progress(record, [task], live=False)
     driver.running = {"a task's ref": (task, 1)}
 
