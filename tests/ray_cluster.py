@@ -110,11 +110,19 @@ class Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def wait_until(condition, timeout: float, step: float = 0.2, what: str = "the condition"):
+def wait_until(condition, timeout: float, step: float = 0.2, what: str = "the condition", process=None):
+    """condition()'s first true value, polled every `step` s. With `process` (a Popen whose output is piped), a
+    process that exits first, or one still running at the deadline (then killed), fails with what it printed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"exit {process.returncode} while waiting for {what}:\n{process.communicate()[0]}")
         time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    printed = ""
+    if process is not None:
+        process.kill()
+        printed = f"; it printed:\n{process.communicate()[0]}"
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}{printed}")

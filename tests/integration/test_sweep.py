@@ -205,7 +205,9 @@ def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tm
     argv += ["--eval-freq", "2000", "--eval-episodes", "2", *TINY, "--name", "c", "--no-report", "--track"]
     driver = sweep_process(log, env, *argv)
     try:
-        wait_until(lambda: len(checkpoints_in_staging(log, "c")) >= 2, 180, what="a checkpoint of each cell")
+        wait_until(
+            lambda: len(checkpoints_in_staging(log, "c")) >= 2, 180, what="a checkpoint of each cell", process=driver
+        )
         driver.send_signal(signal.SIGINT)
         out, _ = driver.communicate(timeout=180)
     finally:
@@ -260,7 +262,7 @@ def test_two_node_cluster_cells_land_on_both_nodes_and_a_killed_node_s_cells_res
                     return True
             return False
 
-        wait_until(worker_cell_checkpointed, 120, what="a cell on the worker node with a checkpoint")
+        wait_until(worker_cell_checkpointed, 120, what="a cell on the worker node with a checkpoint", process=driver)
         killed = cluster.kill_node("worker")
         assert killed
         out, _ = driver.communicate(timeout=300)

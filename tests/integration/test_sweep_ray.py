@@ -102,7 +102,9 @@ def test_the_private_instance_listens_on_loopback_keeps_its_token_and_folder_pri
         [sys.executable, "-m", "rlbench.sweep", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     try:
-        wait_until(lambda: list((log / "sweeps").glob("*/logs/*.log")), 120, what="a cell's process to start")
+        wait_until(
+            lambda: list((log / "sweeps").glob("*/logs/*.log")), 120, what="a cell's process to start", process=driver
+        )
         processes = processes_under(str(ray_tmp))
         names = {p.name() for p in processes}
         assert {"gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= names, names
