@@ -9,6 +9,7 @@ learner; a problem raises ConfigError (exit 2) or CheckpointError (exit 1) befor
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib
 import os
@@ -106,6 +107,15 @@ def split_device(device: str) -> tuple[str, int | None]:
     if kind not in DEVICE_KINDS or (colon and (kind not in ("gpu", "cuda") or not index.isdigit())):
         raise ValueError(f"expected auto, cpu, gpu, cuda, gpu:N or cuda:N, got {device!r}")
     return kind, int(index) if colon else None
+
+
+def device_flag(text: str) -> str:
+    """argparse's type for --device (train.py, enjoy.py, the sweep): the text, checked by split_device."""
+    try:
+        split_device(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def select_device(device: str, num_threads: int) -> None:

@@ -32,6 +32,7 @@ from rlbench.bench.report import write_report as write_returns_report
 from rlbench.cli import sweep as sweep_cli
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
+from rlbench.experiment import device_flag
 from rlbench.launch import EXIT_ABORTED, EXIT_INTERRUPTED, RunOutputs
 from rlbench.redact import redact_argv
 from rlbench.registry import ALGORITHMS
@@ -108,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="a running Ray cluster: auto or HOST:PORT (default: a private Ray instance on this machine)",
     )
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "cuda"), help="as train.py's")
+    p.add_argument("--device", default="auto", type=device_flag, help="as the sweep's")
     return p
 
 
@@ -143,7 +144,6 @@ def recorded_manifest(spec: SweepSpec, log_folder: Path) -> Manifest | None:
 def train(spec: SweepSpec, args: argparse.Namespace, command: str) -> int:
     """Run the grid's unfinished cells on the sweep engine; its exit code (0, 1, 75, 130)."""
     cache = compile_cache.enable(None)
-    print(compile_cache.describe(cache))
     frequency = sweep_cli.save_freq(sweep_args(args), spec)
     outputs = RunOutputs(
         log_folder=str(args.log_folder),
@@ -160,6 +160,7 @@ def train(spec: SweepSpec, args: argparse.Namespace, command: str) -> int:
         compile_cache=str(cache) if cache is not None else compile_cache.OFF,
         at_steps=args.at_steps,
         report=False,  # this command's report, with the published references, goes to --output
+        notes=(compile_cache.describe(cache),),
     )
     return run_sweep(spec, options, request, outputs, sweep_cli.record_args, command)
 

@@ -27,7 +27,7 @@ from rlbench.config import entry_env_wrappers, normalize_entry
 from rlbench.envs.make import check_env_id, check_env_runs, env_file_name, make_single_env
 from rlbench.envs.wrappers import EnvWrapper, trusted_modules
 from rlbench.errors import ConfigError
-from rlbench.experiment import select_device
+from rlbench.experiment import device_flag, select_device
 from rlbench.launch import latest_run_id
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.monitor import MonitorFiles
@@ -109,7 +109,7 @@ def build_parser(record_video: bool = False) -> argparse.ArgumentParser:
             metavar="PATH.mp4",
             help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)",
         )
-    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu", "cuda"), help="JAX backend")
+    p.add_argument("--device", default="cpu", type=device_flag, help="JAX backend: cpu, auto, gpu, or gpu:N (cuda:N)")
     p.add_argument(
         "--compile-cache",
         default=None,

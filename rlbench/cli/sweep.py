@@ -25,12 +25,13 @@ from rlbench import compile_cache, hyperparams
 from rlbench.cli import train as train_cli
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
-from rlbench.experiment import MAX_SEED, RunRequest, check_log_folder
+from rlbench.experiment import MAX_SEED, RunRequest, check_log_folder, device_flag, split_device
 from rlbench.launch import RunOutputs, Tracking
 from rlbench.literals import LiteralError, parse_key_values
 from rlbench.redact import redact_argv
 from rlbench.registry import ALGORITHMS, get_algo
 from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
+from rlbench.sweep.final_eval import short_runs_note
 from rlbench.sweep.grid import SweepSpec, check_name, default_name, parse_grid
 
 SAVE_FREQ_FRACTION = 10  # by default a sweep checkpoints (with the replay buffer) every tenth of a run
@@ -90,7 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds-per-process", type=int, default=None, metavar="K", help="vmapped seeds per process")
     run.add_argument("--cpus-per-run", type=float, default=None, help="CPUs per process (default 1)")
     run.add_argument("--gpus-per-run", type=float, default=None, help="GPUs per process (default 0.25 on GPU nodes)")
-    run.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "cuda"), help="as train.py's")
+    run.add_argument(
+        "--device",
+        default="auto",
+        type=device_flag,
+        help="as train.py's; gpu:N runs every process on this machine's N-th GPU (without --address)",
+    )
     run.add_argument(
         "--save-freq",
         type=int,
@@ -150,6 +156,11 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
     except LiteralError as error:
         raise ConfigError(str(error)) from None
     check_cell_count(len(algos) * len(envs) * math.prod(len(values) for _, values in axes) * len(seeds))
+    if args.address is not None and split_device(args.device)[1] is not None:
+        raise ConfigError(
+            f"--device {args.device}: on a cluster Ray gives each process its GPUs; use --device gpu (with "
+            "--gpus-per-run), or leave --address out to run every process on this machine's GPU"
+        )
     check_log_folder(str(args.log_folder))  # train.py's check: `-f` naming a file is one line, not a traceback
     name = check_name(args.name) if args.name is not None else default_name(algos, envs)
     # Keyed by the name the user gave, or the shipped file's name in the repository: the same command from
@@ -273,7 +284,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(compile_cache.describe(cache))
     tracking = None
     if args.track:
         tracking = Tracking(args.wandb_project_name, args.wandb_entity, spec.name, tuple(args.wandb_tags))
@@ -287,13 +297,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         verbose=1,
     )
     request = cell_template(args)
-    if 0 < spec.n_timesteps < spec.eval_freq:
-        print(
-            f"Note: runs of {spec.n_timesteps} env steps are shorter than --eval-freq {spec.eval_freq}, so train.py "
-            "evaluates none of them: each cell's final model is evaluated at its end instead "
-            f"({spec.eval_episodes} episodes), and the report shows those final returns",
-            flush=True,
-        )
     options = SweepOptions(
         log_root=args.log_folder,
         address=args.address,
@@ -306,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         compile_cache=str(cache) if cache is not None else compile_cache.OFF,
         at_steps=args.at_steps,
         report=not args.no_report,
+        notes=(compile_cache.describe(cache), *filter(None, [short_runs_note(spec)])),
     )
     command = shlex.join(["python", "-m", "rlbench.sweep", *redact_argv(argv)])
     try:

@@ -16,7 +16,7 @@ from rlbench import compile_cache, hyperparams
 from rlbench.checkpoint import CheckpointError
 from rlbench.envs.make import VEC_ENV_KINDS
 from rlbench.errors import ConfigError
-from rlbench.experiment import RunRequest, resolve, split_device
+from rlbench.experiment import RunRequest, device_flag, resolve
 from rlbench.launch import (
     EXIT_INTERRUPTED,
     RunOutputs,
@@ -44,14 +44,6 @@ def str2bool(text: str) -> bool:
     if lowered in ("0", "false", "no", "n", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {text!r}")
-
-
-def device_flag(text: str) -> str:
-    try:
-        split_device(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
 
 
 def add_bool_flag(p: argparse.ArgumentParser, *names: str, help: str) -> None:

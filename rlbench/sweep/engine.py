@@ -34,7 +34,7 @@ from typing import Any
 
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError
-from rlbench.experiment import RunRequest
+from rlbench.experiment import RunRequest, split_device
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
 from rlbench.network import connection_error
@@ -93,6 +93,9 @@ class SweepOptions:
     # On a cluster, how long to wait for a node that fits one process (an autoscaler may be adding one)
     # before giving up; a private instance has all its nodes at the start, so it does not wait.
     node_wait_s: float = 300.0
+    # Lines for the console once every check has passed (the compilation cache, a note on short runs):
+    # a bad-input error is the first line printed.
+    notes: tuple[str, ...] = ()
 
 
 def import_ray() -> Any:
@@ -197,16 +200,24 @@ def _run_locked(
         return 0 if counts[DONE] == len(cells) else 1
     started = ray.is_initialized()
     if not started:
-        connect(ray, options.address)
+        connect(ray, options.address, request.device)
     try:
+        if split_device(request.device)[0] in ("gpu", "cuda") and not ray.cluster_resources().get("GPU"):
+            where = "this machine" if options.address is None else f"the cluster at --address {options.address}"
+            raise ConfigError(
+                f"--device {request.device}: {where} has no GPU that Ray can see; install rlbench[cuda] on a "
+                "machine with an NVIDIA GPU, or use --device cpu/auto"
+            )
         packing = choose_packing(
             ray.cluster_resources(),
             len(spec.seeds),
             options.seeds_per_process,
             options.cpus_per_run,
-            options.gpus_per_run,
+            0 if options.gpus_per_run is None and split_device(request.device)[0] == "cpu" else options.gpus_per_run,
         )
         wait_for_a_fitting_node(ray, packing, options)  # bad input: its error line comes first
+        for line in options.notes:
+            print(line, flush=True)
         print(f"Packing: {packing.reason}", flush=True)
         tasks = group_tasks(todo, manifest, folder, packing.seeds_per_process)
         for cell in todo:
@@ -274,19 +285,28 @@ def continues(record: Any) -> bool:
     return record.state != FAILED or (record.error or "").startswith(PROCESS_LOST)
 
 
-def connect(ray: Any, address: str | None) -> None:
-    """A private local Ray instance (address None), or the running cluster at `address`."""
+def connect(ray: Any, address: str | None, device: str = "auto") -> None:
+    """A private local Ray instance (address None), or the running cluster at `address`. `--device gpu:N`
+    gives a private instance this machine's N-th GPU only (on a cluster Ray assigns each process its GPUs,
+    and the command line refuses gpu:N)."""
     # Ray's own warnings reach the console (a task no node can run, a worker killed for memory): the tasks
     # send their own output to their log files, so nothing else comes through.
     settings: dict[str, Any] = {"log_to_driver": True, "configure_logging": False}
     if address is None:
-        private_ray.start(ray, **settings)  # loopback only, its own folder and token, no metrics
+        private_ray.start(ray, gpu=split_device(device)[1], **settings)  # loopback only, its own folder and token
         return
     try:
         ray.init(address=address, **settings)
     except ConnectionError as error:
         hint = "start one with `ray start --head`"
         raise ConfigError(f"--address {address}: no Ray cluster there ({error}); {hint}") from None
+
+
+def cell_device(device: str, packing: Packing) -> str:
+    """A cell's --device: the packing's where the sweep's is auto; without a GPU index, because a process sees
+    only the GPUs Ray gave it (as GPU 0, 1, ...), and a private instance only the GPU `--device gpu:N` named."""
+    kind, _ = split_device(device)
+    return packing.device if kind == "auto" else kind
 
 
 def wait_for_a_fitting_node(ray: Any, packing: Packing, options: SweepOptions) -> None:
@@ -408,7 +428,7 @@ class Driver:
             params=first.params(self.spec),
             seed=first.seed,
             n_seeds=len(task.cells),
-            device=self.request.device if self.request.device != "auto" else self.packing.device,
+            device=cell_device(self.request.device, self.packing),
         )
         saved_args, command = self.record_args(request, self.outputs)
         outputs = dataclasses.replace(self.outputs, saved_args=saved_args, command=command)

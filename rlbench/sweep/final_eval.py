@@ -13,8 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlbench import hyperparams
+from rlbench.errors import ConfigError
 from rlbench.experiment import Experiment
 from rlbench.launch import model_name
+from rlbench.literals import LiteralError, parse_key_values
+from rlbench.sweep.grid import SweepSpec
 
 
 def final_evaluation(exp: Experiment, run_dir: Path) -> dict[str, Any] | None:
@@ -60,3 +64,49 @@ def final_evaluations(exp: Experiment, run_dirs: list[Path], codes: list[int]) -
             )
             found.append(None)
     return found
+
+
+def short_runs_note(spec: SweepSpec) -> str | None:
+    """The sweep's note at its start when some runs are shorter than --eval-freq (train.py evaluates none of
+    them), None when none is. A run's length is -n, else its -params n_timesteps, else its hyperparameter
+    file entry's (a YAML file; a .py file's code runs in its cells only, so its lengths are not known here)."""
+    lengths: dict[str, int] = {}
+    tables: dict[str, dict[str, Any] | None] = {}
+    for cell in spec.cells():
+        name = f"{cell.algo} {cell.env}{''.join(f' {k}={v}' for k, v in cell.setting)}"
+        if name not in lengths and (steps := run_length(spec, cell, tables)) is not None:
+            lengths[name] = steps
+    short = {name: steps for name, steps in lengths.items() if 0 < steps < spec.eval_freq}
+    if not short:
+        return None
+    runs = f"of {spec.n_timesteps} env steps" if spec.n_timesteps > 0 else shown(short)
+    return (
+        f"Note: runs {runs} are shorter than --eval-freq {spec.eval_freq}, so train.py evaluates none of them: "
+        f"each cell's final model is evaluated at its end instead ({spec.eval_episodes} episodes), and the "
+        "report shows those final returns"
+    )
+
+
+def shown(lengths: dict[str, int], most: int = 3) -> str:
+    names = [f"{name} ({steps} env steps)" for name, steps in lengths.items()]
+    return "; ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def run_length(spec: SweepSpec, cell: Any, tables: dict[str, dict[str, Any] | None]) -> int | None:
+    """The env steps of `cell`'s runs, None where only its own process can tell (its error is its own)."""
+    if spec.n_timesteps > 0:
+        return spec.n_timesteps
+    try:
+        value = parse_key_values(list(cell.params(spec)), "-params").get("n_timesteps")
+        if value is None:
+            conf = spec.conf_file or str(hyperparams.default_file(cell.algo))
+            if conf not in tables:
+                yaml_file = Path(conf).suffix in (".yml", ".yaml")
+                tables[conf] = hyperparams.read_file(conf) if yaml_file else None
+            if tables[conf] is None:
+                return None
+            value = hyperparams.select_entry(tables[conf], cell.env, conf, verbose=0).get("n_timesteps")
+    except (ConfigError, LiteralError):
+        return None
+    is_number = isinstance(value, int | float) and not isinstance(value, bool) and value == value
+    return int(value) if is_number and abs(value) < 1e18 else None

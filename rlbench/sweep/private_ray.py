@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlbench.errors import ConfigError
+
 LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 # Nothing reads a private instance's metrics, and it sends no usage statistics.
 QUIET = {"RAY_enable_metrics_collection": "0", "RAY_usage_stats_enabled": "0"}
@@ -44,10 +46,13 @@ _token = secrets.token_hex(32)  # one per driver process: Ray's token loader kee
 _instance: dict[str, Any] = {}  # the running instance's folder, reaper and saved settings
 
 
-def start(ray: Any, **settings: Any) -> None:
-    """ray.init() of a private instance with `settings` (log_to_driver, ...), in a folder of its own."""
-    folder = Path(tempfile.mkdtemp(prefix="rlbench-ray-", dir=os.environ.get("RAY_TMPDIR") or "/tmp"))
+def start(ray: Any, gpu: int | None = None, **settings: Any) -> None:
+    """ray.init() of a private instance with `settings` (log_to_driver, ...), in a folder of its own; with
+    `gpu`, the instance has that GPU only (the index among the GPUs this process sees)."""
     env = {**LOOPBACK_ONLY, **QUIET}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible_gpu(gpu, os.environ.get("CUDA_VISIBLE_DEVICES"), count_gpus())
+    folder = Path(tempfile.mkdtemp(prefix="rlbench-ray-", dir=os.environ.get("RAY_TMPDIR") or "/tmp"))
     if "RAY_AUTH_MODE" not in os.environ and "RAY_AUTH_TOKEN" not in os.environ:
         token = folder / TOKEN_FILE
         descriptor = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -70,6 +75,30 @@ def start(ray: Any, **settings: Any) -> None:
     except BaseException:
         stop(ray)
         raise
+
+
+def visible_gpu(index: int, visible: str | None, count: int | None) -> str:
+    """CUDA_VISIBLE_DEVICES naming the `index`-th GPU of those `visible` (CUDA_VISIBLE_DEVICES, None: all
+    `count` of the machine; count None: unknown), or ConfigError (exit 2) naming what there is."""
+    ids = None if visible is None else [name.strip() for name in visible.split(",") if name.strip()]
+    n_seen = len(ids) if ids is not None else count
+    if ids is not None and count is not None:
+        n_seen = min(n_seen, count)
+    if n_seen is not None and index >= n_seen:
+        where = f"CUDA_VISIBLE_DEVICES={visible} leaves" if ids is not None else "this machine has"
+        valid = f"gpu:0 to gpu:{n_seen - 1}" if n_seen else "--device cpu/auto"
+        raise ConfigError(f"--device gpu:{index}: {where} {n_seen} GPU{'s' * (n_seen != 1)}; use {valid}")
+    return ids[index] if ids is not None else str(index)
+
+
+def count_gpus() -> int | None:
+    """The machine's NVIDIA GPUs as Ray counts them (NVML), None where Ray cannot say."""
+    try:
+        from ray._private.accelerators import get_accelerator_manager_for_resource
+
+        return int(get_accelerator_manager_for_resource("GPU").get_current_node_num_accelerators())
+    except Exception:  # a Ray without this (private) helper: the cells' own check names a missing GPU
+        return None
 
 
 def stop(ray: Any) -> None:

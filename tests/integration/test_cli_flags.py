@@ -276,11 +276,18 @@ def test_a_flag_named_in_the_negative_gets_the_positive_as_its_opposite(capsys):
 
 
 @pytest.mark.parametrize("device", ["cuda:x", "gpu:", "cpu:0", "tpu:1"])
-def test_device_spellings_other_than_gpu_n_exit_2(capsys, device):
-    with pytest.raises(SystemExit) as exit_info:
-        build_parser().parse_args(["--device", device])
-    assert exit_info.value.code == 2
-    assert f"expected auto, cpu, gpu, cuda, gpu:N or cuda:N, got {device!r}" in capsys.readouterr().err
+def test_device_spellings_other_than_gpu_n_exit_2_in_every_front_end(capsys, device):
+    """train.py, enjoy.py, the sweep and `bench returns` share one --device (issue 32 item 14: they had drifted)."""
+    from rlbench.bench.returns import build_parser as returns_parser
+    from rlbench.cli.enjoy import build_parser as enjoy_parser
+    from rlbench.cli.sweep import build_parser as sweep_parser
+
+    for parser in (build_parser(), enjoy_parser(), sweep_parser(), returns_parser()):
+        with pytest.raises(SystemExit) as exit_info:
+            parser.parse_args(["--device", device])
+        assert exit_info.value.code == 2
+        assert f"expected auto, cpu, gpu, cuda, gpu:N or cuda:N, got {device!r}" in capsys.readouterr().err
+        assert parser.parse_args(["--device", "cuda:1"]).device == "cuda:1"
 
 
 def test_device_gpu_n_without_gpu_exits_2_naming_the_devices_found(tmp_path, capsys):

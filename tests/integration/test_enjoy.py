@@ -339,6 +339,17 @@ def test_deeply_nested_manifest_is_one_line_and_the_last_checkpoint_falls_back(l
     assert f"Loaded {run_dir / 'rl_model_200_steps.zip'}" in out
 
 
+def test_device_gpu_n_picks_a_gpu_and_without_one_is_one_line(logs, capsys):
+    """Issue 32 item 14: enjoy.py took auto/cpu/gpu/cuda only; gpu:N / cuda:N now pick the N-th GPU, as in
+    train.py. On a CPU-only machine it is the missing-GPU line, naming the devices found."""
+    import jax
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("a GPU is present")
+    code, out, err = play(logs, capsys, "-n", "10", "--device", "cuda:1")
+    assert code == 2 and out == "" and re.fullmatch(r"error: --device cuda:1: no GPU found \(devices: .*cpu.*\n", err)
+
+
 @pytest.mark.parametrize(
     "edit,reason",
     [

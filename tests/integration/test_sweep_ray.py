@@ -36,11 +36,13 @@ def test_a_packing_no_node_fits_and_oversized_grids_exit_2_before_anything_is_wr
     for flags, message in (
         (["--cpus-per-run", "4"], "this machine: each process needs 4 CPU, and no node has that (nodes: 2 CPU no "),
         (["--gpus-per-run", "1"], "each process needs 1 CPU and 1 GPU, and no node has that"),
+        (["--device", "gpu"], "--device gpu: this machine has no GPU that Ray can see; install rlbench[cuda]"),
+        (["--device", "cuda:1", "--address", "auto"], "--device cuda:1: on a cluster Ray gives each process its"),
     ):
         code = sweep.main([*base, *flags])
         out, err = capsys.readouterr()
         assert code == 2 and err.startswith("error: ") and message in err and len(err.splitlines()) == 1, err
-        assert "Packing:" not in out and not log.exists()
+        assert out == "" and not log.exists()  # the error line is the first line (issue 32, item 14)
     code, err = sweep_main(capsys, "--seeds", "6000", "--algos", "sac", "crossq", "-f", str(log))
     assert code == 2 and "the grid has 12000 runs (algos x envs x --grid settings x seeds), more than" in err, err
     (tmp_path / "file").write_text("")

@@ -134,3 +134,48 @@ def test_the_help_s_description_is_the_whole_first_paragraph_of_the_module_docst
 
     description = sweep.build_parser().description
     assert description.endswith("with a returns report at the end.") and "\n" not in description
+
+
+def test_runs_shorter_than_eval_freq_are_named_with_lengths_from_n_params_grid_or_their_file(tmp_path):
+    """Issue 32, item 11: the note at the start also when the lengths come from the hyperparameter file."""
+    from rlbench.cli.sweep import build_parser, spec_from_args
+    from rlbench.sweep.final_eval import short_runs_note
+
+    def note(*argv: str) -> str | None:
+        return short_runs_note(spec_from_args(build_parser().parse_args(["--seeds", "2", *argv])))
+
+    assert note("--algos", "sac", "--envs", "Pendulum-v1") is None  # 20000 steps in sac.yml, eval every 10000
+    assert note("--algos", "sac", "--envs", "Pendulum-v1", "-n", "300").startswith(
+        "Note: runs of 300 env steps are shorter than --eval-freq 10000, so train.py evaluates none of them"
+    )
+    found = note("--algos", "sac", "tqc", "--envs", "Pendulum-v1", "MountainCarContinuous-v0", "--eval-freq", "30000")
+    assert found.startswith(
+        "Note: runs sac Pendulum-v1 (20000 env steps); tqc Pendulum-v1 (20000 env steps) are shorter than "
+        "--eval-freq 30000"
+    )  # MountainCarContinuous-v0's 50000 steps are not
+    grid = note("--algos", "sac", "--envs", "Pendulum-v1", "--grid", "n_timesteps:500,20000")
+    assert "runs sac Pendulum-v1 n_timesteps=500 (500 env steps) are shorter" in grid
+    conf = tmp_path / "mine.yml"
+    conf.write_text("default:\n  n_timesteps: !!float 2e3\n")
+    found = note("--algos", "sac", "--envs", "Hopper-v4", "-conf", str(conf))
+    assert "runs sac Hopper-v4 (2000 env steps) are" in found
+    conf.write_text("Pendulum-v1:\n  gamma: 0.9\n")  # no length: -n's default applies in the cell, nothing here
+    assert note("--algos", "sac", "--envs", "Pendulum-v1", "-conf", str(conf)) is None
+
+
+def test_device_gpu_n_names_the_n_th_visible_gpu_for_the_private_instance_or_says_what_there_is():
+    """Issue 32, item 14: `--device cuda:1` in a sweep picks this machine's GPU 1 for every process."""
+    from rlbench.sweep.private_ray import visible_gpu
+
+    assert visible_gpu(1, None, 4) == "1"
+    assert visible_gpu(1, "3,5", 8) == "5"  # the second of the GPUs this process may use
+    assert visible_gpu(0, "GPU-8a1f", None) == "GPU-8a1f"  # a UUID, and a Ray that cannot count
+    for index, visible, count, message in (
+        (2, None, 2, "--device gpu:2: this machine has 2 GPUs; use gpu:0 to gpu:1"),
+        (1, "3,5", 1, "--device gpu:1: CUDA_VISIBLE_DEVICES=3,5 leaves 1 GPU; use gpu:0 to gpu:0"),
+        (0, None, 0, "--device gpu:0: this machine has 0 GPUs; use --device cpu/auto"),
+        (0, "", 4, "--device gpu:0: CUDA_VISIBLE_DEVICES= leaves 0 GPUs; use --device cpu/auto"),
+    ):
+        with pytest.raises(ConfigError) as raised:
+            visible_gpu(index, visible, count)
+        assert str(raised.value) == message
