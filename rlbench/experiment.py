@@ -145,6 +145,27 @@ def select_device(device: str, num_threads: int) -> None:
             jax.config.update("jax_default_device", gpus[index])
 
 
+def check_trial_entry(
+    algo: Algorithm, base: Mapping[str, Any], trial: Mapping[str, Any], name: str, trusted: Any
+) -> None:
+    """ConfigError naming the stored trial (`name`) when its hyperparameters make a valid entry invalid. An
+    entry that is invalid without them is left to the checks that name the file."""
+
+    def build(entry: Mapping[str, Any], where: str) -> None:
+        run_keys, _, learner_keys = split_entry(entry, where, trusted)
+        algo.build_config(learner_keys, positive_int(run_keys.get("n_envs", 1), "n_envs"), where)
+
+    try:
+        build(base, "the file")
+    except ConfigError:
+        return
+    where = f"the hyperparameters stored with {name}"
+    try:
+        build(hyperparams.merge(base, normalize_entry(dict(trial), where)), where)
+    except ConfigError as error:
+        raise ConfigError(f"{name}: the trial's stored hyperparameters are invalid: {error}") from None
+
+
 @dataclass(frozen=True)
 class Experiment:
     """Everything a run needs, resolved and checked, before anything is written."""
@@ -197,6 +218,9 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         from rlbench.tuning.study import load_trial  # Optuna is imported only when a trial is asked for
 
         trial_overrides, trial_seed = load_trial(request, env_file_name(request.env))  # as -optimize names its study
+    if trial_overrides and request.trial_id is not None:  # a stored trial's values: untrusted, named as such
+        trusted = trusted_modules([*request.gym_packages, *request.trust_wrappers])
+        check_trial_entry(algo, base, trial_overrides, f"--trial-id {request.trial_id}", trusted)
     if trial_overrides:
         base = hyperparams.merge(base, normalize_entry(dict(trial_overrides), "the Optuna trial"))
     try:

@@ -176,3 +176,31 @@ def test_a_forged_sqlite_study_is_one_line_and_exit_2(tmp_path, capsys, statemen
     err = capsys.readouterr().err
     assert err.startswith("error: study 'forged' in sqlite:///") and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize(
+    "stored,message",
+    [
+        ({"gamma": "x"}, "gamma: expected a number, got 'x'"),
+        (
+            {"bogus_key": 1},
+            "unknown hyperparameter 'bogus_key' in the hyperparameters stored with --trial-id 0 (valid:",
+        ),
+    ],
+    ids=["a value of the wrong type", "an unknown key"],
+)
+def test_a_stored_trial_s_invalid_hyperparameters_are_one_line_naming_the_trial(tmp_path, capsys, stored, message):
+    """Issue 32 item 12: the error blamed the hyperparameter file (or named nothing) for the trial's values."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(storage=make_storage(url), study_name="forged", direction="maximize")
+    distributions = {"tau": optuna.distributions.FloatDistribution(0.001, 0.05)}
+    attrs = {"seed": 5, "hyperparams": stored}
+    study.add_trial(
+        optuna.trial.create_trial(value=0.0, params={"tau": 0.01}, distributions=distributions, user_attrs=attrs)
+    )
+    argv = ["-f", str(tmp_path / "logs"), *ARGV, "--trial-id", "0", "--storage", url, "--study-name", "forged"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --trial-id 0: the trial's stored hyperparameters are invalid: "), err
+    assert err.count("\n") == 1 and message in err and "sac.yml" not in err, err
+    assert not (tmp_path / "logs").exists()
