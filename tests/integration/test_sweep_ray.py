@@ -85,6 +85,32 @@ def test_a_huge_seed_count_is_refused_before_the_seeds_are_built(tmp_path):
     assert not (tmp_path / "logs").exists()
 
 
+WORKER_WARNS = """
+import sys, ray
+from rlbench.sweep.engine import connect, disconnect
+connect(ray, None)
+ray.get(ray.remote(lambda: print("warning: something only Ray's worker saw", file=sys.stderr)).remote())
+ray.get(ray.remote(lambda: None).remote())
+import time; time.sleep(3)  # Ray forwards a worker's output to the driver asynchronously
+disconnect(ray, None)
+"""
+
+
+def test_what_ray_s_workers_print_reaches_the_driver_s_console(tmp_path):
+    """Issue 32 item 3: the private instance ran with log_to_driver=False, so Ray's own warnings (a task no
+    node can run, a worker killed for memory) were swallowed. A real private instance, a real worker."""
+    ray_tmp = short_temp_dir()
+    try:
+        env = isolated_env(tmp_path, RAY_TMPDIR=str(ray_tmp))
+        done = subprocess.run(
+            [sys.executable, "-c", WORKER_WARNS], env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        kill_all(processes_under(str(ray_tmp)))
+    assert done.returncode == 0, done.stderr
+    assert "warning: something only Ray's worker saw" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
 def loopback(address: str) -> bool:
     ip = ipaddress.ip_address(address)
     mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1, Ray's gRPC servers' dual-stack form
