@@ -200,9 +200,12 @@ def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tm
     log = tmp_path / "logs"
     ray_settings = {key: value for key, value in ray_env(local_ray).items() if key.startswith("RAY")}
     env = isolated_env(tmp_path, WANDB_MODE="offline", **ray_settings)
-    # Long enough that no cell ends in the second or two a stop takes to reach it, however busy the machine.
+    # Long enough that no cell ends in the second or two a stop takes to reach it, however busy the machine;
+    # half a CPU each, so that both cells run at once even where Ray counts one CPU (a cell that ends before
+    # the other's first checkpoint leaves staging, and the wait below would never see two).
     argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "2", "-n", "6000", "--save-freq", "500"]
     argv += ["--eval-freq", "2000", "--eval-episodes", "2", *TINY, "--name", "c", "--no-report", "--track"]
+    argv += ["--cpus-per-run", "0.5"]
     driver = sweep_process(log, env, *argv)
     try:
         wait_until(
