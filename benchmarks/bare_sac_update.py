@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.bench.speed import HALF_CHEETAH_SPEC, bench_config, random_batches
 from rlbench.networks.actor import LOG_STD_MAX, LOG_STD_MIN, sample_action
-from rlbench.registry import ALGORITHMS
 from rlbench.types import EnvSpec
 
 OBS_DIM, ACTION_DIM = HALF_CHEETAH_SPEC

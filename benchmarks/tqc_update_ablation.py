@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from rlbench.algos.common.losses import CriticObjective
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac import update as sac_update
 from rlbench.algos.tqc.losses import (
     mean_of_quantiles,
@@ -36,7 +37,6 @@ from rlbench.algos.tqc.losses import (
     soft_atom_target,
 )
 from rlbench.bench.speed import HALF_CHEETAH_SPEC, bench_config, machine, update_only_rate
-from rlbench.registry import ALGORITHMS
 from rlbench.types import EnvSpec
 
 

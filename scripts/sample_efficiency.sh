@@ -13,4 +13,4 @@ for seed in 1 2; do
   # The same 5000 random warm-up steps as CrossQ's entry, so both curves start learning together.
   /usr/bin/time -f "sac seed $seed: %e s" python train.py --algo sac --seed "$seed" "${common[@]}" -params learning_starts:5000
 done
-python -m rlbench.plots "$log" -o "$log/plots"
+python -m rlbench.report.plots "$log" -o "$log/plots"

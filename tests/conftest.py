@@ -14,10 +14,10 @@ if not os.environ.get("RLBENCH_COMPILE_CACHE"):
 import jax  # noqa: E402  (after JAX_PLATFORMS)
 import pytest  # noqa: E402
 
-from rlbench import compile_cache  # noqa: E402
 from rlbench.algos.crossq.config import CrossQConfig  # noqa: E402
 from rlbench.algos.sac.config import SACConfig  # noqa: E402
 from rlbench.networks.mlp import NetworkConfig  # noqa: E402
+from rlbench.run import compile_cache  # noqa: E402
 
 compile_cache.enable()
 

@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from rlbench.signals import SignalScope
+from rlbench.run.signals import SignalScope
 
 
 class _Children:

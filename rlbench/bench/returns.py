@@ -13,7 +13,7 @@ evaluation, an edited hyperparameter file) are refused with the difference inste
 The report gives, per env and algo over seeds, the mean, the interquartile mean (IQM: the mean of the
 middle half, Agarwal et al. 2021) and a 95% percentile-bootstrap interval of the mean, of (a) the final
 evaluation return and (b) the evaluation return at `--at-steps` env steps (the last evaluation at or
-below it), beside the published numbers in REFERENCES, with learning curves drawn by rlbench.plots.
+below it), beside the published numbers in REFERENCES, with learning curves drawn by rlbench.report.plots.
 """
 
 from __future__ import annotations
@@ -26,16 +26,17 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rlbench import compile_cache, plots
-from rlbench.bench.report import REFERENCES, machine_line
-from rlbench.bench.report import write_report as write_returns_report
-from rlbench.cli import sweep as sweep_cli
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
-from rlbench.experiment import device_flag
-from rlbench.launch import EXIT_ABORTED, EXIT_INTERRUPTED, RunOutputs
 from rlbench.redact import redact_argv
-from rlbench.registry import ALGORITHMS
+from rlbench.report import plots
+from rlbench.report.returns import REFERENCES, machine_line
+from rlbench.report.returns import write_report as write_returns_report
+from rlbench.run import compile_cache
+from rlbench.run.experiment import device_flag
+from rlbench.run.launch import EXIT_ABORTED, EXIT_INTERRUPTED, RunOutputs
+from rlbench.sweep import command as sweep_cli
 from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
 from rlbench.sweep.grid import DONE, FAILED, MANIFEST_FILE, Manifest, SweepSpec, load_manifest, sweep_dir
 
@@ -114,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def sweep_args(args: argparse.Namespace) -> argparse.Namespace:
-    """The sweep command line's defaults with this command's values: what rlbench.cli.sweep reads."""
+    """The sweep command line's defaults with this command's values: what rlbench.sweep.command reads."""
     merged = sweep_cli.build_parser().parse_args([])
     vars(merged).update(vars(args), seeds_per_process=args.seeds_per_run)
     return merged

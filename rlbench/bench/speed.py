@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlbench.bench import cpu_model
 from rlbench.bench.children import finish_child, run_child, start_child, stopping_children
+from rlbench.report.returns import cpu_model
 
 PEER_SCRIPT = Path(__file__).resolve().parents[3] / "shared" / "bench" / "sbx_speed.py"
 WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
@@ -48,8 +48,8 @@ HALF_CHEETAH_SPEC = (17, 6)  # (obs_dim, action_dim), for the cost analysis with
 def bench_config(algo: str, gradient_steps: int, qf: list[int], precision: str = "float32"):
     """The peer script's settings: each algorithm's defaults (DroQ and CrossQ presets included) with
     learning_starts 1000, train_freq 1, actor [256, 256] and the given critic widths."""
-    from rlbench.hyperparams import merge
-    from rlbench.registry import ALGORITHMS
+    from rlbench.algos.registry import ALGORITHMS
+    from rlbench.config.hyperparams import merge
 
     spec = ALGORITHMS[algo]
     overrides = {
@@ -155,10 +155,10 @@ def rlbench_row(
     """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up, then the
     update alone for `update_seconds`. With `n_seeds` K, K vmapped seeds train together (`train_seeds`):
     the rates are for all seeds together, `per_seed_env_steps_per_s` for each."""
-    from rlbench.config import RunConfig
+    from rlbench.algos.registry import ALGORITHMS
+    from rlbench.config.entry import RunConfig
     from rlbench.loggers.base import MultiLogger
-    from rlbench.registry import ALGORITHMS
-    from rlbench.runner import SeedOutput, train_seeds
+    from rlbench.loop.runner import SeedOutput, train_seeds
     from rlbench.types import EnvSpec
 
     cfg = bench_config(algo, gradient_steps, qf, precision)
@@ -225,10 +225,10 @@ def first_step_row(
 ) -> dict:
     """Seconds from nothing built to the end of the first gradient step: envs, learner, every compilation,
     the warm-up steps (random actions, no compilation), the first update."""
-    from rlbench.config import RunConfig
+    from rlbench.algos.registry import ALGORITHMS
+    from rlbench.config.entry import RunConfig
     from rlbench.loggers.base import MultiLogger
-    from rlbench.registry import ALGORITHMS
-    from rlbench.runner import train
+    from rlbench.loop.runner import train
 
     cfg = bench_config(algo, gradient_steps, qf, precision)
     start = time.perf_counter()
@@ -490,8 +490,8 @@ def measure(argv: list[str] | None = None) -> int:
     p.add_argument("--one-first-step", default=None, help=argparse.SUPPRESS)  # internal: likewise
     args = p.parse_args(argv)
 
-    from rlbench import compile_cache
-    from rlbench.experiment import select_device
+    from rlbench.run import compile_cache
+    from rlbench.run.experiment import select_device
 
     cache = compile_cache.enable(args.compile_cache)
 

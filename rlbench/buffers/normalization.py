@@ -5,7 +5,7 @@ policy acts, and to each sampled replay batch.
     reward_n = clip(reward / sqrt(var(R) + epsilon), -clip_reward, clip_reward)
 
 with the running mean and variance of the observations and of the discounted return R, kept on the host
-(rlbench.normalization). As SB3's off-policy algorithms, the replay buffer holds the original
+(rlbench.envs.obs_normalizer). As SB3's off-policy algorithms, the replay buffer holds the original
 observations and rewards, and a sampled batch is scaled with the statistics current when it is sampled,
 not those of when it was collected.
 """

@@ -19,19 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from rlbench import compile_cache, hyperparams
 from rlbench.algos.common.spelling import literal_mapping
-from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
-from rlbench.checkpoint_schema import policy_expectations
-from rlbench.config import entry_env_wrappers, normalize_entry
+from rlbench.config import hyperparams
+from rlbench.config.entry import entry_env_wrappers, normalize_entry
+from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.envs.make import check_env_id, check_env_runs, env_file_name, make_single_env
+from rlbench.envs.video import VideoWriter, find_ffmpeg
 from rlbench.envs.wrappers import EnvWrapper, trusted_modules
 from rlbench.errors import ConfigError
-from rlbench.experiment import device_flag, select_device
-from rlbench.launch import latest_run_id
-from rlbench.literals import LiteralError, parse_key_values
 from rlbench.loggers.monitor import MonitorFiles
-from rlbench.video import VideoWriter, find_ffmpeg
+from rlbench.run import compile_cache
+from rlbench.run.experiment import device_flag, select_device
+from rlbench.run.launch import latest_run_id
+from rlbench.store.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
+from rlbench.store.schema import policy_expectations
 
 RECORD_VIDEO_DESCRIPTION = "Record a trained agent to an mp4, headless (RL Zoo's record_video, on enjoy.py's loader)."
 
@@ -258,7 +259,7 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
         # As train.py: one env built, reset and stepped with these kwargs, so what the env rejects is one line now.
         flag = f"--env-kwargs / env_kwargs in {where}" if args.env_kwargs is not None else f"env_kwargs in {where}"
         check_env_runs(args.env, env_kwargs, wrappers, args.gym_packages, flag)
-        from rlbench.policy import load_policy
+        from rlbench.run.policy import load_policy
 
         policy = load_policy(checkpoint, seed=args.seed)
         if args.norm_reward and policy.stats is None:

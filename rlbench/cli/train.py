@@ -11,13 +11,18 @@ import argparse
 import shlex
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from rlbench import compile_cache, hyperparams
-from rlbench.checkpoint import CheckpointError
+from rlbench.algos.registry import ALGORITHMS
+from rlbench.config import hyperparams
 from rlbench.envs.make import VEC_ENV_KINDS
 from rlbench.errors import ConfigError
-from rlbench.experiment import RunRequest, device_flag, resolve
-from rlbench.launch import (
+from rlbench.loggers.tensorboard import import_tensorboardx
+from rlbench.loggers.tracking import import_wandb
+from rlbench.redact import redact_argv
+from rlbench.run import compile_cache
+from rlbench.run.experiment import RunRequest, device_flag, resolve
+from rlbench.run.launch import (
     EXIT_INTERRUPTED,
     RunOutputs,
     Tracking,
@@ -26,11 +31,8 @@ from rlbench.launch import (
     run_exit_code,
     train_run,
 )
-from rlbench.loggers.tensorboard import import_tensorboardx
-from rlbench.loggers.tracking import import_wandb
-from rlbench.redact import redact_argv
-from rlbench.registry import ALGORITHMS
-from rlbench.signals import GracefulStop, StartInterrupted
+from rlbench.run.signals import GracefulStop, StartInterrupted
+from rlbench.store.checkpoint import CheckpointError
 from rlbench.tuning import GRACE_S, HEARTBEAT_S
 
 __all__ = ["EXIT_INTERRUPTED", "build_parser", "main", "request_from_args"]
@@ -234,7 +236,7 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:
-    """The run the flags ask for, as data for rlbench.experiment.resolve."""
+    """The run the flags ask for, as data for rlbench.run.experiment.resolve."""
     return RunRequest(
         algo=args.algo,
         env=args.env,
@@ -285,11 +287,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 128 + interrupted.signum
 
 
+def load_trial_lazily(request: RunRequest, env_name: str) -> tuple[dict[str, Any], int | None]:
+    """--trial-id's stored trial: Optuna is imported only when a trial is asked for."""
+    from rlbench.tuning.study import load_trial
+
+    return load_trial(request, env_name)
+
+
 def train_from_args(args: argparse.Namespace, argv: Sequence[str], stop: GracefulStop) -> int:
     try:
         cache = compile_cache.enable(args.compile_cache)  # before anything compiles
         check_flags(args)
-        exp = resolve(request_from_args(args))
+        exp = resolve(request_from_args(args), load_trial=load_trial_lazily)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

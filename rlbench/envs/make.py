@@ -10,9 +10,7 @@
   (SLURM signals the whole process group), reach the workers too, and the trainer, not its envs,
   decides how to stop (it checkpoints first, which needs the envs). Workers are therefore stopped
   with SIGKILL after a failure, and exit by themselves when the trainer's end of their pipe closes.
-- Training envs carry an `EpisodeRecorder`: gymnasium has no general way to save an env's state,
-  but an env is a deterministic function of how its episode started (seed or RNG state) and the
-  actions since, so a resumed run rebuilds each env by replaying them, then checks the observation.
+- Training envs carry an `EpisodeRecorder` (rlbench.envs.replay): a resumed run replays their episodes.
 """
 
 from __future__ import annotations
@@ -37,9 +35,9 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.async_vector_env import AsyncState
 
+from rlbench.envs.replay import EpisodeRecorder
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError, EnvWorkerError
-from rlbench.loop_state import EpisodeRecord
 from rlbench.types import EnvSpec
 
 VEC_ENV_KINDS = ("dummy", "subproc")
@@ -161,99 +159,6 @@ def original_spaces(env: gym.Env) -> tuple[gym.spaces.Box, gym.spaces.Box]:
             break
         inner = inner.env
     return env.observation_space, action_space
-
-
-class EpisodeRecorder(gym.Wrapper):
-    """Remembers how the current episode started and every action since, so that a resumed run can
-    put the env back in its exact state by replaying them (`restore_episode`)."""
-
-    MAX_STEPS = 100_000  # beyond this an episode is not recorded (memory), and resumes as a new one
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        self._start: dict[str, Any] | None = None
-        self._actions: list[np.ndarray] | None = None
-        self.restore_request: EpisodeRecord | None = None
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        if options is not None:
-            self._start = None  # options may hold anything: not replayable
-        elif seed is not None:
-            self._start = {"seed": int(seed)}
-        else:
-            self._start = {"rng": _rng_state(self.unwrapped.np_random)}
-        self._actions = []
-        return super().reset(seed=seed, options=options)
-
-    def step(self, action):
-        if self._actions is not None:
-            if len(self._actions) < self.MAX_STEPS:
-                self._actions.append(np.array(action, dtype=np.float32, copy=True))
-            else:
-                self._actions = None
-        return super().step(action)
-
-    def episode_record(self) -> EpisodeRecord | None:
-        if self._start is None or self._actions is None:
-            return None
-        actions = np.array(self._actions, np.float32).reshape(len(self._actions), *self.action_space.shape)
-        return EpisodeRecord(dict(self._start), actions)
-
-    def restore_episode(self) -> np.ndarray:
-        """Replay `self.restore_request` (set through the vector env's set_attr); None starts a new
-        episode from the env's own RNG. Returns the observation reached."""
-        record, self.restore_request = self.restore_request, None
-        if record is None:
-            return self.reset()[0]
-        if "seed" in record.start:
-            obs, _ = self.reset(seed=record.start["seed"])
-        else:
-            self.unwrapped.np_random = _rng_from_state(record.start["rng"])
-            obs, _ = self.reset()
-        for action in record.actions:
-            obs, *_ = self.step(action)
-        return obs
-
-
-def _rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    state = rng.bit_generator.state
-    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items()}
-
-
-def _rng_from_state(state: dict[str, Any]) -> np.random.Generator:
-    bit_generator = getattr(np.random, state["bit_generator"])()
-    bit_generator.state = state
-    return np.random.Generator(bit_generator)
-
-
-def episode_records(env: VectorEnv) -> list[EpisodeRecord | None] | None:
-    """Each training env's EpisodeRecord, or None when the envs cannot be asked (a dead worker)."""
-    try:
-        return list(env.call("episode_record"))
-    except Exception as error:  # a broken worker must not stop the checkpoint that follows
-        warnings.warn(
-            f"could not record the envs' episodes ({type(error).__name__}: {error}); "
-            "a resume from this checkpoint starts new episodes",
-            stacklevel=2,
-        )
-        return None
-
-
-def restore_episodes(
-    env: VectorEnv, records: Sequence[EpisodeRecord | None], saved_obs: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Replay each env's record; returns (observations, restored [n_envs] bool). An env without a
-    record, or whose replay does not reproduce the saved observation bit for bit (a non-deterministic
-    env), starts a new episode from its own RNG instead and is reported as not restored."""
-    records = list(records)
-    env.set_attr("restore_request", records)
-    obs = np.stack(env.call("restore_episode")).astype(np.float32)
-    restored = np.array([r is not None for r in records]) & np.all(obs == saved_obs, axis=1)
-    if any(r is not None and not ok for r, ok in zip(records, restored, strict=True)):
-        # Replaying the good ones again is exact too, and keeps this one call for all envs.
-        env.set_attr("restore_request", [r if ok else None for r, ok in zip(records, restored, strict=True)])
-        obs = np.stack(env.call("restore_episode")).astype(np.float32)
-    return obs, restored
 
 
 def make_vector_env(

@@ -28,8 +28,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from rlbench.connectivity import connection_error
 from rlbench.errors import ConfigError
-from rlbench.network import connection_error
 from rlbench.redact import redact_argv
 
 ONLINE_TIMEOUT_S = 10

@@ -7,5 +7,5 @@
 - `private_ray`: the private Ray instance of a sweep without --address (loopback only, its own folder);
 - `report`: the returns report of a finished grid.
 
-The command line is rlbench.cli.sweep (`python -m rlbench.sweep`, `rlbench-sweep`).
+The command line is rlbench.sweep.command (`python -m rlbench.sweep`, `rlbench-sweep`).
 """

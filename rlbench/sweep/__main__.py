@@ -1,8 +1,8 @@
-"""`python -m rlbench.sweep ...`: the command line is rlbench.cli.sweep."""
+"""`python -m rlbench.sweep ...`: the command line is rlbench.sweep.command."""
 
 import sys
 
-from rlbench.cli.sweep import main
+from rlbench.sweep.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

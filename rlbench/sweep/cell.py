@@ -1,6 +1,6 @@
 """One task of a sweep, run on a Ray worker: a train.py run of one or more seeds, without a command line.
 
-The task resolves its `RunRequest` (rlbench.experiment) and runs it with rlbench.launch into a staging
+The task resolves its `RunRequest` (rlbench.run.experiment) and runs it with rlbench.run.launch into a staging
 folder, so that a run folder appears under the log root only once it is finished (the driver moves it
 there). On shared storage the staging folder is `<sweep>/staging/<task>/` and outlives the process: a
 retried or re-run task continues from the newest valid checkpoint in it (sweeps save checkpoints with
@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rlbench.experiment import RunRequest
-from rlbench.launch import RunOutputs
-from rlbench.signals import SignalScope
+from rlbench.run.experiment import RunRequest
+from rlbench.run.launch import RunOutputs
+from rlbench.run.signals import SignalScope
 from rlbench.sweep.final_eval import final_evaluations
 from rlbench.sweep.grid import Task
 from rlbench.sweep.history import keep_history
@@ -131,11 +131,12 @@ def run_task(spec: TaskSpec, board: Any) -> TaskOutcome:
 
 def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
     # JAX is imported here, after the pinning and the GPU share above are in place.
-    from rlbench import compile_cache, hyperparams
-    from rlbench.checkpoint import CheckpointError
+    from rlbench.config import hyperparams
     from rlbench.errors import ConfigError
-    from rlbench.experiment import resolve
-    from rlbench.launch import prepare_run_dirs, print_banner, train_run
+    from rlbench.run import compile_cache
+    from rlbench.run.experiment import resolve
+    from rlbench.run.launch import prepare_run_dirs, print_banner, train_run
+    from rlbench.store.checkpoint import CheckpointError
 
     n = len(spec.task.cells)
     compile_cache.enable(spec.compile_cache)
@@ -189,8 +190,8 @@ def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
 def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | None:
     """The newest valid checkpoint with a replay buffer in the staging folder's run folders, with its env
     steps and the run's target; None when there is none (or the run had already reached its target)."""
-    from rlbench.checkpoint import CheckpointError, newest_valid_checkpoint, read_checkpoint
-    from rlbench.checkpoint_schema import resume_expectations
+    from rlbench.store.checkpoint import CheckpointError, newest_valid_checkpoint, read_checkpoint
+    from rlbench.store.schema import resume_expectations
 
     found = []
     for run_dir in staging.glob(f"{algo}/*"):

@@ -32,14 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlbench.connectivity import connection_error
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError
-from rlbench.experiment import RunRequest, split_device
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
-from rlbench.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
-from rlbench.network import connection_error
 from rlbench.redact import printable
-from rlbench.signals import GracefulStop
+from rlbench.run.experiment import RunRequest, split_device
+from rlbench.run.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
+from rlbench.run.signals import GracefulStop
 from rlbench.sweep import private_ray
 from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir, unpack
 from rlbench.sweep.grid import (

@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlbench import hyperparams
+from rlbench.config import hyperparams
+from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.errors import ConfigError
-from rlbench.experiment import Experiment
-from rlbench.launch import model_name
-from rlbench.literals import LiteralError, parse_key_values
+from rlbench.run.experiment import Experiment
+from rlbench.run.launch import model_name
 from rlbench.sweep.grid import SweepSpec
 
 
@@ -25,11 +25,11 @@ def final_evaluation(exp: Experiment, run_dir: Path) -> dict[str, Any] | None:
     """{"env_steps": the run's last env step, "mean_return", "episodes"} of the final model in `run_dir`
     (a mean, not each episode's return: the manifest keeps a bounded size per cell); None when the run was
     evaluated at its last env step already."""
-    from rlbench.checkpoint import read_checkpoint
     from rlbench.envs.make import close_vector_env, make_vector_env
-    from rlbench.evaluation import evaluate
-    from rlbench.policy import load_policy
-    from rlbench.runner import EVAL_SEED_OFFSET
+    from rlbench.loop.evaluation import evaluate
+    from rlbench.loop.runner import EVAL_SEED_OFFSET
+    from rlbench.run.policy import load_policy
+    from rlbench.store.checkpoint import read_checkpoint
 
     run = exp.run
     checkpoint = read_checkpoint(run_dir / f"{model_name(exp)}.zip", load_replay_buffer=False)

@@ -17,8 +17,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlbench.checkpoint import Checkpoint, CheckpointError, read_checkpoint
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
+from rlbench.store.checkpoint import Checkpoint, CheckpointError, read_checkpoint
 
 MAX_ATTEMPTS = 1000  # a chain longer than any real sweep's retries: a cycle or a forged resumed_from
 MAX_LOG_BYTES = 256 << 20  # progress.csv of 10M env steps at 4 episodes a row is ~100 MB at worst

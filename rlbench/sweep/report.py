@@ -1,4 +1,4 @@
-"""A sweep's returns report (`<sweep>/report.md` and its PNGs): rlbench.bench.report's tables and curves
+"""A sweep's returns report (`<sweep>/report.md` and its PNGs): rlbench.report.returns's tables and curves
 over the finished cells, one curve per algo and grid setting."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from rlbench import plots
-from rlbench.bench.report import machine_line
-from rlbench.bench.report import write_report as write_returns_report
 from rlbench.redact import printable
+from rlbench.report import plots
+from rlbench.report.returns import machine_line
+from rlbench.report.returns import write_report as write_returns_report
 from rlbench.sweep.grid import DONE, FAILED, Cell, Manifest, SweepSpec
 
 

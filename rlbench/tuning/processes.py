@@ -16,7 +16,7 @@ from typing import Any
 
 import optuna
 
-from rlbench.signals import SignalScope
+from rlbench.run.signals import SignalScope
 from rlbench.tuning.study import fail_running_trials
 
 EXIT_INTERRUPTED = 75

@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 
 from rlbench.algos.common.algorithm import SearchSpace
-from rlbench.registry import ALGORITHMS
+from rlbench.algos.registry import ALGORITHMS
 
 # Each algorithm's space lives in its folder (rlbench/algos/<algo>/search_space.py).
 SPACES: dict[str, SearchSpace] = {name: algo.search_space for name, algo in ALGORITHMS.items()}

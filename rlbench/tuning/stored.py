@@ -25,9 +25,9 @@ from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock, 
 from optuna.trial import FrozenTrial, TrialState
 
 from rlbench.errors import ConfigError
-from rlbench.experiment import MAX_SEED
 from rlbench.files import UntrustedFileError, check_tree, parse_json
 from rlbench.redact import redact
+from rlbench.run.experiment import MAX_SEED
 
 # One journal record: a trial's `config` attribute (the resolved entry, the largest record rlbench writes)
 # is about 1.5 KB, a CMA-ES state chunk 2 KB; a line is read at most this far.

@@ -36,7 +36,7 @@ from rlbench.tuning import GRACE_S, HEARTBEAT_S, spaces
 from rlbench.tuning.stored import HEARTBEAT_ATTR, SURPLUS_ATTR, check_trials, open_journal, trained_hyperparams
 
 if TYPE_CHECKING:
-    from rlbench.experiment import RunRequest
+    from rlbench.run.experiment import RunRequest
 
 JOURNAL_LOCK_GRACE_S = 10
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)

@@ -34,11 +34,11 @@ import optuna
 
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError, RunFailure
-from rlbench.evaluation import EvalResult
-from rlbench.experiment import Experiment, RunRequest, resolve
 from rlbench.loggers.base import MultiLogger
+from rlbench.loop.evaluation import EvalResult
+from rlbench.loop.runner import SeedOutput, train_seeds
 from rlbench.redact import redact, redact_argv
-from rlbench.runner import SeedOutput, train_seeds
+from rlbench.run.experiment import Experiment, RunRequest, resolve
 from rlbench.tuning import HEARTBEAT_S, spaces
 from rlbench.tuning.processes import EXIT_INTERRUPTED, StopSignal, exit_with_parent, join_workers, worker_id
 from rlbench.tuning.samplers import SAMPLERS, fetch_auto_sampler, make_sampler

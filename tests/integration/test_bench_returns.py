@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rlbench.bench.__main__ import main as bench_main
-from rlbench.bench.report import REFERENCES, Summary, reference_cells
+from rlbench.report.returns import REFERENCES, Summary, reference_cells
 from tests.conftest import REPO_ROOT
 from tests.integration.test_scripts import without_module
 

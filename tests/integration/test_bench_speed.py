@@ -13,9 +13,9 @@ from itertools import pairwise
 import psutil
 import pytest
 
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.bench.speed import bench_config, gradient_step_gflop, machine, row_from
 from rlbench.bench.speed import main as speed_main
-from rlbench.registry import ALGORITHMS
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT
 

@@ -14,7 +14,12 @@ import numpy as np
 import pytest
 
 from rlbench.algos.common import acting
-from rlbench.checkpoint import (
+from rlbench.algos.registry import ALGORITHMS
+from rlbench.config.entry import RunConfig
+from rlbench.loop.runner import train
+from rlbench.loop.saving import CheckpointSettings
+from rlbench.run.policy import load_policy
+from rlbench.store.checkpoint import (
     FORMAT_VERSION,
     CheckpointError,
     newest_valid_checkpoint,
@@ -23,11 +28,6 @@ from rlbench.checkpoint import (
     state_from_bytes,
     write_checkpoint,
 )
-from rlbench.checkpointing import CheckpointSettings
-from rlbench.config import RunConfig
-from rlbench.policy import load_policy
-from rlbench.registry import ALGORITHMS
-from rlbench.runner import train
 from tests.conftest import REPO_ROOT, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
 
@@ -180,7 +180,7 @@ KILL_MID_SAVE = """
 import sys, time, zipfile
 import numpy as np
 from pathlib import Path
-from rlbench.checkpoint import write_checkpoint
+from rlbench.store.checkpoint import write_checkpoint
 folder = Path(sys.argv[1])
 write_checkpoint(folder / "best_model.zip", {"kind": "first"}, b"first", {"host/obs": np.zeros(3)})
 real_writestr = zipfile.ZipFile.writestr

@@ -9,7 +9,7 @@ import yaml
 
 from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.cli.train import main
-from rlbench.config import normalize_entry, split_entry
+from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.envs.wrappers import trusted_modules
 
 TINY = ["--verbose", "0", "-params", "policy_kwargs:dict(net_arch=[16, 16])", "batch_size:32", "learning_starts:50"]

@@ -280,7 +280,7 @@ def test_device_spellings_other_than_gpu_n_exit_2_in_every_front_end(capsys, dev
     """train.py, enjoy.py, the sweep and `bench returns` share one --device (issue 32 item 14: they had drifted)."""
     from rlbench.bench.returns import build_parser as returns_parser
     from rlbench.cli.enjoy import build_parser as enjoy_parser
-    from rlbench.cli.sweep import build_parser as sweep_parser
+    from rlbench.sweep.command import build_parser as sweep_parser
 
     for parser in (build_parser(), enjoy_parser(), sweep_parser(), returns_parser()):
         with pytest.raises(SystemExit) as exit_info:

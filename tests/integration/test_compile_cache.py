@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rlbench import compile_cache
 from rlbench.errors import ConfigError
+from rlbench.run import compile_cache
 from tests.conftest import REPO_ROOT
 
 TINY = [
@@ -77,7 +77,7 @@ def test_cache_folder_comes_from_flag_then_variable_then_xdg(monkeypatch, tmp_pa
 
 INHERIT = """
 import subprocess, sys
-from rlbench import compile_cache
+from rlbench.run import compile_cache
 child = ("import jax; c = jax.config; print(c.jax_compilation_cache_dir, "
          "c.jax_persistent_cache_min_compile_time_secs, c.jax_compilation_cache_max_size)")
 for choice in sys.argv[1:]:
@@ -176,7 +176,7 @@ SWAP = """
 import os, sys
 from pathlib import Path
 import jax, jax.numpy as jnp
-from rlbench import compile_cache
+from rlbench.run import compile_cache
 sticky, xdg = Path(sys.argv[1]), Path(sys.argv[2])
 cache = sticky / "cache"
 assert compile_cache.enable(str(cache)) == cache  # under a sticky folder (as /tmp): accepted, and created private

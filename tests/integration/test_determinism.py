@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from jax import monitoring
 
-from rlbench import runner
-from rlbench.config import RunConfig
+from rlbench.algos.registry import ALGORITHMS
+from rlbench.config.entry import RunConfig
 from rlbench.loggers.base import MultiLogger
-from rlbench.registry import ALGORITHMS
+from rlbench.loop import runner
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
 

@@ -10,16 +10,16 @@ import tests.envs  # noqa: F401  (registers the test envs)
 from rlbench.algos.common.schedules import ConstantSchedule
 from rlbench.algos.common.temperature import EntropyCoef
 from rlbench.algos.crossq.config import CrossQConfig
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.config import SACConfig
 from rlbench.algos.sac.state import make_networks
 from rlbench.buffers.uniform import unpack
-from rlbench.config import RunConfig
+from rlbench.config.entry import RunConfig
 from rlbench.envs.make import check_autoreset_mode, make_single_env
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.loggers.base import MultiLogger
+from rlbench.loop.runner import train
 from rlbench.networks.mlp import NetworkConfig
-from rlbench.registry import ALGORITHMS
-from rlbench.runner import train
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_config, tiny_sac_config
 

@@ -14,14 +14,14 @@ import pytest
 from flax.serialization import msgpack_restore
 
 import tests.envs  # noqa: F401  (registers the test envs)
-from rlbench.checkpoint import read_checkpoint
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.cli.train import main
-from rlbench.config import RunConfig
+from rlbench.config.entry import RunConfig
 from rlbench.envs.make import check_env_runs
 from rlbench.errors import ConfigError
 from rlbench.loggers.base import MultiLogger
-from rlbench.registry import ALGORITHMS
-from rlbench.runner import TrainingRate, train
+from rlbench.loop.runner import TrainingRate, train
+from rlbench.store.checkpoint import read_checkpoint
 from tests.conftest import REPO_ROOT, tiny_sac_config
 
 TINY = [

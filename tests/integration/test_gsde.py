@@ -7,13 +7,13 @@ import zipfile
 import jax
 import numpy as np
 
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.update import make_learner as make_sac
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train_main
-from rlbench.config import RunConfig
+from rlbench.config.entry import RunConfig
+from rlbench.loop.runner import train
 from rlbench.networks.actor import GSDEConfig
-from rlbench.registry import ALGORITHMS
-from rlbench.runner import train
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG

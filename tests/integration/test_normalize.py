@@ -11,10 +11,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from rlbench.checkpoint import read_checkpoint
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train
-from rlbench.policy import load_policy
+from rlbench.run.policy import load_policy
+from rlbench.store.checkpoint import read_checkpoint
 from tests.integration.test_checkpoint_untrusted import forge
 from tests.unit.test_normalization import prior_weighted_moments
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlbench.checkpoint import read_checkpoint
 from rlbench.cli.train import EXIT_INTERRUPTED, main
+from rlbench.store.checkpoint import read_checkpoint
 from tests.conftest import REPO_ROOT, TINY_LEARNER
 
 SAC_TINY = [

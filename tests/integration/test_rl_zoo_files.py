@@ -16,14 +16,14 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from rlbench.checkpoint import read_checkpoint
 from rlbench.cli.train import build_parser, request_from_args
 from rlbench.cli.train import main as train
-from rlbench.config import NOT_SUPPORTED_KEYS
+from rlbench.config.entry import NOT_SUPPORTED_KEYS
+from rlbench.config.hyperparams import read_file
 from rlbench.envs.make import import_env_packages
 from rlbench.errors import ConfigError
-from rlbench.experiment import resolve
-from rlbench.hyperparams import read_file
+from rlbench.run.experiment import resolve
+from rlbench.store.checkpoint import read_checkpoint
 from tests.conftest import REPO_ROOT
 
 RL_ZOO = Path(REPO_ROOT) / "tests" / "data" / "rl_zoo"

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from rlbench.plots import main as plots_main
+from rlbench.report.plots import main as plots_main
 from tests.conftest import REPO_ROOT
 
 
@@ -71,7 +71,7 @@ def test_seed_sweep_then_plots_and_table(tmp_path, capsys, seeds_per_run):
 
 
 def test_aggregate_across_envs_by_hand(tmp_path):
-    from rlbench.plots import Group, aggregate_table
+    from rlbench.report.plots import Group, aggregate_table
 
     ts = np.array([10])
     groups = [
@@ -271,7 +271,7 @@ def test_runs_evaluated_at_different_steps_are_aligned_by_env_steps(tmp_path, ca
 
 
 def test_runs_between_each_others_evaluations_are_interpolated_by_hand(tmp_path, capsys):
-    from rlbench.plots import load_group
+    from rlbench.report.plots import load_group
 
     first, second = tmp_path / "Pendulum-v1_1", tmp_path / "Pendulum-v1_2"
     write_evaluations(first, [1000, 2000, 3000], [1, 2, 3])
@@ -285,7 +285,7 @@ def test_runs_between_each_others_evaluations_are_interpolated_by_hand(tmp_path,
     assert group.interpolated
     same = load_group("Pendulum-v1", "sac", [first, first])
     assert not same.interpolated and capsys.readouterr().err.count("warning: ") == 1
-    from rlbench.plots import markdown_table
+    from rlbench.report.plots import markdown_table
 
     assert "| Pendulum-v1 | sac | 2 | 2500 (interpolated) | 16.2 +/- 13.8 |" in markdown_table([group])
 

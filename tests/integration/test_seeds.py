@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 import yaml
 
-from rlbench.checkpoint import read_checkpoint, state_from_bytes
-from rlbench.checkpointing import CheckpointSettings
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import EXIT_INTERRUPTED
-from rlbench.config import RunConfig
-from rlbench.launch import claim_run_dirs
+from rlbench.config.entry import RunConfig
 from rlbench.loggers.csv import CSVLogger
-from rlbench.memory import check_open_files
-from rlbench.registry import ALGORITHMS
-from rlbench.runner import FAILED_FILE, SeedOutput, train, train_seeds
+from rlbench.loop.runner import FAILED_FILE, SeedOutput, train, train_seeds
+from rlbench.loop.saving import CheckpointSettings
+from rlbench.run.launch import claim_run_dirs
+from rlbench.run.memory import check_open_files
+from rlbench.store.checkpoint import read_checkpoint, state_from_bytes
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
 from tests.integration.test_resume import run_dir, state_hash, wait_for

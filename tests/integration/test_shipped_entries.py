@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rlbench.cli.train import main as train
-from rlbench.hyperparams import default_file
+from rlbench.config.hyperparams import default_file
 from tests.conftest import REPO_ROOT
 
 

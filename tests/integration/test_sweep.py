@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import yaml
 
-from rlbench.cli import sweep
 from rlbench.cli import train as train_cli
 from rlbench.errors import ConfigError
+from rlbench.sweep import command as sweep
 from tests.conftest import REPO_ROOT
 from tests.integration.test_tracking import isolated_env
 from tests.ray_cluster import Cluster, kill_all, processes_under, ray_env, short_temp_dir, wait_until
@@ -522,7 +522,7 @@ def test_runs_shorter_than_eval_freq_are_said_at_the_start_and_reported_with_the
 def assert_whole_history(run_dir: Path, n_timesteps: int, eval_freq: int) -> None:
     """The run folder's progress.csv and Monitor file are one uninterrupted run's: a rollout row every 4
     episodes (200 steps each) and an evaluation row every `eval_freq` steps, each once, and every episode."""
-    from rlbench.checkpoint import read_checkpoint
+    from rlbench.store.checkpoint import read_checkpoint
 
     with open(run_dir / "progress.csv") as file:
         rows = list(csv.DictReader(file))

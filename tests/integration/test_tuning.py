@@ -202,9 +202,9 @@ def test_invalid_or_non_finite_trials_fail_and_the_study_goes_on(tmp_path, monke
 @pytest.mark.parametrize("algo", ["sac", "crossq", "droq"])
 def test_every_sampled_combination_is_a_valid_config(algo):
     """The spaces sample in transformed coordinates; each draw must convert to a config the algorithm accepts."""
-    from rlbench import hyperparams
-    from rlbench.config import normalize_entry
-    from rlbench.registry import get_algo
+    from rlbench.algos.registry import get_algo
+    from rlbench.config import hyperparams
+    from rlbench.config.entry import normalize_entry
 
     spec = get_algo(algo)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))

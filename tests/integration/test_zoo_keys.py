@@ -11,16 +11,16 @@ import yaml
 
 import tests.envs  # noqa: F401  (registers the test envs)
 from rlbench.algos.common import fused
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.update import make_learner as make_sac
 from rlbench.buffers.uniform import unpack
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train
-from rlbench.config import RunConfig, entry_env_wrappers, normalize_entry, split_entry
+from rlbench.config.entry import RunConfig, entry_env_wrappers, normalize_entry, split_entry
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.loggers.base import MultiLogger
+from rlbench.loop.runner import train as run_loop
 from rlbench.networks.actor import GSDEConfig
-from rlbench.registry import ALGORITHMS
-from rlbench.runner import train as run_loop
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_sac_config
 

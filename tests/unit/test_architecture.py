@@ -1,5 +1,6 @@
-"""The dependency rules: the pure core (algos, networks, buffers) never imports the host shell, and only the
-command line (rlbench.cli) imports the command line or reads sys.argv."""
+"""The dependency rules: the pure core (algos, networks, buffers) never imports the host shell, the shell's
+packages import in the order of a run's stages only, and only the command lines import rlbench.cli or read
+sys.argv."""
 
 import ast
 import os
@@ -15,24 +16,43 @@ FORBIDDEN = (
     "wandb",
     "optuna",
     "rich",
-    "rlbench.loggers",
-    "rlbench.runner",
-    "rlbench.cli",
-    "rlbench.envs",
-    "rlbench.config",
-    "rlbench.hyperparams",
-    "rlbench.registry",
     "pickle",
+    *(f"rlbench.{package}" for package in ("envs", "config", "store", "loggers", "loop", "run", "report")),
+    *(f"rlbench.{package}" for package in ("tuning", "cli", "sweep", "bench")),
+    "rlbench.algos.registry",
 )
+# The packages of rlbench in the order of a run: a module imports its own package and those ranked below
+# it, never one ranked at or above (no cycle, no import against the order of a run). Leaves first, then
+# the core, then the shell's stages, then the front ends. The front ends are ordered too, each building
+# on those before it: train.py's -optimize runs trials (tuning), a sweep's cell is a train.py command
+# line (its args.yml and command.txt are train.py's, so the sweep uses train.py's parser), and `bench
+# returns` runs a sweep.
+STAGES = (
+    ("errors", "files", "types", "redact", "connectivity", "__init__"),  # leaves: no rlbench import
+    ("networks", "buffers"),
+    ("algos",),  # algos/registry.py names every algorithm; the rest of rlbench asks it
+    ("envs",),  # gymnasium envs, their wrappers, replay on resume, observation normalization
+    ("config",),  # text to typed settings
+    ("store",),  # the checkpoint format
+    ("loggers",),
+    ("loop",),  # the training loop and what falls due in it
+    ("run",),  # a request resolved, checked and launched
+    ("report",),  # curves, tables and statistics of finished runs
+    ("tuning",),
+    ("cli",),  # train.py and enjoy.py
+    ("sweep",),
+    ("bench",),
+)
+RANK = {package: rank for rank, packages in enumerate(STAGES) for package in packages}
 
 
 # Modules outside rlbench/cli that are command lines themselves, each with what it may do and why.
 CLI_IMPORTERS = {
-    "bench/returns.py": "a front end of the sweep: builds its grid and run records with rlbench.cli.sweep's helpers",
-    "sweep/__main__.py": "the `python -m rlbench.sweep` entry point (its command line is rlbench.cli.sweep)",
+    "sweep/command.py": "the sweep's command line: each cell is a train.py command line, recorded with its parser",
 }
 ARGV_READERS = {
     "bench/__main__.py": "the `python -m rlbench.bench` entry point",
+    "sweep/command.py": "the sweep's command line (`python -m rlbench.sweep`, `rlbench-sweep`)",
     "sweep/private_ray.py": "its reaper runs as a process of its own (`python -m`), whose argument is the folder",
     "loggers/tracking.py": "masks sys.argv while wandb.init reads it: W&B records it, and no W&B setting replaces it",
 }
@@ -68,6 +88,32 @@ def test_core_imports_point_downward_only():
                 if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN):
                     offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
     assert not offenders, offenders
+
+
+def test_every_package_imports_in_the_order_of_a_run():
+    """No import cycle between packages and none against the stages (`python -m` entry points aside)."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE)
+        own = relative.with_suffix("").parts[0]
+        assert own in RANK, f"{relative}: a package or root module STAGES does not place"
+        if path.name == "__main__.py":
+            continue
+        for name in imported_modules(path):
+            parts = name.split(".")
+            if parts[0] != "rlbench" or len(parts) == 1 or parts[1] == own or parts[1] == "__version__":
+                continue
+            if parts[1] not in RANK:
+                continue  # `from rlbench.x import name`: also listed as rlbench.x.name
+            if RANK[parts[1]] >= RANK[own]:
+                offenders.append(f"{relative} imports {name}")
+    assert not offenders, offenders
+
+
+def test_the_root_holds_leaves_only():
+    """A new module finds its stage's package: the root keeps the leaves STAGES lists first."""
+    roots = {path.stem for path in PACKAGE.glob("*.py")}
+    assert roots <= set(STAGES[0]), sorted(roots - set(STAGES[0]))
 
 
 def test_only_the_registry_names_an_algorithm():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlbench.checkpoint_schema import Expected, ManifestError, UpTo, space_sizes
+from rlbench.store.schema import Expected, ManifestError, UpTo, space_sizes
 
 
 def space(shape, values):

@@ -3,9 +3,9 @@
 import pytest
 
 from rlbench.cli.train import build_parser, request_from_args
-from rlbench.config import RunConfig
+from rlbench.config.entry import RunConfig
 from rlbench.errors import ConfigError
-from rlbench.experiment import RunRequest, resolve
+from rlbench.run.experiment import RunRequest, resolve
 
 TINY = ("learning_starts:100", "batch_size:8", "buffer_size:1000", "policy_kwargs:dict(net_arch=[16])")
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from rlbench.algos.common import acting
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.algos.sac.update import make_learner as make_sac
 from rlbench.errors import ConfigError
 from rlbench.networks.actor import GSDEConfig, StateDependentNoise, gsde_std
 from rlbench.networks.mlp import NetworkConfig
-from rlbench.registry import ALGORITHMS
 from tests.conftest import tiny_sac_config
 from tests.unit.test_update import SPEC, initial_state
 

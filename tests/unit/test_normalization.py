@@ -10,11 +10,11 @@ from rlbench.algos.common.fused import make_update
 from rlbench.algos.sac.update import make_learner
 from rlbench.buffers.normalization import NormalizeConfig, normalize_obs
 from rlbench.buffers.uniform import make_uniform_buffer
-from rlbench.config import parse_normalize
+from rlbench.config.entry import parse_normalize
 from rlbench.envs.make import close_vector_env, env_spec, make_vector_env
+from rlbench.envs.obs_normalizer import VecNormalizeStats
 from rlbench.errors import ConfigError
-from rlbench.experiment import RunRequest, resolve
-from rlbench.normalization import VecNormalizeStats
+from rlbench.run.experiment import RunRequest, resolve
 from rlbench.types import Transition
 from tests.conftest import tiny_sac_config
 from tests.unit.test_update import initial_state

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tests.envs  # noqa: F401  (registers the test envs)
-from rlbench.config import entry_env_wrappers, normalize_entry, split_entry, wrappers_to_entry
+from rlbench.config.entry import entry_env_wrappers, normalize_entry, split_entry, wrappers_to_entry
 from rlbench.envs.make import final_observations, make_single_env, make_vector_env
 from rlbench.envs.observations import FrameStack, TimeFeatureWrapper
 from rlbench.envs.wrappers import trusted_modules

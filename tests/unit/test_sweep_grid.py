@@ -130,7 +130,7 @@ def test_a_run_folder_sent_back_is_unpacked_only_if_it_holds_plain_files_below_o
 
 
 def test_the_help_s_description_is_the_whole_first_paragraph_of_the_module_docstring():
-    from rlbench.cli import sweep
+    from rlbench.sweep import command as sweep
 
     description = sweep.build_parser().description
     assert description.endswith("with a returns report at the end.") and "\n" not in description
@@ -138,7 +138,7 @@ def test_the_help_s_description_is_the_whole_first_paragraph_of_the_module_docst
 
 def test_runs_shorter_than_eval_freq_are_named_with_lengths_from_n_params_grid_or_their_file(tmp_path):
     """Issue 32, item 11: the note at the start also when the lengths come from the hyperparameter file."""
-    from rlbench.cli.sweep import build_parser, spec_from_args
+    from rlbench.sweep.command import build_parser, spec_from_args
     from rlbench.sweep.final_eval import short_runs_note
 
     def note(*argv: str) -> str | None:

@@ -1,4 +1,4 @@
-"""What an algorithm folder gives the rest of rlbench: one `Algorithm` value, listed in rlbench/registry.py."""
+"""What an algorithm folder gives the rest of rlbench: one `Algorithm` value, listed in rlbench/algos/registry.py."""
 
 from __future__ import annotations
 

@@ -42,9 +42,9 @@ import numpy as np
 from flax import serialization
 
 from rlbench import __version__
-from rlbench.checkpoint_schema import ARCHIVE_SCHEMA, Expected, ManifestError, check_schema, describe_shape, shape_fits
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, atomic_writer, check_tree, parse_json, remove_stale_temporaries
+from rlbench.store.schema import ARCHIVE_SCHEMA, Expected, ManifestError, check_schema, describe_shape, shape_fits
 
 FORMAT_VERSION = 3  # 1: the foundation's .msgpack + .json pair, without host state; 2: before the
 # bfloat16 W^T copies moved into each network's train state (rlbench/algos/common/train_state.py)

@@ -12,12 +12,12 @@ import jax
 import numpy as np
 
 from rlbench.algos.common import acting
+from rlbench.algos.registry import get_algo
 from rlbench.buffers.normalization import Normalization, normalize_obs
-from rlbench.checkpoint import STATE, Checkpoint, CheckpointError, state_array_bytes, state_from_bytes
-from rlbench.config import normalize_entry, parse_normalize, split_entry
+from rlbench.config.entry import normalize_entry, parse_normalize, split_entry
+from rlbench.envs.obs_normalizer import MissingStatsError, VecNormalizeStats
 from rlbench.errors import ConfigError
-from rlbench.normalization import MissingStatsError, VecNormalizeStats
-from rlbench.registry import get_algo
+from rlbench.store.checkpoint import STATE, Checkpoint, CheckpointError, state_array_bytes, state_from_bytes
 from rlbench.types import EnvSpec
 
 

@@ -1,4 +1,4 @@
-"""Learning curves and final-return tables from RL Zoo log folders (`python -m rlbench.plots`).
+"""Learning curves and final-return tables from RL Zoo log folders (`python -m rlbench.report.plots`).
 
 Reads every `<folder>/<algo>/<env_id>_<N>[_<uuid>]/evaluations.npz`, groups runs by (env, algo), and
 writes one PNG per env (mean over seeds of the mean eval return, with a 95% bootstrap confidence band,
@@ -265,7 +265,7 @@ def plot(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rlbench.plots", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m rlbench.report.plots", description=__doc__.splitlines()[0])
     p.add_argument("folders", nargs="+", type=Path, help="log folders (the -f of train.py)")
     p.add_argument("-o", "--output", type=Path, default=Path("plots"), help="folder for the PNG files")
     p.add_argument("--table", type=Path, default=None, help="also write the markdown table here")

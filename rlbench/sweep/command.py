@@ -21,15 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlbench import compile_cache, hyperparams
+from rlbench.algos.registry import ALGORITHMS, get_algo
 from rlbench.cli import train as train_cli
+from rlbench.config import hyperparams
+from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
-from rlbench.experiment import MAX_SEED, RunRequest, check_log_folder, device_flag, split_device
-from rlbench.launch import RunOutputs, Tracking
-from rlbench.literals import LiteralError, parse_key_values
 from rlbench.redact import redact_argv
-from rlbench.registry import ALGORITHMS, get_algo
+from rlbench.run import compile_cache
+from rlbench.run.experiment import MAX_SEED, RunRequest, check_log_folder, device_flag, split_device
+from rlbench.run.launch import RunOutputs, Tracking
 from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
 from rlbench.sweep.final_eval import short_runs_note
 from rlbench.sweep.grid import SweepSpec, check_name, default_name, parse_grid
@@ -275,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.track:
             train_cli.import_wandb()
         if not args.no_report:
-            from rlbench import plots
+            from rlbench.report import plots
 
             plots.import_plot_packages()  # the report's curves: before hours of training, not after
         for flag, value in (("--seeds-per-process", args.seeds_per_process),):

@@ -39,25 +39,24 @@ from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization, normalize_obs
 from rlbench.buffers.uniform import UniformBuffer, make_uniform_buffer
-from rlbench.checkpoint import Checkpoint
-from rlbench.checkpointing import CheckpointSettings, RunCheckpoints, new_host_state, restore, restore_envs
-from rlbench.config import RunConfig
-from rlbench.divergence import FiniteGuard
+from rlbench.config.entry import RunConfig
 from rlbench.envs.make import (
     close_vector_env,
     env_spec,
-    episode_records,
     final_observations,
     make_vector_env,
     step_vector_env,
 )
+from rlbench.envs.replay import episode_records
 from rlbench.errors import DivergenceError, EnvWorkerError, EvaluationError, RunFailure
-from rlbench.evaluation import EvalResult, evaluate_groups
 from rlbench.files import atomic_write_text
 from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
-from rlbench.loop_state import Evaluations, HostState
-from rlbench.memory import check_buffer_memory
+from rlbench.loop.evaluation import EvalResult, evaluate_groups
+from rlbench.loop.finiteness import FiniteGuard
+from rlbench.loop.saving import CheckpointSettings, RunCheckpoints, new_host_state, restore, restore_envs
+from rlbench.store.checkpoint import Checkpoint
+from rlbench.store.host_state import Evaluations, HostState
 from rlbench.types import EnvSpec
 
 ROLLOUT_METRICS = ("rollout/ep_rew_mean", "rollout/ep_len_mean", "time/episodes", "time/fps")
@@ -164,7 +163,6 @@ def train_seeds(
     failed = True
     try:
         spec = env_spec(env)
-        check_buffer_memory(cfg.buffer_size, spec, verbose=0, n_seeds=n_seeds)  # also for callers other than train.py
         if run.eval_freq > 0:
             eval_kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
             eval_env = make_vector_env(
@@ -279,8 +277,8 @@ def _entry_points(
 
 class _Loop:
     """The host loop of a run's seeds: the compiled entry points, the learner states and replay buffers
-    (with the seed axis), and the HostState. Resuming and writing checkpoints live in rlbench.checkpointing,
-    the divergence checks in rlbench.divergence."""
+    (with the seed axis), and the HostState. Resuming and writing checkpoints live in rlbench.loop.saving,
+    the divergence checks in rlbench.loop.finiteness."""
 
     def __init__(
         self,

@@ -19,7 +19,7 @@ import numpy as np
 
 from rlbench.algos.common.finite import all_finite, non_finite_paths
 from rlbench.algos.common.seed_axis import SeedAxis
-from rlbench.loop_state import host_metrics
+from rlbench.store.host_state import host_metrics
 
 
 @dataclass

@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,14 +23,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from rlbench import hyperparams
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.spelling import literal_mapping, positive_int
+from rlbench.algos.registry import get_algo
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import check_buffer_arrays
-from rlbench.checkpoint import Checkpoint, check_state_fits, read_checkpoint, state_size_bound
-from rlbench.checkpoint_schema import MAX_SEED, Expected, resume_expectations, space_sizes
-from rlbench.config import (
+from rlbench.config import hyperparams
+from rlbench.config.entry import (
     RunConfig,
     buffer_notes,
     normalize_entry,
@@ -40,13 +39,14 @@ from rlbench.config import (
     split_entry,
     wrappers_to_entry,
 )
+from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.envs.make import check_env_id, check_env_runs, env_file_name
+from rlbench.envs.obs_normalizer import check_arrays, expected_shapes
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError
-from rlbench.literals import LiteralError, parse_key_values
-from rlbench.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
-from rlbench.normalization import check_arrays, expected_shapes
-from rlbench.registry import get_algo
+from rlbench.run.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
+from rlbench.store.checkpoint import Checkpoint, check_state_fits, read_checkpoint, state_size_bound
+from rlbench.store.schema import MAX_SEED, Expected, resume_expectations, space_sizes
 from rlbench.types import EnvSpec
 
 # Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other).
@@ -185,11 +185,19 @@ class Experiment:
         return len(self.seeds)
 
 
-def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = None) -> Experiment:
+# --trial-id's source of a stored trial: (its hyperparameters, its seed) from the request and the env's file
+# name. The front end that reads studies passes it (rlbench.tuning.study.load_trial), so that resolving a
+# run never imports the tuning front end.
+TrialLoader = Callable[[RunRequest, str], tuple[dict[str, Any], int | None]]
+
+
+def resolve(
+    request: RunRequest, trial_overrides: Mapping[str, Any] | None = None, load_trial: TrialLoader | None = None
+) -> Experiment:
     """Validate the request, its files and hyperparameters; raise ConfigError on the first problem.
 
     `trial_overrides` (an Optuna trial's hyperparameters) sit between the file entry and -params;
-    `trial_id` supplies them from the study."""
+    with `trial_id`, `load_trial` supplies them from the study."""
     if request.num_threads not in (-1, 1):
         raise ConfigError(
             f"--num-threads: only -1 (XLA's default) or 1 (single-threaded) are supported, "
@@ -215,8 +223,8 @@ def resolve(request: RunRequest, trial_overrides: Mapping[str, Any] | None = Non
         base = hyperparams.merge(algo.preset, entry)
     trial_seed = None
     if trial_overrides is None and request.trial_id is not None:
-        from rlbench.tuning.study import load_trial  # Optuna is imported only when a trial is asked for
-
+        if load_trial is None:
+            raise ConfigError(f"--trial-id {request.trial_id}: this command does not read Optuna studies")
         trial_overrides, trial_seed = load_trial(request, env_file_name(request.env))  # as -optimize names its study
     if trial_overrides and request.trial_id is not None:  # a stored trial's values: untrusted, named as such
         trusted = trusted_modules([*request.gym_packages, *request.trust_wrappers])

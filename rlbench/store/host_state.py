@@ -18,8 +18,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlbench.envs.obs_normalizer import VecNormalizeStats
+from rlbench.envs.replay import EpisodeRecord
 from rlbench.files import atomic_write_bytes
-from rlbench.normalization import VecNormalizeStats
 from rlbench.types import EnvSpec, Transition
 
 
@@ -124,15 +125,6 @@ class PendingTransitions:
         return Transition(
             self.obs.copy(), self.action.copy(), self.reward.copy(), self.next_obs.copy(), self.terminated.copy()
         )
-
-
-@dataclass
-class EpisodeRecord:
-    """How one env's current episode started ({"seed": s} or {"rng": bit-generator state}) and the
-    actions it has taken since; None for an env that cannot be rebuilt this way."""
-
-    start: dict[str, Any]
-    actions: np.ndarray  # [steps, action_dim] float32, exactly as passed to env.step
 
 
 @dataclass

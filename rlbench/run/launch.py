@@ -26,21 +26,21 @@ import jax
 import numpy as np
 import yaml
 
-from rlbench.checkpoint import library_versions
-from rlbench.checkpointing import CheckpointSettings
+from rlbench.config.literals import parse_key_values
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError, RunFailure
-from rlbench.experiment import Experiment
 from rlbench.files import atomic_write_text
-from rlbench.literals import parse_key_values
 from rlbench.loggers.base import MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
 from rlbench.loggers.tensorboard import TensorBoardLogger
 from rlbench.loggers.tracking import WandbTracker
+from rlbench.loop.runner import SeedOutput, TrainResult, train_seeds
+from rlbench.loop.saving import CheckpointSettings
 from rlbench.redact import redact_values
-from rlbench.runner import SeedOutput, TrainResult, train_seeds
-from rlbench.signals import start_step
+from rlbench.run.experiment import Experiment
+from rlbench.run.signals import start_step
+from rlbench.store.checkpoint import library_versions
 
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal, checkpoint written, resumable
 EXIT_ABORTED = 130  # a second Ctrl-C: stopped without a checkpoint

@@ -22,18 +22,18 @@ from gymnasium.vector import VectorEnv
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import BufferState, UniformBuffer, buffer_from_arrays, buffer_to_arrays
-from rlbench.checkpoint import (
+from rlbench.envs.obs_normalizer import STATS_FILE, VecNormalizeStats
+from rlbench.envs.replay import EpisodeRecord, restore_episodes
+from rlbench.errors import ConfigError, DivergenceError, EnvWorkerError, RunFailure
+from rlbench.loop.finiteness import Verified
+from rlbench.store.checkpoint import (
     Checkpoint,
     prune_periodic_checkpoints,
     state_from_bytes,
     state_to_bytes,
     write_checkpoint,
 )
-from rlbench.divergence import Verified
-from rlbench.envs.make import restore_episodes
-from rlbench.errors import ConfigError, DivergenceError, EnvWorkerError, RunFailure
-from rlbench.loop_state import EpisodeRecord, EpisodeTracker, HostState, PendingTransitions, SeedHost
-from rlbench.normalization import STATS_FILE, VecNormalizeStats
+from rlbench.store.host_state import EpisodeTracker, HostState, PendingTransitions, SeedHost
 from rlbench.types import EnvSpec
 
 

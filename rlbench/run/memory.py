@@ -12,8 +12,8 @@ import jax
 
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.buffers.uniform import bytes_per_transition
-from rlbench.checkpoint import state_array_bytes
 from rlbench.errors import ConfigError
+from rlbench.store.checkpoint import state_array_bytes
 from rlbench.types import EnvSpec
 
 FLOAT_BYTES = 4

@@ -15,9 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rlbench import plots
-from rlbench.bench import cpu_model
 from rlbench.files import atomic_write_text
+from rlbench.report import plots
 
 
 class Reference(NamedTuple):
@@ -161,3 +160,15 @@ def write_report(
     ]
     atomic_write_text(output, "\n".join(lines))
     return output
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo), for the machine line of every benchmark's output."""
+    try:
+        return next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown CPU"

@@ -17,11 +17,11 @@ from typing import Any
 
 from rlbench.algos.common.spelling import literal_mapping, number, positive_int
 from rlbench.buffers.normalization import NormalizeConfig
+from rlbench.config.literals import LiteralError, parse_value
 from rlbench.envs.observations import FrameStack
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, check_tree
-from rlbench.literals import LiteralError, parse_value
 
 
 @dataclass(frozen=True, kw_only=True)

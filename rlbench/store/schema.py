@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from rlbench.buffers.uniform import row_width
-from rlbench.normalization import expected_shapes as normalization_shapes
+from rlbench.envs.obs_normalizer import expected_shapes as normalization_shapes
 from rlbench.types import EnvSpec
 
 INT64_MAX = 2**63 - 1  # every integer setting fits 64 bits (rlbench.algos.common.spelling.INT_MAX)
@@ -127,7 +127,7 @@ ARCHIVE_SCHEMA = {"format_version": int, "members": MapOf(str), "sizes": OrNone(
 
 _SPACE = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high": ListOf(float)}
 
-# What resuming reads (rlbench.experiment.resolve, rlbench.checkpointing.restore, HostState.from_checkpoints).
+# What resuming reads (rlbench.run.experiment.resolve, rlbench.loop.saving.restore, HostState.from_checkpoints).
 RESUME_SCHEMA = {
     "algo": str,
     "env_id": str,
@@ -159,7 +159,7 @@ RESUME_SCHEMA = {
 }
 
 
-# What loading a policy reads (rlbench.policy.load_policy, enjoy.py): no host state, no buffer.
+# What loading a policy reads (rlbench.run.policy.load_policy, enjoy.py): no host state, no buffer.
 POLICY_SCHEMA = {
     "algo": str,
     "env_id": str,
