@@ -130,6 +130,8 @@ def library_versions() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Manifest:
+    """One checkpoint's manifest.json, less what the archive adds (format version, members' checksums and sizes)."""
+
     run: RunDescription
     kind: str  # why it was written: periodic, best, final, interrupt, failure
     counters: Counters
@@ -177,7 +179,8 @@ def manifest_json(manifest: Manifest) -> dict[str, Any]:
     and `divergence` are written only when there is one, as they always were."""
     value = {
         **asdict(manifest.run),
-        **{name: getattr(manifest, name) for name in ("kind", "replay_buffer")},
+        "kind": manifest.kind,
+        "replay_buffer": manifest.replay_buffer,
         "counters": asdict(manifest.counters),
         "host": asdict(manifest.host),
         "versions": dict(manifest.versions),
