@@ -32,7 +32,8 @@ from rlbench.run import compile_cache
 from rlbench.run.experiment import device_flag, select_device
 from rlbench.run.launch import latest_run_id
 from rlbench.store.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
-from rlbench.store.schema import policy_expectations
+from rlbench.store.expectations import policy_expectations
+from rlbench.store.manifest import Manifest
 
 RECORD_VIDEO_DESCRIPTION = "Record a trained agent to an mp4, headless (RL Zoo's record_video, on enjoy.py's loader)."
 
@@ -200,7 +201,7 @@ def check_reward_log(folder: str) -> None:
 
 
 def saved_env_settings(
-    model: Path, env_name: str, manifest: dict[str, Any], trusted: Sequence[str]
+    model: Path, env_name: str, manifest: Manifest, trusted: Sequence[str]
 ) -> tuple[dict[str, Any], tuple[EnvWrapper, ...], str]:
     """(env_kwargs, env_wrappers, the file they come from) from the run's config.yml (read and checked like
     any hyperparameter file), else from the manifest. Both are files read back: wrappers resolve only from
@@ -209,7 +210,7 @@ def saved_env_settings(
     if config_file.is_file():
         where, entry = str(config_file), hyperparams.read_file(config_file)
     else:
-        where, entry = str(model), dict(manifest["hyperparams"])
+        where, entry = str(model), dict(manifest.run.hyperparams)
     entry = normalize_entry(entry, where)
     return (
         literal_mapping(entry.get("env_kwargs"), f"env_kwargs in {where}"),
@@ -249,8 +250,8 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
             args.record = str(video_path(args, model))
         checkpoint = read_checkpoint(model, load_replay_buffer=False, expect=policy_expectations)
         manifest = checkpoint.manifest
-        if manifest["algo"] != args.algo:
-            raise ConfigError(f"{model} was trained with --algo {manifest['algo']}, not {args.algo}")
+        if manifest.run.algo != args.algo:
+            raise ConfigError(f"{model} was trained with --algo {manifest.run.algo}, not {args.algo}")
         env_kwargs, wrappers, where = saved_env_settings(
             model, env_file_name(args.env), manifest, trusted_modules([*args.gym_packages, *args.trust_wrappers])
         )
@@ -278,7 +279,7 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
     ]
     try:
         if args.verbose:
-            print(f"Loaded {model} ({manifest['algo']}, {manifest['counters']['env_steps']} env steps)")
+            print(f"Loaded {model} ({manifest.run.algo}, {manifest.counters.env_steps} env steps)")
         returns = run_episodes(envs, policy, args, ffmpeg)
     finally:
         for env in envs:

@@ -195,23 +195,9 @@ def parse_normalize(value: Any, algo_gamma: float | None, where: str) -> Normali
 
     As RL Zoo, the algorithm's gamma, when the entry sets one (`algo_gamma`), is the return's discount,
     over the dict's. Pass None for an entry already resolved (a checkpoint's), whose gamma is final."""
-    if value is None or value is False:
+    kwargs = _normalize_kwargs(value, where)
+    if kwargs is None:
         return None
-    if value is True:
-        kwargs: dict[str, Any] = {}
-    elif isinstance(value, Mapping):
-        kwargs = literal_mapping(value, f"normalize (from {where})")
-    else:
-        raise ConfigError(
-            f"normalize: expected true, false or dict(norm_obs=..., norm_reward=..., ...), got {value!r} (from {where})"
-        )
-    for key in kwargs:
-        if key not in NORMALIZE_KWARGS:
-            close = difflib.get_close_matches(key, NORMALIZE_KWARGS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(
-                f"normalize: unknown argument {key!r} (from {where}){hint} (valid: {', '.join(NORMALIZE_KWARGS)})"
-            )
     values: dict[str, Any] = {}
     for key in ("norm_obs", "norm_reward"):
         if key in kwargs:
@@ -226,6 +212,27 @@ def parse_normalize(value: Any, algo_gamma: float | None, where: str) -> Normali
     if algo_gamma is not None:
         values["gamma"] = algo_gamma
     return NormalizeConfig(**values)
+
+
+def _normalize_kwargs(value: Any, where: str) -> dict[str, Any] | None:
+    """`normalize`'s arguments by name ({} for true, None when off), each one VecNormalize takes."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"normalize: expected true, false or dict(norm_obs=..., norm_reward=..., ...), got {value!r} (from {where})"
+        )
+    kwargs = literal_mapping(value, f"normalize (from {where})")
+    for key in kwargs:
+        if key not in NORMALIZE_KWARGS:
+            close = difflib.get_close_matches(key, NORMALIZE_KWARGS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"normalize: unknown argument {key!r} (from {where}){hint} (valid: {', '.join(NORMALIZE_KWARGS)})"
+            )
+    return kwargs
 
 
 def normalize_to_entry(cfg: NormalizeConfig) -> dict[str, Any]:

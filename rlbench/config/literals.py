@@ -37,6 +37,9 @@ def parse_value(text: str) -> Any:
     return _literal(tree.body, text)
 
 
+_SEQUENCES = {ast.List: list, ast.Tuple: tuple, ast.Set: set}
+
+
 def _literal(node: ast.AST, text: str) -> Any:
     # Names and dotted names (RL Zoo writes activation_fn=nn.ReLU inside dict(...)) are read as strings.
     if isinstance(node, ast.Constant):
@@ -45,27 +48,30 @@ def _literal(node: ast.AST, text: str) -> Any:
         operand = _literal(node.operand, text)
         if isinstance(operand, int | float) and not isinstance(operand, bool):
             return -operand if isinstance(node.op, ast.USub) else operand
-    elif isinstance(node, ast.List):
-        return [_literal(e, text) for e in node.elts]
-    elif isinstance(node, ast.Tuple):
-        return tuple(_literal(e, text) for e in node.elts)
-    elif isinstance(node, ast.Set):
-        return {_literal(e, text) for e in node.elts}
-    elif isinstance(node, ast.Dict) and None not in node.keys:
-        return {_literal(k, text): _literal(v, text) for k, v in zip(node.keys, node.values, strict=True)}
-    elif (
+    elif type(node) in _SEQUENCES:
+        return _SEQUENCES[type(node)](_literal(e, text) for e in node.elts)
+    elif (items := _mapping_items(node)) is not None:
+        return {_literal(k, text): _literal(v, text) for k, v in items}
+    elif isinstance(node, ast.Name | ast.Attribute):
+        dotted = ast.unparse(node)
+        if _BARE_WORD.fullmatch(dotted):
+            return dotted
+    raise LiteralError(f"not a literal: {text!r} (at {ast.unparse(node)!r})")
+
+
+def _mapping_items(node: ast.AST) -> list[tuple[ast.expr, ast.expr]] | None:
+    """The (key, value) nodes of a dict display `{k: v}` or a call `dict(k=v)`; None for anything else."""
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return list(zip(node.keys, node.values, strict=True))
+    if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == "dict"
         and not node.args
         and all(kw.arg is not None for kw in node.keywords)
     ):
-        return {kw.arg: _literal(kw.value, text) for kw in node.keywords}
-    elif isinstance(node, ast.Name | ast.Attribute):
-        dotted = ast.unparse(node)
-        if _BARE_WORD.fullmatch(dotted):
-            return dotted
-    raise LiteralError(f"not a literal: {text!r} (at {ast.unparse(node)!r})")
+        return [(ast.Constant(kw.arg), kw.value) for kw in node.keywords]
+    return None
 
 
 def parse_key_values(tokens: list[str], option: str) -> dict[str, Any]:

@@ -10,7 +10,8 @@ learner state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,10 @@ from rlbench.envs.obs_normalizer import STATS_FILE, VecNormalizeStats
 from rlbench.envs.replay import EpisodeRecord, restore_episodes
 from rlbench.errors import ConfigError, DivergenceError, EnvWorkerError, RunFailure
 from rlbench.loop.finiteness import Verified
-from rlbench.store.checkpoint import (
-    Checkpoint,
-    prune_periodic_checkpoints,
-    state_from_bytes,
-    state_to_bytes,
-    write_checkpoint,
-)
+from rlbench.store.checkpoint import Checkpoint, prune_periodic_checkpoints, write_checkpoint
 from rlbench.store.host_state import EpisodeTracker, HostState, PendingTransitions, SeedHost
+from rlbench.store.learner_state import state_from_bytes, state_to_bytes
+from rlbench.store.manifest import Counters, Divergence, Manifest, RunDescription
 from rlbench.types import EnvSpec
 
 
@@ -52,7 +49,7 @@ class CheckpointSettings:
 
     run_dir: Path
     model_name: str
-    manifest: Mapping[str, Any]  # the seed's static description: algo, env, seed, hyperparameters, spaces, group
+    description: RunDescription  # the seed's run, in each of its manifests: algo, env, seed, hyperparameters, ...
     save_freq: int = -1
     keep: int = 0
     save_replay_buffer: bool = False
@@ -96,16 +93,16 @@ def restore(
             buffers.append(buffer_from_arrays(buffer, arrays) if arrays else None)
         except ValueError as error:
             raise ConfigError(f"cannot resume from {checkpoint.path}: {error}") from None
-    saved = [(checkpoint.manifest["host"], checkpoint.group("host")) for checkpoint in resume]
+    saved = [(checkpoint.manifest.host, checkpoint.group("host")) for checkpoint in resume]
     saved_n_envs = len(saved[0][1]["obs"])
-    if saved_n_envs != n_envs or int(saved[0][0]["pending_count"]) > capacity:
+    if saved_n_envs != n_envs or saved[0][0].pending_count > capacity:
         print(
             f"Resuming with n_envs={n_envs} (saved: {saved_n_envs}): episodes in progress "
             "restart, and transitions collected since the last update are dropped"
         )
         saved = [
             (
-                {**info, "pending_count": 0, "episode_starts": None},
+                dataclasses.replace(info, pending_count=0, episode_starts=None),
                 {
                     **{name: value for name, value in arrays.items() if name != "next_action"},
                     "obs": fresh_obs[index],
@@ -264,7 +261,7 @@ class RunCheckpoints:
         buffer_state: BufferState | None,
         records: list[EpisodeRecord | None] | None,
         compress: bool = True,
-        extra: Mapping[str, Any] | None = None,
+        divergence: Divergence | None = None,
     ) -> None:
         """Seed `index`'s checkpoint of its `state` (no seed axis, checked finite by the caller); its slices of
         `buffer_state` (with the seed axis; None leaves the replay buffer out) and of `records` (every env's
@@ -288,18 +285,18 @@ class RunCheckpoints:
             raise EnvWorkerError(
                 f"the environments returned NaN or inf ({', '.join(non_finite)}); {path.name} is not written with them"
             )
-        manifest = {
-            **settings.manifest,
-            "kind": kind,
-            "host": info,
-            "replay_buffer": buffer_state is not None,
-            **(extra or {}),
-            "counters": {
-                "env_steps": host.env_steps,
-                "gradient_steps": int(state.step),
-                "episodes": len(host.seeds[index].episodes.finished_returns),
-            },
-        }
+        manifest = Manifest(
+            run=settings.description,
+            kind=kind,
+            counters=Counters(
+                env_steps=host.env_steps,
+                gradient_steps=int(state.step),
+                episodes=len(host.seeds[index].episodes.finished_returns),
+            ),
+            host=info,
+            replay_buffer=buffer_state is not None,
+            divergence=divergence,
+        )
         try:
             write_checkpoint(path, manifest, state_to_bytes(state), arrays, compress=compress)
         except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
@@ -344,20 +341,19 @@ class RunCheckpoints:
         """The checkpoint a failure leaves seed `index` to resume from (always with its buffer, uncompressed
         to be quick); returns the note saying where, or why not. After a divergence it holds the seed's
         last verified state and metrics, and no next action (that came from the diverged actor)."""
-        extra: dict[str, Any] = {}
+        divergence = None
         metrics, next_action = host.metrics, host.next_action
         if isinstance(error, DivergenceError):
             state = self.axis.take(verified.state, index)
             host.metrics, host.next_action = verified.metrics, None
-            extra = {
-                "divergence": {
-                    "detected_at_env_steps": host.env_steps,
-                    "learner_state_from_env_steps": verified.env_steps,
-                }
-            }
+            divergence = Divergence(
+                detected_at_env_steps=host.env_steps, learner_state_from_env_steps=verified.env_steps
+            )
         path = self.settings[index].run_dir / f"rl_model_{host.env_steps}_steps.zip"
         try:
-            self.write_seed(path, "failure", host, index, state, buffer_state, records, compress=False, extra=extra)
+            self.write_seed(
+                path, "failure", host, index, state, buffer_state, records, compress=False, divergence=divergence
+            )
         except (OSError, RunFailure) as save_error:
             return f"no checkpoint written: {save_error}"
         finally:  # the other seeds of the run train on with their own metrics and actions

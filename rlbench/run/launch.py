@@ -40,7 +40,7 @@ from rlbench.loop.saving import CheckpointSettings
 from rlbench.redact import redact_values
 from rlbench.run.experiment import Experiment
 from rlbench.run.signals import start_step
-from rlbench.store.checkpoint import library_versions
+from rlbench.store.manifest import Group, RunDescription, Spaces, library_versions
 
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal, checkpoint written, resumable
 EXIT_ABORTED = 130  # a second Ctrl-C: stopped without a checkpoint
@@ -181,10 +181,10 @@ def print_banner(exp: Experiment, run_dirs: Sequence[Path], conf_source: str) ->
         print(f"Seeds: {exp.seeds[0]} to {exp.seeds[-1]}, trained together (group {exp.group_id})")
         print("Log folders: " + ", ".join(str(run_dir) for run_dir in run_dirs))
     if exp.resume is not None:
-        counters = exp.resume.manifest["counters"]
+        counters = exp.resume.manifest.counters
         print(
             f"Resuming from {exp.resume.path}{' and its group' if exp.n_seeds > 1 else ''} at "
-            f"{counters['env_steps']} env steps ({counters['gradient_steps']} gradient steps), until "
+            f"{counters.env_steps} env steps ({counters.gradient_steps} gradient steps), until "
             f"{exp.run.n_timesteps}"
         )
         print("Hyperparameters (merged: checkpoint < -params < -n):")
@@ -318,7 +318,7 @@ def start_tracking(tracking: Tracking, outputs: RunOutputs, exp: Experiment, ind
         "backend": jax.default_backend(),
         "run_dir": str(run_dir),
     }
-    run_id = exp.resume_seeds[index].manifest.get("wandb_run_id") if exp.resume_seeds else None
+    run_id = exp.resume_seeds[index].manifest.run.wandb_run_id if exp.resume_seeds else None
     return WandbTracker(
         project=tracking.project,
         entity=tracking.entity,
@@ -437,26 +437,23 @@ def seed_output(
             loggers.append(tracker)
         return MultiLogger(loggers)
 
-    group = {}
-    if exp.n_seeds > 1:
-        group = {"group": {"id": exp.group_id, "index": index, "run_dirs": [path.name for path in run_dirs]}}
     checkpoints = CheckpointSettings(
         run_dir=run_dir,
         model_name=name,
         save_freq=outputs.save_freq,
         keep=outputs.keep_checkpoints,
         save_replay_buffer=outputs.save_replay_buffer,
-        manifest={
-            "algo": exp.algo.name,
-            "env_id": exp.run.env_id,
-            "seed": exp.seeds[index],
-            "n_timesteps": exp.run.n_timesteps,
-            "n_envs": exp.run.n_envs,
-            "hyperparams": plain_yaml(exp.hyperparams),
-            "spaces": exp.spaces,
-            "resumed_from": str(exp.resume_seeds[index].path) if exp.resume_seeds else None,
-            "wandb_run_id": None if tracker is None else tracker.id,
-            **group,
-        },
+        description=RunDescription(
+            algo=exp.algo.name,
+            env_id=exp.run.env_id,
+            seed=exp.seeds[index],
+            n_timesteps=exp.run.n_timesteps,
+            n_envs=exp.run.n_envs,
+            hyperparams=plain_yaml(exp.hyperparams),
+            spaces=Spaces.from_json(exp.spaces),
+            resumed_from=str(exp.resume_seeds[index].path) if exp.resume_seeds else None,
+            wandb_run_id=None if tracker is None else tracker.id,
+            group=Group(exp.group_id, index, tuple(path.name for path in run_dirs)) if exp.n_seeds > 1 else None,
+        ),
     )
     return SeedOutput(make_logger, run_dir, checkpoints)

@@ -13,7 +13,7 @@ import jax
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.buffers.uniform import bytes_per_transition
 from rlbench.errors import ConfigError
-from rlbench.store.checkpoint import state_array_bytes
+from rlbench.store.learner_state import state_array_bytes
 from rlbench.types import EnvSpec
 
 FLOAT_BYTES = 4

@@ -4,7 +4,6 @@ on observations scaled by the statistics saved in the same checkpoint, frozen.""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +16,8 @@ from rlbench.buffers.normalization import Normalization, normalize_obs
 from rlbench.config.entry import normalize_entry, parse_normalize, split_entry
 from rlbench.envs.obs_normalizer import MissingStatsError, VecNormalizeStats
 from rlbench.errors import ConfigError
-from rlbench.store.checkpoint import STATE, Checkpoint, CheckpointError, state_array_bytes, state_from_bytes
+from rlbench.store.checkpoint import Checkpoint, CheckpointError
+from rlbench.store.learner_state import STATE, state_array_bytes, state_from_bytes
 from rlbench.types import EnvSpec
 
 
@@ -46,16 +46,15 @@ class Policy:
 
 
 def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
-    manifest = checkpoint.manifest
-    algo = get_algo(manifest["algo"])
+    run = checkpoint.manifest.run
+    algo = get_algo(run.algo)
     where = str(checkpoint.path)
-    entry = normalize_entry(dict(manifest["hyperparams"]), where)
+    entry = normalize_entry(dict(run.hyperparams), where)
     entry.pop("env_wrapper", None)  # acting builds no env: the wrappers are enjoy.py's, checked there
     _, _, learner_keys = split_entry(entry, where, trusted_wrapper_modules=())
-    cfg = algo.build_config(learner_keys, manifest.get("n_envs") or 1, where)
+    cfg = algo.build_config(learner_keys, run.n_envs, where)
     normalize = parse_normalize(entry.get("normalize"), None, where)
-    spaces = manifest["spaces"]  # their sizes bounded by policy_expectations when read through it
-    spec = EnvSpec(*(math.prod(spaces[name]["shape"]) for name in ("observation", "action")))
+    spec = run.spaces.spec  # its sizes bounded by their bounds, listed in the manifest (read_manifest)
     learner = algo.make_learner(cfg, spec)  # for the state's structure: the checkpoint fills it
     # The state is built before it is filled: the saved one must hold at least its arrays, so that a forged
     # manifest (net_arch, n_envs of gSDE's matrices) cannot make that allocation larger than the file.

@@ -1,2 +1,3 @@
-"""The checkpoint format: the zip of arrays and its manifest (checkpoint), the manifest's checks (schema),
-and the host state it carries beside the learner's (host_state). It knows nothing of runs or loops."""
+"""The checkpoint format: the zip of arrays (checkpoint, members), its manifest as a typed record (manifest),
+checked before it is trusted (schema, expectations), the learner state's bytes (learner_state) and the host
+state it carries beside them (host_state). It knows nothing of runs or loops."""

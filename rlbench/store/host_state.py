@@ -21,6 +21,7 @@ import numpy as np
 from rlbench.envs.obs_normalizer import VecNormalizeStats
 from rlbench.envs.replay import EpisodeRecord
 from rlbench.files import atomic_write_bytes
+from rlbench.store.manifest import HostInfo
 from rlbench.types import EnvSpec, Transition
 
 
@@ -164,23 +165,23 @@ class HostState:
 
     def to_checkpoint(
         self, index: int, records: list[EpisodeRecord | None] | None
-    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Seed `index`'s host state as a single run's checkpoint holds it: (JSON part for the manifest,
+    ) -> tuple[HostInfo, dict[str, np.ndarray]]:
+        """Seed `index`'s host state as a single run's checkpoint holds it: (its scalars, for the manifest;
         arrays stored as host/<name>.npy); `records` are that seed's envs' episode records (None when the
         envs could not be asked)."""
         seed, n_seeds = self.seeds[index], len(self.seeds)
         metrics = host_metrics(self.metrics)
-        info = {
-            "env_steps": self.env_steps,
-            "vector_steps": self.vector_steps,
-            "episodes_at_last_log": seed.episodes_at_last_log,
-            "update_start": self.update_start,
-            "best_mean_reward": None if np.isneginf(seed.best_mean_reward) else seed.best_mean_reward,
-            "warmup_rng": seed.warmup_rng.bit_generator.state,  # the manifest's JSON writer takes numpy values
-            "pending_count": self.pending.count,
-            "metrics": {name: float(np.asarray(value).reshape(-1)[index]) for name, value in metrics.items()},
-            "episode_starts": None if records is None else [None if r is None else r.start for r in records],
-        }
+        info = HostInfo(
+            env_steps=self.env_steps,
+            vector_steps=self.vector_steps,
+            episodes_at_last_log=seed.episodes_at_last_log,
+            update_start=self.update_start,
+            pending_count=self.pending.count,
+            best_mean_reward=None if np.isneginf(seed.best_mean_reward) else seed.best_mean_reward,
+            warmup_rng=seed.warmup_rng.bit_generator.state,  # the manifest's JSON writer takes numpy values
+            metrics={name: float(np.asarray(value).reshape(-1)[index]) for name, value in metrics.items()},
+            episode_starts=None if records is None else tuple(None if r is None else r.start for r in records),
+        )
         arrays = {
             "obs": self.obs[index],
             # Keys and actions are in the device layout: no seed axis when the run has one seed.
@@ -204,68 +205,76 @@ class HostState:
 
     @classmethod
     def from_checkpoints(
-        cls, saved: list[tuple[dict[str, Any], dict[str, np.ndarray]]], seeds: list[int], spec: EnvSpec, capacity: int
+        cls, saved: list[tuple[HostInfo, dict[str, np.ndarray]]], seeds: list[int], spec: EnvSpec, capacity: int
     ) -> tuple[HostState, list[EpisodeRecord | None] | None]:
         """The host state of a run from each seed's (manifest host info, host arrays), and the envs' episode
         records to replay, seed after seed (None: start new episodes). The seeds' counters must agree."""
         first = saved[0][0]
         for info, _ in saved[1:]:
             for counter in ("env_steps", "vector_steps", "update_start", "pending_count"):
-                if info[counter] != first[counter]:
+                if getattr(info, counter) != getattr(first, counter):
                     raise ValueError(
-                        f"the seeds' checkpoints disagree on {counter} ({info[counter]} != {first[counter]})"
+                        f"the seeds' checkpoints disagree on {counter} ({getattr(info, counter)} != "
+                        f"{getattr(first, counter)})"
                     )
-        pending = PendingTransitions(len(saved), capacity, spec)
-        pending.count = int(first["pending_count"])
-        for index, (_, arrays) in enumerate(saved):
-            for name in PendingTransitions.FIELDS:
-                getattr(pending, name)[index, : pending.count] = arrays[f"pending_{name}"]
-        hosts: list[SeedHost] = []
-        records: list[EpisodeRecord | None] | None = []
-        for seed, (info, arrays) in zip(seeds, saved, strict=True):
-            rng = np.random.default_rng()
-            rng.bit_generator.state = info["warmup_rng"]
-            episodes = EpisodeTracker(len(arrays["obs"]))
-            episodes.returns[:] = arrays["episode_returns"]
-            episodes.lengths[:] = arrays["episode_lengths"]
-            episodes.finished_returns = [float(x) for x in arrays["finished_returns"]]
-            episodes.finished_lengths = [int(x) for x in arrays["finished_lengths"]]
-            best = info["best_mean_reward"]
-            evaluations = Evaluations.from_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("eval_")})
-            hosts.append(
-                SeedHost(
-                    seed=seed,
-                    warmup_rng=rng,
-                    episodes=episodes,
-                    evaluations=evaluations,
-                    best_mean_reward=-np.inf if best is None else float(best),
-                    episodes_at_last_log=int(info["episodes_at_last_log"]),
-                )
-            )
-            starts = info.get("episode_starts")
-            if records is not None and starts is not None:
-                records += [
-                    None if start is None else EpisodeRecord(start, arrays[f"episode_actions_{i}"])
-                    for i, start in enumerate(starts)
-                ]
-            else:  # the envs could not be asked when the checkpoint was written (a dead worker): all restart
-                records = None
         next_actions = [arrays.get("next_action") for _, arrays in saved]
-        names = sorted({name for info, _ in saved for name in (info.get("metrics") or {})})
+        names = sorted({name for info, _ in saved for name in (info.metrics or {})})
         host = cls(
-            env_steps=int(first["env_steps"]),
-            vector_steps=int(first["vector_steps"]),
-            update_start=int(first["update_start"]),
+            env_steps=first.env_steps,
+            vector_steps=first.vector_steps,
+            update_start=first.update_start,
             obs=np.stack([arrays["obs"] for _, arrays in saved]),
             next_action=None if any(a is None for a in next_actions) else np.stack(next_actions),
             act_key=jax.random.wrap_key_data(np.stack([arrays["act_key"] for _, arrays in saved])),
-            pending=pending,
-            seeds=hosts,
-            metrics={
-                name: np.array([(info.get("metrics") or {}).get(name, np.nan) for info, _ in saved]) for name in names
-            },
+            pending=_saved_pending(saved, spec, capacity),
+            seeds=[_saved_seed(seed, info, arrays) for seed, (info, arrays) in zip(seeds, saved, strict=True)],
+            metrics={name: np.array([(info.metrics or {}).get(name, np.nan) for info, _ in saved]) for name in names},
         )
-        return host, records
+        return host, _saved_records(saved)
+
+
+def _saved_pending(
+    saved: list[tuple[HostInfo, dict[str, np.ndarray]]], spec: EnvSpec, capacity: int
+) -> PendingTransitions:
+    """The transitions the seeds had collected since their last update."""
+    pending = PendingTransitions(len(saved), capacity, spec)
+    pending.count = saved[0][0].pending_count
+    for index, (_, arrays) in enumerate(saved):
+        for name in PendingTransitions.FIELDS:
+            getattr(pending, name)[index, : pending.count] = arrays[f"pending_{name}"]
+    return pending
+
+
+def _saved_seed(seed: int, info: HostInfo, arrays: dict[str, np.ndarray]) -> SeedHost:
+    rng = np.random.default_rng()
+    rng.bit_generator.state = info.warmup_rng
+    episodes = EpisodeTracker(len(arrays["obs"]))
+    episodes.returns[:] = arrays["episode_returns"]
+    episodes.lengths[:] = arrays["episode_lengths"]
+    episodes.finished_returns = [float(x) for x in arrays["finished_returns"]]
+    episodes.finished_lengths = [int(x) for x in arrays["finished_lengths"]]
+    return SeedHost(
+        seed=seed,
+        warmup_rng=rng,
+        episodes=episodes,
+        evaluations=Evaluations.from_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("eval_")}),
+        best_mean_reward=-np.inf if info.best_mean_reward is None else float(info.best_mean_reward),
+        episodes_at_last_log=info.episodes_at_last_log,
+    )
+
+
+def _saved_records(saved: list[tuple[HostInfo, dict[str, np.ndarray]]]) -> list[EpisodeRecord | None] | None:
+    """Every env's episode record, seed after seed; None when a seed's envs could not be asked when its
+    checkpoint was written (a dead worker): then all restart."""
+    records: list[EpisodeRecord | None] = []
+    for info, arrays in saved:
+        if info.episode_starts is None:
+            return None
+        records += [
+            None if start is None else EpisodeRecord(start, arrays[f"episode_actions_{i}"])
+            for i, start in enumerate(info.episode_starts)
+        ]
+    return records
 
 
 def host_metrics(metrics: dict[str, Any]) -> dict[str, np.ndarray]:

@@ -1,5 +1,6 @@
-"""What a checkpoint must hold before any of it is trusted: the manifest's keys and types, and the
-shape of every array member a resume reads, all derived from the manifest alone.
+"""What a checkpoint must hold before any of it is trusted: the manifest's keys, types and values
+(`check_manifest`), and the types that say which members a reader requires, and of which shapes
+(`Expected`; rlbench.store.expectations derives them from the manifest).
 
 A checkpoint is input like any other (a file from another machine, or an edited one): `read_checkpoint`
 checks each member's declared size against these before decompressing it, so a small forged archive
@@ -13,12 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jax
 import numpy as np
-
-from rlbench.buffers.uniform import row_width
-from rlbench.envs.obs_normalizer import expected_shapes as normalization_shapes
-from rlbench.types import EnvSpec
 
 INT64_MAX = 2**63 - 1  # every integer setting fits 64 bits (rlbench.algos.common.spelling.INT_MAX)
 MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
@@ -127,13 +123,16 @@ ARCHIVE_SCHEMA = {"format_version": int, "members": MapOf(str), "sizes": OrNone(
 
 _SPACE = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high": ListOf(float)}
 
-# What resuming reads (rlbench.run.experiment.resolve, rlbench.loop.saving.restore, HostState.from_checkpoints).
-RESUME_SCHEMA = {
+# Every key rlbench.store.manifest.Manifest holds, as format 3 has always written it (OrNone: null, or absent
+# where older checkpoints lack the key). Resuming reads all of it; enjoy.py and the sweep's readers a part.
+MANIFEST_SCHEMA = {
     "algo": str,
     "env_id": str,
     "seed": int,
+    "n_timesteps": int,
     "n_envs": AtLeast(1),
     "replay_buffer": bool,
+    "kind": str,
     "hyperparams": {"buffer_size": AtLeast(1)},
     "spaces": {"observation": _SPACE, "action": _SPACE},
     "counters": {"env_steps": int, "gradient_steps": int, "episodes": int},
@@ -153,20 +152,13 @@ RESUME_SCHEMA = {
         "metrics": OrNone(MapOf(float)),
         "episode_starts": OrNone(ListOf(OrNone(dict))),
     },
+    "resumed_from": OrNone(str),
     "wandb_run_id": OrNone(str),
     # A seed of a run of several: the group's id, this seed's index, and every seed's run folder name.
     "group": OrNone({"id": str, "index": int, "run_dirs": ListOf(str)}),
-}
-
-
-# What loading a policy reads (rlbench.run.policy.load_policy, enjoy.py): no host state, no buffer.
-POLICY_SCHEMA = {
-    "algo": str,
-    "env_id": str,
-    "n_envs": OrNone(AtLeast(1)),
-    "hyperparams": dict,
-    "spaces": {"observation": _SPACE, "action": _SPACE},
-    "counters": {"env_steps": int},
+    # After a divergence: the env step it was found at, and that of the (last finite) learner state saved.
+    "divergence": OrNone({"detected_at_env_steps": int, "learner_state_from_env_steps": int}),
+    "versions": MapOf(str),  # the libraries that wrote it
 }
 
 
@@ -256,16 +248,47 @@ def space_sizes(manifest: Mapping[str, Any]) -> tuple[int, int]:
     return sizes[0], sizes[1]
 
 
-def policy_expectations(manifest: Mapping[str, Any]) -> Expected:
-    """Check the keys a policy is rebuilt from and bound its sizes: the spaces by their bounds, n_envs by
-    the observations every checkpoint holds, one row per env (the learner state is checked against the
-    configuration when it is restored). Raises ManifestError."""
-    check_schema(manifest, POLICY_SCHEMA)
-    obs_dim, _ = space_sizes(manifest)
-    return Expected(shapes={"host/obs": (manifest.get("n_envs") or 1, obs_dim)}, learner_state=True)
-
-
 BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def check_manifest(manifest: Mapping[str, Any]) -> None:
+    """Check every key and value of a manifest read back (MANIFEST_SCHEMA), then what its types cannot say:
+    the warmup generator's state, the group, how each env's episode began, the seeds' range and the spaces'
+    sizes. Raises ManifestError naming the first key that does not fit."""
+    check_schema(manifest, MANIFEST_SCHEMA)
+    try:  # numpy knows which values a PCG64 state may hold
+        np.random.default_rng().bit_generator.state = manifest["host"]["warmup_rng"]
+    except (ValueError, OverflowError) as error:
+        raise ManifestError(f"manifest host.warmup_rng: not a PCG64 generator state ({error})") from None
+    group = manifest.get("group")
+    if group is not None:
+        _check_group(group)
+    _check_episode_starts(manifest["host"]["episode_starts"], manifest["n_envs"])
+    last_seed = manifest["seed"] + (len(group["run_dirs"]) - 1 if group else 0)
+    if last_seed > MAX_SEED:
+        raise ManifestError(f"manifest seed: seeds are in [0, 2**32-1], the checkpoint's run goes up to {last_seed}")
+    space_sizes(manifest)
+
+
+def _check_group(group: Mapping[str, Any]) -> None:
+    if group["index"] >= len(group["run_dirs"]):
+        raise ManifestError(
+            f"manifest group.index: {group['index']} is not below the group's {len(group['run_dirs'])} seeds"
+        )
+    for name in group["run_dirs"]:  # read back to find the other seeds' checkpoints: plain names only
+        if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+            raise ManifestError(f"manifest group.run_dirs: {name!r} is not a run folder name")
+
+
+def _check_episode_starts(starts: list[Any] | None, n_envs: int) -> None:
+    if starts is None:
+        return
+    if len(starts) != n_envs:
+        raise ManifestError(
+            f"manifest host.episode_starts: {len(starts)} entries, expected one per env (n_envs={n_envs})"
+        )
+    for index, start in enumerate(starts):
+        _check_episode_start(index, start)
 
 
 def _check_episode_start(index: int, start: Any) -> None:
@@ -287,75 +310,3 @@ def _check_episode_start(index: int, start: Any) -> None:
         f"manifest host.episode_starts[{index}]: expected null, {{seed: <non-negative integer>}} or "
         f"{{rng: <the state of numpy's {', '.join(BIT_GENERATORS)}>}}, got {_shown(start)}"
     )
-
-
-def resume_expectations(manifest: Mapping[str, Any]) -> Expected:
-    """Check the keys a resume reads, then derive every array's shape from them (the layout
-    HostState.to_checkpoint and buffer_to_arrays write). Raises ManifestError."""
-    check_schema(manifest, RESUME_SCHEMA)
-    n_envs, host = manifest["n_envs"], manifest["host"]
-    try:  # numpy knows which values a PCG64 state may hold
-        np.random.default_rng().bit_generator.state = host["warmup_rng"]
-    except (ValueError, OverflowError) as error:
-        raise ManifestError(f"manifest host.warmup_rng: not a PCG64 generator state ({error})") from None
-    group = manifest.get("group")
-    if group is not None:
-        if group["index"] >= len(group["run_dirs"]):
-            raise ManifestError(
-                f"manifest group.index: {group['index']} is not below the group's {len(group['run_dirs'])} seeds"
-            )
-        for name in group["run_dirs"]:  # read back to find the other seeds' checkpoints: plain names only
-            if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
-                raise ManifestError(f"manifest group.run_dirs: {name!r} is not a run folder name")
-    if host["episode_starts"] is not None and len(host["episode_starts"]) != n_envs:
-        raise ManifestError(
-            f"manifest host.episode_starts: {len(host['episode_starts'])} entries, expected one "
-            f"per env (n_envs={n_envs})"
-        )
-    for index, start in enumerate(host["episode_starts"] or ()):
-        _check_episode_start(index, start)
-    last_seed = manifest["seed"] + (len(group["run_dirs"]) - 1 if group else 0)
-    if last_seed > MAX_SEED:
-        raise ManifestError(f"manifest seed: seeds are in [0, 2**32-1], the checkpoint's run goes up to {last_seed}")
-    obs_dim, action_dim = space_sizes(manifest)
-    pending, episodes = host["pending_count"], manifest["counters"]["episodes"]
-    normalize_shapes = normalization_shapes(obs_dim, n_envs)
-    shapes: dict[str, Shape] = {
-        "host/obs": (n_envs, obs_dim),
-        "host/act_key": np.shape(jax.random.key_data(jax.random.key(0))),
-        "host/episode_returns": (n_envs,),
-        "host/episode_lengths": (n_envs,),
-        "host/finished_returns": (episodes,),
-        "host/finished_lengths": (episodes,),
-        "host/pending_obs": (pending, obs_dim),
-        "host/pending_next_obs": (pending, obs_dim),
-        "host/pending_action": (pending, action_dim),
-        "host/pending_reward": (pending,),
-        "host/pending_terminated": (pending,),
-    }
-    # Each episode a resume replays (rlbench.envs.make.EpisodeRecorder): its actions are one member per env, as
-    # many as the manifest's own list of starts holds, so the file bounds them.
-    for index, start in enumerate(host["episode_starts"] or ()):
-        if start is not None:
-            shapes[f"host/episode_actions_{index}"] = (UpTo(host["vector_steps"]), action_dim)
-    if manifest["replay_buffer"]:
-        width = row_width(EnvSpec(obs_dim, action_dim))
-        shapes |= {
-            "replay_buffer/rows": (UpTo(manifest["hyperparams"]["buffer_size"]), width),
-            "replay_buffer/position": (),
-            "replay_buffer/capacity": (),
-        }
-    optional: dict[str, Shape | None] = {
-        "host/next_action": (n_envs, action_dim),
-        # As many as evaluations were run, of as many episodes as asked: stored, so the file bounds them.
-        **dict.fromkeys(["host/eval_timesteps", "host/eval_results", "host/eval_ep_lengths"]),
-        # A run with `normalize`: whether they must be there is the configuration's to say (checkpointing.restore).
-        **{f"normalize/{name}": shape for name, shape in normalize_shapes.items()},
-    }
-    dtypes = {
-        "replay_buffer/rows": "float32",
-        **dict.fromkeys((f"normalize/{name}" for name in normalize_shapes), "float64"),
-    }
-    # The actions each env took since its episode began: at most one per vector step.
-    numbered = {"host/episode_actions_": (n_envs, (UpTo(host["vector_steps"]), action_dim))}
-    return Expected(shapes=shapes, optional=optional, dtypes=dtypes, closed=True, numbered=numbered, learner_state=True)

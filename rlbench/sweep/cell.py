@@ -191,7 +191,7 @@ def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | No
     """The newest valid checkpoint with a replay buffer in the staging folder's run folders, with its env
     steps and the run's target; None when there is none (or the run had already reached its target)."""
     from rlbench.store.checkpoint import CheckpointError, newest_valid_checkpoint, read_checkpoint
-    from rlbench.store.schema import resume_expectations
+    from rlbench.store.expectations import resume_expectations
 
     found = []
     for run_dir in staging.glob(f"{algo}/*"):
@@ -202,8 +202,8 @@ def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | No
             manifest = read_checkpoint(path, load_replay_buffer=False, expect=resume_expectations).manifest
         except CheckpointError:
             continue
-        steps, target = int(manifest["counters"]["env_steps"]), int(manifest["n_timesteps"])
-        if manifest.get("replay_buffer") and steps < target:
+        steps, target = manifest.counters.env_steps, manifest.run.n_timesteps
+        if manifest.replay_buffer and steps < target:
             found.append((steps, str(path), target))
     if not found:
         return None

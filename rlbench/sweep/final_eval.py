@@ -33,12 +33,12 @@ def final_evaluation(exp: Experiment, run_dir: Path) -> dict[str, Any] | None:
 
     run = exp.run
     checkpoint = read_checkpoint(run_dir / f"{model_name(exp)}.zip", load_replay_buffer=False)
-    env_steps = int(checkpoint.manifest["counters"]["env_steps"])
+    env_steps = checkpoint.manifest.counters.env_steps
     evaluated = checkpoint.arrays.get("host/eval_timesteps")
     n_evaluations = 0 if evaluated is None else len(evaluated)
     if n_evaluations and int(evaluated[-1]) == env_steps:
         return None
-    seed = int(checkpoint.manifest["seed"])
+    seed = checkpoint.manifest.run.seed
     kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
     env = make_vector_env(run.env_id, run.n_eval_envs, "dummy", kwargs, run.env_wrappers, run.gym_packages)
     failed = True

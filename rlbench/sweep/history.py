@@ -39,10 +39,9 @@ def earlier_attempts(resumed: Checkpoint, staging: Path) -> list[Attempt]:
     chain: list[Attempt] = []
     manifest, path = resumed.manifest, resumed.path
     while len(chain) < MAX_ATTEMPTS:
-        counters = manifest["counters"]
-        chain.append(Attempt(Path(path).parent, int(counters["env_steps"]), int(counters["episodes"])))
-        previous = manifest.get("resumed_from")
-        if not isinstance(previous, str) or Path(previous).resolve().parent.parent.parent != staging.resolve():
+        chain.append(Attempt(Path(path).parent, manifest.counters.env_steps, manifest.counters.episodes))
+        previous = manifest.run.resumed_from
+        if previous is None or Path(previous).resolve().parent.parent.parent != staging.resolve():
             break
         try:
             manifest, path = read_checkpoint(Path(previous), load_replay_buffer=False).manifest, previous

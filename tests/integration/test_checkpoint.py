@@ -25,18 +25,20 @@ from rlbench.store.checkpoint import (
     newest_valid_checkpoint,
     prune_periodic_checkpoints,
     read_checkpoint,
-    state_from_bytes,
     write_checkpoint,
 )
+from rlbench.store.learner_state import state_from_bytes
+from rlbench.store.manifest import Counters
 from tests.conftest import REPO_ROOT, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
+from tests.unit.test_manifest import describe_run, example_manifest
 
 
 def small_checkpoint(folder: Path, name: str, value: float = 1.0) -> Path:
     path = folder / name
     write_checkpoint(
         path,
-        {"algo": "sac", "kind": "test"},
+        example_manifest(kind="test"),
         b"state-bytes",
         {"host/obs": np.full((2, 3), value, np.float32), "replay_buffer/rows": np.arange(12.0)},
     )
@@ -51,7 +53,7 @@ def trained(tmp_path, algo="sac", **overrides):
         model_name="final",
         save_freq=60,
         save_replay_buffer=True,
-        manifest={"algo": algo, "env_id": "Pendulum-v1", "seed": 5, "hyperparams": {}, "spaces": {}},
+        description=describe_run("Pendulum-v1", algo, cfg, seed=5, n_timesteps=120),
     )
     return cfg, train(run, ALGORITHMS[algo], cfg, NO_LOG, checkpoints=settings)
 
@@ -90,11 +92,7 @@ def test_round_trip_restores_every_leaf_actions_and_counters(tmp_path, algo):
     if algo == "crossq":  # the BatchRenorm statistics and step counters came back too
         stats = jax.tree_util.tree_leaves(restored.critic.batch_stats)
         assert stats and any(np.any(np.asarray(leaf) != 0) for leaf in stats)
-    assert checkpoint.manifest["counters"] == {
-        "env_steps": 120,
-        "gradient_steps": int(result.state.step),
-        "episodes": 0,
-    }
+    assert checkpoint.manifest.counters == Counters(env_steps=120, gradient_steps=int(result.state.step), episodes=0)
     assert int(result.state.step) == 70  # gradient steps after learning_starts=50
     obs = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
     act = jax.jit(acting.act_deterministic)
@@ -109,15 +107,11 @@ def test_round_trip_restores_every_leaf_actions_and_counters(tmp_path, algo):
 
 
 def test_policy_rebuilt_from_the_manifest_alone_acts_like_the_trained_state(tmp_path):
-    from rlbench.algos.sac.config import config_to_hyperparams
 
     cfg = tiny_sac_config(learning_starts=50, buffer_size=500)
     run = RunConfig(env_id="Pendulum-v1", n_timesteps=100, eval_freq=-1, verbose=0)
-    spaces = {"observation": {"shape": [3]}, "action": {"shape": [1]}}
     settings = CheckpointSettings(
-        run_dir=tmp_path,
-        model_name="m",
-        manifest={"algo": "sac", "hyperparams": config_to_hyperparams(cfg), "spaces": spaces, "n_envs": 1},
+        run_dir=tmp_path, model_name="m", description=describe_run("Pendulum-v1", "sac", cfg, n_timesteps=100)
     )
     result = train(run, ALGORITHMS["sac"], cfg, NO_LOG, checkpoints=settings)
     policy = load_policy(read_checkpoint(tmp_path / "m.zip"))
@@ -181,8 +175,9 @@ import sys, time, zipfile
 import numpy as np
 from pathlib import Path
 from rlbench.store.checkpoint import write_checkpoint
+from tests.unit.test_manifest import example_manifest
 folder = Path(sys.argv[1])
-write_checkpoint(folder / "best_model.zip", {"kind": "first"}, b"first", {"host/obs": np.zeros(3)})
+write_checkpoint(folder / "best_model.zip", example_manifest(kind="first"), b"first", {"host/obs": np.zeros(3)})
 real_writestr = zipfile.ZipFile.writestr
 def stall_before_manifest(self, name, data, *args, **kwargs):
     if name == "manifest.json":  # the members are in the temporary file; the manifest never comes
@@ -190,7 +185,7 @@ def stall_before_manifest(self, name, data, *args, **kwargs):
         time.sleep(600)
     return real_writestr(self, name, data, *args, **kwargs)
 zipfile.ZipFile.writestr = stall_before_manifest
-write_checkpoint(folder / "best_model.zip", {"kind": "second"}, b"second" * 100000,
+write_checkpoint(folder / "best_model.zip", example_manifest(kind="second"), b"second" * 100000,
                  {"host/obs": np.ones(3), "replay_buffer/rows": np.ones((1000, 9))})
 """
 
@@ -207,7 +202,7 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
     temporaries = list(tmp_path.glob(".best_model.zip.*.tmp"))
     assert len(temporaries) == 1 and temporaries[0].stat().st_size > 500_000
     checkpoint = read_checkpoint(tmp_path / "best_model.zip")
-    assert checkpoint.manifest["kind"] == "first" and checkpoint.state_bytes == b"first"
+    assert checkpoint.manifest.kind == "first" and checkpoint.state_bytes == b"first"
     small_checkpoint(tmp_path, "rl_model_10_steps.zip")
     assert not list(tmp_path.glob("*.tmp"))
 

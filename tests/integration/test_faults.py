@@ -22,6 +22,7 @@ from rlbench.errors import ConfigError
 from rlbench.loggers.base import MultiLogger
 from rlbench.loop.runner import TrainingRate, train
 from rlbench.store.checkpoint import read_checkpoint
+from rlbench.store.manifest import Divergence
 from tests.conftest import REPO_ROOT, tiny_sac_config
 
 TINY = [
@@ -70,7 +71,7 @@ def test_env_raising_in_the_trainer_process_checkpoints_and_exits_1(tmp_path, ca
     checkpoint = only_checkpoint(tmp_path)
     assert f"checkpoint written before the failure: {checkpoint}" in err
     manifest = read_checkpoint(checkpoint).manifest
-    assert manifest["replay_buffer"] and manifest["counters"]["env_steps"] == 2 * 149
+    assert manifest.replay_buffer and manifest.counters.env_steps == 2 * 149
 
 
 def test_failing_evaluation_checkpoints_first(tmp_path, capsys):
@@ -97,7 +98,7 @@ def test_failing_evaluation_checkpoints_first(tmp_path, capsys):
     assert "error: evaluation at env step 200 failed: environment 0 raised RuntimeError" in err
     checkpoint = only_checkpoint(tmp_path)
     assert checkpoint.name == "rl_model_200_steps.zip" and f"checkpoint written before the failure: {checkpoint}" in err
-    assert read_checkpoint(checkpoint).manifest["replay_buffer"]
+    assert read_checkpoint(checkpoint).manifest.replay_buffer
 
 
 @pytest.mark.parametrize(
@@ -141,11 +142,11 @@ def test_divergence_stops_with_a_finite_checkpoint_from_before_it(tmp_path, caps
     checkpoint = only_checkpoint(tmp_path)
     assert f"checkpoint with the learner state from env step 300: {checkpoint}" in err
     saved = read_checkpoint(checkpoint)
-    divergence = saved.manifest["divergence"]
-    assert divergence["learner_state_from_env_steps"] == 300 < divergence["detected_at_env_steps"]
-    assert saved.manifest["counters"]["gradient_steps"] == 300 - 100
+    divergence = saved.manifest.divergence
+    assert divergence.learner_state_from_env_steps == 300 < divergence.detected_at_env_steps
+    assert saved.manifest.counters.gradient_steps == 300 - 100
     assert all(np.isfinite(value).all() for value in saved.arrays.values() if value.dtype.kind == "f")
-    assert all(np.isfinite(value) for value in saved.manifest["host"]["metrics"].values())
+    assert all(np.isfinite(value) for value in saved.manifest.host.metrics.values())
     state = jax.tree.leaves(msgpack_restore(saved.state_bytes))
     assert all(np.isfinite(leaf).all() for leaf in state if np.asarray(leaf).dtype.kind == "f")
     assert "next_action" not in saved.group("host")  # chosen by the diverged actor
@@ -197,7 +198,7 @@ def test_periodic_checkpoint_refuses_a_diverged_learner_state(tmp_path, capsys):
     assert "error: training diverged at env step 320: non-finite " in err and "learner state critic." in err
     assert re.search(r"Last finite check at env step 280: train/critic_loss=\d", err)
     saved = read_checkpoint(tmp_path / "sac" / "tests.envs_BlowUp-v0_1" / "rl_model_320_steps.zip")
-    assert saved.manifest["divergence"] == {"detected_at_env_steps": 320, "learner_state_from_env_steps": 280}
+    assert saved.manifest.divergence == Divergence(detected_at_env_steps=320, learner_state_from_env_steps=280)
     state = jax.tree.leaves(msgpack_restore(saved.state_bytes))
     assert all(np.isfinite(leaf).all() for leaf in state if np.asarray(leaf).dtype.kind == "f")
 

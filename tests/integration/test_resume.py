@@ -107,9 +107,9 @@ def test_resume_from_a_checkpoint_is_bit_identical_to_never_stopping(tmp_path, a
     original, continued = np.load(first / "evaluations.npz"), np.load(resumed / "evaluations.npz")
     np.testing.assert_array_equal(original["timesteps"], continued["timesteps"])
     np.testing.assert_array_equal(original["results"], continued["results"])
-    a = read_checkpoint(first / "Pendulum-v1.zip").manifest["counters"]
-    b = read_checkpoint(resumed / "Pendulum-v1.zip").manifest["counters"]
-    assert a == b and a["env_steps"] == 600
+    a = read_checkpoint(first / "Pendulum-v1.zip").manifest.counters
+    b = read_checkpoint(resumed / "Pendulum-v1.zip").manifest.counters
+    assert a == b and a.env_steps == 600
 
 
 def wait_for(path_or_proc_output, predicate, timeout=300):
@@ -150,7 +150,7 @@ def test_sigterm_mid_run_checkpoints_exits_75_and_resumes_bit_identically(tmp_pa
     checkpoints = list(run_dir(tmp_path / "a", "sac", 1).glob("rl_model_*_steps.zip"))
     assert len(checkpoints) == 1
     stopped = read_checkpoint(checkpoints[0])
-    assert stopped.manifest["replay_buffer"] and 500 <= stopped.manifest["counters"]["env_steps"] < 2000
+    assert stopped.manifest.replay_buffer and 500 <= stopped.manifest.counters.env_steps < 2000
     train_process(
         tmp_path / "a",
         "--algo",
@@ -217,7 +217,7 @@ def test_signal_to_the_process_group_with_subprocess_envs_checkpoints_and_resume
     wait_for("the env workers to exit", lambda: not process_group_exists(proc.pid), timeout=10)
     assert f"{signal.Signals(signum).name} received" in log.read_text()
     (checkpoint,) = run_dir(tmp_path, "sac", 1).glob("rl_model_*_steps.zip")
-    steps = read_checkpoint(checkpoint).manifest["counters"]["env_steps"]
+    steps = read_checkpoint(checkpoint).manifest.counters.env_steps
     assert 0 < steps < 3000
     resumed = train_process(
         tmp_path,
@@ -234,8 +234,8 @@ def test_signal_to_the_process_group_with_subprocess_envs_checkpoints_and_resume
     )
     assert f"Resuming from {checkpoint} at {steps} env steps" in resumed.stdout
     assert "could not be restored" not in resumed.stdout  # both workers replayed their episodes exactly
-    final = read_checkpoint(run_dir(tmp_path, "sac", 2) / "Pendulum-v1.zip").manifest["counters"]
-    assert final["env_steps"] == 3000
+    final = read_checkpoint(run_dir(tmp_path, "sac", 2) / "Pendulum-v1.zip").manifest.counters
+    assert final.env_steps == 3000
     monitor = (run_dir(tmp_path, "sac", 2) / "0.monitor.csv").read_text().splitlines()
     # Each env ends an episode every 200 of its steps: 7 in 1500; those after the resume are in the new folder.
     assert len(monitor) == 2 + 7 - steps // 2 // 200
@@ -272,7 +272,7 @@ def test_failed_env_worker_writes_a_checkpoint_first(tmp_path, capsys):
     assert "worker" in err and "checkpoint written before the failure" in err
     (checkpoint,) = (tmp_path / "sac").glob("*/rl_model_*_steps.zip")
     manifest = read_checkpoint(checkpoint).manifest
-    assert manifest["replay_buffer"] and manifest["counters"]["env_steps"] == 58
+    assert manifest.replay_buffer and manifest.counters.env_steps == 58
 
 
 @pytest.fixture(scope="module")
@@ -375,7 +375,7 @@ def test_resume_without_buffer_with_more_envs_keeps_counters_and_allows_optimize
     """B4, B7: n_envs may change (counters kept); learning_rate may change (reported); a model
     without a buffer (best_model.zip) refills learning_starts transitions before training again."""
     best_model = pendulum_model.parent / "best_model.zip"
-    assert not read_checkpoint(best_model).manifest["replay_buffer"]
+    assert not read_checkpoint(best_model).manifest.replay_buffer
     # The saved network given again in another spelling (a list for dict(pi=..., qf=...)) is no change.
     assert (
         resume_cli(
@@ -398,6 +398,6 @@ def test_resume_without_buffer_with_more_envs_keeps_counters_and_allows_optimize
     assert "Resume: learning_rate changed from 0.001 to 0.0001" in out
     assert "holds no replay buffer: training resumes once 100 new transitions are collected (at 400" in out
     final = read_checkpoint(tmp_path / "logs" / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip").manifest
-    assert final["counters"]["env_steps"] == 500 and final["n_envs"] == 2
-    assert final["counters"]["gradient_steps"] == 200 + 50  # 200 before; (500 - 400) / 2 envs after
-    assert final["hyperparams"]["learning_rate"] == 0.0001
+    assert final.counters.env_steps == 500 and final.run.n_envs == 2
+    assert final.counters.gradient_steps == 200 + 50  # 200 before; (500 - 400) / 2 envs after
+    assert final.run.hyperparams["learning_rate"] == 0.0001

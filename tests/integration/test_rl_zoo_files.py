@@ -82,8 +82,8 @@ def test_rl_zoo_entry_trains_or_is_refused_by_name(tmp_path, capsys, algo, env_i
         err = capsys.readouterr().err
     if code == 0:
         model = read_checkpoint(tmp_path / algo / f"{env_id}_1" / f"{env_id}.zip", load_replay_buffer=False)
-        counters = model.manifest["counters"]
-        assert counters["env_steps"] == 260 and counters["gradient_steps"] > 0, counters
+        counters = model.manifest.counters
+        assert counters.env_steps == 260 and counters.gradient_steps > 0, counters
         return
     refused = [key for key, message in REFUSALS.items() if key in entry and re.search(message, err)]
     assert code == 2 and refused, f"exit {code}: {err[-2000:]}"

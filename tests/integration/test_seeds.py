@@ -23,12 +23,14 @@ from rlbench.loop.runner import FAILED_FILE, SeedOutput, train, train_seeds
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.run.launch import claim_run_dirs
 from rlbench.run.memory import check_open_files
-from rlbench.store.checkpoint import read_checkpoint, state_from_bytes
+from rlbench.store.checkpoint import read_checkpoint
+from rlbench.store.learner_state import state_from_bytes
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
 from tests.integration.test_resume import run_dir, state_hash, wait_for
 from tests.integration.test_tracking import isolated_env
 from tests.run_files import wandb_run
+from tests.unit.test_manifest import describe_run
 
 
 def leaves(tree):
@@ -62,11 +64,11 @@ def outputs(tmp_path, n_seeds, **settings):
     def seed_output(index):
         run_dir = tmp_path / f"seed{index}"
         run_dir.mkdir()
-        manifest = {"algo": "sac", "env_id": "tests.envs:SeedBlowUp-v0", "seed": index, "hyperparams": {}}
+        description = describe_run("tests.envs:SeedBlowUp-v0", seed=index)
         return SeedOutput(
             make_logger=lambda names, path=run_dir / "progress.csv": CSVLogger(path, names),
             run_dir=run_dir,
-            checkpoints=CheckpointSettings(run_dir=run_dir, model_name="final", manifest=manifest, **settings),
+            checkpoints=CheckpointSettings(run_dir=run_dir, model_name="final", description=description, **settings),
         )
 
     return [seed_output(index) for index in range(n_seeds)]
@@ -87,10 +89,7 @@ def test_a_diverging_seed_is_frozen_marked_failed_and_the_others_train_on(tmp_pa
     (checkpoint,) = frozen.glob("rl_model_*_steps.zip")
     assert str(checkpoint) in (frozen / FAILED_FILE).read_text()
     saved = read_checkpoint(checkpoint)
-    assert (
-        saved.manifest["divergence"]["learner_state_from_env_steps"]
-        < saved.manifest["divergence"]["detected_at_env_steps"]
-    )
+    assert saved.manifest.divergence.learner_state_from_env_steps < saved.manifest.divergence.detected_at_env_steps
     restored = state_from_bytes(jax.tree.map(lambda x: x[1], result.state), saved.state_bytes)
     for ours, theirs in zip(leaves(jax.tree.map(lambda x: x[1], result.state)), leaves(restored), strict=True):
         np.testing.assert_array_equal(ours, theirs)  # frozen: not one update since its last finite state
@@ -99,7 +98,7 @@ def test_a_diverging_seed_is_frozen_marked_failed_and_the_others_train_on(tmp_pa
     for index in (0, 2):
         folder = tmp_path / f"seed{index}"
         assert (folder / "final.zip").is_file() and not (folder / FAILED_FILE).exists()
-        assert read_checkpoint(folder / "final.zip").manifest["counters"]["env_steps"] == 1000
+        assert read_checkpoint(folder / "final.zip").manifest.counters.env_steps == 1000
         assert np.load(folder / "evaluations.npz")["timesteps"].tolist() == [500, 1000]
         assert all(row["train/diverged"] == "" for row in csv.DictReader((folder / "progress.csv").open()))
     assert result.env_steps == 1000
@@ -178,8 +177,8 @@ def test_three_seeds_write_their_own_run_folders_w_and_b_runs_and_one_seed_diver
         }
         assert np.load(folder / "evaluations.npz")["results"].shape == (5, 2)
         manifest = read_checkpoint(folder / "tests.envs_SeedBlowUp-v0.zip").manifest
-        assert manifest["seed"] == index and manifest["group"]["index"] == index
-        assert manifest["group"]["run_dirs"] == [path.name for path in folders]
+        assert manifest.run.seed == index and manifest.run.group.index == index
+        assert list(manifest.run.group.run_dirs) == [path.name for path in folders]
         assert runs[index]["exit_code"] == 0 and "failed" not in runs[index]["summary"]
         assert (tmp_path / "tb" / "tests.envs_SeedBlowUp-v0" / f"sac_{index + 1}").is_dir()
     assert runs[1]["exit_code"] == 1 and runs[1]["summary"]["failed"].startswith("training diverged")
@@ -215,7 +214,7 @@ def test_sigterm_stops_every_seed_and_minus_i_on_any_one_resumes_the_group_bit_i
         assert stopped.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
     checkpoints = [next(run_dir(tmp_path / "a", "sac", n).glob("rl_model_*_steps.zip")) for n in (1, 2, 3)]
     assert len({path.name for path in checkpoints}) == 1 and f"-i {checkpoints[0]}" in log.read_text()
-    assert all(read_checkpoint(path).manifest["replay_buffer"] for path in checkpoints)
+    assert all(read_checkpoint(path).manifest.replay_buffer for path in checkpoints)
     resume = ["--algo", "sac", "--env", "Pendulum-v1", "--eval-freq", "250", "--eval-episodes", "1", "--verbose", "0"]
     resumes = [  # the group, and seed 1 alone, at the same time (they read the checkpoint, write apart)
         subprocess.Popen(
@@ -238,7 +237,7 @@ def test_sigterm_stops_every_seed_and_minus_i_on_any_one_resumes_the_group_bit_i
             np.load(resumed / "evaluations.npz")["results"], np.load(reference / "evaluations.npz")["results"]
         )
     single = read_checkpoint(run_dir(tmp_path / "alone", "sac", 1) / "Pendulum-v1.zip").manifest
-    assert single["seed"] == 1 and "group" not in single and single["counters"]["env_steps"] == 1000
+    assert single.run.seed == 1 and single.run.group is None and single.counters.env_steps == 1000
 
 
 def test_k_run_folders_are_claimed_in_one_pass_after_the_highest_existing_one(tmp_path):

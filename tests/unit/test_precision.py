@@ -12,7 +12,7 @@ from rlbench.algos.crossq.update import make_learner as make_crossq
 from rlbench.algos.sac.update import make_learner as make_sac
 from rlbench.networks.mlp import MLP, NetworkConfig
 from rlbench.networks.plain_layout import PlainLayoutDense, dense_pair, transposed_kernels
-from rlbench.store.checkpoint import state_from_bytes, state_to_bytes
+from rlbench.store.learner_state import state_from_bytes, state_to_bytes
 from tests.conftest import tiny_crossq_config, tiny_sac_config
 from tests.unit.test_update import SPEC, initial_state, random_batches
 

@@ -159,16 +159,7 @@ def read_shared(
     the returned policy_kwargs."""
     kwargs = _checked_policy_kwargs(params, key_set, where)
     p = dict(params)
-    values: dict[str, Any] = {}
-    if "learning_rate" in p:
-        values["learning_rate"] = parse_schedule("learning_rate", p["learning_rate"])
-    if p.get("qf_learning_rate") is not None:
-        values["qf_learning_rate"] = number(p, "qf_learning_rate", float, 0, low_open=True)
-    for key, low in (("buffer_size", 1), ("learning_starts", 0), ("batch_size", 1), ("policy_delay", 1)):
-        if key in p:
-            values[key] = number(p, key, int, low)
-    if "gamma" in p:
-        values["gamma"] = number(p, "gamma", float, 0, 1, high_open=True)
+    values = _shared_numbers(p)
     values["train_freq"], values["train_freq_unit"] = parse_train_freq(p)
     if values["train_freq_unit"] == "episode" and n_envs > 1:
         raise ConfigError(
@@ -184,6 +175,29 @@ def read_shared(
     if precision not in PRECISIONS:
         raise ConfigError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r} (from {where})")
     values["actor"], values["critic"] = _networks(kwargs, precision)
+    values |= _optimizer_and_critics(kwargs)
+    values["gsde"] = _gsde(p, kwargs, n_envs)
+    return values, kwargs
+
+
+def _shared_numbers(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The learning rates, sizes and discount an entry sets (the others keep their defaults)."""
+    values: dict[str, Any] = {}
+    if "learning_rate" in params:
+        values["learning_rate"] = parse_schedule("learning_rate", params["learning_rate"])
+    if params.get("qf_learning_rate") is not None:
+        values["qf_learning_rate"] = number(params, "qf_learning_rate", float, 0, low_open=True)
+    for key, low in (("buffer_size", 1), ("learning_starts", 0), ("batch_size", 1), ("policy_delay", 1)):
+        if key in params:
+            values[key] = number(params, key, int, low)
+    if "gamma" in params:
+        values["gamma"] = number(params, "gamma", float, 0, 1, high_open=True)
+    return values
+
+
+def _optimizer_and_critics(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Adam's beta 1 (policy_kwargs.optimizer_kwargs) and the number of critics, when policy_kwargs sets them."""
+    values: dict[str, Any] = {}
     optimizer_kwargs = kwargs.get("optimizer_kwargs") or {}
     if not isinstance(optimizer_kwargs, Mapping) or set(optimizer_kwargs) - {"b1"}:
         raise ConfigError(
@@ -194,8 +208,7 @@ def read_shared(
         values["adam_b1"] = number(optimizer_kwargs, "b1", float, 0, 1, high_open=True)
     if "n_critics" in kwargs:
         values["n_critics"] = number(kwargs, "n_critics", int, 1)
-    values["gsde"] = _gsde(p, kwargs, n_envs)
-    return values, kwargs
+    return values
 
 
 def _gsde(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int) -> GSDEConfig | None:

@@ -1,0 +1,108 @@
+"""The learner state as bytes: every array leaf of a learner's train state (parameters, optimizer states,
+target parameters, BatchRenorm statistics, log alpha, PRNG keys, gradient steps) as flax msgpack, the
+state.msgpack member of a checkpoint, and the checks a state read back passes before it is restored: that
+it parses, no deeper than any learner state, and that it fits the state the configuration builds (structure,
+and each leaf's shape and dtype), without computing anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import msgpack
+import numpy as np
+from flax import serialization
+
+from rlbench.files import UntrustedFileError, check_tree
+from rlbench.store.schema import ManifestError
+
+STATE = "state.msgpack"  # its member name
+
+
+def _is_key(leaf: Any) -> bool:
+    return jnp.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key)
+
+
+def _keys_as_data(tree: Any) -> Any:
+    """`tree` with every typed PRNG key (the state's, gSDE's) as its raw uint32 key data."""
+    return jax.tree.map(lambda leaf: jax.random.key_data(leaf) if _is_key(leaf) else leaf, tree)
+
+
+def state_to_bytes(state: Any) -> bytes:
+    """Every array leaf of the learner state, PRNG keys included (as their raw uint32 key data)."""
+    return serialization.msgpack_serialize(serialization.to_state_dict(jax.device_get(_keys_as_data(state))))
+
+
+def state_from_bytes(template: Any, data: bytes) -> Any:
+    """Restore into a state of the same structure, built by the learner's init_fn from the same config.
+    Raises ValueError when the saved state does not fit the template (see `check_state_fits`)."""
+    restored = _restore_checked(_keys_as_data(template), data)
+    return jax.tree.map(
+        lambda saved, expected: jax.random.wrap_key_data(saved) if _is_key(expected) else saved, restored, template
+    )
+
+
+def check_state_fits(init_fn: Any, data: bytes) -> None:
+    """Check, without computing anything, that a saved learner state fits the state `init_fn` builds:
+    same structure, and the same shape and dtype at every leaf (flax alone would accept other shapes)."""
+    _restore_checked(_state_shapes(init_fn), data)
+
+
+def state_array_bytes(init_fn: Any) -> int:
+    """Bytes of the arrays of `init_fn`'s learner state (the PRNG key as its raw data), from their shapes."""
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree_util.tree_leaves(_state_shapes(init_fn)))
+
+
+def state_size_bound(init_fn: Any) -> int:
+    """The most bytes the msgpack of `init_fn`'s learner state can take: its arrays, plus a generous
+    allowance per leaf for its keys and headers (a few dozen bytes in practice)."""
+    n_leaves = len(jax.tree_util.tree_leaves(_state_shapes(init_fn)))
+    return state_array_bytes(init_fn) + 1024 * (n_leaves + 1)
+
+
+def _state_shapes(init_fn: Any) -> Any:
+    """The learner state's shapes and dtypes, the PRNG key as raw key data, without computing anything."""
+
+    return jax.eval_shape(lambda key: _keys_as_data(init_fn(key)), jax.random.key(0))
+
+
+def check_state_readable(data: bytes) -> None:
+    """ManifestError unless `data` parses as msgpack no deeper than any learner state: flax's restore
+    recurses into every nested map (a RecursionError from about 1,000 levels), its errors print them, and
+    msgpack itself stops at 1,024. Each array's bytes are dropped as soon as they are read (the ext_hook), so
+    this costs no copy of the state; values cannot outnumber bytes."""
+    try:
+        tree = msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=lambda code, payload: None)
+        check_tree(tree, max_values=len(data) + 1)
+    except (ValueError, TypeError, RecursionError, msgpack.exceptions.UnpackException) as error:
+        if isinstance(error, UntrustedFileError):
+            reason = str(error)
+        elif isinstance(error, RecursionError | msgpack.exceptions.StackError):
+            reason = "nested too deeply to parse"
+        else:
+            reason = f"{type(error).__name__}: {error}"
+        raise ManifestError(f"{STATE} is not a readable learner state ({reason})") from None
+
+
+def _restore_checked(template: Any, data: bytes) -> Any:
+    try:
+        restored = serialization.from_state_dict(template, serialization.msgpack_restore(data))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"the saved learner state does not match this configuration ({error})") from None
+    saved_leaves = jax.tree_util.tree_leaves_with_path(restored)
+    expected_leaves = jax.tree_util.tree_leaves(template)
+    if len(saved_leaves) != len(expected_leaves):
+        raise ValueError(
+            f"the saved learner state has {len(saved_leaves)} arrays, this configuration "
+            f"{len(expected_leaves)} (a different entropy coefficient mode or architecture?)"
+        )
+    for (path, saved), expected in zip(saved_leaves, expected_leaves, strict=True):
+        shape, dtype = np.shape(saved), np.asarray(saved).dtype
+        if shape != tuple(expected.shape) or dtype != expected.dtype:
+            raise ValueError(
+                f"the saved learner state does not match this configuration at {jax.tree_util.keystr(path)}: "
+                f"saved {dtype}{list(shape)}, configured {expected.dtype}{list(expected.shape)}"
+            )
+    return restored
