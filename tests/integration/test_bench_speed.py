@@ -14,7 +14,9 @@ import psutil
 import pytest
 
 from rlbench.algos.registry import ALGORITHMS
-from rlbench.bench.speed import bench_config, gradient_step_gflop, machine, row_from
+from rlbench.bench.children import row_from
+from rlbench.bench.row import bench_config, gradient_step_gflop
+from rlbench.bench.speed import machine
 from rlbench.bench.speed import main as speed_main
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT

@@ -4,7 +4,7 @@ holds RL Zoo's dicts."""
 import shlex
 from pathlib import Path
 
-from rlbench.run.launch import seed_alone_command, zoo_args
+from rlbench.run.outputs import seed_alone_command, zoo_args
 
 GROUP = "python train.py --algo sac --seed 5 --n-seeds 3 -params gamma:0.9 'policy_kwargs:dict(net_arch=[8])'"
 
