@@ -207,6 +207,10 @@ FLAGS = (
 )
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return parser_from(FLAGS, prog="python -m rlbench.bench speed", description=__doc__.splitlines()[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Stopped by SIGTERM or SIGINT, or ended in any way: the rows' and the peer's processes are killed."""
     with stopping_children():
@@ -217,7 +221,7 @@ def measure(argv: list[str] | None = None) -> int:
     from rlbench.run import compile_cache
     from rlbench.run.device import select_device
 
-    p = parser_from(FLAGS, prog="python -m rlbench.bench speed", description=__doc__.splitlines()[0])
+    p = build_parser()
     args = p.parse_args(argv)
     cache = compile_cache.enable(args.compile_cache)
     if args.peer and not (Path(args.peer).exists() and args.peer_script.exists()):

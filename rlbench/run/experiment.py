@@ -1,20 +1,21 @@
 """Run resolution: from a typed request to a checked `Experiment`, before anything is written.
 
-Below the command line: train.py builds a `RunRequest` from its flags (as `bench returns` does for each grid
-cell), Optuna trials (rlbench.tuning) derive theirs from it with `dataclasses.replace`, and all of them resolve
-it here. Resolution applies the JAX device, imports the gym packages, reads the hyperparameter file, a
-checkpoint to resume (`-i`) or an Optuna trial (`--trial-id`), builds and steps a probe env and sizes the
-learner; a problem raises ConfigError (exit 2) or CheckpointError (exit 1) before any folder or file exists.
+Every front end builds a `RunRequest` (rlbench.run.request) and resolves it here: `resolve` goes through
+the stages of a run in order, each checking what it reads, so the first problem is the one reported:
+the process (the JAX device, --gym-packages, the env id); the hyperparameter entry and its layers
+(rlbench.run.layers: a file, or the checkpoint `-i` resumes, an Optuna trial, -params); the learner's
+config and the run's length; the envs, built and stepped once (rlbench.run.probe); the seeds, with the
+memory they need and the checkpoints they resume. A problem raises ConfigError (exit 2) or
+CheckpointError (exit 1) before any folder or file exists.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 import sys
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,10 @@ from typing import Any
 import numpy as np
 
 from rlbench.algos.common.algorithm import Algorithm
-from rlbench.algos.common.spelling import literal_mapping, positive_int
+from rlbench.algos.common.spelling import positive_int
 from rlbench.algos.registry import get_algo
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import check_buffer_arrays
-from rlbench.config import hyperparams
 from rlbench.config.entry import (
     RunConfig,
     buffer_notes,
@@ -37,14 +37,15 @@ from rlbench.config.entry import (
     split_entry,
     wrappers_to_entry,
 )
-from rlbench.config.literals import LiteralError, parse_key_values
-from rlbench.envs.make import check_env_id, check_env_runs, env_file_name
+from rlbench.envs.make import check_env_id, env_file_name
 from rlbench.envs.obs_normalizer import check_arrays, expected_shapes
-from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.run.device import select_device
 from rlbench.run.device import split_device as split_device  # moved to run/device.py; importable here too
+from rlbench.run.layers import Layers, TrialLoader, entry_layers, trusted
 from rlbench.run.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
+from rlbench.run.probe import Envs, probe_envs, spaces_spec
+from rlbench.run.request import RunRequest
 from rlbench.store.checkpoint import Checkpoint, check_state_fits, read_checkpoint, state_size_bound
 from rlbench.store.schema import MAX_SEED, Expected, resume_expectations, space_sizes
 from rlbench.types import EnvSpec
@@ -59,65 +60,6 @@ ARCHITECTURE_KEYS = (
     "batch_norm",
     "batch_norm_actor",
 )
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """What a run asks for, as train.py's flags spell it (the defaults are its defaults); nothing checked yet.
-
-    The KEY:VALUE strings (`params`, `env_kwargs`, `eval_env_kwargs`) are parsed by `resolve`, which names
-    the flag in its errors; `storage` and `study_name` locate the Optuna study of `trial_id` (and of -optimize).
-    """
-
-    algo: str = "sac"
-    env: str = "Pendulum-v1"
-    conf_file: str | None = None  # None: hyperparams/<algo>.yml
-    params: tuple[str, ...] = ()  # -params KEY:VALUE, over the file entry
-    env_kwargs: tuple[str, ...] = ()  # --env-kwargs KEY:VALUE, over the file's env_kwargs
-    eval_env_kwargs: tuple[str, ...] | None = None  # None: the training env's kwargs
-    n_timesteps: int = -1  # -1: the file's
-    seed: int = -1  # < 0: drawn
-    n_seeds: int | None = None  # seeds seed, seed+1, ... trained in one process; None: 1, or -i's whole group
-    trained_agent: str = ""  # a checkpoint to resume; "" starts afresh
-    allow_space_bounds_mismatch: bool = False
-    log_folder: str = "logs"
-    keep_checkpoints: int = 0
-    device: str = "auto"
-    num_threads: int = -1
-    gym_packages: tuple[str, ...] = ()
-    trust_wrappers: tuple[str, ...] = ()
-    vec_env: str = "dummy"
-    eval_freq: int = 25_000
-    eval_episodes: int = 5
-    n_eval_envs: int = 1
-    log_interval: int = -1  # -1: every 4 episodes; < -1: never
-    verbose: int = 1
-    progress: bool = False
-    trial_id: int | None = None
-    storage: str | None = None  # None: <log_folder>/<algo>/optuna_<env>.log
-    study_name: str | None = None  # None: <algo>_<env>
-    entry: Mapping[str, Any] | None = None  # the hyperparameters themselves, instead of a file's (bench speed)
-
-
-def check_trial_entry(
-    algo: Algorithm, base: Mapping[str, Any], trial: Mapping[str, Any], name: str, trusted: Any
-) -> None:
-    """ConfigError naming the stored trial (`name`) when its hyperparameters make a valid entry invalid. An
-    entry that is invalid without them is left to the checks that name the file."""
-
-    def build(entry: Mapping[str, Any], where: str) -> None:
-        run_keys, _, learner_keys = split_entry(entry, where, trusted)
-        algo.build_config(learner_keys, positive_int(run_keys.get("n_envs", 1), "n_envs"), where)
-
-    try:
-        build(base, "the file")
-    except ConfigError:
-        return
-    where = f"the hyperparameters stored with {name}"
-    try:
-        build(hyperparams.merge(base, normalize_entry(dict(trial), where)), where)
-    except ConfigError as error:
-        raise ConfigError(f"{name}: the trial's stored hyperparameters are invalid: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -144,17 +86,6 @@ class Experiment:
         return spaces_spec(self.spaces)
 
 
-def spaces_spec(spaces: Mapping[str, Any]) -> EnvSpec:
-    """The observation and action sizes of spaces as describe_space records them."""
-    return EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
-
-
-# --trial-id's source of a stored trial: (its hyperparameters, its seed) from the request and the env's file
-# name. The front end that reads studies passes it (rlbench.tuning.study.load_trial), so that resolving a
-# run never imports the tuning front end.
-TrialLoader = Callable[[RunRequest, str], tuple[dict[str, Any], int | None]]
-
-
 def resolve(
     request: RunRequest, trial_overrides: Mapping[str, Any] | None = None, load_trial: TrialLoader | None = None
 ) -> Experiment:
@@ -164,9 +95,10 @@ def resolve(
     with `trial_id`, `load_trial` supplies them from the study. The stages run in this order, each
     checking what it reads, so the first problem in the order of a run is the one reported."""
     algo = prepare_process(request)
-    layers = entry_layers(request, algo, trial_overrides, load_trial)
+    resume = load_resume_checkpoint(Path(request.trained_agent), algo) if request.trained_agent else None
+    layers = entry_layers(request, algo, resume, trial_overrides, load_trial)
     learner = learner_settings(request, algo, layers)
-    envs = probe_envs(request, learner)
+    envs = probe_envs(request, learner.run_keys, learner.env_wrappers)
     seeds = seed_settings(request, algo, layers, learner, envs)
     return experiment(request, algo, layers, learner, envs, seeds)
 
@@ -182,58 +114,6 @@ def prepare_process(request: RunRequest) -> Algorithm:
             raise ConfigError(f"--gym-packages: cannot import {module!r} ({error})") from None
     check_env_id(request.env)
     return algo
-
-
-@dataclass(frozen=True)
-class Layers:
-    """The hyperparameter entry's layers: the base (a file's entry over the preset, a checkpoint's saved
-    one, or a benchmark's), an Optuna trial's values over it, and -params over both."""
-
-    source: str  # the file, checkpoint or benchmark the base comes from
-    base: dict[str, Any]  # with the trial's values
-    overrides: dict[str, Any]  # -params
-    merged: dict[str, Any]
-    resume: Checkpoint | None
-    trial_seed: int | None  # --trial-id's stored seed
-
-
-def entry_layers(
-    request: RunRequest, algo: Algorithm, trial_overrides: Mapping[str, Any] | None, load_trial: TrialLoader | None
-) -> Layers:
-    resume = load_resume_checkpoint(Path(request.trained_agent), algo) if request.trained_agent else None
-    source, base = base_entry(request, algo, resume)
-    trial_seed = None
-    if trial_overrides is None and request.trial_id is not None:
-        if load_trial is None:
-            raise ConfigError(f"--trial-id {request.trial_id}: this command does not read Optuna studies")
-        trial_overrides, trial_seed = load_trial(request, env_file_name(request.env))  # as -optimize names its study
-    if trial_overrides and request.trial_id is not None:  # a stored trial's values: untrusted, named as such
-        check_trial_entry(algo, base, trial_overrides, f"--trial-id {request.trial_id}", trusted(request))
-    if trial_overrides:
-        base = hyperparams.merge(base, normalize_entry(dict(trial_overrides), "the Optuna trial"))
-    try:
-        overrides = normalize_entry(parse_key_values(request.params, "-params"), "-params")
-    except LiteralError as error:
-        raise ConfigError(str(error)) from None
-    return Layers(source, base, overrides, hyperparams.merge(base, overrides), resume, trial_seed)
-
-
-def base_entry(request: RunRequest, algo: Algorithm, resume: Checkpoint | None) -> tuple[str, dict[str, Any]]:
-    """(source, entry): a checkpoint's saved, resolved hyperparameters (no file is read), the request's own
-    entry (a benchmark's), or the file's entry for the env over the algorithm's preset."""
-    if resume is not None:
-        return str(resume.path), dict(resume.manifest["hyperparams"])
-    if request.entry is not None:
-        source = "the benchmark's hyperparameters"
-        return source, hyperparams.merge(algo.preset, normalize_entry(dict(request.entry), source))
-    source = request.conf_file or str(hyperparams.default_file(algo.name))
-    entry = hyperparams.select_entry(hyperparams.read_file(source), request.env, source, request.verbose)
-    return source, hyperparams.merge(algo.preset, normalize_entry(entry, source))
-
-
-def trusted(request: RunRequest) -> Any:
-    """The modules whose wrappers env_wrapper may name: gymnasium's, rlbench's, --gym-packages, --trust-wrappers."""
-    return trusted_modules([*request.gym_packages, *request.trust_wrappers])
 
 
 @dataclass(frozen=True)
@@ -286,57 +166,6 @@ def run_length(request: RunRequest, layers: Layers, run_keys: Mapping[str, Any])
         n_timesteps = saved_steps + positive_int(request.n_timesteps, "-n")
         name = f"n_timesteps ({saved_steps} env steps saved in {resume.path} + -n {request.n_timesteps})"
     return positive_int(n_timesteps, name)
-
-
-@dataclass(frozen=True)
-class Envs:
-    env_kwargs: dict[str, Any]
-    eval_env_kwargs: dict[str, Any]
-    spaces: dict[str, Any]  # as the manifest records them
-    spec: EnvSpec
-
-
-def probe_envs(request: RunRequest, learner: LearnerSettings) -> Envs:
-    """The envs' kwargs, the run's counts and folder checked, then one env built, reset and stepped with each
-    set of kwargs: what the env rejects is refused now, not at the first step or the first evaluation."""
-    try:
-        env_kwargs_cli = parse_key_values(request.env_kwargs, "--env-kwargs")
-        eval_cli = None
-        if request.eval_env_kwargs is not None:
-            eval_cli = parse_key_values(request.eval_env_kwargs, "--eval-env-kwargs")
-    except LiteralError as error:
-        raise ConfigError(str(error)) from None
-    file_env_kwargs = literal_mapping(learner.run_keys.get("env_kwargs"), "env_kwargs")
-    env_kwargs = file_env_kwargs | env_kwargs_cli
-    # Unlike RL Zoo, the file's env_kwargs reach the evaluation env too, unless --eval-env-kwargs is given.
-    eval_env_kwargs = env_kwargs if eval_cli is None else file_env_kwargs | eval_cli
-    check_run_numbers(request)
-    packages, wrappers = request.gym_packages, learner.env_wrappers
-    obs_space, action_space = check_env_runs(request.env, env_kwargs, wrappers, packages, "--env-kwargs / env_kwargs")
-    spaces = {"observation": describe_space(obs_space), "action": describe_space(action_space)}
-    if request.eval_freq > 0 and eval_env_kwargs != env_kwargs:
-        check_env_runs(request.env, eval_env_kwargs, wrappers, packages, "--eval-env-kwargs")
-    return Envs(env_kwargs, eval_env_kwargs, spaces, spaces_spec(spaces))
-
-
-def check_run_numbers(request: RunRequest) -> None:
-    """The evaluation and seed counts, --keep-checkpoints, --seed and -f, as train.py's flags name them."""
-    for name, value in (
-        ("--eval-episodes", request.eval_episodes),
-        ("--n-eval-envs", request.n_eval_envs),
-        ("--n-seeds", 1 if request.n_seeds is None else request.n_seeds),
-    ):
-        positive_int(value, name)
-    if request.keep_checkpoints < 0:
-        raise ConfigError(
-            f"--keep-checkpoints: expected a non-negative integer (0 keeps all), got {request.keep_checkpoints}"
-        )
-    if request.seed > MAX_SEED:
-        raise ConfigError(
-            f"--seed {request.seed} is too large: seeds are in [0, 2**32-1] (as SB3 and RL Zoo), "
-            "or negative to draw one"
-        )
-    check_log_folder(request.log_folder)
 
 
 @dataclass(frozen=True)
@@ -625,15 +454,6 @@ def check_resume_state(
         raise ConfigError(f"cannot resume from {resume.path}: {error}") from None
 
 
-def describe_space(space: Any) -> dict[str, Any]:
-    return {
-        "shape": list(space.shape),
-        "dtype": str(space.dtype),
-        "low": np.asarray(space.low, np.float64).ravel().tolist(),
-        "high": np.asarray(space.high, np.float64).ravel().tolist(),
-    }
-
-
 def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mismatch: bool, env_id: str) -> None:
     """The env must match the checkpoint's spaces: shapes and dtypes always (B2, B4); bounds unless
     --allow-space-bounds-mismatch (B3). Another env id with the same spaces is allowed, with a warning."""
@@ -658,19 +478,4 @@ def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mi
         print(
             f"Warning: {resume.path} was trained on {resume.manifest['env_id']}, this run uses --env {env_id}",
             file=sys.stderr,
-        )
-
-
-def check_log_folder(log_folder: str) -> None:
-    """`-f` must be a folder this process can create run folders in (checked before anything is created)."""
-    path = Path(log_folder)
-    existing = path
-    while not existing.exists():  # the nearest existing ancestor is where the folders will be created
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"-f/--log-folder {log_folder}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only file system (EROFS)
-        raise ConfigError(
-            f"-f/--log-folder {log_folder}: cannot create folders in {existing} (read-only or no "
-            "write permission); choose another log folder with -f"
         )

@@ -138,22 +138,7 @@ def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
 
     n = len(spec.task.cells)
     compile_cache.enable(spec.compile_cache)
-    request = dataclasses.replace(spec.request, log_folder=str(staging))
-    found = resumable_checkpoint(staging, spec.task.cells[0].algo) if spec.shared_fs else None
-    resumed_from = None
-    if found is not None:
-        path, steps, target = found
-        resumed_from = str(path)
-        print(f"=== continuing from checkpoint {path} at {steps} env steps (until {target})", flush=True)
-        # No -params and no file: the checkpoint holds the resolved hyperparameters; -n counts the steps to add.
-        request = dataclasses.replace(
-            request, trained_agent=str(path), n_timesteps=target - steps, params=(), conf_file=None, n_seeds=None
-        )
-    else:
-        if staging.exists():
-            print(f"=== no checkpoint to continue from in {staging}: starting from scratch", flush=True)
-            shutil.rmtree(staging)
-        staging.mkdir(parents=True)
+    request, resumed_from = continue_or_start(spec, staging)
     outputs = dataclasses.replace(spec.outputs, log_folder=str(staging))
     try:
         exp = resolve(request)
@@ -180,6 +165,26 @@ def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
     errors = [None] * n  # filled from the log by run_task
     staged = [str(run_dir) if code == 0 else None for code, run_dir in zip(codes, run_dirs, strict=True)]
     return TaskOutcome(codes, errors, staged, [None] * n, "", 0.0, resumed_from, final_evals=finals)
+
+
+def continue_or_start(spec: TaskSpec, staging: Path) -> tuple[RunRequest, str | None]:
+    """The task's request in its staging folder: a continuation of the newest valid checkpoint an earlier
+    attempt left there (shared storage), else a fresh start in an emptied folder; and the checkpoint."""
+    request = dataclasses.replace(spec.request, log_folder=str(staging))
+    found = resumable_checkpoint(staging, spec.task.cells[0].algo) if spec.shared_fs else None
+    if found is None:
+        if staging.exists():
+            print(f"=== no checkpoint to continue from in {staging}: starting from scratch", flush=True)
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        return request, None
+    path, steps, target = found
+    print(f"=== continuing from checkpoint {path} at {steps} env steps (until {target})", flush=True)
+    # No -params and no file: the checkpoint holds the resolved hyperparameters; -n counts the steps to add.
+    request = dataclasses.replace(
+        request, trained_agent=str(path), n_timesteps=target - steps, params=(), conf_file=None, n_seeds=None
+    )
+    return request, str(path)
 
 
 def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | None:

@@ -32,8 +32,9 @@ from rlbench.redact import redact_argv
 from rlbench.run import compile_cache
 from rlbench.run.device import split_device
 from rlbench.run.exit_codes import exit_code
-from rlbench.run.experiment import MAX_SEED, RunRequest, check_log_folder
+from rlbench.run.experiment import MAX_SEED, RunRequest
 from rlbench.run.outputs import RunOutputs, Tracking
+from rlbench.run.probe import check_log_folder
 from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
 from rlbench.sweep.final_eval import short_runs_note
 from rlbench.sweep.grid import SweepSpec, check_name, default_name, parse_grid

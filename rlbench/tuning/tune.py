@@ -128,24 +128,15 @@ def optimize(request: RunRequest, options: TuningOptions, argv: Sequence[str]) -
     if options.sampler == "auto":
         fetch_auto_sampler()
     env_name = env_file_name(exp.run.env_id)
-    seed = exp.run.seed
-    n_evaluations = options.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
-    plan = dict(
-        storage=storage_url(request, env_name),
-        study=study_name(request, env_name),
-        seed=seed,
-        n_evaluations=n_evaluations,
-        eval_freq=max(exp.run.n_timesteps // n_evaluations, 1),  # each trial's: n_evaluations per trial
-        budget=options.max_total_trials,
-        grace=options.heartbeat_grace,
-    )
+    plan = study_plan(request, options, exp, env_name)
     study = create_or_load(make_storage(plan["storage"], grace_s=plan["grace"]), plan["study"], plan["storage"])
     study.set_user_attr("command", shlex.join(["python", "train.py", *redact_argv(argv)]))
     if options.banner:
         print(options.banner)
     print(
         f"Study {plan['study']} in {redact(plan['storage'])}: {options.n_trials} trials on {options.n_jobs} worker(s), "
-        f"sampler {options.sampler}, pruner {options.pruner}, {n_evaluations} evaluation(s) per trial, seed {seed}"
+        f"sampler {options.sampler}, pruner {options.pruner}, {plan['n_evaluations']} evaluation(s) per trial, "
+        f"seed {plan['seed']}"
     )
     shares = [
         options.n_trials // options.n_jobs + (i < options.n_trials % options.n_jobs) for i in range(options.n_jobs)
@@ -173,6 +164,21 @@ def optimize(request: RunRequest, options: TuningOptions, argv: Sequence[str]) -
             workers_interrupted = join_workers(workers, study, stop)
         # Still under the handlers: a second signal must not cut the report short.
         return report(request, options, exp, study, env_name, interrupted=stop() is not None or workers_interrupted)
+
+
+def study_plan(request: RunRequest, options: TuningOptions, exp: Experiment, env_name: str) -> dict[str, Any]:
+    """What every worker needs to run trials: the study (storage, name, budget, heartbeat grace), the seed
+    trials derive theirs from, and each trial's evaluations (--n-evaluations, by default one per 100k steps)."""
+    n_evaluations = options.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
+    return dict(
+        storage=storage_url(request, env_name),
+        study=study_name(request, env_name),
+        seed=exp.run.seed,
+        n_evaluations=n_evaluations,
+        eval_freq=max(exp.run.n_timesteps // n_evaluations, 1),  # each trial's: n_evaluations per trial
+        budget=options.max_total_trials,
+        grace=options.heartbeat_grace,
+    )
 
 
 def worker_main(
