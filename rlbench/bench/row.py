@@ -145,7 +145,7 @@ def rlbench_row(
     learner = exp.algo.make_learner(cfg, spec)
     gflop = gradient_step_gflop(learner, cfg, spec)
     bare = update_only_rate(learner, cfg, spec, update_seconds, n_seeds)
-    row = {
+    return {
         **row_case(algo, env_id, n_envs, gradient_steps, qf, precision),
         **(
             {"n_seeds": n_seeds, "per_seed_env_steps_per_s": round(timed / n_seeds / seconds, 1)} if n_seeds > 1 else {}
@@ -158,11 +158,16 @@ def rlbench_row(
         "gflop_per_grad_step": round(gflop, 4),
         "achieved_gflops": round(grad_steps_per_s * gflop, 1),
         "peak_rss_mib": round(peak_rss_mib, 1),
+        **peak_device_memory(),
     }
+
+
+def peak_device_memory() -> dict[str, float]:
+    """On a GPU, `peak_device_mib`: the most device memory this process held; nothing elsewhere."""
     stats = jax.devices()[0].memory_stats() if jax.default_backend() == "gpu" else None
     if stats and "peak_bytes_in_use" in stats:
-        row["peak_device_mib"] = round(stats["peak_bytes_in_use"] / 2**20, 1)
-    return row
+        return {"peak_device_mib": round(stats["peak_bytes_in_use"] / 2**20, 1)}
+    return {}
 
 
 def timed_training(exp, warmup: int, steps: int) -> dict[str, float]:
