@@ -176,7 +176,9 @@ def params_for_from_args(args: argparse.Namespace, algos: tuple[str, ...]) -> di
     return params_for
 
 
-def check_values(args: argparse.Namespace, params_for: dict[str, tuple[str, ...]]) -> tuple[Any, ...]:
+def check_values(
+    args: argparse.Namespace, params_for: dict[str, tuple[str, ...]]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The syntax of every -params, --params-for and --grid value now (whether an algorithm accepts it is
     each cell's own check); the --grid axes."""
     try:
