@@ -9,9 +9,11 @@ Its own group also keeps the terminal's Ctrl-C from reaching the children direct
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -81,3 +83,17 @@ def stopping_children() -> Iterator[None]:
             yield
         finally:
             kill_children()
+
+
+def rlbench_row_in_subprocess(case: dict, device: str) -> dict:
+    """One row in a fresh interpreter: its compile time and peak memory are not shared with other rows."""
+    command = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--one-row", json.dumps(case)]
+    return row_from(run_child(command), {"system": "rlbench", **case})
+
+
+def row_from(done: subprocess.CompletedProcess, case: dict) -> dict:
+    """The JSON row a benchmark process printed last; for one that failed, the case with the end of its
+    error output, so that one failing row does not cost the others (a GPU session has one try)."""
+    if done.returncode == 0:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**case, "error": f"exit {done.returncode}: " + " | ".join(done.stderr.strip().splitlines()[-3:])}

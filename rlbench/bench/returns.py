@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rlbench.algos.registry import ALGORITHMS
+from rlbench.cli.flags import flag, parser_from, seeds_group, shared
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
 from rlbench.redact import redact_argv
@@ -34,8 +34,8 @@ from rlbench.report import plots
 from rlbench.report.returns import REFERENCES, machine_line
 from rlbench.report.returns import write_report as write_returns_report
 from rlbench.run import compile_cache
-from rlbench.run.experiment import device_flag
-from rlbench.run.launch import EXIT_ABORTED, EXIT_INTERRUPTED, RunOutputs
+from rlbench.run.exit_codes import EXIT_ABORTED, EXIT_INTERRUPTED, exit_code
+from rlbench.run.outputs import RunOutputs
 from rlbench.sweep import command as sweep_cli
 from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
 from rlbench.sweep.grid import DONE, FAILED, MANIFEST_FILE, Manifest, SweepSpec, load_manifest, sweep_dir
@@ -45,58 +45,31 @@ DEFAULT_OUTPUT = Path("benchmarks/returns.md")
 DEFAULT_NAME = "returns"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m rlbench.bench returns", description=__doc__.splitlines()[0])
-    p.add_argument("--algos", nargs="+", default=["sac", "crossq", "droq"], help=f"of {', '.join(ALGORITHMS)}")
-    p.add_argument("--envs", nargs="+", default=["HalfCheetah-v4", "Hopper-v4"], help="gymnasium env ids")
-    seeds = p.add_mutually_exclusive_group()
-    seeds.add_argument("--seeds", type=int, default=3, help="seeds 1..N (default 3)")
-    seeds.add_argument("--seed-list", type=int, nargs="+", default=None, metavar="SEED", help="these seeds")
-    p.add_argument(
-        "-n",
-        "--n-timesteps",
-        type=int,
-        default=-1,
-        help="env steps per run (default: the hyperparameter file's n_timesteps)",
-    )
-    p.add_argument("-f", "--log-folder", type=Path, default=DEFAULT_LOG_FOLDER, help="runs go to <folder>/<algo>/")
-    p.add_argument(
-        "--name", default=DEFAULT_NAME, help=f"the sweep's name: <folder>/sweeps/<name>/ (default {DEFAULT_NAME})"
-    )
-    p.add_argument("--eval-freq", type=int, default=10_000, help="evaluate every n env steps")
-    p.add_argument("--eval-episodes", type=int, default=5, help="episodes per evaluation")
-    p.add_argument(
-        "--at-steps",
-        type=int,
-        default=100_000,
-        help="the second table: returns at this many env steps (the last evaluation at or below)",
-    )
-    p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the markdown report; PNGs go beside it")
-    p.add_argument(
-        "-params",
-        "--hyperparams",
-        nargs="+",
-        default=[],
-        metavar="KEY:VALUE",
-        help="hyperparameter overrides for every run, as train.py's -params",
-    )
-    p.add_argument(
-        "--params-for",
-        nargs="+",
-        action="append",
-        default=[],
-        metavar=("ALGO", "KEY:VALUE"),
+FLAGS = (
+    shared("algos", default=["sac", "crossq", "droq"]),
+    shared("envs", default=["HalfCheetah-v4", "Hopper-v4"]),
+    seeds_group(),
+    shared("n_timesteps", help="env steps per run (default: the hyperparameter file's n_timesteps)"),
+    shared("log_folder", type=Path, default=DEFAULT_LOG_FOLDER, help="runs go to <folder>/<algo>/"),
+    flag("--name", default=DEFAULT_NAME, help=f"the sweep's name: <folder>/sweeps/<name>/ (default {DEFAULT_NAME})"),
+    shared("eval_freq", default=10_000, help="evaluate every n env steps"),
+    shared("eval_episodes"),
+    shared("at_steps", help="the second table: returns at this many env steps (the last evaluation at or below)"),
+    flag("--output", type=Path, default=DEFAULT_OUTPUT, help="the markdown report; PNGs go beside it"),
+    shared("hyperparams", help="hyperparameter overrides for every run, as train.py's -params"),
+    shared(
+        "params_for",
         help="overrides for one algorithm's runs, applied after -params (repeat per algorithm), e.g. "
         "--params-for crossq precision:bfloat16",
-    )
-    p.add_argument("-conf", "--conf-file", default=None, help="hyperparameter file (default hyperparams/<algo>.yml)")
-    p.add_argument(
+    ),
+    shared("conf_file", help="hyperparameter file (default hyperparams/<algo>.yml)"),
+    flag(
         "--report-only",
         action="store_true",
         help="train nothing: write the report from the runs the sweep's manifest records as finished (e.g. "
         "while the same command is still training the rest of the grid)",
-    )
-    p.add_argument(
+    ),
+    flag(
         "--seeds-per-run",
         type=int,
         default=None,
@@ -104,14 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="train up to K consecutive seeds of an algo and env in one process (--n-seeds K: one vmapped "
         "learner, the fast way on a GPU); each seed still gets its own run folder (default: the sweep's "
         "packing, 1 on CPUs)",
-    )
-    p.add_argument(
-        "--address",
-        default=None,
-        help="a running Ray cluster: auto or HOST:PORT (default: a private Ray instance on this machine)",
-    )
-    p.add_argument("--device", default="auto", type=device_flag, help="as the sweep's")
-    return p
+    ),
+    shared("address"),
+    shared("device", help="as the sweep's"),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return parser_from(FLAGS, prog="python -m rlbench.bench returns", description=__doc__.splitlines()[0])
 
 
 def sweep_args(args: argparse.Namespace) -> argparse.Namespace:
@@ -253,12 +226,13 @@ def main(argv: Sequence[str]) -> int:
         manifest = recorded_manifest(spec, args.log_folder)  # another grid under this name: refused here
         if not args.report_only:
             import_ray()
+        # The command that trains the grid (--report-only left out): what the report shows and a stopped sweep names.
+        command = shown_command(redact_argv([token for token in argv if token != "--report-only"]))
+        code = 0 if args.report_only else train(spec, args, command)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    # The command that trains the grid (--report-only left out): what the report shows and a stopped sweep names.
-    command = shown_command(redact_argv([token for token in argv if token != "--report-only"]))
-    code = 0
+        return exit_code(error)
+    if code in (EXIT_INTERRUPTED, EXIT_ABORTED):
+        return code
     if args.report_only:
         done = manifest.counts()[DONE] if manifest is not None else 0
         print(
@@ -267,13 +241,6 @@ def main(argv: Sequence[str]) -> int:
             flush=True,
         )
     else:
-        try:
-            code = train(spec, args, command)
-        except ConfigError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        if code in (EXIT_INTERRUPTED, EXIT_ABORTED):
-            return code
         manifest = recorded_manifest(spec, args.log_folder)
     report = write_report(spec, manifest, args, command) if manifest is not None else None
     if report is None:

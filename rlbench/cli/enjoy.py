@@ -14,23 +14,26 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlbench.algos.common.spelling import literal_mapping
+from rlbench.cli.flags import Group, flag, parser_from, shared
 from rlbench.config import hyperparams
 from rlbench.config.entry import entry_env_wrappers, normalize_entry
-from rlbench.config.literals import LiteralError, parse_key_values
+from rlbench.config.literals import parse_key_values
 from rlbench.envs.make import check_env_id, check_env_runs, env_file_name, make_single_env
 from rlbench.envs.video import VideoWriter, find_ffmpeg
 from rlbench.envs.wrappers import EnvWrapper, trusted_modules
 from rlbench.errors import ConfigError
 from rlbench.loggers.monitor import MonitorFiles
 from rlbench.run import compile_cache
-from rlbench.run.experiment import device_flag, select_device
-from rlbench.run.launch import latest_run_id
+from rlbench.run.device import select_device
+from rlbench.run.exit_codes import STOPPING_ERRORS, exit_code
+from rlbench.run.outputs import latest_run_id
 from rlbench.store.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
 from rlbench.store.expectations import policy_expectations
 from rlbench.store.manifest import Manifest
@@ -38,113 +41,115 @@ from rlbench.store.manifest import Manifest
 RECORD_VIDEO_DESCRIPTION = "Record a trained agent to an mp4, headless (RL Zoo's record_video, on enjoy.py's loader)."
 
 
-def build_parser(record_video: bool = False) -> argparse.ArgumentParser:
-    """enjoy.py's flags; with `record_video`, record_video.py's: -o/--output-folder instead of --record."""
-    if record_video:
-        p = argparse.ArgumentParser(prog="record_video.py", description=RECORD_VIDEO_DESCRIPTION)
-    else:
-        p = argparse.ArgumentParser(prog="enjoy.py", description=__doc__.splitlines()[0])
-    p.add_argument("--env", default="Pendulum-v1", help="gymnasium environment id")
-    p.add_argument("--algo", default="sac", help="algorithm the model was trained with")
-    p.add_argument("-f", "--folder", default="logs", help="log folder (the -f of train.py)")
-    p.add_argument("--exp-id", type=int, default=0, help="run number: 0 the latest, -1 no run folder")
-    p.add_argument("-n", "--n-timesteps", type=int, default=1000, help="env steps to run")
-    p.add_argument("--n-envs", type=int, default=1, help="number of envs (only the first is rendered)")
-    p.add_argument("--no-render", action="store_true", help="no window (default when there is no display)")
-    p.add_argument(
+ENJOY_FLAGS = (
+    shared("env", help="gymnasium environment id"),
+    shared("algo", help="algorithm the model was trained with"),
+    flag("-f", "--folder", default="logs", help="log folder (the -f of train.py)"),
+    flag("--exp-id", type=int, default=0, help="run number: 0 the latest, -1 no run folder"),
+    shared("n_timesteps", default=1000, help="env steps to run"),
+    flag("--n-envs", type=int, default=1, help="number of envs (only the first is rendered)"),
+    flag("--no-render", action="store_true", help="no window (default when there is no display)"),
+    flag(
         "--deterministic",
         action="store_true",
         default=True,
         help="the policy's mean action (the default for continuous control)",
-    )
-    p.add_argument("--stochastic", action="store_true", help="sample actions from the policy")
-    p.add_argument(
+    ),
+    flag("--stochastic", action="store_true", help="sample actions from the policy"),
+    flag(
         "--norm-reward",
         action="store_true",
         help="with a model trained with normalize: show rewards scaled by its saved return statistics "
         "(reward / sqrt(var + epsilon), clipped), as training saw them; Monitor files (--reward-log) keep the env's",
-    )
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--load-best", action="store_true", help="load best_model.zip")
-    group.add_argument("--load-checkpoint", type=int, metavar="N", help="load rl_model_<N>_steps.zip")
-    group.add_argument(
-        "--load-last-checkpoint",
-        action="store_true",
-        help="load the newest valid rl_model_*_steps.zip (torn ones are skipped, with a warning)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="env (and stochastic-action) seed")
-    p.add_argument(
-        "--env-kwargs",
-        nargs="+",
-        default=None,
-        metavar="KEY:VALUE",
-        help="env kwargs; override the run's saved env_kwargs",
-    )
-    p.add_argument(
-        "--gym-packages",
-        nargs="+",
-        default=[],
-        metavar="MODULE",
-        help="modules to import first (their wrappers are trusted in env_wrapper)",
-    )
-    p.add_argument(
-        "--trust-wrappers",
-        nargs="+",
-        default=[],
-        metavar="MODULE",
+    ),
+    Group(
+        (
+            flag("--load-best", action="store_true", help="load best_model.zip"),
+            flag("--load-checkpoint", type=int, metavar="N", help="load rl_model_<N>_steps.zip"),
+            flag(
+                "--load-last-checkpoint",
+                action="store_true",
+                help="load the newest valid rl_model_*_steps.zip (torn ones are skipped, with a warning)",
+            ),
+        ),
+        exclusive=True,
+    ),
+    shared("seed", default=0, help="env (and stochastic-action) seed"),
+    shared("env_kwargs", default=None, help="env kwargs; override the run's saved env_kwargs"),
+    shared("gym_packages", help="modules to import first (their wrappers are trusted in env_wrapper)"),
+    shared(
+        "trust_wrappers",
         help="modules whose wrappers the run's config.yml may name, besides gymnasium's and rlbench's",
-    )
-    if record_video:
-        p.add_argument(
-            "-o",
-            "--output-folder",
-            default=None,
-            metavar="FOLDER",
-            help="folder for the video, named as RL Zoo names it (final-model-<algo>-<env>-step-0-to-"
-            "step-<n>.mp4, best-model-..., checkpoint-<steps>-...); default: <run folder>/videos. "
-            "A path ending in .mp4 or .gif is the video file itself",
-        )
-    else:
-        p.add_argument(
-            "--record",
-            default=None,
-            metavar="PATH.mp4",
-            help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)",
-        )
-    p.add_argument("--device", default="cpu", type=device_flag, help="JAX backend: cpu, auto, gpu, or gpu:N (cuda:N)")
-    p.add_argument(
-        "--compile-cache",
-        default=None,
-        metavar="DIR|none",
-        help="persistent compilation cache folder, as train.py's (none turns it off)",
-    )
-    p.add_argument(
-        "--num-threads",
-        type=int,
-        default=-1,
+    ),
+)
+RECORD_FLAG = flag(
+    "--record",
+    default=None,
+    metavar="PATH.mp4",
+    help="write the first env's frames to an mp4 (headless: MuJoCo via EGL, PyBullet's renderer)",
+)
+RECORD_VIDEO_FLAG = flag(  # record_video.py's, instead of --record
+    "-o",
+    "--output-folder",
+    default=None,
+    metavar="FOLDER",
+    help="folder for the video, named as RL Zoo names it (final-model-<algo>-<env>-step-0-to-"
+    "step-<n>.mp4, best-model-..., checkpoint-<steps>-...); default: <run folder>/videos. "
+    "A path ending in .mp4 or .gif is the video file itself",
+)
+PROCESS_FLAGS = (
+    shared("device", default="cpu", help="JAX backend: cpu, auto, gpu, or gpu:N (cuda:N)"),
+    shared("compile_cache", help="persistent compilation cache folder, as train.py's (none turns it off)"),
+    shared(
+        "num_threads",
         choices=(-1, 1),
         help="-1: XLA's default (all cores); 1: single-threaded XLA on CPU (as train.py's)",
-    )
-    p.add_argument(
+    ),
+    flag(
         "--reward-log",
         default="",
         metavar="DIR",
         help="write each env's episodes to DIR/<index>.monitor.csv (SB3's Monitor file, as RL Zoo)",
-    )
-    p.add_argument(
+    ),
+    flag(
         "--custom-objects",
         action="store_true",
         help="accepted for RL Zoo's command lines and not needed: a checkpoint holds arrays and a "
         "manifest, nothing pickled",
-    )
-    p.add_argument("-P", "--progress", action="store_true", help="show a progress bar")
-    p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2))
-    return p
+    ),
+    shared("progress", help="show a progress bar"),
+    shared("verbose", help=None),
+)
+
+
+def build_parser(record_video: bool = False) -> argparse.ArgumentParser:
+    """enjoy.py's flags; with `record_video`, record_video.py's: -o/--output-folder instead of --record."""
+    table = (*ENJOY_FLAGS, RECORD_VIDEO_FLAG if record_video else RECORD_FLAG, *PROCESS_FLAGS)
+    if record_video:
+        return parser_from(table, prog="record_video.py", description=RECORD_VIDEO_DESCRIPTION)
+    return parser_from(table, prog="enjoy.py", description=__doc__.splitlines()[0])
 
 
 def find_model(args: argparse.Namespace) -> Path:
     """The model file RL Zoo's flags point to: <env_id>.zip by default."""
     env_name = env_file_name(args.env)
+    run_dir = run_folder(args, env_name)
+    if args.load_best:
+        path = run_dir / "best_model.zip"
+    elif args.load_checkpoint is not None:
+        path = run_dir / f"rl_model_{args.load_checkpoint}_steps.zip"
+    elif args.load_last_checkpoint:
+        path = last_checkpoint(run_dir)
+    else:
+        path = run_dir / f"{env_name}.zip"
+    if not path.exists():
+        available = sorted(p.name for p in run_dir.glob("*.zip"))
+        raise ConfigError(f"no model at {path}; models in {run_dir}: {', '.join(available) or 'none'}")
+    return path
+
+
+def run_folder(args: argparse.Namespace, env_name: str) -> Path:
+    """--exp-id's run folder: `<f>/<algo>/<env>_<N>` (N = 0: the latest), or `<f>/<algo>` itself for -1."""
     algo_dir = Path(args.folder) / args.algo
     exp_id = latest_run_id(algo_dir, env_name) if args.exp_id == 0 else args.exp_id
     if args.exp_id == 0 and exp_id == 0:
@@ -152,28 +157,22 @@ def find_model(args: argparse.Namespace) -> Path:
     run_dir = algo_dir / f"{env_name}_{exp_id}" if exp_id > 0 else algo_dir
     if not run_dir.is_dir():
         raise ConfigError(f"run folder not found: {run_dir}")
-    if args.load_best:
-        path = run_dir / "best_model.zip"
-    elif args.load_checkpoint is not None:
-        path = run_dir / f"rl_model_{args.load_checkpoint}_steps.zip"
-    elif args.load_last_checkpoint:
-        found = periodic_checkpoints(run_dir)
-        if not found:
-            raise ConfigError(f"no rl_model_*_steps.zip checkpoint in {run_dir} (train with --save-freq N)")
-        newest = newest_valid_checkpoint(run_dir)
-        if newest is None:
-            raise CheckpointError(found[-1][1], "no valid checkpoint in the folder: all are torn or corrupt")
-        for _, skipped in reversed(found):
-            if skipped == newest:
-                break
-            print(f"Warning: skipping {skipped}: corrupt or incomplete; loading {newest}", file=sys.stderr)
-        path = newest
-    else:
-        path = run_dir / f"{env_name}.zip"
-    if not path.exists():
-        available = sorted(p.name for p in run_dir.glob("*.zip"))
-        raise ConfigError(f"no model at {path}; models in {run_dir}: {', '.join(available) or 'none'}")
-    return path
+    return run_dir
+
+
+def last_checkpoint(run_dir: Path) -> Path:
+    """--load-last-checkpoint: the newest valid rl_model_*_steps.zip, naming each newer one it skips."""
+    found = periodic_checkpoints(run_dir)
+    if not found:
+        raise ConfigError(f"no rl_model_*_steps.zip checkpoint in {run_dir} (train with --save-freq N)")
+    newest = newest_valid_checkpoint(run_dir)
+    if newest is None:
+        raise CheckpointError(found[-1][1], "no valid checkpoint in the folder: all are torn or corrupt")
+    for _, skipped in reversed(found):
+        if skipped == newest:
+            break
+        print(f"Warning: skipping {skipped}: corrupt or incomplete; loading {newest}", file=sys.stderr)
+    return newest
 
 
 def video_path(args: argparse.Namespace, model: Path) -> Path:
@@ -219,74 +218,98 @@ def saved_env_settings(
     )
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """What enjoy.py plays: the model's path and manifest, the env's settings, the policy and ffmpeg."""
+
+    model: Path
+    manifest: Manifest
+    env_kwargs: dict[str, Any]
+    wrappers: tuple[EnvWrapper, ...]
+    policy: Any
+    ffmpeg: str
+
+
 def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
     args = build_parser(record_video).parse_args(argv)
     if record_video:
         args.record, args.no_render = "", True  # the file name needs the model: set once it is found
     recording = args.record is not None
+    headless = not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
     try:
-        if args.n_timesteps < 1 or args.n_envs < 1:
-            raise ConfigError(f"-n and --n-envs must be positive, got {args.n_timesteps} and {args.n_envs}")
-        if args.record and not args.record.endswith((".mp4", ".gif")):
-            raise ConfigError(f"--record: expected a .mp4 (or .gif) path, got {args.record!r}")
-        check_reward_log(args.reward_log)
-        ffmpeg = find_ffmpeg() if recording else ""
-        if args.custom_objects:
-            print(
-                "--custom-objects: not needed (a checkpoint holds arrays and a manifest, nothing pickled)",
-                file=sys.stderr,
-            )
-        headless = not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
-        if headless and recording:
-            os.environ.setdefault("MUJOCO_GL", "egl")  # before gymnasium imports mujoco's renderer
-            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (classic control): no display to open
-        select_device("cpu" if args.device == "auto" else args.device, args.num_threads)
-        compile_cache.enable(args.compile_cache)
-        for module in args.gym_packages:
-            __import__(module)
-        check_env_id(args.env)
-        model = find_model(args)
-        if record_video:
-            args.record = str(video_path(args, model))
-        checkpoint = read_checkpoint(model, load_replay_buffer=False, expect=policy_expectations)
-        manifest = checkpoint.manifest
-        if manifest.run.algo != args.algo:
-            raise ConfigError(f"{model} was trained with --algo {manifest.run.algo}, not {args.algo}")
-        env_kwargs, wrappers, where = saved_env_settings(
-            model, env_file_name(args.env), manifest, trusted_modules([*args.gym_packages, *args.trust_wrappers])
-        )
-        if args.env_kwargs is not None:
-            env_kwargs |= parse_key_values(args.env_kwargs, "--env-kwargs")
-        # As train.py: one env built, reset and stepped with these kwargs, so what the env rejects is one line now.
-        flag = f"--env-kwargs / env_kwargs in {where}" if args.env_kwargs is not None else f"env_kwargs in {where}"
-        check_env_runs(args.env, env_kwargs, wrappers, args.gym_packages, flag)
-        from rlbench.run.policy import load_policy
-
-        policy = load_policy(checkpoint, seed=args.seed)
-        if args.norm_reward and policy.stats is None:
-            print(f"--norm-reward: {model} was trained without normalize; rewards are the env's", file=sys.stderr)
-    except (ConfigError, LiteralError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except CheckpointError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        loaded = load(args, record_video, headless)
+    except STOPPING_ERRORS as error:
+        return exit_code(error)
+    manifest = loaded.manifest
     # --record renders offscreen (rgb_array) even with --no-render, which only means "no window".
     render = "rgb_array" if recording else (None if args.no_render or headless else "human")
     envs = [
-        make_single_env(args.env, env_kwargs, wrappers, args.gym_packages, render_mode=render if i == 0 else None)
+        make_single_env(
+            args.env, loaded.env_kwargs, loaded.wrappers, args.gym_packages, render_mode=render if i == 0 else None
+        )
         for i in range(args.n_envs)
     ]
     try:
         if args.verbose:
-            print(f"Loaded {model} ({manifest.run.algo}, {manifest.counters.env_steps} env steps)")
-        returns = run_episodes(envs, policy, args, ffmpeg)
+            print(f"Loaded {loaded.model} ({manifest.run.algo}, {manifest.counters.env_steps} env steps)")
+        returns = run_episodes(envs, loaded.policy, args, loaded.ffmpeg)
     finally:
         for env in envs:
             env.close()
     if args.verbose and returns:
         print(f"{len(returns)} Episodes\nMean reward: {np.mean(returns):.2f} +/- {np.std(returns):.2f}")
     return 0
+
+
+def check_args(args: argparse.Namespace, headless: bool) -> str:
+    """The flags checked, the process prepared (device, cache, packages, headless rendering); ffmpeg's path
+    when recording."""
+    recording = args.record is not None
+    if args.n_timesteps < 1 or args.n_envs < 1:
+        raise ConfigError(f"-n and --n-envs must be positive, got {args.n_timesteps} and {args.n_envs}")
+    if args.record and not args.record.endswith((".mp4", ".gif")):
+        raise ConfigError(f"--record: expected a .mp4 (or .gif) path, got {args.record!r}")
+    check_reward_log(args.reward_log)
+    ffmpeg = find_ffmpeg() if recording else ""
+    if args.custom_objects:
+        print(
+            "--custom-objects: not needed (a checkpoint holds arrays and a manifest, nothing pickled)", file=sys.stderr
+        )
+    if headless and recording:
+        os.environ.setdefault("MUJOCO_GL", "egl")  # before gymnasium imports mujoco's renderer
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (classic control): no display to open
+    select_device("cpu" if args.device == "auto" else args.device, args.num_threads)
+    compile_cache.enable(args.compile_cache)
+    for module in args.gym_packages:
+        __import__(module)
+    check_env_id(args.env)
+    return ffmpeg
+
+
+def load(args: argparse.Namespace, record_video: bool, headless: bool) -> Loaded:
+    """The model, its env's settings and its policy; ConfigError (exit 2) or CheckpointError (exit 1) first."""
+    ffmpeg = check_args(args, headless)
+    model = find_model(args)
+    if record_video:
+        args.record = str(video_path(args, model))
+    checkpoint = read_checkpoint(model, load_replay_buffer=False, expect=policy_expectations)
+    manifest = checkpoint.manifest
+    if manifest.run.algo != args.algo:
+        raise ConfigError(f"{model} was trained with --algo {manifest.run.algo}, not {args.algo}")
+    env_kwargs, wrappers, where = saved_env_settings(
+        model, env_file_name(args.env), manifest, trusted_modules([*args.gym_packages, *args.trust_wrappers])
+    )
+    if args.env_kwargs is not None:
+        env_kwargs |= parse_key_values(args.env_kwargs, "--env-kwargs")
+    # As train.py: one env built, reset and stepped with these kwargs, so what the env rejects is one line now.
+    flag = f"--env-kwargs / env_kwargs in {where}" if args.env_kwargs is not None else f"env_kwargs in {where}"
+    check_env_runs(args.env, env_kwargs, wrappers, args.gym_packages, flag)
+    from rlbench.run.policy import load_policy
+
+    policy = load_policy(checkpoint, seed=args.seed)
+    if args.norm_reward and policy.stats is None:
+        print(f"--norm-reward: {model} was trained without normalize; rewards are the env's", file=sys.stderr)
+    return Loaded(model, manifest, env_kwargs, wrappers, policy, ffmpeg)
 
 
 def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace, ffmpeg: str) -> list[float]:

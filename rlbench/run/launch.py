@@ -1,24 +1,20 @@
-"""Launching a resolved run: from an `Experiment` to its finished run folders.
+"""Launching a resolved run: from an `Experiment` to its trained seeds, the one way every front end trains.
 
-This is what train.py does once its flags are resolved, and what a sweep's cell does on a Ray worker
-(rlbench.sweep): claim one RL Zoo run folder per seed (`<log>/<algo>/<env>_<N>`), write config.yml,
-args.yml and command.txt into it, start the loggers (progress.csv, the console, TensorBoard, W&B), train
-every seed, and turn the outcome into one exit code per seed. Nothing here reads a command line: the
-caller says what to record as args.yml and command.txt (`RunOutputs`).
+train.py, a sweep's cell on a Ray worker, an -optimize trial and a `bench speed` row all resolve a
+`RunRequest` (rlbench.run.experiment) and call `launch` here: it claims one RL Zoo run folder per seed and
+writes its files (rlbench.run.outputs; an in-process run, `RunOutputs.run_folders=False`, claims none),
+prints the banner, starts the loggers (progress.csv, the console, TensorBoard, W&B), trains every seed and
+returns the outcome, one exit code per seed (rlbench.run.exit_codes) and what stopped it, if anything.
+Nothing here reads a command line: the caller says what to record as args.yml and command.txt.
 """
 
 from __future__ import annotations
 
-import errno
-import shlex
-import shutil
 import subprocess
 import sys
 import time
-import traceback
-import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +22,6 @@ import jax
 import numpy as np
 import yaml
 
-from rlbench.config.literals import parse_key_values
-from rlbench.envs.make import env_file_name
-from rlbench.errors import ConfigError, RunFailure
-from rlbench.files import atomic_write_text
 from rlbench.loggers.base import MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
@@ -38,142 +30,116 @@ from rlbench.loggers.tracking import WandbTracker
 from rlbench.loop.runner import SeedOutput, TrainResult, train_seeds
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.redact import redact_values
+from rlbench.run.exit_codes import EXIT_ABORTED as EXIT_ABORTED  # moved there; importable here too
+from rlbench.run.exit_codes import EXIT_INTERRUPTED, STOPPING_ERRORS, exit_code
 from rlbench.run.experiment import Experiment
-from rlbench.run.signals import start_step
+from rlbench.run.outputs import RunOutputs, Tracking, model_name, plain_yaml, prepare_run_dirs, zoo_args
+from rlbench.run.outputs import create_run_dir as create_run_dir  # moved there; importable here too
 from rlbench.store.manifest import Group, RunDescription, Spaces, library_versions
 
-EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by a signal, checkpoint written, resumable
-EXIT_ABORTED = 130  # a second Ctrl-C: stopped without a checkpoint
-
 
 @dataclass(frozen=True)
-class Tracking:
-    """W&B settings (`--track`): RL Zoo's project, entity, group and tags."""
+class Hooks:
+    """What a front end follows while its run starts and trains (each optional)."""
 
-    project: str = "sb3"
-    entity: str | None = None
-    group: str | None = None  # None: the group id of a run of several seeds (else no group)
-    tags: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class RunOutputs:
-    """Where and what a run writes besides its training itself, as train.py's flags spell it.
-
-    `saved_args` is args.yml (train.py's parsed flags; each seed's folder gets its own seed) and `command`
-    is command.txt (a command that reproduces the run); both are recorded, never read back as settings.
-    """
-
-    log_folder: str = "logs"
-    uuid: bool = False
-    save_freq: int = -1
-    keep_checkpoints: int = 0
-    save_replay_buffer: bool = False
-    tensorboard_log: str = ""
-    tracking: Tracking | None = None
-    verbose: int = 1
-    saved_args: Mapping[str, Any] = field(default_factory=dict)
-    command: str = ""
+    started: Callable[[], None] | None = None  # once the run folders are written (GracefulStop.started)
+    stop_requested: Callable[[], str | None] | None = None  # polled every vector step; a reason stops the run
+    on_eval: Callable[[int, list[Any]], None] | None = None  # (env steps, one result per seed)
+    on_iteration: Callable[[int, Any], None] | None = None  # (env steps, learner state), every iteration
 
 
-def latest_run_id(algo_dir: Path, env_id: str) -> int:
-    ids = []
-    for path in algo_dir.glob(f"{env_id}_*"):
-        suffix = path.name[len(env_id) + 1 :].split("_", 1)[0]  # N, or N from N_<uuid>
-        if suffix.isdigit():
-            ids.append(int(suffix))
-    return max(ids, default=0)
+@dataclass
+class Launched:
+    """A launched run's outcome: its run folders, one exit code per seed (0 done, 1 failed or diverged,
+    2 a configuration error found late, 75 stopped with a checkpoint, 130 aborted), and either the
+    training's result or what stopped it (never raised by `launch`: the front end decides)."""
+
+    run_dirs: list[Path]
+    codes: list[int]
+    result: TrainResult | None = None
+    error: BaseException | None = None
 
 
-def create_run_dir(log_folder: str | Path, algo: str, env_id: str, use_uuid: bool) -> Path:
-    """Create `<log_folder>/<algo>/<env_id>_<N>[_<uuid>]`, N one more than the highest existing (RL Zoo
-    layout). The folder is claimed with an exclusive mkdir, so two runs started at once never share one."""
-    return claim_run_dirs(log_folder, algo, env_id, use_uuid, 1)[0]
-
-
-def claim_run_dirs(
-    log_folder: str | Path,
-    algo: str,
-    env_id: str,
-    use_uuid: bool,
-    n_seeds: int,
-    fill: Callable[[list[Path]], None] | None = None,
-) -> list[Path]:
-    """`n_seeds` consecutive run folders after the highest existing one, each claimed with an exclusive
-    mkdir, then `fill(run_dirs)` (their files). The algo folder is listed once, not once per folder (K claims
-    cost K mkdirs, not K listings of a folder growing to K entries), and again only after a race with another
-    run. If anything stops the start (an OSError, the exception of a signal), the folders claimed so far and
-    the parents this call created are removed before it propagates."""
-    algo_dir = Path(log_folder) / algo
-    created_parents = [path for path in (algo_dir, *algo_dir.parents) if not path.exists()]
-    run_dirs: list[Path] = []
+def launch(exp: Experiment, outputs: RunOutputs, hooks: Hooks = Hooks()) -> Launched:
+    """Claim and fill the run folders (none in-process), print the banner, start the loggers and W&B, and
+    train every seed. W&B runs are finished with their seed's code, whatever happens."""
+    launched = Launched([], [1] * exp.n_seeds)
+    trackers: list[WandbTracker] = []
     try:
-        try:
-            algo_dir.mkdir(parents=True, exist_ok=True)
-            _claim_into(run_dirs, algo_dir, env_id, use_uuid, n_seeds)
-        except OSError as error:
-            raise OSError(
-                error.errno, f"cannot create a run folder under {log_folder}: {error.strerror or error}"
-            ) from None
-        if fill is not None:
-            fill(run_dirs)
-    except BaseException:
-        remove_run_dirs(run_dirs, created_parents)
-        raise
-    return run_dirs
+        if outputs.run_folders:
+            launched.run_dirs = prepare_run_dirs(exp, outputs, started=hooks.started)
+            if outputs.verbose:
+                print_banner(exp, launched.run_dirs)
+        if outputs.tracking is not None:
+            for index, run_dir in enumerate(launched.run_dirs):
+                trackers.append(start_tracking(outputs.tracking, outputs, exp, index, run_dir))
+        launched.result = train_seeds(
+            exp.run,
+            exp.algo,
+            exp.learner_config,
+            seed_outputs(outputs, exp, launched.run_dirs, trackers),
+            on_eval=hooks.on_eval,
+            on_iteration=hooks.on_iteration,
+            resume=exp.resume_seeds or None,
+            stop_requested=hooks.stop_requested,
+        )
+        launched.codes = seed_codes(exp, launched.result)
+        _summarize_tracking(launched.result, trackers, launched.run_dirs)
+    except STOPPING_ERRORS as error:
+        launched.error = error
+        launched.codes = [exit_code(error, report=False)] * exp.n_seeds
+    finally:
+        for tracker, code in zip(trackers, launched.codes, strict=False):
+            tracker.finish(code)
+    return launched
 
 
-def _claim_into(run_dirs: list[Path], algo_dir: Path, env_id: str, use_uuid: bool, n_seeds: int) -> None:
-    next_id, races = latest_run_id(algo_dir, env_id) + 1, 0
-    while len(run_dirs) < n_seeds:
-        path = algo_dir / (f"{env_id}_{next_id}" + (f"_{uuid.uuid4()}" if use_uuid else ""))
-        try:
-            with start_step():  # a signal's exception waits until the folder is in the list, to be removed
-                path.mkdir()
-                run_dirs.append(path)
-        except FileExistsError:  # another run claimed this id since the listing: list again
-            races += 1
-            if races > 1000:
-                raise OSError(errno.EEXIST, f"could not claim a run folder in {algo_dir}") from None
-            next_id = latest_run_id(algo_dir, env_id) + 1
-            continue
-        next_id += 1
+def seed_outputs(
+    outputs: RunOutputs, exp: Experiment, run_dirs: Sequence[Path], trackers: Sequence[WandbTracker]
+) -> list[SeedOutput]:
+    """Every seed's outputs; in-process, no logger and no checkpoint, and a folder only where -optimize's
+    --optimization-log-path gives one (its evaluations.npz)."""
+    if not outputs.run_folders:
+        folders = outputs.seed_folders or (None,) * exp.n_seeds
+        return [SeedOutput(lambda names: MultiLogger([]), folder) for folder in folders]
+    return [
+        seed_output(outputs, exp, index, run_dirs, trackers[index] if trackers else None)
+        for index in range(exp.n_seeds)
+    ]
 
 
-def remove_run_dirs(run_dirs: Sequence[Path], created_parents: Sequence[Path] = ()) -> None:
-    """Undo a start: the run folders, then the parents it created (innermost first) if nothing else is in them."""
-    for run_dir in run_dirs:
-        shutil.rmtree(run_dir, ignore_errors=True)
-    for parent in created_parents:
-        try:
-            parent.rmdir()
-        except OSError:
-            break  # not empty (another run's folder) or already gone: its parents are not ours to remove
+def seed_codes(exp: Experiment, result: TrainResult) -> list[int]:
+    """Each seed's exit code from a training that returned: 1 diverged, else 75 when stopped, else 0."""
+    codes = [1 if index in result.failed else 0 for index in range(exp.n_seeds)]
+    return [code or EXIT_INTERRUPTED for code in codes] if result.interrupted else codes
 
 
-def model_name(exp: Experiment) -> str:
-    """The env id as files and folders are named after it (`module:EnvId` -> `module_EnvId`, `ns/Id` -> `ns-Id`)."""
-    return env_file_name(exp.run.env_id)
+def report(exp: Experiment, launched: Launched, verbose: int) -> list[int]:
+    """Print how a run with run folders ended (what stopped it; the seeds that diverged; where to resume
+    from; what was trained) and return its seeds' exit codes."""
+    if launched.error is not None:
+        return [exit_code(launched.error)] * exp.n_seeds
+    result, run_dirs = launched.result, launched.run_dirs
+    if result.failed:
+        print(f"{len(result.failed)} of {exp.n_seeds} seeds diverged and were frozen:", file=sys.stderr)
+        for index, reason in result.failed.items():
+            print(f"  seed {exp.seeds[index]} ({run_dirs[index]}): {reason}", file=sys.stderr)
+    if result.interrupted:
+        written = [path for path in result.checkpoints if path is not None]
+        print(
+            f"Stopped by {result.interrupted} at {result.env_steps} env steps; "
+            f"checkpoint{'s' if len(written) > 1 else ''}: {', '.join(map(str, written))}\n"
+            f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {written[0]}",
+            file=sys.stderr,
+        )
+    elif verbose:
+        seeds = f" per seed ({exp.n_seeds} seeds)" if exp.n_seeds > 1 else ""
+        models = ", ".join(str(path) for path in result.checkpoints if path is not None)
+        print(f"Trained {result.env_steps} env steps{seeds} in {result.wall_time:.1f} s; model: {models}")
+    return launched.codes
 
 
-def prepare_run_dirs(exp: Experiment, outputs: RunOutputs, started: Callable[[], None] | None = None) -> list[Path]:
-    """Claim the seeds' run folders and write their config.yml, args.yml and command.txt, then call `started`
-    (GracefulStop.started: from then on a signal asks for a checkpoint). OSError, or a signal's
-    StartInterrupted, after removing what was claimed: a full disk or a SIGTERM at start leaves no run folder."""
-
-    def write_files(run_dirs: list[Path]) -> None:
-        for seed, run_dir in zip(exp.seeds, run_dirs, strict=True):
-            write_run_files(run_dir, exp, seed, outputs)
-        if started is not None:
-            with start_step():  # a signal before the switch still undoes the start, never lands between
-                started()
-
-    return claim_run_dirs(
-        outputs.log_folder, exp.algo.name, model_name(exp), outputs.uuid, exp.n_seeds, fill=write_files
-    )
-
-
-def print_banner(exp: Experiment, run_dirs: Sequence[Path], conf_source: str) -> None:
+def print_banner(exp: Experiment, run_dirs: Sequence[Path]) -> None:
     """The startup lines: seeds, run folders, what is resumed, and the merged hyperparameters."""
     if exp.n_seeds == 1:
         print(f"Seed: {exp.run.seed}\nLog folder: {run_dirs[0]}")
@@ -190,112 +156,8 @@ def print_banner(exp: Experiment, run_dirs: Sequence[Path], conf_source: str) ->
         print("Hyperparameters (merged: checkpoint < -params < -n):")
     else:
         name = exp.algo.name
-        print(f"Hyperparameters (merged: {name} defaults < {name} preset < {conf_source} < -params < -n):")
+        print(f"Hyperparameters (merged: {name} defaults < {name} preset < {exp.source} < -params < -n):")
     print(yaml.safe_dump(plain_yaml(exp.hyperparams), sort_keys=True), end="", flush=True)
-
-
-def write_run_files(run_dir: Path, exp: Experiment, seed: int, outputs: RunOutputs) -> None:
-    """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out (args.yml with
-    this folder's seed, and the group id in a run of several seeds; command.txt retrains this seed alone);
-    written atomically, with credentials (a --storage password) masked."""
-    params_dir = run_dir / model_name(exp)
-    params_dir.mkdir()
-    group = {"group": exp.group_id} if exp.n_seeds > 1 else {}
-    saved_args = redact_values(dict(sorted({**zoo_args(outputs.saved_args), "seed": seed, **group}.items())))
-    command = outputs.command
-    if exp.n_seeds > 1:
-        index = exp.seeds.index(seed)
-        command = seed_alone_command(command, seed, exp.resume_seeds[index].path if exp.resume_seeds else None)
-    files = {
-        "config.yml": yaml.safe_dump(plain_yaml(exp.hyperparams), sort_keys=True),
-        "args.yml": yaml.safe_dump(plain_yaml(saved_args), sort_keys=True),
-        "command.txt": command + "\n",
-    }
-    for name, text in files.items():
-        path = params_dir / name
-        try:
-            atomic_write_text(path, text)
-        except OSError as error:
-            raise OSError(error.errno, f"could not write {path}: {error.strerror or error}") from None
-
-
-# train.py's KEY:VALUE lists, which RL Zoo's StoreDict records in args.yml as a dict, or null when not given.
-ZOO_DICT_ARGS = ("hyperparams", "env_kwargs", "eval_env_kwargs")
-
-
-def zoo_args(saved_args: Mapping[str, Any]) -> dict[str, Any]:
-    """args.yml's values as RL Zoo's: `-params a:1` as `{a: 1}`, none given as null (RL Zoo's enjoy.py reads
-    `env_kwargs` back as a dict). The lists were parsed by resolve() already, so they parse."""
-    args = dict(saved_args)
-    for key in ZOO_DICT_ARGS:
-        value = args.get(key)
-        if isinstance(value, list | tuple):
-            args[key] = parse_key_values(list(value), key) if value else None
-    return args
-
-
-def seed_alone_command(command: str, seed: int, checkpoint: Path | None = None) -> str:
-    """command.txt for one seed of a run of several seeds: the command that trains that seed alone, as a
-    single run (`--seed S --n-seeds 1`; in a resumed group, `-i <its checkpoint> --n-seeds 1`). The flags
-    it replaces are dropped and the new ones appended: argparse keeps a flag's last value, so an
-    abbreviated spelling left in place is overridden too."""
-    if not command:
-        return command
-    if checkpoint is not None:
-        replaced, values = ("-i", "--trained-agent"), ["-i", str(checkpoint)]
-    else:
-        replaced, values = ("--seed",), ["--seed", str(seed)]
-    names = (*replaced, "--n-seeds")
-    kept: list[str] = []
-    tokens = iter(shlex.split(command))
-    for token in tokens:
-        if token in names:
-            next(tokens, None)  # its value
-        elif not token.startswith(tuple(f"{name}=" for name in names)):
-            kept.append(token)
-    return shlex.join([*kept, *values, "--n-seeds", "1"])
-
-
-def plain_yaml(value: Any) -> Any:
-    """Plain YAML types only (no Python tags): tuples become lists."""
-    if isinstance(value, Mapping):
-        return {str(k): plain_yaml(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain_yaml(v) for v in value]
-    return value
-
-
-def exit_code_priority(code: int) -> int:
-    """The process's exit code from its seeds': a failure (1, 2) over an interruption (75) over success (0)."""
-    return {0: 0, EXIT_INTERRUPTED: 1}.get(code, 2)
-
-
-def run_exit_code(codes: Sequence[int]) -> int:
-    return max(codes, key=exit_code_priority)
-
-
-def train_run(
-    exp: Experiment,
-    outputs: RunOutputs,
-    run_dirs: Sequence[Path],
-    stop_requested: Callable[[], str | None] | None = None,
-    on_eval: Callable[[int, list[Any]], None] | None = None,
-    on_iteration: Callable[[int, Any], None] | None = None,
-) -> list[int]:
-    """Train every seed into its prepared run folder; one exit code per seed (0 done, 1 failed or
-    diverged, 2 a configuration error found late, 75 stopped with a checkpoint, 130 aborted). W&B runs
-    are started here and finished with their seed's code, whatever happens."""
-    trackers: list[WandbTracker] = []
-    codes = [1] * exp.n_seeds
-    try:
-        if outputs.tracking is not None:
-            for index, run_dir in enumerate(run_dirs):
-                trackers.append(start_tracking(outputs.tracking, outputs, exp, index, run_dir))
-        codes = _train_and_report(exp, outputs, run_dirs, trackers, stop_requested, on_eval, on_iteration)
-        return codes
-    finally:
-        for tracker, code in zip(trackers, codes, strict=False):
-            tracker.finish(code)
 
 
 def start_tracking(tracking: Tracking, outputs: RunOutputs, exp: Experiment, index: int, run_dir: Path) -> WandbTracker:
@@ -340,67 +202,6 @@ def git_commit() -> str | None:
         return None
     commit = out.stdout.strip()
     return commit if out.returncode == 0 and commit else None
-
-
-def _train_and_report(
-    exp: Experiment,
-    outputs: RunOutputs,
-    run_dirs: Sequence[Path],
-    trackers: Sequence[WandbTracker],
-    stop_requested: Callable[[], str | None] | None,
-    on_eval: Callable[[int, list[Any]], None] | None,
-    on_iteration: Callable[[int, Any], None] | None,
-) -> list[int]:
-    n_seeds = exp.n_seeds
-    seed_outputs = [
-        seed_output(outputs, exp, index, run_dirs, trackers[index] if trackers else None) for index in range(n_seeds)
-    ]
-    try:
-        result = train_seeds(
-            exp.run,
-            exp.algo,
-            exp.learner_config,
-            seed_outputs,
-            on_eval=on_eval,
-            on_iteration=on_iteration,
-            resume=exp.resume_seeds or None,
-            stop_requested=stop_requested,
-        )
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return [2] * n_seeds
-    except RunFailure as error:  # an env, an evaluation or a divergence; the notes name the checkpoints
-        print(f"error: {error}", *getattr(error, "__notes__", []), sep="\n", file=sys.stderr)
-        return [1] * n_seeds
-    except OSError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return [1] * n_seeds
-    except KeyboardInterrupt:
-        print("aborted (second Ctrl-C): no checkpoint written for the current step", file=sys.stderr)
-        return [EXIT_ABORTED] * n_seeds
-    except Exception:
-        traceback.print_exc()
-        return [1] * n_seeds
-    _summarize_tracking(result, trackers, run_dirs)
-    codes = [1 if index in result.failed else 0 for index in range(n_seeds)]
-    if result.failed:
-        print(f"{len(result.failed)} of {n_seeds} seeds diverged and were frozen:", file=sys.stderr)
-        for index, reason in result.failed.items():
-            print(f"  seed {exp.seeds[index]} ({run_dirs[index]}): {reason}", file=sys.stderr)
-    if result.interrupted:
-        written = [path for path in result.checkpoints if path is not None]
-        print(
-            f"Stopped by {result.interrupted} at {result.env_steps} env steps; "
-            f"checkpoint{'s' if len(written) > 1 else ''}: {', '.join(map(str, written))}\n"
-            f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {written[0]}",
-            file=sys.stderr,
-        )
-        return [code or EXIT_INTERRUPTED for code in codes]
-    if outputs.verbose:
-        seeds = f" per seed ({n_seeds} seeds)" if n_seeds > 1 else ""
-        models = ", ".join(str(path) for path in result.checkpoints if path is not None)
-        print(f"Trained {result.env_steps} env steps{seeds} in {result.wall_time:.1f} s; model: {models}")
-    return codes
 
 
 def _summarize_tracking(result: TrainResult, trackers: Sequence[WandbTracker], run_dirs: Sequence[Path]) -> None:

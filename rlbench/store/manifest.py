@@ -53,7 +53,7 @@ class Spaces:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Spaces:
-        """From the JSON form (rlbench.run.experiment.describe_space's, for each space)."""
+        """From the JSON form (rlbench.run.probe.describe_space's, for each space)."""
         return cls(Space.from_json(value["observation"]), Space.from_json(value["action"]))
 
 

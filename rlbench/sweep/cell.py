@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rlbench.run.experiment import RunRequest
-from rlbench.run.launch import RunOutputs
+from rlbench.run.outputs import RunOutputs
 from rlbench.run.signals import SignalScope
 from rlbench.sweep.final_eval import final_evaluations
 from rlbench.sweep.grid import Task
@@ -131,53 +131,33 @@ def run_task(spec: TaskSpec, board: Any) -> TaskOutcome:
 
 def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
     # JAX is imported here, after the pinning and the GPU share above are in place.
-    from rlbench.config import hyperparams
-    from rlbench.errors import ConfigError
     from rlbench.run import compile_cache
+    from rlbench.run.exit_codes import STOPPING_ERRORS, error_text, exit_code
     from rlbench.run.experiment import resolve
-    from rlbench.run.launch import prepare_run_dirs, print_banner, train_run
-    from rlbench.store.checkpoint import CheckpointError
+    from rlbench.run.launch import Hooks, launch, report
 
     n = len(spec.task.cells)
     compile_cache.enable(spec.compile_cache)
-    request = dataclasses.replace(spec.request, log_folder=str(staging))
-    found = resumable_checkpoint(staging, spec.task.cells[0].algo) if spec.shared_fs else None
-    resumed_from = None
-    if found is not None:
-        path, steps, target = found
-        resumed_from = str(path)
-        print(f"=== continuing from checkpoint {path} at {steps} env steps (until {target})", flush=True)
-        # No -params and no file: the checkpoint holds the resolved hyperparameters; -n counts the steps to add.
-        request = dataclasses.replace(
-            request, trained_agent=str(path), n_timesteps=target - steps, params=(), conf_file=None, n_seeds=None
-        )
-    else:
-        if staging.exists():
-            print(f"=== no checkpoint to continue from in {staging}: starting from scratch", flush=True)
-            shutil.rmtree(staging)
-        staging.mkdir(parents=True)
+    request, resumed_from = continue_or_start(spec, staging)
     outputs = dataclasses.replace(spec.outputs, log_folder=str(staging))
     try:
         exp = resolve(request)
-        run_dirs = prepare_run_dirs(exp, outputs)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return TaskOutcome([2] * n, [str(error)] * n, [None] * n, [None] * n, "", 0.0, resumed_from)
-    except (CheckpointError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return TaskOutcome([1] * n, [str(error)] * n, [None] * n, [None] * n, "", 0.0, resumed_from)
-    if spec.outputs.verbose:
-        print_banner(exp, run_dirs, spec.request.conf_file or str(hyperparams.default_file(exp.algo.name)))
+    except STOPPING_ERRORS as error:
+        code = exit_code(error)
+        return TaskOutcome([code] * n, [error_text(error)] * n, [None] * n, [None] * n, "", 0.0, resumed_from)
     progress = ProgressReport(board_stop.board, spec.task.id)
     with SignalStop() as signals:
-        codes = train_run(
-            exp,
-            outputs,
-            run_dirs,
+        hooks = Hooks(
             stop_requested=lambda: signals() or board_stop(),
             on_eval=progress.evaluation,
             on_iteration=progress.iteration,
         )
+        launched = launch(exp, outputs, hooks)
+        codes = report(exp, launched, spec.outputs.verbose)
+    run_dirs = launched.run_dirs
+    if not run_dirs:  # the start failed (a full disk): no run folder to report on
+        errors = [error_text(launched.error)] * n
+        return TaskOutcome(codes, errors, [None] * n, [None] * n, "", 0.0, resumed_from)
     for index, (code, run_dir) in enumerate(zip(codes, run_dirs, strict=True)):
         if code == 0 and exp.resume_seeds:  # a continuation: the earlier attempts' log rows go in front
             keep_history(run_dir, exp.resume_seeds[index], staging)
@@ -185,6 +165,26 @@ def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
     errors = [None] * n  # filled from the log by run_task
     staged = [str(run_dir) if code == 0 else None for code, run_dir in zip(codes, run_dirs, strict=True)]
     return TaskOutcome(codes, errors, staged, [None] * n, "", 0.0, resumed_from, final_evals=finals)
+
+
+def continue_or_start(spec: TaskSpec, staging: Path) -> tuple[RunRequest, str | None]:
+    """The task's request in its staging folder: a continuation of the newest valid checkpoint an earlier
+    attempt left there (shared storage), else a fresh start in an emptied folder; and the checkpoint."""
+    request = dataclasses.replace(spec.request, log_folder=str(staging))
+    found = resumable_checkpoint(staging, spec.task.cells[0].algo) if spec.shared_fs else None
+    if found is None:
+        if staging.exists():
+            print(f"=== no checkpoint to continue from in {staging}: starting from scratch", flush=True)
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        return request, None
+    path, steps, target = found
+    print(f"=== continuing from checkpoint {path} at {steps} env steps (until {target})", flush=True)
+    # No -params and no file: the checkpoint holds the resolved hyperparameters; -n counts the steps to add.
+    request = dataclasses.replace(
+        request, trained_agent=str(path), n_timesteps=target - steps, params=(), conf_file=None, n_seeds=None
+    )
+    return request, str(path)
 
 
 def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | None:

@@ -21,16 +21,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlbench.algos.registry import ALGORITHMS, get_algo
+from rlbench.algos.registry import get_algo
 from rlbench.cli import train as train_cli
+from rlbench.cli.flags import Group, flag, parser_from, seeds_group, shared
 from rlbench.config import hyperparams
 from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
 from rlbench.redact import redact_argv
 from rlbench.run import compile_cache
-from rlbench.run.experiment import MAX_SEED, RunRequest, check_log_folder, device_flag, split_device
-from rlbench.run.launch import RunOutputs, Tracking
+from rlbench.run.device import split_device
+from rlbench.run.exit_codes import exit_code
+from rlbench.run.experiment import MAX_SEED, RunRequest
+from rlbench.run.outputs import RunOutputs, Tracking
+from rlbench.run.probe import check_log_folder
 from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
 from rlbench.sweep.final_eval import short_runs_note
 from rlbench.sweep.grid import SweepSpec, check_name, default_name, parse_grid
@@ -42,78 +46,68 @@ SAVE_FREQ_FRACTION = 10  # by default a sweep checkpoints (with the replay buffe
 MAX_CELLS = 10_000
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # The docstring's first paragraph, whole: its first line alone stops mid-sentence.
-    p = argparse.ArgumentParser(prog="python -m rlbench.sweep", description=" ".join(__doc__.split("\n\n")[0].split()))
-    grid = p.add_argument_group("the grid (what the results are)")
-    grid.add_argument("--algos", nargs="+", default=["sac"], help=f"of {', '.join(ALGORITHMS)}")
-    grid.add_argument("--envs", nargs="+", default=["Pendulum-v1"], help="gymnasium env ids")
-    seeds = grid.add_mutually_exclusive_group()
-    seeds.add_argument("--seeds", type=int, default=3, metavar="N", help="seeds 1..N (default 3)")
-    seeds.add_argument("--seed-list", type=int, nargs="+", default=None, metavar="SEED", help="these seeds")
-    grid.add_argument("-n", "--n-timesteps", type=int, default=-1, help="env steps per run (default: the file's)")
-    grid.add_argument(
-        "-params", "--hyperparams", nargs="+", default=[], metavar="KEY:VALUE", help="as train.py's, for every run"
-    )
-    grid.add_argument(
-        "--params-for",
-        nargs="+",
-        action="append",
-        default=[],
-        metavar=("ALGO", "KEY:VALUE"),
-        help="overrides for one algorithm's runs, after -params (repeat per algorithm)",
-    )
-    grid.add_argument(
+# The grid (what the results are), where and how it runs, and its tracking: `python -m rlbench.sweep`'s flags.
+GRID_FLAGS = (
+    shared("algos"),
+    shared("envs"),
+    seeds_group(metavar="N"),
+    shared("n_timesteps", help="env steps per run (default: the file's)"),
+    shared("hyperparams", help="as train.py's, for every run"),
+    shared("params_for"),
+    flag(
         "--grid",
         nargs="+",
         default=[],
         metavar="KEY:V1,V2",
         help="a settings axis, e.g. policy_delay:1,3 (each value a -params value; lists in brackets)",
-    )
-    grid.add_argument("-conf", "--conf-file", default=None, help="hyperparameter file (default hyperparams/<algo>.yml)")
-    grid.add_argument("--eval-freq", type=int, default=10_000, help="evaluate every n env steps (default 10000)")
-    grid.add_argument("--eval-episodes", type=int, default=5, help="episodes per evaluation")
-    run = p.add_argument_group("where and how")
-    run.add_argument("-f", "--log-folder", type=Path, default=Path("logs"), help="the log root (runs: <f>/<algo>/)")
-    run.add_argument("--name", default=None, help="the sweep's name (default <algos>_<envs>): <f>/sweeps/<name>/")
-    run.add_argument(
-        "--address",
-        default=None,
-        help="a running Ray cluster: auto or HOST:PORT (default: a private Ray instance on this machine)",
-    )
-    run.add_argument("--max-retries", type=int, default=2, help="retries of a cell whose process or node died")
-    run.add_argument(
+    ),
+    shared("conf_file", help="hyperparameter file (default hyperparams/<algo>.yml)"),
+    shared("eval_freq", default=10_000, help="evaluate every n env steps (default 10000)"),
+    shared("eval_episodes"),
+)
+RUN_FLAGS = (
+    shared("log_folder", type=Path, default=Path("logs"), help="the log root (runs: <f>/<algo>/)"),
+    flag("--name", default=None, help="the sweep's name (default <algos>_<envs>): <f>/sweeps/<name>/"),
+    shared("address"),
+    flag("--max-retries", type=int, default=2, help="retries of a cell whose process or node died"),
+    flag(
         "--no-shared-fs",
         action="store_true",
         help="the nodes do not share the log root: finished runs come back through Ray, a retried cell "
         "starts from scratch",
-    )
-    run.add_argument("--retry-failed", action="store_true", help="run the cells that failed earlier again")
-    run.add_argument("--seeds-per-process", type=int, default=None, metavar="K", help="vmapped seeds per process")
-    run.add_argument("--cpus-per-run", type=float, default=None, help="CPUs per process (default 1)")
-    run.add_argument("--gpus-per-run", type=float, default=None, help="GPUs per process (default 0.25 on GPU nodes)")
-    run.add_argument(
-        "--device",
-        default="auto",
-        type=device_flag,
-        help="as train.py's; gpu:N runs every process on this machine's N-th GPU (without --address)",
-    )
-    run.add_argument(
+    ),
+    flag("--retry-failed", action="store_true", help="run the cells that failed earlier again"),
+    flag("--seeds-per-process", type=int, default=None, metavar="K", help="vmapped seeds per process"),
+    flag("--cpus-per-run", type=float, default=None, help="CPUs per process (default 1)"),
+    flag("--gpus-per-run", type=float, default=None, help="GPUs per process (default 0.25 on GPU nodes)"),
+    shared("device", help="as train.py's; gpu:N runs every process on this machine's N-th GPU (without --address)"),
+    flag(
         "--save-freq",
         type=int,
         default=None,
         help=f"checkpoint every n env steps, with the replay buffer (default a {SAVE_FREQ_FRACTION}th of the "
         "run; < 0: never, and an interrupted cell starts over)",
+    ),
+    shared("at_steps"),
+    flag("--no-report", action="store_true", help="skip the report (and matplotlib)"),
+    shared("compile_cache", help="as train.py's, on every node"),
+)
+TRACKING_FLAGS = (
+    shared("track", help="track every run on W&B, grouped by the sweep's name"),
+    shared("wandb_project_name"),
+    shared("wandb_entity", help="W&B entity"),
+    shared("wandb_tags"),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # The docstring's first paragraph, whole: its first line alone stops mid-sentence.
+    table = (
+        Group(GRID_FLAGS, "the grid (what the results are)"),
+        Group(RUN_FLAGS, "where and how"),
+        Group(TRACKING_FLAGS, "tracking"),
     )
-    run.add_argument("--at-steps", type=int, default=100_000, help="the report's second table: returns at n steps")
-    run.add_argument("--no-report", action="store_true", help="skip the report (and matplotlib)")
-    run.add_argument("--compile-cache", default=None, metavar="DIR|none", help="as train.py's, on every node")
-    track = p.add_argument_group("tracking")
-    train_cli.add_bool_flag(track, "--track", help="track every run on W&B, grouped by the sweep's name")
-    track.add_argument("--wandb-project-name", default="sb3", help="W&B project")
-    track.add_argument("--wandb-entity", default=None, help="W&B entity")
-    track.add_argument("-tags", "--wandb-tags", nargs="+", default=[], help="W&B tags")
-    return p
+    return parser_from(table, prog="python -m rlbench.sweep", description=" ".join(__doc__.split("\n\n")[0].split()))
 
 
 def spec_from_args(args: argparse.Namespace) -> SweepSpec:
@@ -124,38 +118,11 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
     envs = tuple(dict.fromkeys(args.envs))
     for env in envs:
         check_env_id(env)
-    check_seed_count(args)  # before the seeds are built: `--seeds 5000000000` is a tuple of 40 GB
-    seeds = tuple(dict.fromkeys(args.seed_list)) if args.seed_list is not None else tuple(range(1, args.seeds + 1))
-    for flag, value, lowest in (
-        ("--eval-freq", args.eval_freq, 1),
-        ("--eval-episodes", args.eval_episodes, 1),
-        ("--max-retries", args.max_retries, 0),
-        ("--at-steps", args.at_steps, 1),
-        ("--seed-list", min(seeds, default=0), 0),
-    ):
-        if value < lowest:
-            raise ConfigError(f"{flag}: expected an integer >= {lowest}, got {value}")
-    if max(seeds) > MAX_SEED:
-        raise ConfigError(f"--seed-list: seeds go up to {MAX_SEED}, got {max(seeds)}")
+    seeds = seeds_from_args(args)
     if args.n_timesteps == 0 or args.n_timesteps < -1:
         raise ConfigError(f"-n: expected a positive number of env steps, got {args.n_timesteps}")
-    params_for: dict[str, tuple[str, ...]] = {}
-    for algo, *tokens in args.params_for:
-        if algo not in algos:
-            raise ConfigError(f"--params-for {algo}: not one of --algos ({', '.join(algos)})")
-        if not tokens:
-            raise ConfigError(f"--params-for {algo}: expected KEY:VALUE overrides after the algorithm")
-        params_for[algo] = params_for.get(algo, ()) + tuple(tokens)
-    try:  # the syntax of every value now; whether an algorithm accepts it is each cell's own check
-        parse_key_values(list(args.hyperparams), "-params")
-        for algo, tokens in params_for.items():
-            parse_key_values(list(tokens), f"--params-for {algo}")
-        axes = parse_grid(args.grid)
-        for key, values in axes:
-            for value in values:
-                parse_key_values([f"{key}:{value}"], "--grid")
-    except LiteralError as error:
-        raise ConfigError(str(error)) from None
+    params_for = params_for_from_args(args, algos)
+    axes = check_values(args, params_for)
     check_cell_count(len(algos) * len(envs) * math.prod(len(values) for _, values in axes) * len(seeds))
     if args.address is not None and split_device(args.device)[1] is not None:
         raise ConfigError(
@@ -163,15 +130,8 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
             "--gpus-per-run), or leave --address out to run every process on this machine's GPU"
         )
     check_log_folder(str(args.log_folder))  # train.py's check: `-f` naming a file is one line, not a traceback
-    name = check_name(args.name) if args.name is not None else default_name(algos, envs)
-    # Keyed by the name the user gave, or the shipped file's name in the repository: the same command from
-    # another checkout finds the same sweep, unless the file's content differs there.
-    if args.conf_file:
-        hashes = ((args.conf_file, file_hash(Path(args.conf_file))),)
-    else:
-        hashes = tuple((f"hyperparams/{algo}.yml", file_hash(hyperparams.default_file(algo))) for algo in algos)
     return SweepSpec(
-        name=name,
+        name=check_name(args.name) if args.name is not None else default_name(algos, envs),
         algos=algos,
         envs=envs,
         seeds=seeds,
@@ -182,8 +142,65 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
         conf_file=args.conf_file,
         eval_freq=args.eval_freq,
         eval_episodes=args.eval_episodes,
-        file_hashes=hashes,
+        file_hashes=conf_hashes(args.conf_file, algos),
     )
+
+
+def seeds_from_args(args: argparse.Namespace) -> tuple[int, ...]:
+    """--seeds N (1..N) or --seed-list, with the counts and numbers the grid needs checked."""
+    check_seed_count(args)  # before the seeds are built: `--seeds 5000000000` is a tuple of 40 GB
+    seeds = tuple(dict.fromkeys(args.seed_list)) if args.seed_list is not None else tuple(range(1, args.seeds + 1))
+    for name, value, lowest in (
+        ("--eval-freq", args.eval_freq, 1),
+        ("--eval-episodes", args.eval_episodes, 1),
+        ("--max-retries", args.max_retries, 0),
+        ("--at-steps", args.at_steps, 1),
+        ("--seed-list", min(seeds, default=0), 0),
+    ):
+        if value < lowest:
+            raise ConfigError(f"{name}: expected an integer >= {lowest}, got {value}")
+    if max(seeds) > MAX_SEED:
+        raise ConfigError(f"--seed-list: seeds go up to {MAX_SEED}, got {max(seeds)}")
+    return seeds
+
+
+def params_for_from_args(args: argparse.Namespace, algos: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """--params-for ALGO KEY:VALUE... (repeatable), gathered per algorithm, each one of --algos."""
+    params_for: dict[str, tuple[str, ...]] = {}
+    for algo, *tokens in args.params_for:
+        if algo not in algos:
+            raise ConfigError(f"--params-for {algo}: not one of --algos ({', '.join(algos)})")
+        if not tokens:
+            raise ConfigError(f"--params-for {algo}: expected KEY:VALUE overrides after the algorithm")
+        params_for[algo] = params_for.get(algo, ()) + tuple(tokens)
+    return params_for
+
+
+def check_values(
+    args: argparse.Namespace, params_for: dict[str, tuple[str, ...]]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The syntax of every -params, --params-for and --grid value now (whether an algorithm accepts it is
+    each cell's own check); the --grid axes."""
+    try:
+        parse_key_values(list(args.hyperparams), "-params")
+        for algo, tokens in params_for.items():
+            parse_key_values(list(tokens), f"--params-for {algo}")
+        axes = parse_grid(args.grid)
+        for key, values in axes:
+            for value in values:
+                parse_key_values([f"{key}:{value}"], "--grid")
+    except LiteralError as error:
+        raise ConfigError(str(error)) from None
+    return axes
+
+
+def conf_hashes(conf_file: str | None, algos: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The hyperparameter files' hashes, keyed by the name the user gave, or the shipped file's name in the
+    repository: the same command from another checkout finds the same sweep, unless the file's content
+    differs there."""
+    if conf_file:
+        return ((conf_file, file_hash(Path(conf_file))),)
+    return tuple((f"hyperparams/{algo}.yml", file_hash(hyperparams.default_file(algo))) for algo in algos)
 
 
 def check_seed_count(args: argparse.Namespace) -> None:
@@ -272,24 +289,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import_ray()
         cache = compile_cache.enable(args.compile_cache)
-        spec = spec_from_args(args)
-        if args.track:
-            train_cli.import_wandb()
-        if not args.no_report:
-            from rlbench.report import plots
-
-            plots.import_plot_packages()  # the report's curves: before hours of training, not after
-        for flag, value in (("--seeds-per-process", args.seeds_per_process),):
-            if value is not None and value < 1:
-                raise ConfigError(f"{flag}: expected an integer >= 1, got {value}")
+        spec = check_args(args)
+        options = sweep_options(args, spec, cache)
+        command = shlex.join(["python", "-m", "rlbench.sweep", *redact_argv(argv)])
+        return run_sweep(spec, options, cell_template(args), cell_outputs(args, spec), record_args, command)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return exit_code(error)
+
+
+def check_args(args: argparse.Namespace) -> SweepSpec:
+    """The grid and what it needs (W&B, the report's plotting packages), before hours of training, not after."""
+    spec = spec_from_args(args)
+    if args.track:
+        train_cli.import_wandb()
+    if not args.no_report:
+        from rlbench.report import plots
+
+        plots.import_plot_packages()
+    if args.seeds_per_process is not None and args.seeds_per_process < 1:
+        raise ConfigError(f"--seeds-per-process: expected an integer >= 1, got {args.seeds_per_process}")
+    return spec
+
+
+def cell_outputs(args: argparse.Namespace, spec: SweepSpec) -> RunOutputs:
+    """What every cell writes: checkpoints with the replay buffer (a continuation is bit-exact), W&B runs
+    grouped by the sweep's name."""
     tracking = None
     if args.track:
         tracking = Tracking(args.wandb_project_name, args.wandb_entity, spec.name, tuple(args.wandb_tags))
     frequency = save_freq(args, spec)
-    outputs = RunOutputs(
+    return RunOutputs(
         log_folder=str(args.log_folder),
         save_freq=frequency,
         keep_checkpoints=1,
@@ -297,8 +326,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracking=tracking,
         verbose=1,
     )
-    request = cell_template(args)
-    options = SweepOptions(
+
+
+def sweep_options(args: argparse.Namespace, spec: SweepSpec, cache: Path | None) -> SweepOptions:
+    return SweepOptions(
         log_root=args.log_folder,
         address=args.address,
         max_retries=args.max_retries,
@@ -312,9 +343,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         report=not args.no_report,
         notes=(compile_cache.describe(cache), *filter(None, [short_runs_note(spec)])),
     )
-    command = shlex.join(["python", "-m", "rlbench.sweep", *redact_argv(argv)])
-    try:
-        return run_sweep(spec, options, request, outputs, record_args, command)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2

@@ -37,8 +37,10 @@ from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.redact import printable
-from rlbench.run.experiment import RunRequest, split_device
-from rlbench.run.launch import EXIT_INTERRUPTED, RunOutputs, create_run_dir
+from rlbench.run.device import split_device
+from rlbench.run.exit_codes import EXIT_INTERRUPTED
+from rlbench.run.experiment import RunRequest
+from rlbench.run.outputs import RunOutputs, create_run_dir
 from rlbench.run.signals import GracefulStop
 from rlbench.sweep import private_ray
 from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir, unpack

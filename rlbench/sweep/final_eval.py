@@ -17,7 +17,7 @@ from rlbench.config import hyperparams
 from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.errors import ConfigError
 from rlbench.run.experiment import Experiment
-from rlbench.run.launch import model_name
+from rlbench.run.outputs import model_name
 from rlbench.sweep.grid import SweepSpec
 
 

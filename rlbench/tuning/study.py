@@ -43,7 +43,7 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 PRUNERS = ("median", "halving", "hyperband", "none")
 
 
-class StorageUnavailable(RuntimeError):
+class StorageUnavailable(ConnectionError):
     """The storage server refused or could not be reached (exit 1: the same command may work later)."""
 
 

@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,12 @@ import optuna
 
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError, RunFailure
-from rlbench.loggers.base import MultiLogger
 from rlbench.loop.evaluation import EvalResult
-from rlbench.loop.runner import SeedOutput, train_seeds
+from rlbench.loop.runner import TrainResult
 from rlbench.redact import redact, redact_argv
 from rlbench.run.experiment import Experiment, RunRequest, resolve
+from rlbench.run.launch import Hooks, launch
+from rlbench.run.outputs import RunOutputs
 from rlbench.tuning import HEARTBEAT_S, spaces
 from rlbench.tuning.processes import EXIT_INTERRUPTED, StopSignal, exit_with_parent, join_workers, worker_id
 from rlbench.tuning.samplers import SAMPLERS, fetch_auto_sampler, make_sampler
@@ -126,23 +128,15 @@ def optimize(request: RunRequest, options: TuningOptions, argv: Sequence[str]) -
     if options.sampler == "auto":
         fetch_auto_sampler()
     env_name = env_file_name(exp.run.env_id)
-    seed = exp.run.seed
-    n_evaluations = options.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
-    plan = dict(
-        storage=storage_url(request, env_name),
-        study=study_name(request, env_name),
-        seed=seed,
-        n_evaluations=n_evaluations,
-        budget=options.max_total_trials,
-        grace=options.heartbeat_grace,
-    )
+    plan = study_plan(request, options, exp, env_name)
     study = create_or_load(make_storage(plan["storage"], grace_s=plan["grace"]), plan["study"], plan["storage"])
     study.set_user_attr("command", shlex.join(["python", "train.py", *redact_argv(argv)]))
     if options.banner:
         print(options.banner)
     print(
         f"Study {plan['study']} in {redact(plan['storage'])}: {options.n_trials} trials on {options.n_jobs} worker(s), "
-        f"sampler {options.sampler}, pruner {options.pruner}, {n_evaluations} evaluation(s) per trial, seed {seed}"
+        f"sampler {options.sampler}, pruner {options.pruner}, {plan['n_evaluations']} evaluation(s) per trial, "
+        f"seed {plan['seed']}"
     )
     shares = [
         options.n_trials // options.n_jobs + (i < options.n_trials % options.n_jobs) for i in range(options.n_jobs)
@@ -170,6 +164,21 @@ def optimize(request: RunRequest, options: TuningOptions, argv: Sequence[str]) -
             workers_interrupted = join_workers(workers, study, stop)
         # Still under the handlers: a second signal must not cut the report short.
         return report(request, options, exp, study, env_name, interrupted=stop() is not None or workers_interrupted)
+
+
+def study_plan(request: RunRequest, options: TuningOptions, exp: Experiment, env_name: str) -> dict[str, Any]:
+    """What every worker needs to run trials: the study (storage, name, budget, heartbeat grace), the seed
+    trials derive theirs from, and each trial's evaluations (--n-evaluations, by default one per 100k steps)."""
+    n_evaluations = options.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
+    return dict(
+        storage=storage_url(request, env_name),
+        study=study_name(request, env_name),
+        seed=exp.run.seed,
+        n_evaluations=n_evaluations,
+        eval_freq=max(exp.run.n_timesteps // n_evaluations, 1),  # each trial's: n_evaluations per trial
+        budget=options.max_total_trials,
+        grace=options.heartbeat_grace,
+    )
 
 
 def worker_main(
@@ -315,48 +324,57 @@ class Objective:
         trial.set_user_attr("worker", worker_id())
         hyperparams = spaces.sample(self.request.algo, trial)
         trial.set_user_attr("hyperparams", hyperparams)
-        request = dataclasses.replace(self.request, seed=seed, verbose=0, progress=False)
+        request = dataclasses.replace(self.request, seed=seed, verbose=0, progress=False, eval_freq=plan["eval_freq"])
         exp = resolve(request, trial_overrides=hyperparams)  # ConfigError: this trial FAILs (E7)
         trial.set_user_attr("config", json.loads(json.dumps(exp.hyperparams, default=list)))  # what ran
-        eval_freq = max(exp.run.n_timesteps // plan["n_evaluations"], 1)
-        run = dataclasses.replace(exp.run, eval_freq=eval_freq)
-        outputs = [SeedOutput(lambda names: MultiLogger([]), self.trial_folder(trial, seed, exp)) for seed in exp.seeds]
+        # In-process: no run folder, no logger; --optimization-log-path keeps each seed's evaluations.npz.
+        outputs = RunOutputs(run_folders=False, seed_folders=tuple(self.trial_folder(trial, s, exp) for s in exp.seeds))
         evaluations: list[float] = []
-
-        def on_eval(env_steps: int, results: list[EvalResult | None]) -> None:
-            # With --n-seeds K the trial's score is the mean over its K seeds: one seed's luck does not
-            # decide which hyperparameters win, and the pruner compares means, not single draws.
-            for seed, result in zip(exp.seeds, results, strict=True):
-                if result is None:
-                    raise TrialFailed(f"seed {seed} diverged at or before {env_steps} env steps")
-                if not math.isfinite(result.mean):
-                    raise TrialFailed(f"non-finite evaluation return {result.mean} at {env_steps} env steps")
-            value = float(np.mean([result.mean for result in results]))
-            trial.report(value, len(evaluations))
-            evaluations.append(value)
-            if len(results) > 1:
-                trial.set_user_attr("seed_values", [result.mean for result in results])
-            if trial.should_prune():
-                raise optuna.TrialPruned(f"pruned at evaluation {len(evaluations)} ({env_steps} env steps)")
-
+        hooks = Hooks(stop_requested=self.stop, on_eval=partial(report_evaluation, trial, exp, evaluations))
         # RDB storages get Optuna's own heartbeat from study.optimize.
         heartbeat = contextlib.nullcontext() if is_rdb(self.study._storage) else Heartbeat(self.study, trial)
         with heartbeat:
-            result = train_seeds(run, exp.algo, exp.learner_config, outputs, on_eval=on_eval, stop_requested=self.stop)
-        if result.interrupted:
-            raise TrialInterrupted(f"{result.interrupted} at {result.env_steps} env steps")
-        if not all(
-            bool(jax.numpy.isfinite(leaf).all())
-            for leaf in jax.tree_util.tree_leaves((result.state.actor.params, result.state.critic.params))
-        ):
-            raise TrialFailed("non-finite parameters after training")
-        if result.failed:
-            seeds = ", ".join(str(exp.seeds[index]) for index in result.failed)
-            raise TrialFailed(f"seeds {seeds} diverged: {next(iter(result.failed.values()))}")
-        if not evaluations:
-            raise TrialFailed("no evaluation ran (n_timesteps smaller than the evaluation interval?)")
+            launched = launch(exp, outputs, hooks)
+        if launched.error is not None:  # pruned, failed or stopped: Optuna records it (run_worker's `catch`)
+            raise launched.error
+        check_trial_result(exp, launched.result, evaluations)
         if self.study._storage.get_trial(trial._trial_id).state != optuna.trial.TrialState.RUNNING:
             # Failed as stale by another worker meanwhile: fail here too, so that Optuna's tell reports
             # the finished trial (UpdateFinishedTrialError, handled by run_worker) instead of asserting.
             raise TrialFailed(f"trial {trial.number} was failed by another worker while it ran")
         return evaluations[-1]
+
+
+def report_evaluation(
+    trial: optuna.Trial, exp: Experiment, evaluations: list[float], env_steps: int, results: list[EvalResult | None]
+) -> None:
+    """An evaluation's score to the pruner: with --n-seeds K the mean over the K seeds, so that one seed's
+    luck does not decide which hyperparameters win, and the pruner compares means, not single draws."""
+    for seed, result in zip(exp.seeds, results, strict=True):
+        if result is None:
+            raise TrialFailed(f"seed {seed} diverged at or before {env_steps} env steps")
+        if not math.isfinite(result.mean):
+            raise TrialFailed(f"non-finite evaluation return {result.mean} at {env_steps} env steps")
+    value = float(np.mean([result.mean for result in results]))
+    trial.report(value, len(evaluations))
+    evaluations.append(value)
+    if len(results) > 1:
+        trial.set_user_attr("seed_values", [result.mean for result in results])
+    if trial.should_prune():
+        raise optuna.TrialPruned(f"pruned at evaluation {len(evaluations)} ({env_steps} env steps)")
+
+
+def check_trial_result(exp: Experiment, result: TrainResult, evaluations: list[float]) -> None:
+    """TrialFailed for a trial that must not COMPLETE: stopped, non-finite, diverged, or never evaluated."""
+    if result.interrupted:
+        raise TrialInterrupted(f"{result.interrupted} at {result.env_steps} env steps")
+    if not all(
+        bool(jax.numpy.isfinite(leaf).all())
+        for leaf in jax.tree_util.tree_leaves((result.state.actor.params, result.state.critic.params))
+    ):
+        raise TrialFailed("non-finite parameters after training")
+    if result.failed:
+        seeds = ", ".join(str(exp.seeds[index]) for index in result.failed)
+        raise TrialFailed(f"seeds {seeds} diverged: {next(iter(result.failed.values()))}")
+    if not evaluations:
+        raise TrialFailed("no evaluation ran (n_timesteps smaller than the evaluation interval?)")

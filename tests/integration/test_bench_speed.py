@@ -14,7 +14,9 @@ import psutil
 import pytest
 
 from rlbench.algos.registry import ALGORITHMS
-from rlbench.bench.speed import bench_config, gradient_step_gflop, machine, row_from
+from rlbench.bench.children import row_from
+from rlbench.bench.row import bench_config, gradient_step_gflop
+from rlbench.bench.speed import machine
 from rlbench.bench.speed import main as speed_main
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT
@@ -270,3 +272,13 @@ def test_sigterm_kills_the_peer_and_everything_it_started(tmp_path):
     bench = start_bench(tmp_path, "--peer", sys.executable, "--peer-script", str(peer))
     wait_until((tmp_path / "peer.pids").exists, bench)
     stop_and_check_none_left(bench, list(map(int, (tmp_path / "peer.pids").read_text().split())))
+
+
+def test_a_row_resolves_the_config_its_cost_analysis_counts():
+    """A row's run is resolved as train.py's (no hyperparameter file: the row's own entry), to the config
+    bench_config builds without an env."""
+    from rlbench.bench.row import bench_experiment
+
+    exp = bench_experiment("droq", "Pendulum-v1", 1, 20, [256, 256], "float32", 2000)
+    assert exp.learner_config == bench_config("droq", 20, [256, 256])
+    assert (exp.run.n_timesteps, exp.run.eval_freq, exp.seeds) == (2000, -1, (0,))

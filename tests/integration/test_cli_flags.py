@@ -316,3 +316,17 @@ def test_n_at_or_below_learning_starts_warns_in_one_line(tmp_path, capsys):
         run_cli(tmp_path, "-n", "20", *QUIET, "-params", "learning_starts:10", "policy_kwargs:dict(net_arch=[8])") == 0
     )
     assert "Warning" not in capsys.readouterr().err
+
+
+def test_device_is_one_flag_in_every_command():
+    """--device is defined once (rlbench.cli.flags): every command takes gpu:N / cuda:N and refuses the rest."""
+    from rlbench.bench.returns import build_parser as returns_parser
+    from rlbench.bench.speed import build_parser as speed_parser
+    from rlbench.cli.enjoy import build_parser as enjoy_parser
+    from rlbench.sweep.command import build_parser as sweep_parser
+
+    parsers = (build_parser(), enjoy_parser(), enjoy_parser(True), sweep_parser(), returns_parser(), speed_parser())
+    for parser in parsers:
+        assert parser.parse_args(["--device", "cuda:1"]).device == "cuda:1"
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--device", "tpu"])

@@ -21,8 +21,8 @@ from rlbench.config.entry import RunConfig
 from rlbench.loggers.csv import CSVLogger
 from rlbench.loop.runner import FAILED_FILE, SeedOutput, train, train_seeds
 from rlbench.loop.saving import CheckpointSettings
-from rlbench.run.launch import claim_run_dirs
 from rlbench.run.memory import check_open_files
+from rlbench.run.outputs import claim_run_dirs
 from rlbench.store.checkpoint import read_checkpoint
 from rlbench.store.learner_state import state_from_bytes
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config

@@ -52,7 +52,7 @@ def test_a_packing_no_node_fits_and_oversized_grids_exit_2_before_anything_is_wr
 
 
 def test_on_a_cluster_a_packing_no_node_fits_is_refused_after_a_bounded_wait(tmp_path, ray_session, capsys):
-    from rlbench.run.launch import RunOutputs
+    from rlbench.run.outputs import RunOutputs
     from rlbench.sweep.engine import SweepOptions, run_sweep
 
     args = sweep.build_parser().parse_args(["--seeds", "1", "-n", "300", "--name", "c"])
@@ -165,7 +165,7 @@ def test_a_task_s_start_is_not_lost_when_the_board_answers_late(tmp_path, ray_se
     sent, and the events that drain took from the board were lost (a running cell stayed `pending`)."""
     import ray
 
-    from rlbench.run.launch import RunOutputs
+    from rlbench.run.outputs import RunOutputs
     from rlbench.sweep.engine import Board, Driver, SweepOptions
     from rlbench.sweep.grid import RUNNING, make_tasks, new_manifest
     from rlbench.sweep.packing import choose_packing

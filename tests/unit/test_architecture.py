@@ -49,6 +49,8 @@ RANK = {package: rank for rank, packages in enumerate(STAGES) for package in pac
 # Modules outside rlbench/cli that are command lines themselves, each with what it may do and why.
 CLI_IMPORTERS = {
     "sweep/command.py": "the sweep's command line: each cell is a train.py command line, recorded with its parser",
+    "bench/speed.py": "`bench speed`'s command line: its shared flags come from rlbench.cli.flags",
+    "bench/returns.py": "`bench returns`' command line: its shared flags come from rlbench.cli.flags",
 }
 ARGV_READERS = {
     "bench/__main__.py": "the `python -m rlbench.bench` entry point",

@@ -1,10 +1,15 @@
 """What launch records for a run (issue 32 item 14): a seed's command.txt trains that seed alone, args.yml
-holds RL Zoo's dicts."""
+holds RL Zoo's dicts; what launch returns, in process or with run folders (issue 33 item 3)."""
 
 import shlex
 from pathlib import Path
 
-from rlbench.run.launch import seed_alone_command, zoo_args
+import jax
+import numpy as np
+
+from rlbench.run.experiment import RunRequest, resolve
+from rlbench.run.launch import launch
+from rlbench.run.outputs import RunOutputs, seed_alone_command, zoo_args
 
 GROUP = "python train.py --algo sac --seed 5 --n-seeds 3 -params gamma:0.9 'policy_kwargs:dict(net_arch=[8])'"
 
@@ -40,3 +45,37 @@ def test_args_yml_records_key_value_flags_as_rl_zoo_does():
         "eval_env_kwargs": None,
         "seed": 1,
     }
+
+
+def tiny_request(tmp_path: Path) -> RunRequest:
+    params = ("learning_starts:200", "batch_size:16", "buffer_size:1000", "policy_kwargs:dict(net_arch=[8])")
+    return RunRequest(
+        n_timesteps=300, seed=3, eval_freq=-1, verbose=0, params=params, log_folder=str(tmp_path / "logs")
+    )
+
+
+def test_an_in_process_launch_trains_what_a_launch_with_run_folders_trains(tmp_path):
+    """-optimize trials and bench speed rows launch without run folders (RunOutputs.run_folders=False): the
+    same learner, bit for bit, as train.py's launch of the same request, and nothing written."""
+    with_folders = launch(resolve(tiny_request(tmp_path)), RunOutputs(log_folder=str(tmp_path / "logs"), verbose=0))
+    in_process = launch(resolve(tiny_request(tmp_path)), RunOutputs(run_folders=False))
+    assert with_folders.error is None and in_process.error is None
+    assert with_folders.codes == in_process.codes == [0]
+    assert [path.name for path in with_folders.run_dirs] == ["Pendulum-v1_1"] and in_process.run_dirs == []
+    assert sorted(path.name for path in (tmp_path / "logs" / "sac").iterdir()) == ["Pendulum-v1_1"]
+    pairs = zip(leaves(with_folders.result.state), leaves(in_process.result.state), strict=True)
+    assert all(np.array_equal(a, b) for a, b in pairs)
+
+
+def leaves(state):
+    """The state's arrays, PRNG keys as their data (typed keys do not compare as arrays)."""
+    as_data = lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x  # noqa: E731
+    return [as_data(x) for x in jax.tree.leaves(state)]
+
+
+def test_launch_returns_what_stopped_the_run_and_its_code(tmp_path):
+    """A failure at the start (the log folder became a file) is returned, not raised: the front end decides."""
+    exp = resolve(tiny_request(tmp_path))
+    (tmp_path / "logs").write_text("")
+    launched = launch(exp, RunOutputs(log_folder=str(tmp_path / "logs"), verbose=0))
+    assert isinstance(launched.error, OSError) and launched.codes == [1] and launched.result is None

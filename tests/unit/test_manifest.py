@@ -15,7 +15,7 @@ import pytest
 
 import tests.envs  # noqa: F401  (registers the test envs)
 from rlbench.algos.registry import ALGORITHMS
-from rlbench.run.experiment import describe_space
+from rlbench.run.probe import describe_space
 from rlbench.store.checkpoint import FORMAT_VERSION, read_checkpoint, write_checkpoint
 from rlbench.store.expectations import policy_expectations, resume_expectations
 from rlbench.store.manifest import Divergence, Group, Manifest, RunDescription, Spaces, read_manifest
