@@ -38,7 +38,8 @@ from rlbench.run.experiment import device_flag
 from rlbench.run.launch import EXIT_ABORTED, EXIT_INTERRUPTED, RunOutputs
 from rlbench.sweep import command as sweep_cli
 from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
-from rlbench.sweep.grid import DONE, FAILED, MANIFEST_FILE, Manifest, SweepSpec, load_manifest, sweep_dir
+from rlbench.sweep.grid import SweepSpec, sweep_dir
+from rlbench.sweep.manifest import DONE, FAILED, MANIFEST_FILE, Manifest, load_manifest
 
 DEFAULT_LOG_FOLDER = Path("logs/bench_returns")
 DEFAULT_OUTPUT = Path("benchmarks/returns.md")

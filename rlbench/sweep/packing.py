@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rlbench.errors import ConfigError
+from rlbench.run.experiment import split_device
 
 GPU_SEEDS_PER_PROCESS = 8
 GPU_PROCESSES_PER_GPU = 4
@@ -43,6 +44,13 @@ class Packing:
             "pinned": self.pin,
             "reason": self.reason,
         }
+
+
+def cell_device(device: str, packing: Packing) -> str:
+    """A cell's --device: the packing's where the sweep's is auto; without a GPU index, because a process sees
+    only the GPUs Ray gave it (as GPU 0, 1, ...), and a private instance only the GPU `--device gpu:N` named."""
+    kind, _ = split_device(device)
+    return packing.device if kind == "auto" else kind
 
 
 def choose_packing(

@@ -10,7 +10,8 @@ from rlbench.redact import printable
 from rlbench.report import plots
 from rlbench.report.returns import machine_line
 from rlbench.report.returns import write_report as write_returns_report
-from rlbench.sweep.grid import DONE, FAILED, Cell, Manifest, SweepSpec
+from rlbench.sweep.grid import Cell, SweepSpec
+from rlbench.sweep.manifest import DONE, FAILED, Manifest
 
 
 def curve_label(algo: str, setting_label: str) -> str:

@@ -165,7 +165,7 @@ def test_a_changed_grid_under_the_same_name_is_refused_with_the_difference(tmp_p
     folder = log / "sweeps" / "s"
     folder.mkdir(parents=True)
     spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "s", "--seeds", "2", "-n", "300"]))
-    from rlbench.sweep.grid import new_manifest
+    from rlbench.sweep.manifest import new_manifest
 
     new_manifest(spec, "python -m rlbench.sweep ...").save(folder)
     before = (folder / "manifest.json").read_text()
@@ -294,8 +294,8 @@ def test_two_node_cluster_cells_land_on_both_nodes_and_a_killed_node_s_cells_res
 def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forged_one_refused(tmp_path):
     """The driver records a finished run's move in moved.json before renaming; if it dies between the two,
     the next invocation completes the move (no run lost or trained twice). moved.json is untrusted."""
-    from rlbench.sweep.engine import finish_moves
-    from rlbench.sweep.grid import RUNNING, new_manifest
+    from rlbench.sweep.manifest import RUNNING, new_manifest
+    from rlbench.sweep.moves import finish_moves
 
     log = tmp_path / "logs"
     spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "m", "--seeds", "2", "-n", "300"]))
@@ -332,7 +332,7 @@ def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forge
 
 def forged_sweep(log: Path, name: str) -> tuple[Path, str]:
     """A sweep folder of two cells as a driver leaves it: the manifest, seed 1 done in its run folder."""
-    from rlbench.sweep.grid import DONE, new_manifest
+    from rlbench.sweep.manifest import DONE, new_manifest
 
     argv = ["--name", name, "--seeds", "2", "-n", "300", "-f", str(log)]
     spec = sweep.spec_from_args(sweep.build_parser().parse_args(argv))
@@ -362,7 +362,7 @@ def test_a_deeply_nested_manifest_or_moved_json_is_refused_as_unreadable_in_one_
         assert path.read_text() == text  # nothing rewritten
         (folder / "manifest.json").write_text(honest)
     (folder / "manifest.json").write_text(honest + " " * (1 << 20))  # past 1 MiB, inside this grid's bound
-    from rlbench.sweep.grid import load_manifest
+    from rlbench.sweep.manifest import load_manifest
 
     spec = sweep.spec_from_args(sweep.build_parser().parse_args(shlex.split(argv)))
     assert load_manifest(folder / "manifest.json", spec).cells["sac/Pendulum-v1/-/1"].run_dir == "sac/Pendulum-v1_1"
@@ -441,7 +441,7 @@ def test_a_stopped_and_continued_cell_keeps_every_log_row_and_the_hint_is_the_co
     command actually run, not the manifest's (here forged with an escape sequence)."""
     import threading
 
-    from rlbench.sweep.grid import new_manifest
+    from rlbench.sweep.manifest import new_manifest
 
     log = tmp_path / "logs"
     # Long enough that the cell cannot end in the second or two a stop takes to reach it.
@@ -475,7 +475,7 @@ def test_a_stopped_and_continued_cell_keeps_every_log_row_and_the_hint_is_the_co
 
 def test_a_forged_evaluations_npz_leaves_its_cell_out_of_the_sweep_report_with_a_warning(tmp_path, capsys):
     """Issue 32, item 12: one cell's forged evaluations.npz was a traceback that lost the whole report."""
-    from rlbench.sweep.grid import DONE, new_manifest
+    from rlbench.sweep.manifest import DONE, new_manifest
     from rlbench.sweep.report import write_sweep_report
     from tests.integration.test_scripts import forge_evaluations, write_evaluations
 
