@@ -61,15 +61,7 @@ def choose_packing(
     gpus_per_run: float | None = None,
 ) -> Packing:
     """The packing for a cluster with `resources` (ray.cluster_resources()); flags override each part."""
-    for flag, value, lowest in (
-        ("--seeds-per-process", seeds_per_process, 1),
-        ("--cpus-per-run", cpus_per_run, 0.01),
-        ("--gpus-per-run", gpus_per_run, 0),
-    ):
-        if value is not None and value < lowest:
-            raise ConfigError(f"{flag}: expected a number >= {lowest}, got {value}")
-    if gpus_per_run is not None and gpus_per_run > 1 and not float(gpus_per_run).is_integer():
-        raise ConfigError(f"--gpus-per-run: above 1, a whole number of GPUs (Ray's rule), got {gpus_per_run}")
+    check_flags(seeds_per_process, cpus_per_run, gpus_per_run)
     n_gpus = float(resources.get("GPU", 0))
     n_cpus = float(resources.get("CPU", 0))
     use_gpu = gpus_per_run > 0 if gpus_per_run is not None else n_gpus > 0
@@ -98,6 +90,19 @@ def choose_packing(
     if seeds_per_process or cpus_per_run is not None or gpus_per_run is not None:
         reason += " (flags override the default)"
     return Packing(seeds, float(cpus), float(gpus), reason)
+
+
+def check_flags(seeds_per_process: int | None, cpus_per_run: float | None, gpus_per_run: float | None) -> None:
+    """ConfigError (exit 2) naming the flag whose value Ray could not run."""
+    for flag, value, lowest in (
+        ("--seeds-per-process", seeds_per_process, 1),
+        ("--cpus-per-run", cpus_per_run, 0.01),
+        ("--gpus-per-run", gpus_per_run, 0),
+    ):
+        if value is not None and value < lowest:
+            raise ConfigError(f"{flag}: expected a number >= {lowest}, got {value}")
+    if gpus_per_run is not None and gpus_per_run > 1 and not float(gpus_per_run).is_integer():
+        raise ConfigError(f"--gpus-per-run: above 1, a whole number of GPUs (Ray's rule), got {gpus_per_run}")
 
 
 def fitting_nodes(packing: Packing, nodes: list[Mapping[str, float]]) -> int:

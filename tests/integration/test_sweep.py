@@ -330,6 +330,49 @@ def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forge
     assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1"]
 
 
+def test_the_moves_a_driver_records_are_those_the_next_driver_finishes(tmp_path):
+    """moves.py's writer and reader agree: a driver killed after its renames but before it saved the
+    manifest leaves moved.json as claim_run_folders made it, and the next driver records each finished
+    seed's run folder and final evaluation from it; the failed seed is left as it was, to run again."""
+    from rlbench.sweep.cell import TaskOutcome
+    from rlbench.sweep.grid import Task
+    from rlbench.sweep.manifest import RUNNING, new_manifest
+    from rlbench.sweep.moves import claim_run_folders, finish_moves, record_and_apply_moves
+
+    log = tmp_path / "logs"
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "w", "--seeds", "2", "-n", "300"]))
+    folder = log / "sweeps" / "w"
+    record = new_manifest(spec, "python -m rlbench.sweep ...")
+    task = Task(tuple(spec.cells()))
+    staging = folder / "staging" / task.id
+    staged = [staging / "sac" / f"Pendulum-v1_{seed}" for seed in (1, 2)]
+    for run in staged:
+        run.mkdir(parents=True)
+        (run / "evaluations.npz").write_bytes(run.name.encode())
+    final_eval = {"env_steps": 300, "mean_return": -1234.5, "episodes": 2}
+    outcome = TaskOutcome(
+        codes=[0, 1],
+        errors=[None, "diverged"],
+        staged=[str(run) for run in staged],
+        archives=[None, None],
+        node="n",
+        wall_time_s=1.0,
+        final_evals=[final_eval, None],
+    )
+    moves = claim_run_folders(task, outcome, log)
+    assert list(moves) == ["sac/Pendulum-v1/-/1"] and moves["sac/Pendulum-v1/-/1"]["final"] == "sac/Pendulum-v1_1"
+    record_and_apply_moves(moves, staging, log)
+    for cell in spec.cells():
+        record.cells[cell.key].state = RUNNING  # the manifest as the killed driver last saved it
+    finish_moves(folder, record, log, {cell.key: cell for cell in spec.cells()})
+    cells = manifest(log, "w")["cells"]
+    assert cells["sac/Pendulum-v1/-/1"]["run_dir"] == "sac/Pendulum-v1_1"
+    assert cells["sac/Pendulum-v1/-/1"]["final_eval"] == final_eval and cells["sac/Pendulum-v1/-/1"]["state"] == "done"
+    assert cells["sac/Pendulum-v1/-/2"]["state"] == RUNNING and cells["sac/Pendulum-v1/-/2"]["run_dir"] is None
+    assert (log / "sac/Pendulum-v1_1/evaluations.npz").read_bytes() == b"Pendulum-v1_1"
+    assert sorted(path.name for path in (log / "sac").iterdir()) == ["Pendulum-v1_1"]
+
+
 def forged_sweep(log: Path, name: str) -> tuple[Path, str]:
     """A sweep folder of two cells as a driver leaves it: the manifest, seed 1 done in its run folder."""
     from rlbench.sweep.manifest import DONE, new_manifest
