@@ -17,7 +17,7 @@ from typing import Any
 
 from rlbench.redact import printable
 from rlbench.run.experiment import RunRequest
-from rlbench.run.launch import EXIT_INTERRUPTED, RunOutputs
+from rlbench.run.launch import EXIT_ABORTED, EXIT_INTERRUPTED, RunOutputs
 from rlbench.run.signals import GracefulStop
 from rlbench.sweep.board import Board
 from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir
@@ -30,7 +30,6 @@ from rlbench.sweep.packing import Packing, cell_device
 from rlbench.sweep.progress import Progress, TaskView
 
 STOP_ANNOUNCE = "every run writes its checkpoint and stops (Ctrl-C again aborts)"
-EXIT_ABORTED = 130
 PROCESS_LOST = "process lost"  # how a failed cell's error starts when its process died, not the run
 
 # What train.py would record for a cell: (args.yml as a dict, command.txt) from its request and outputs.
