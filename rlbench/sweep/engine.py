@@ -52,6 +52,7 @@ from rlbench.sweep.manifest import (
 )
 from rlbench.sweep.moves import finish_moves
 from rlbench.sweep.options import SweepOptions
+from rlbench.sweep.packing import Packing
 from rlbench.sweep.scheduler import PROCESS_LOST, Driver, RecordArgs
 
 INSTALL_HINT = 'pip install -e ".[sweep]"'
@@ -113,6 +114,7 @@ def _run_locked(
     record_args: RecordArgs,
     command: str,
 ) -> int:
+    """run_sweep once its lock is held: finish a killed driver's moves, run what is left, then the report."""
     cells = {cell.key: cell for cell in spec.cells()}
     if (folder / "staging").is_dir():
         finish_moves(folder, manifest, options.log_root, cells)
@@ -125,18 +127,7 @@ def _run_locked(
         connect(ray, options.address, request.device)
     try:
         packing = pack(ray, len(spec.seeds), request.device, options)  # bad input: its error line comes first
-        for line in options.notes:
-            print(line, flush=True)
-        print(f"Packing: {packing.reason}", flush=True)
-        tasks = group_tasks(todo, manifest, folder, packing.seeds_per_process)
-        _start_retried_cells(todo, manifest, folder)
-        manifest.packing = packing.plain()
-        manifest.save(folder)  # the first file the sweep writes: every check above has passed
-        print(
-            f"Sweep {spec.name}: {len(cells)} cells, {len(todo)} to run in {len(tasks)} processes; manifest "
-            f"{folder / MANIFEST_FILE}",
-            flush=True,
-        )
+        tasks = _write_plan(spec, options, manifest, folder, packing, todo)
         driver = Driver(ray, spec, options, manifest, folder, packing, request, outputs, record_args, command)
         code = driver.run(tasks)
     finally:
@@ -146,6 +137,26 @@ def _run_locked(
         (folder / "staging").rmdir()  # when nothing is left in it
     finish(spec, manifest, folder, options)
     return code
+
+
+def _write_plan(
+    spec: SweepSpec, options: SweepOptions, manifest: Manifest, folder: Path, packing: Packing, todo: list[Cell]
+) -> list[Task]:
+    """The processes to run, said on the console and written in the manifest: the first file the sweep
+    writes, once every check has passed."""
+    for line in options.notes:
+        print(line, flush=True)
+    print(f"Packing: {packing.reason}", flush=True)
+    tasks = group_tasks(todo, manifest, folder, packing.seeds_per_process)
+    _start_retried_cells(todo, manifest, folder)
+    manifest.packing = packing.plain()
+    manifest.save(folder)
+    print(
+        f"Sweep {spec.name}: {len(manifest.cells)} cells, {len(todo)} to run in {len(tasks)} processes; manifest "
+        f"{folder / MANIFEST_FILE}",
+        flush=True,
+    )
+    return tasks
 
 
 def _nothing_to_do(spec: SweepSpec, manifest: Manifest, folder: Path, options: SweepOptions) -> int:
