@@ -37,8 +37,10 @@ from rlbench.run import compile_cache
 from rlbench.run.exit_codes import EXIT_ABORTED, EXIT_INTERRUPTED, exit_code
 from rlbench.run.outputs import RunOutputs
 from rlbench.sweep import command as sweep_cli
-from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
-from rlbench.sweep.grid import DONE, FAILED, MANIFEST_FILE, Manifest, SweepSpec, load_manifest, sweep_dir
+from rlbench.sweep.engine import import_ray, run_sweep
+from rlbench.sweep.grid import SweepSpec, sweep_dir
+from rlbench.sweep.manifest import DONE, FAILED, MANIFEST_FILE, Manifest, load_manifest
+from rlbench.sweep.options import SweepOptions
 
 DEFAULT_LOG_FOLDER = Path("logs/bench_returns")
 DEFAULT_OUTPUT = Path("benchmarks/returns.md")

@@ -37,7 +37,6 @@ from rlbench.config.entry import (
 from rlbench.envs.make import check_env_id, env_file_name
 from rlbench.errors import ConfigError
 from rlbench.run.device import select_device
-from rlbench.run.device import split_device as split_device  # moved to run/device.py; importable here too
 from rlbench.run.layers import Layers, TrialLoader, entry_layers, trusted
 from rlbench.run.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
 from rlbench.run.probe import Envs, probe_envs, spaces_spec

@@ -30,11 +30,9 @@ from rlbench.loggers.tracking import WandbTracker
 from rlbench.loop.runner import SeedOutput, TrainResult, train_seeds
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.redact import redact_values
-from rlbench.run.exit_codes import EXIT_ABORTED as EXIT_ABORTED  # moved there; importable here too
 from rlbench.run.exit_codes import EXIT_INTERRUPTED, STOPPING_ERRORS, exit_code
 from rlbench.run.experiment import Experiment
 from rlbench.run.outputs import RunOutputs, Tracking, model_name, plain_yaml, prepare_run_dirs, zoo_args
-from rlbench.run.outputs import create_run_dir as create_run_dir  # moved there; importable here too
 from rlbench.store.manifest import Group, RunDescription, Spaces, library_versions
 
 

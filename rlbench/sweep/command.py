@@ -35,9 +35,10 @@ from rlbench.run.exit_codes import exit_code
 from rlbench.run.experiment import MAX_SEED, RunRequest
 from rlbench.run.outputs import RunOutputs, Tracking
 from rlbench.run.probe import check_log_folder
-from rlbench.sweep.engine import SweepOptions, import_ray, run_sweep
+from rlbench.sweep.engine import import_ray, run_sweep
 from rlbench.sweep.final_eval import short_runs_note
 from rlbench.sweep.grid import SweepSpec, check_name, default_name, parse_grid
+from rlbench.sweep.options import SweepOptions
 
 SAVE_FREQ_FRACTION = 10  # by default a sweep checkpoints (with the replay buffer) every tenth of a run
 # A sweep's runs at most: each is a run folder, a manifest entry and a Ray task, and the driver rewrites the

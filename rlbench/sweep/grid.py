@@ -1,55 +1,28 @@
-"""A sweep's grid and its manifest.
+"""A sweep's grid: what it runs, and the names it runs them under.
 
 The grid is algos x envs x settings x seeds: `--grid policy_delay:1,3 gamma:0.98,0.99` makes four
 settings, each a set of -params tokens applied after the shared ones. A *cell* is one (algo, env,
 setting, seed): one train.py run folder. A *task* is one process on a Ray worker: up to
 `seeds_per_process` consecutive seeds of one (algo, env, setting), trained as one vmapped learner.
 
-The manifest (`<log root>/sweeps/<name>/manifest.json`) records the grid and each cell's state, node,
-attempts, wall time, run folder and error. Only the driver writes it, atomically. It is read back as
-untrusted input: `load_manifest` checks every field it uses, and a run folder or task name in it must be
-a plain relative name under the log root.
+Pure values, nothing read or written: what the manifest records of each cell is rlbench.sweep.manifest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-import json
-import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError
-from rlbench.files import (
-    MAX_SETTINGS_BYTES,
-    MAX_VALUES,
-    UntrustedFileError,
-    atomic_write_text,
-    parse_json,
-    read_bounded_text,
-)
 
-MANIFEST_FILE = "manifest.json"
-MANIFEST_VERSION = 1
 SWEEPS_FOLDER = "sweeps"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-# A cell's states. `interrupted` cells resume from their checkpoint on the next invocation; `failed`
-# ones are left alone unless --retry-failed asks for them again.
-PENDING, RUNNING, DONE, FAILED, INTERRUPTED = "pending", "running", "done", "failed", "interrupted"
-STATES = (PENDING, RUNNING, DONE, FAILED, INTERRUPTED)
-
-# The manifest's bounds grow with the grid: a finished cell's record measured ~370 bytes and 18 JSON values
-# (a 1,200-cell grid of long env and host names: 447 KB), so a flat 1 MiB would refuse an honest sweep of
-# ~2,800 cells. 4 KiB a cell leaves room for long error lines; the values likewise, with room to spare.
-MANIFEST_BYTES_PER_CELL = 4096
-MANIFEST_VALUES_PER_CELL = 32
 
 
 @dataclass(frozen=True)
@@ -223,167 +196,3 @@ def default_name(algos: Sequence[str], envs: Sequence[str]) -> str:
     if len(text) > 100:
         text = text[:90] + "_" + hashlib.sha256(text.encode()).hexdigest()[:8]
     return text
-
-
-# -- the manifest --------------------------------------------------------------------------------
-
-
-@dataclass
-class CellRecord:
-    """A cell's line in the manifest."""
-
-    state: str = PENDING
-    task: str | None = None  # the task (staging folder) that last ran it
-    node: str | None = None
-    attempts: int = 0
-    wall_time_s: float = 0.0
-    run_dir: str | None = None  # relative to the log root, once finished
-    error: str | None = None
-    log: str | None = None  # the last attempt's log, relative to the sweep folder
-    # the final model's evaluation when the run's last one was earlier (rlbench.sweep.final_eval):
-    # {"env_steps": int, "mean_return": float, "episodes": int}
-    final_eval: dict[str, Any] | None = None
-
-    def plain(self) -> dict[str, Any]:
-        return dict(vars(self))
-
-
-@dataclass
-class Manifest:
-    name: str
-    grid: dict[str, Any]
-    cells: dict[str, CellRecord]
-    command: str = ""
-    created: str = ""
-    packing: dict[str, Any] = field(default_factory=dict)
-
-    def save(self, folder: Path) -> None:
-        data = {
-            "version": MANIFEST_VERSION,
-            "name": self.name,
-            "created": self.created,
-            "updated": now(),
-            "command": self.command,
-            "grid": self.grid,
-            "packing": self.packing,
-            "cells": {key: record.plain() for key, record in self.cells.items()},
-        }
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(folder / MANIFEST_FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
-
-    def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATES, 0)
-        for record in self.cells.values():
-            counts[record.state] += 1
-        return counts
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def new_manifest(spec: SweepSpec, command: str) -> Manifest:
-    return Manifest(spec.name, spec.record(), {cell.key: CellRecord() for cell in spec.cells()}, command, now())
-
-
-def load_manifest(path: Path, spec: SweepSpec) -> Manifest:
-    """The manifest at `path`, checked field by field; ConfigError naming the file and the field that is
-    wrong, or the grid's differences from `spec` (a changed grid under the same name)."""
-    where = f"{path}"
-    n_cells = len(spec.cells())
-    try:
-        text = read_bounded_text(path, MAX_SETTINGS_BYTES + n_cells * MANIFEST_BYTES_PER_CELL)
-        data = parse_json(text, max_values=MAX_VALUES + n_cells * MANIFEST_VALUES_PER_CELL)
-    except (OSError, UntrustedFileError) as error:
-        raise ConfigError(f"{where}: unreadable ({error}); move the sweep folder away, or use another --name") from None
-    if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
-        raise ConfigError(f"{where}: not a version-{MANIFEST_VERSION} sweep manifest")
-    grid = _field(data, "grid", dict, where)
-    changes = grid_differences(grid, spec.record())
-    if changes:
-        raise ConfigError(
-            f"sweep {spec.name!r} in {path.parent} was started with another grid ("
-            + "; ".join(changes)
-            + "); use another --name, or move that folder away"
-        )
-    raw_cells = _field(data, "cells", dict, where)
-    expected = {cell.key for cell in spec.cells()}
-    if set(raw_cells) != expected:
-        raise ConfigError(f"{where}: its cells are not the grid's (the file was edited); move the sweep folder away")
-    cells = {key: _cell_record(value, f"{where}: cell {key}") for key, value in raw_cells.items()}
-    return Manifest(
-        name=spec.name,
-        grid=grid,
-        cells=cells,
-        command=str(data.get("command", "")),
-        created=str(data.get("created", "")),
-        packing=data.get("packing") if isinstance(data.get("packing"), dict) else {},
-    )
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
-    value = data.get(key)
-    if not isinstance(value, kind):
-        raise ConfigError(f"{where}: {key!r} is missing or not a {kind.__name__}")
-    return value
-
-
-def _cell_record(value: Any, where: str) -> CellRecord:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: not an object")
-    record = CellRecord()
-    state = value.get("state")
-    if state not in STATES:
-        raise ConfigError(f"{where}: state {state!r} is not one of {', '.join(STATES)}")
-    record.state = state
-    for key in ("task", "node", "error", "log", "run_dir"):
-        item = value.get(key)
-        if item is not None and not isinstance(item, str):
-            raise ConfigError(f"{where}: {key} must be a string or null")
-        setattr(record, key, item)
-    if record.task is not None and not NAME_PATTERN.fullmatch(record.task):
-        raise ConfigError(f"{where}: task {record.task!r} is not a plain folder name")
-    if record.run_dir is not None and not is_run_dir(record.run_dir):
-        raise ConfigError(f"{where}: run_dir {record.run_dir!r} is not <algo>/<folder> under the log root")
-    if record.log is not None and not re.fullmatch(r"logs/[A-Za-z0-9._-]+\.log", record.log):
-        raise ConfigError(f"{where}: log {record.log!r} is not logs/<file>.log")
-    attempts, wall = value.get("attempts"), value.get("wall_time_s")
-    if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 0:
-        raise ConfigError(f"{where}: attempts must be an integer >= 0")
-    if not isinstance(wall, int | float) or isinstance(wall, bool) or wall < 0:
-        raise ConfigError(f"{where}: wall_time_s must be a number >= 0")
-    record.attempts, record.wall_time_s = attempts, float(wall)
-    record.final_eval = check_final_eval(value.get("final_eval"), where)
-    if record.state == DONE and record.run_dir is None:
-        raise ConfigError(f"{where}: done without a run_dir")
-    return record
-
-
-def check_final_eval(value: Any, where: str) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    fields = (
-        (value.get("env_steps"), value.get("mean_return"), value.get("episodes")) if isinstance(value, dict) else ()
-    )
-    if len(fields) != 3 or not (
-        all(isinstance(item, int) and not isinstance(item, bool) and item >= 0 for item in fields[::2])
-        and isinstance(fields[1], int | float)
-        and not isinstance(fields[1], bool)
-        and math.isfinite(fields[1])
-    ):
-        raise ConfigError(f"{where}: final_eval must hold env_steps, mean_return (finite) and episodes")
-    return {"env_steps": fields[0], "mean_return": float(fields[1]), "episodes": fields[2]}
-
-
-def is_run_dir(text: str) -> bool:
-    parts = text.split("/")
-    return len(parts) == 2 and all(NAME_PATTERN.fullmatch(part) for part in parts)
-
-
-def grid_differences(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
-    """`key: <there> there, <now> now` for each grid entry that differs."""
-    return [
-        f"{key}: {json.dumps(recorded.get(key))} there, {json.dumps(wanted.get(key))} now"
-        for key in dict.fromkeys([*recorded, *wanted])
-        if recorded.get(key) != wanted.get(key)
-    ]

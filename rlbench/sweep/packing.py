@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rlbench.errors import ConfigError
+from rlbench.run.device import split_device
 
 GPU_SEEDS_PER_PROCESS = 8
 GPU_PROCESSES_PER_GPU = 4
@@ -45,6 +46,13 @@ class Packing:
         }
 
 
+def cell_device(device: str, packing: Packing) -> str:
+    """A cell's --device: the packing's where the sweep's is auto; without a GPU index, because a process sees
+    only the GPUs Ray gave it (as GPU 0, 1, ...), and a private instance only the GPU `--device gpu:N` named."""
+    kind, _ = split_device(device)
+    return packing.device if kind == "auto" else kind
+
+
 def choose_packing(
     resources: Mapping[str, float],
     n_seeds: int,
@@ -53,15 +61,7 @@ def choose_packing(
     gpus_per_run: float | None = None,
 ) -> Packing:
     """The packing for a cluster with `resources` (ray.cluster_resources()); flags override each part."""
-    for flag, value, lowest in (
-        ("--seeds-per-process", seeds_per_process, 1),
-        ("--cpus-per-run", cpus_per_run, 0.01),
-        ("--gpus-per-run", gpus_per_run, 0),
-    ):
-        if value is not None and value < lowest:
-            raise ConfigError(f"{flag}: expected a number >= {lowest}, got {value}")
-    if gpus_per_run is not None and gpus_per_run > 1 and not float(gpus_per_run).is_integer():
-        raise ConfigError(f"--gpus-per-run: above 1, a whole number of GPUs (Ray's rule), got {gpus_per_run}")
+    check_flags(seeds_per_process, cpus_per_run, gpus_per_run)
     n_gpus = float(resources.get("GPU", 0))
     n_cpus = float(resources.get("CPU", 0))
     use_gpu = gpus_per_run > 0 if gpus_per_run is not None else n_gpus > 0
@@ -90,6 +90,19 @@ def choose_packing(
     if seeds_per_process or cpus_per_run is not None or gpus_per_run is not None:
         reason += " (flags override the default)"
     return Packing(seeds, float(cpus), float(gpus), reason)
+
+
+def check_flags(seeds_per_process: int | None, cpus_per_run: float | None, gpus_per_run: float | None) -> None:
+    """ConfigError (exit 2) naming the flag whose value Ray could not run."""
+    for flag, value, lowest in (
+        ("--seeds-per-process", seeds_per_process, 1),
+        ("--cpus-per-run", cpus_per_run, 0.01),
+        ("--gpus-per-run", gpus_per_run, 0),
+    ):
+        if value is not None and value < lowest:
+            raise ConfigError(f"{flag}: expected a number >= {lowest}, got {value}")
+    if gpus_per_run is not None and gpus_per_run > 1 and not float(gpus_per_run).is_integer():
+        raise ConfigError(f"--gpus-per-run: above 1, a whole number of GPUs (Ray's rule), got {gpus_per_run}")
 
 
 def fitting_nodes(packing: Packing, nodes: list[Mapping[str, float]]) -> int:

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from rlbench.sweep.grid import Manifest, Task
+from rlbench.sweep.grid import Task
+from rlbench.sweep.manifest import Manifest
 
 
 @dataclass

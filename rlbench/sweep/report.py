@@ -10,7 +10,8 @@ from rlbench.redact import printable
 from rlbench.report import plots
 from rlbench.report.returns import machine_line
 from rlbench.report.returns import write_report as write_returns_report
-from rlbench.sweep.grid import DONE, FAILED, Cell, Manifest, SweepSpec
+from rlbench.sweep.grid import Cell, SweepSpec
+from rlbench.sweep.manifest import DONE, FAILED, Manifest
 
 
 def curve_label(algo: str, setting_label: str) -> str:
@@ -35,35 +36,57 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
     """The report of the finished cells; None when none has an evaluation. A cell's curve ends with its
     final evaluation (rlbench.sweep.final_eval) where its last one was earlier, or is that point alone for a
     run shorter than --eval-freq."""
-    groups, rows, n_timesteps = [], [], {}
-    cells = spec.cells()
     finals = {
         log_root / record.run_dir: (record.final_eval["env_steps"], record.final_eval["mean_return"])
         for record in manifest.cells.values()
         if record.state == DONE and record.run_dir is not None and record.final_eval is not None
     }
-    for env in spec.envs:
-        for algo in spec.algos:
-            for setting in spec.settings():
-                members = [c for c in cells if (c.algo, c.env, c.setting) == (algo, env, setting)]
-                by_run = reported_runs(members, manifest, log_root, finals)
-                if not by_run:
-                    continue
-                label = curve_label(algo, next(iter(by_run.values())).setting_label)
-                group = plots.load_group(env, label, list(by_run), finals)
-                if group is None:
-                    continue
-                groups.append(group)
-                n_timesteps[(env, label)] = int(group.timesteps[-1])
-                for run, returns in zip(group.runs, group.returns, strict=True):  # unreadable runs left out
-                    cell = by_run[run]
-                    record = manifest.cells[cell.key]
-                    rows.append(
-                        f"| {label} | {env} | {cell.seed} | {record.run_dir} | {record.node} | {record.attempts} | "
-                        f"{returns[-1]:.1f} | {record.wall_time_s:.0f} |"
-                    )
+    groups, rows, n_timesteps = [], [], {}
+    for env, algo, members in curves(spec):
+        by_run = reported_runs(members, manifest, log_root, finals)
+        if not by_run:
+            continue
+        label = curve_label(algo, next(iter(by_run.values())).setting_label)
+        group = plots.load_group(env, label, list(by_run), finals)
+        if group is None:
+            continue
+        groups.append(group)
+        n_timesteps[(env, label)] = int(group.timesteps[-1])
+        for run, returns in zip(group.runs, group.returns, strict=True):  # unreadable runs left out
+            cell = by_run[run]
+            record = manifest.cells[cell.key]
+            rows.append(
+                f"| {label} | {env} | {cell.seed} | {record.run_dir} | {record.node} | {record.attempts} | "
+                f"{returns[-1]:.1f} | {record.wall_time_s:.0f} |"
+            )
     if not groups:
         return None
+    extended = any(run in finals for group in groups for run in group.runs)
+    runs = "\n".join(
+        [
+            "| curve | env | seed | run folder | node | attempts | final return | wall time (s) |",
+            "|---" * 8 + "|",
+            *rows,
+        ]
+    )
+    intro = introduction(spec, manifest, extended)
+    return write_returns_report(groups, n_timesteps, at_steps, folder / "report.md", intro, runs + "\n")
+
+
+def curves(spec: SweepSpec) -> list[tuple[str, str, list[Cell]]]:
+    """(env, algo, the seeds' cells) of each curve the grid can have, one per setting, in the report's order."""
+    cells = spec.cells()
+    return [
+        (env, algo, [c for c in cells if (c.algo, c.env, c.setting) == (algo, env, setting)])
+        for env in spec.envs
+        for algo in spec.algos
+        for setting in spec.settings()
+    ]
+
+
+def introduction(spec: SweepSpec, manifest: Manifest, extended: bool) -> list[str]:
+    """The lines above the tables: the command, the machine, the grid, the statistics, what is left out.
+    `extended`: some curve ends with a final evaluation the sweep made."""
     failed = [f"{key} ({record.error})" for key, record in manifest.cells.items() if record.state == FAILED]
     unfinished = [key for key, record in manifest.cells.items() if record.state not in (DONE, FAILED)]
     grid = manifest.grid
@@ -87,7 +110,7 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
         "env steps (- when none).",
         "",
     ]
-    if any(run in finals for group in groups for run in group.runs):
+    if extended:
         intro += [
             "train.py evaluates every --eval-freq env steps, not at the end: where a run's last evaluation was "
             "earlier than its last env step (or it had none), its curve ends with its final model evaluated by "
@@ -98,11 +121,4 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
         intro += [f"Failed cells (left out): {'; '.join(failed)}", ""]
     if unfinished:
         intro += [f"Unfinished cells (left out): {', '.join(unfinished)}", ""]
-    runs = "\n".join(
-        [
-            "| curve | env | seed | run folder | node | attempts | final return | wall time (s) |",
-            "|---" * 8 + "|",
-            *rows,
-        ]
-    )
-    return write_returns_report(groups, n_timesteps, at_steps, folder / "report.md", intro, runs + "\n")
+    return intro

@@ -224,7 +224,7 @@ def test_report_only_without_ray_names_no_absolute_path_and_lists_unfinished_run
     sac/Pendulum-v1_4, seed 2 interrupted) and without Ray: --report-only trains nothing, so needs none,
     while training exits 2 with the install command before writing anything."""
     from rlbench.bench.returns import build_parser, check_args
-    from rlbench.sweep.grid import new_manifest
+    from rlbench.sweep.manifest import new_manifest
 
     work = tmp_path / "repo"
     work.mkdir()

@@ -165,7 +165,7 @@ def test_a_changed_grid_under_the_same_name_is_refused_with_the_difference(tmp_p
     folder = log / "sweeps" / "s"
     folder.mkdir(parents=True)
     spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "s", "--seeds", "2", "-n", "300"]))
-    from rlbench.sweep.grid import new_manifest
+    from rlbench.sweep.manifest import new_manifest
 
     new_manifest(spec, "python -m rlbench.sweep ...").save(folder)
     before = (folder / "manifest.json").read_text()
@@ -297,8 +297,8 @@ def test_two_node_cluster_cells_land_on_both_nodes_and_a_killed_node_s_cells_res
 def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forged_one_refused(tmp_path):
     """The driver records a finished run's move in moved.json before renaming; if it dies between the two,
     the next invocation completes the move (no run lost or trained twice). moved.json is untrusted."""
-    from rlbench.sweep.engine import finish_moves
-    from rlbench.sweep.grid import RUNNING, new_manifest
+    from rlbench.sweep.manifest import RUNNING, new_manifest
+    from rlbench.sweep.moves import finish_moves
 
     log = tmp_path / "logs"
     spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "m", "--seeds", "2", "-n", "300"]))
@@ -333,9 +333,52 @@ def test_a_move_the_driver_was_killed_in_is_finished_by_the_next_run_and_a_forge
     assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1"]
 
 
+def test_the_moves_a_driver_records_are_those_the_next_driver_finishes(tmp_path):
+    """moves.py's writer and reader agree: a driver killed after its renames but before it saved the
+    manifest leaves moved.json as claim_run_folders made it, and the next driver records each finished
+    seed's run folder and final evaluation from it; the failed seed is left as it was, to run again."""
+    from rlbench.sweep.cell import TaskOutcome
+    from rlbench.sweep.grid import Task
+    from rlbench.sweep.manifest import RUNNING, new_manifest
+    from rlbench.sweep.moves import claim_run_folders, finish_moves, record_and_apply_moves
+
+    log = tmp_path / "logs"
+    spec = sweep.spec_from_args(sweep.build_parser().parse_args(["--name", "w", "--seeds", "2", "-n", "300"]))
+    folder = log / "sweeps" / "w"
+    record = new_manifest(spec, "python -m rlbench.sweep ...")
+    task = Task(tuple(spec.cells()))
+    staging = folder / "staging" / task.id
+    staged = [staging / "sac" / f"Pendulum-v1_{seed}" for seed in (1, 2)]
+    for run in staged:
+        run.mkdir(parents=True)
+        (run / "evaluations.npz").write_bytes(run.name.encode())
+    final_eval = {"env_steps": 300, "mean_return": -1234.5, "episodes": 2}
+    outcome = TaskOutcome(
+        codes=[0, 1],
+        errors=[None, "diverged"],
+        staged=[str(run) for run in staged],
+        archives=[None, None],
+        node="n",
+        wall_time_s=1.0,
+        final_evals=[final_eval, None],
+    )
+    moves = claim_run_folders(task, outcome, log)
+    assert list(moves) == ["sac/Pendulum-v1/-/1"] and moves["sac/Pendulum-v1/-/1"]["final"] == "sac/Pendulum-v1_1"
+    record_and_apply_moves(moves, staging, log)
+    for cell in spec.cells():
+        record.cells[cell.key].state = RUNNING  # the manifest as the killed driver last saved it
+    finish_moves(folder, record, log, {cell.key: cell for cell in spec.cells()})
+    cells = manifest(log, "w")["cells"]
+    assert cells["sac/Pendulum-v1/-/1"]["run_dir"] == "sac/Pendulum-v1_1"
+    assert cells["sac/Pendulum-v1/-/1"]["final_eval"] == final_eval and cells["sac/Pendulum-v1/-/1"]["state"] == "done"
+    assert cells["sac/Pendulum-v1/-/2"]["state"] == RUNNING and cells["sac/Pendulum-v1/-/2"]["run_dir"] is None
+    assert (log / "sac/Pendulum-v1_1/evaluations.npz").read_bytes() == b"Pendulum-v1_1"
+    assert sorted(path.name for path in (log / "sac").iterdir()) == ["Pendulum-v1_1"]
+
+
 def forged_sweep(log: Path, name: str) -> tuple[Path, str]:
     """A sweep folder of two cells as a driver leaves it: the manifest, seed 1 done in its run folder."""
-    from rlbench.sweep.grid import DONE, new_manifest
+    from rlbench.sweep.manifest import DONE, new_manifest
 
     argv = ["--name", name, "--seeds", "2", "-n", "300", "-f", str(log)]
     spec = sweep.spec_from_args(sweep.build_parser().parse_args(argv))
@@ -365,7 +408,7 @@ def test_a_deeply_nested_manifest_or_moved_json_is_refused_as_unreadable_in_one_
         assert path.read_text() == text  # nothing rewritten
         (folder / "manifest.json").write_text(honest)
     (folder / "manifest.json").write_text(honest + " " * (1 << 20))  # past 1 MiB, inside this grid's bound
-    from rlbench.sweep.grid import load_manifest
+    from rlbench.sweep.manifest import load_manifest
 
     spec = sweep.spec_from_args(sweep.build_parser().parse_args(shlex.split(argv)))
     assert load_manifest(folder / "manifest.json", spec).cells["sac/Pendulum-v1/-/1"].run_dir == "sac/Pendulum-v1_1"
@@ -444,7 +487,7 @@ def test_a_stopped_and_continued_cell_keeps_every_log_row_and_the_hint_is_the_co
     command actually run, not the manifest's (here forged with an escape sequence)."""
     import threading
 
-    from rlbench.sweep.grid import new_manifest
+    from rlbench.sweep.manifest import new_manifest
 
     log = tmp_path / "logs"
     # Long enough that the cell cannot end in the second or two a stop takes to reach it.
@@ -478,7 +521,7 @@ def test_a_stopped_and_continued_cell_keeps_every_log_row_and_the_hint_is_the_co
 
 def test_a_forged_evaluations_npz_leaves_its_cell_out_of_the_sweep_report_with_a_warning(tmp_path, capsys):
     """Issue 32, item 12: one cell's forged evaluations.npz was a traceback that lost the whole report."""
-    from rlbench.sweep.grid import DONE, new_manifest
+    from rlbench.sweep.manifest import DONE, new_manifest
     from rlbench.sweep.report import write_sweep_report
     from tests.integration.test_scripts import forge_evaluations, write_evaluations
 

@@ -53,7 +53,8 @@ def test_a_packing_no_node_fits_and_oversized_grids_exit_2_before_anything_is_wr
 
 def test_on_a_cluster_a_packing_no_node_fits_is_refused_after_a_bounded_wait(tmp_path, ray_session, capsys):
     from rlbench.run.outputs import RunOutputs
-    from rlbench.sweep.engine import SweepOptions, run_sweep
+    from rlbench.sweep.engine import run_sweep
+    from rlbench.sweep.options import SweepOptions
 
     args = sweep.build_parser().parse_args(["--seeds", "1", "-n", "300", "--name", "c"])
     options = SweepOptions(log_root=tmp_path / "logs", address="auto", cpus_per_run=4, node_wait_s=1, report=False)
@@ -87,7 +88,7 @@ def test_a_huge_seed_count_is_refused_before_the_seeds_are_built(tmp_path):
 
 WORKER_WARNS = """
 import sys, ray
-from rlbench.sweep.engine import connect, disconnect
+from rlbench.sweep.cluster import connect, disconnect
 connect(ray, None)
 ray.get(ray.remote(lambda: print("warning: something only Ray's worker saw", file=sys.stderr)).remote())
 ray.get(ray.remote(lambda: None).remote())
@@ -166,10 +167,13 @@ def test_a_task_s_start_is_not_lost_when_the_board_answers_late(tmp_path, ray_se
     import ray
 
     from rlbench.run.outputs import RunOutputs
-    from rlbench.sweep.engine import Board, Driver, SweepOptions
-    from rlbench.sweep.grid import RUNNING, make_tasks, new_manifest
+    from rlbench.sweep.board import Board
+    from rlbench.sweep.grid import make_tasks
+    from rlbench.sweep.manifest import RUNNING, new_manifest
+    from rlbench.sweep.options import SweepOptions
     from rlbench.sweep.packing import choose_packing
     from rlbench.sweep.progress import Progress
+    from rlbench.sweep.scheduler import Driver
 
     args = sweep.build_parser().parse_args(["--seeds", "1", "-n", "300", "--name", "b"])
     spec = sweep.spec_from_args(args)
