@@ -20,7 +20,7 @@ from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, parse_yaml, read_bounded_text
 
 MAX_KEYS_SHOWN = 100  # RL Zoo's largest file has ~60 entries
-HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
+HYPERPARAMS_DIR = Path(__file__).resolve().parents[2] / "hyperparams"  # beside the rlbench package
 
 
 def default_file(algo: str) -> Path:
