@@ -134,7 +134,7 @@ def iteration(cfg: Any, axis: SeedAxis, buffer: UniformBuffer, learner: Learner)
     matrices (a rollout starts), act on the next observations with the updated actor."""
     update = make_update(cfg, buffer, learner.gradient_steps_fn)
 
-    def all_seeds(carry: Carry, inputs: IterationInputs) -> tuple[Carry, IterationOutputs]:
+    def update_then_act(carry: Carry, inputs: IterationInputs) -> tuple[Carry, IterationOutputs]:
         # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
         first_step = axis.first(carry.state.step)
         progress_remaining = inputs.progress_remaining
@@ -154,7 +154,7 @@ def iteration(cfg: Any, axis: SeedAxis, buffer: UniformBuffer, learner: Learner)
         state, buffer_state, metrics, action, act_key = axis.map(one_seed)(carry.state, carry.buffer_state, *per_seed)
         return Carry(state, buffer_state), IterationOutputs(metrics, action, act_key)
 
-    return all_seeds
+    return update_then_act  # its name names the compiled program (and its compilation-cache entries)
 
 
 # -- the divergence checks (rlbench.loop.finiteness) ------------------------------------------------------
