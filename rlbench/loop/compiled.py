@@ -99,7 +99,7 @@ def _entry_points(
     axis = seed_axis(n_seeds)
     buffer = make_uniform_buffer(cfg.buffer_size, spec)
     learner = make_learner(cfg, spec)
-    train = make_train(cfg, buffer, learner.gradient_steps_fn)
+    sample_and_train = make_train(cfg, buffer, learner.gradient_steps_fn)
 
     # The policy acts on observations scaled by the statistics of `normalize` (None: as the env gives them).
     def act(state, obs, act_key, normalization):
@@ -110,7 +110,7 @@ def _entry_points(
 
     def train_some(state, buffer_state, progress_remaining, normalization, n_steps):
         """train_freq in episodes (one seed): the first n_steps of steps_per_update(cfg) gradient steps."""
-        return train(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
+        return sample_and_train(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
 
     def put_seed(state, source, index):
         """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
@@ -148,7 +148,7 @@ def iteration(cfg: Any, axis: SeedAxis, buffer: UniformBuffer, learner: Learner)
             )
             if training is not None:  # several seeds: one that diverged stays at its last finite state
                 updated = jax.lax.cond(training, lambda: updated, lambda: state)
-            if cfg.gsde is not None:
+            if cfg.gsde is not None:  # a rollout starts: new exploration matrices (gSDE)
                 updated = acting.resample_exploration(updated)
             action, act_key = acting.act(updated, normalize_obs(obs, normalization), act_key)
             return updated, buffer_state, metrics, action, act_key
