@@ -108,6 +108,12 @@ def make_single_env(
         env = QuietBulletConnect(env)
     for wrapper in wrappers:  # checked by rlbench.envs.wrappers: trusted classes, literal kwargs
         env = wrapper(env)
+    env = flat_box_in_unit_actions(env, env_id)
+    return EpisodeRecorder(env) if record_episodes else env
+
+
+def flat_box_in_unit_actions(env: gym.Env, env_id: str) -> gym.Env:
+    """`env` with flat Box observations and a [-1, 1] Box action space; ConfigError for other spaces."""
     if not isinstance(env.action_space, gym.spaces.Box):
         raise ConfigError(f"{env_id}: rlbench's learners need a continuous (Box) action space, got {env.action_space}")
     if not isinstance(env.observation_space, gym.spaces.Box):
@@ -120,7 +126,7 @@ def make_single_env(
     if not (np.all(low == -1.0) and np.all(high == 1.0)):
         ones = np.ones(env.action_space.shape, np.float32)  # float32 bounds: no precision warning
         env = gym.wrappers.RescaleAction(env, min_action=-ones, max_action=ones)
-    return EpisodeRecorder(env) if record_episodes else env
+    return env
 
 
 @contextlib.contextmanager

@@ -1,4 +1,6 @@
-"""Deterministic evaluation on a separate vector env, counted in whole episodes (as SB3's evaluate_policy)."""
+"""Deterministic evaluation on a separate vector env, counted in whole episodes (as SB3's evaluate_policy),
+and the loop's evaluations when they fall due: every seed's policy at once, each seed's results recorded
+(evaluations.npz, its logger) and a new best model saved."""
 
 from __future__ import annotations
 
@@ -9,6 +11,12 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from rlbench.envs.make import step_vector_env
+from rlbench.envs.replay import episode_records
+from rlbench.errors import EvaluationError
+from rlbench.loop.divergence import verify_finite
+from rlbench.loop.run_state import LoopRun
+
+EVAL_SEED_OFFSET = 10_000  # eval envs never share seeds with training envs
 
 
 @dataclass(frozen=True)
@@ -70,3 +78,73 @@ def evaluate_groups(
             episode_return[i] = 0.0
             episode_length[i] = 0
     return [EvalResult(returns=np.array(r), lengths=np.array(n)) for r, n in zip(returns, lengths, strict=True)]
+
+
+def evaluate_seeds(loop: LoopRun) -> list[EvalResult | None]:
+    """Every seed's policy at once on its own eval envs; the results of the seeds that train (None for
+    a frozen one) are recorded, logged and checked for a new best model."""
+    run, host, axis, n_seeds = loop.run, loop.host, loop.axis, loop.axis.n_seeds
+    verify_finite(loop)  # a diverged policy is not worth evaluating, nor a best_model
+    eval_seeds = [
+        seed.seed + EVAL_SEED_OFFSET + len(seed.evaluations.timesteps) + j
+        for seed in host.seeds
+        for j in range(run.n_eval_envs)
+    ]
+    normalization = loop.normalization()  # frozen: evaluation reads the statistics, never updates them
+
+    def policy(obs, state=loop.state):
+        obs = axis.device(obs.reshape(n_seeds, run.n_eval_envs, -1))
+        actions = loop.programs.act_deterministic(state, obs, normalization)
+        return axis.host(actions).reshape(len(obs), -1)
+
+    try:
+        results = evaluate_groups(policy, loop.eval_env, n_seeds, run.eval_episodes, eval_seeds)
+    except Exception as error:
+        raise EvaluationError(f"evaluation at env step {host.env_steps} failed: {error}") from error
+    recorded: list[EvalResult | None] = []
+    for index, (seed, result) in enumerate(zip(host.seeds, results, strict=True)):
+        if seed.failed is not None:  # a frozen policy's scores are not the seed's any more
+            recorded.append(None)
+            continue
+        if not np.isfinite(result.returns).all():
+            raise EvaluationError(
+                f"evaluation at env step {host.env_steps} returned non-finite episode returns "
+                f"{result.returns.tolist()} from a finite policy: check the env's rewards"
+            )
+        record_evaluation(loop, index, result)
+        recorded.append(result)
+    if run.verbose and axis.batched:  # one line for all seeds; one seed prints its own
+        means = [result.mean for result in recorded if result is not None]
+        print(
+            f"Eval num_timesteps={host.env_steps}, episode_reward over {len(means)} seeds: "
+            f"mean {np.mean(means):.2f}, min {np.min(means):.2f}, max {np.max(means):.2f}",
+            flush=True,  # a log file that someone tails, or a test waits on
+        )
+    return recorded
+
+
+def record_evaluation(loop: LoopRun, index: int, result: EvalResult) -> None:
+    """Seed `index`'s evaluation into its evaluations.npz and logger; its best model when it is a new best."""
+    run, host, seed, output = loop.run, loop.host, loop.host.seeds[index], loop.outputs[index]
+    seed.evaluations.append(host.env_steps, result.returns, result.lengths)
+    if output.run_dir is not None:
+        seed.evaluations.save(output.run_dir / "evaluations.npz")
+    eval_metrics = {
+        "eval/mean_reward": result.mean,
+        "eval/std_reward": result.std,
+        "eval/mean_ep_length": float(result.lengths.mean()),
+    }
+    loop.loggers[index].log(eval_metrics, host.env_steps)
+    single = not loop.axis.batched
+    if run.verbose and single:
+        print(f"Eval num_timesteps={host.env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}", flush=True)
+    if result.mean <= seed.best_mean_reward:
+        return
+    seed.best_mean_reward = result.mean
+    if output.checkpoints is not None:
+        if run.verbose and single:
+            print("New best mean reward!")
+        # Checked finite at the start of the evaluation; no buffer, no episode records needed.
+        state = loop.axis.take(loop.state, index)
+        path = output.checkpoints.run_dir / "best_model.zip"
+        loop.saves.write_seed(path, "best", host, index, state, None, episode_records(loop.env))

@@ -1,24 +1,23 @@
 """Divergence checks of a run's learner states, where the metrics come to the host anyway.
 
 At log intervals, evaluations and checkpoints the loop fetches the last training metrics; `FiniteGuard`
-then checks them and each training seed's learner state for NaN and inf (one jitted reduction, one flag
-per seed), and keeps a device copy of the state at the last passing check: what a checkpoint written
-after a divergence holds instead of the diverged state, and what a frozen seed is put back to.
+then checks them and each training seed's learner state for NaN and inf (one compiled reduction, one flag
+per seed: rlbench.loop.compiled), and keeps a device copy of the state at the last passing check: what a
+checkpoint written after a divergence holds instead of the diverged state, and what a frozen seed is put
+back to. What the loop does about a divergence is rlbench.loop.divergence's.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from rlbench.algos.common.finite import all_finite, non_finite_paths
+from rlbench.algos.common.finite import non_finite_paths
 from rlbench.algos.common.seed_axis import SeedAxis
+from rlbench.loop import compiled
 from rlbench.store.host_state import host_metrics
 
 
@@ -31,20 +30,11 @@ class Verified:
     metrics: dict[str, np.ndarray]  # [n_seeds] each
 
 
-# Module-level programs: every run of a process (and every seed count) calls the same ones, traced once.
-_device_copy = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation
-
-
-@functools.cache
-def _all_finite_per_seed(n_seeds: int):
-    return jax.jit(SeedAxis(n_seeds).map(all_finite))
-
-
 class FiniteGuard:
     def __init__(self, axis: SeedAxis):
         self.axis = axis
-        self.all_finite = _all_finite_per_seed(axis.n_seeds)
-        self.copy = _device_copy
+        self.all_finite = compiled.all_finite_per_seed(axis.n_seeds)
+        self.copy = compiled.device_copy
         self.verified: Verified | None = None
 
     def start(self, env_steps: int, state: Any, metrics: dict[str, Any]) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from rlbench.algos.common import acting
 from rlbench.algos.registry import get_algo
-from rlbench.buffers.normalization import Normalization, normalize_obs
+from rlbench.buffers.normalization import Normalization
 from rlbench.config.entry import normalize_entry, parse_normalize, split_entry
 from rlbench.envs.obs_normalizer import MissingStatsError, VecNormalizeStats
 from rlbench.errors import ConfigError
+from rlbench.loop import compiled
 from rlbench.store.checkpoint import Checkpoint, CheckpointError
 from rlbench.store.learner_state import STATE, state_array_bytes, state_from_bytes
 from rlbench.types import EnvSpec
@@ -56,6 +56,7 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     normalize = parse_normalize(entry.get("normalize"), None, where)
     spec = run.spaces.spec  # its sizes bounded by their bounds, listed in the manifest (read_manifest)
     learner = algo.make_learner(cfg, spec)  # for the state's structure: the checkpoint fills it
+    programs = compiled.policy_programs(learner)
     # The state is built before it is filled: the saved one must hold at least its arrays, so that a forged
     # manifest (net_arch, n_envs of gSDE's matrices) cannot make that allocation larger than the file.
     needed = state_array_bytes(learner.init_fn)
@@ -66,7 +67,7 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
             "the learner its manifest describes",
         )
     try:
-        state = state_from_bytes(jax.jit(learner.init_fn)(jax.random.key(0)), checkpoint.state_bytes)
+        state = state_from_bytes(programs.init(jax.random.key(0)), checkpoint.state_bytes)
     except ValueError as error:
         raise ConfigError(f"{where}: {error}") from None
     stats = None
@@ -80,8 +81,8 @@ def load_policy(checkpoint: Checkpoint, seed: int = 0) -> Policy:
     return Policy(
         state=state,
         spec=spec,
-        _act=jax.jit(lambda state, obs, key, norm: acting.sample(state, normalize_obs(obs, norm), key)),
-        _act_deterministic=jax.jit(lambda state, obs, norm: acting.act_deterministic(state, normalize_obs(obs, norm))),
+        _act=programs.sample,
+        _act_deterministic=programs.act_deterministic,
         key=jax.random.key(seed),
         stats=stats,
     )

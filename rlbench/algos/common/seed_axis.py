@@ -26,7 +26,7 @@ The shared `first_step` keeps the policy-delay predicate unbatched, so the actor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import jax
@@ -36,19 +36,12 @@ import numpy as np
 T = TypeVar("T")
 
 
-# Stacking and slicing a whole state as one compiled program each. Op by op, `jnp.stack` and `x[i]` compile
-# once per distinct leaf shape: for SAC's 77 state leaves, 0.76 s and 0.93 s at the start of a 3-seed run
-# (0.11 s and 0.18 s from a warm compilation cache), against 0.36 s and 0.25 s as one program each (0.06 s
-# and 0.07 s warm); each later call takes ~1 ms instead of 5-15 ms (measured 2026-12-01, this CPU). The
-# index is traced: one program serves every seed.
-@jax.jit
 def _stack_every_leaf(trees: list[Any]) -> Any:
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-@jax.jit
 def _slice_every_leaf(tree: Any, i: int) -> Any:
-    return jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), tree)
+    return jax.tree.map(lambda x: x[i], tree)
 
 
 @dataclass(frozen=True)
@@ -56,6 +49,10 @@ class SeedAxis:
     """A leading axis of `n_seeds` independent learners on every array of their pytrees (none for one seed)."""
 
     n_seeds: int
+    # How `stack` and `take` go over the leaves: op by op here; the training loop passes one compiled program
+    # for each (rlbench.loop.compiled.seed_axis), which is much faster for a state of many leaves.
+    stack_leaves: Callable[[list[Any]], Any] = field(default=_stack_every_leaf, compare=False, repr=False)
+    slice_leaves: Callable[[Any, int], Any] = field(default=_slice_every_leaf, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.n_seeds < 1:
@@ -87,13 +84,13 @@ class SeedAxis:
 
     def take(self, tree: T, i: int) -> T:
         """Seed i's slice of every array: its state for a checkpoint, its policy for evaluation."""
-        return _slice_every_leaf(tree, i) if self.batched else tree
+        return self.slice_leaves(tree, i) if self.batched else tree
 
     def stack(self, trees: Sequence[T]) -> T:
         """One pytree with a leading [K] axis from K per-seed pytrees of the same structure."""
         if len(trees) != self.n_seeds:
             raise ValueError(f"expected {self.n_seeds} per-seed trees, got {len(trees)}")
-        return _stack_every_leaf(list(trees)) if self.batched else trees[0]
+        return self.stack_leaves(list(trees)) if self.batched else trees[0]
 
     def broadcast(self, tree: T) -> T:
         """K copies of `tree` along the seed axis (inside jit: one allocation, e.g. K empty replay buffers)."""

@@ -1,0 +1,73 @@
+"""Collecting experience, one vector step at a time: act, step the envs, stage the transitions.
+
+The actions are the warm-up's uniform random ones, the one the last training iteration already chose
+(it acts on the next observations with the updated actor, in the same device call), or a call to act.
+Staged transitions wait on the host (`PendingTransitions`) until a training iteration takes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlbench.envs.make import final_observations, step_vector_env
+from rlbench.loop.divergence import finite_actions
+from rlbench.loop.run_state import LoopRun
+
+
+@dataclass(frozen=True)
+class VectorStep:
+    """What one vector step returned, by seed ([n_seeds, n_envs, ...]): next_obs is the observation each
+    env continues from (a new episode's first after an end), final_obs the one each transition ends in."""
+
+    next_obs: np.ndarray
+    final_obs: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    done: np.ndarray
+
+
+def act(loop: LoopRun) -> np.ndarray:
+    """The actions for every env of every seed, [n_seeds, n_envs, action_dim] on the host."""
+    host, axis, programs = loop.host, loop.axis, loop.programs
+    if loop.schedule.random_actions(host):
+        shape = (loop.run.n_envs, loop.spec.action_dim)
+        return np.stack([seed.warmup_rng.uniform(-1.0, 1.0, shape).astype(np.float32) for seed in host.seeds])
+    if host.next_action is not None:  # from the last training iteration
+        action = axis.host(host.next_action)
+    else:
+        if loop.schedule.resample_due(host):  # gSDE: new exploration matrices
+            loop.state = programs.resample_exploration(loop.state)
+        device_action, host.act_key = programs.act(
+            loop.state, axis.device(host.obs), host.act_key, loop.normalization()
+        )
+        action = axis.host(device_action)
+    return finite_actions(loop, action)
+
+
+def step(loop: LoopRun, action: np.ndarray) -> VectorStep:
+    """Step every env once (a failing env raises EnvWorkerError); the action is then spent."""
+    loop.host.next_action = None
+    next_obs, reward, terminated, truncated, infos = step_vector_env(loop.env, action.reshape(loop.env.num_envs, -1))
+    done = terminated | truncated
+    final_obs = final_observations(next_obs, infos, done)
+    by_seed = loop.by_seed
+    return VectorStep(by_seed(next_obs), by_seed(final_obs), by_seed(reward), by_seed(terminated), by_seed(done))
+
+
+def stage(loop: LoopRun, action: np.ndarray, step: VectorStep) -> None:
+    """Stage the transitions for the next training iteration and move on: observations, the statistics of
+    `normalize`, the counters, each env's episode (finished ones to the Monitor files)."""
+    host = loop.host
+    host.pending.add(host.obs, action, step.reward, step.final_obs, step.terminated)
+    host.obs = step.next_obs
+    if host.normalizer is not None:
+        host.normalizer.observe_step(host.obs, step.reward, step.done)
+    host.env_steps += loop.run.n_envs
+    host.vector_steps += 1
+    for index, seed in enumerate(host.seeds):
+        monitor = loop.monitors[index] if seed.failed is None else None
+        for env_index, episode_return, length in seed.episodes.step(step.reward[index], step.done[index]):
+            if monitor is not None:
+                monitor.episode(env_index, episode_return, length)

@@ -1,0 +1,208 @@
+"""Every `jax.jit` of training, in one place: the loop's entry points into the device, the divergence
+checks' programs, the seed axis's stacking and slicing, and the acting programs of a policy loaded from a
+checkpoint (run/policy.py). No other module of rlbench calls `jax.jit`, except bench/ for its own
+measurements.
+
+A training iteration is one device call, `update(carry, inputs) -> (carry, outputs)`: it inserts the new
+transitions, runs all of the iteration's gradient steps, and returns the action for the next env step
+from the updated actor. The carry (learner states and replay buffers, with the seed axis) is donated, so
+updates happen in place; `IterationInputs` and `IterationOutputs` name what else crosses per call. Each
+array passed in or out costs the host a few microseconds at dispatch (benchmarks/loop_overhead.py), and the
+learner state alone has 77 (SAC): packing it into a few flat arrays was measured and not kept (its
+unpacking and packing inside the program cost more than the dispatch saved).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rlbench.algos.common import acting
+from rlbench.algos.common.algorithm import Algorithm
+from rlbench.algos.common.finite import all_finite
+from rlbench.algos.common.fused import make_train, make_update
+from rlbench.algos.common.learner import Learner
+from rlbench.algos.common.seed_axis import SeedAxis
+from rlbench.buffers.normalization import Normalization, normalize_obs
+from rlbench.buffers.uniform import UniformBuffer, make_uniform_buffer
+from rlbench.types import EnvSpec, Transition
+
+
+class Carry(NamedTuple):
+    """What a training iteration updates in place (donated): the learner states and replay buffers."""
+
+    state: Any
+    buffer_state: Any
+
+
+class IterationInputs(NamedTuple):
+    """The host's part of one training iteration: the staged transitions, how much of the run is left,
+    the observations to act on and the acting key; the statistics of `normalize` (None without it), and
+    which seeds still train (None for one seed: nothing to freeze)."""
+
+    new: Transition
+    progress_remaining: Any
+    obs: Any
+    act_key: jax.Array
+    normalization: Normalization | None
+    training: Any = None
+
+
+class IterationOutputs(NamedTuple):
+    """The iteration's training metrics (device arrays until logged), the next action and acting key."""
+
+    metrics: dict[str, jax.Array]
+    action: jax.Array
+    act_key: jax.Array
+
+
+@dataclass(frozen=True)
+class EntryPoints:
+    """A run's compiled entry points, all of them, with the learner, buffer and seed axis they were built
+    for: each one call into the device."""
+
+    learner: Learner
+    buffer: UniformBuffer
+    axis: SeedAxis
+    init: Callable
+    init_buffers: Callable
+    act: Callable
+    act_deterministic: Callable
+    insert: Callable
+    update: Callable  # (Carry, IterationInputs) -> (Carry, IterationOutputs)
+    train_some: Callable
+    put_seed: Callable
+    resample_exploration: Callable
+
+
+# Recent runs' entry points by (learner factory, config, env spec, number of seeds): a run in the same
+# process with the same four (a resume, an Optuna trial that repeats a configuration, the tests' in-process
+# runs) calls the programs already traced and compiled instead of tracing, lowering and loading them again,
+# 1-2 s per run on a CPU. A few only: each holds its compiled programs.
+N_RECENT_ENTRY_POINTS = 4
+
+
+def entry_points(algo: Algorithm, cfg: Any, spec: EnvSpec, n_seeds: int) -> EntryPoints:
+    """The compiled entry points of `algo` with `cfg` on `spec` for `n_seeds` seeds: recent ones reused."""
+    return _entry_points(algo.make_learner, cfg, spec, n_seeds)
+
+
+@functools.lru_cache(maxsize=N_RECENT_ENTRY_POINTS)
+def _entry_points(
+    make_learner: Callable[[Any, EnvSpec], Learner], cfg: Any, spec: EnvSpec, n_seeds: int
+) -> EntryPoints:
+    axis = seed_axis(n_seeds)
+    buffer = make_uniform_buffer(cfg.buffer_size, spec)
+    learner = make_learner(cfg, spec)
+    sample_and_train = make_train(cfg, buffer, learner.gradient_steps_fn)
+
+    # The policy acts on observations scaled by the statistics of `normalize` (None: as the env gives them).
+    def act(state, obs, act_key, normalization):
+        return acting.act(state, normalize_obs(obs, normalization), act_key)
+
+    def act_deterministic(state, obs, normalization):
+        return acting.act_deterministic(state, normalize_obs(obs, normalization))
+
+    def train_some(state, buffer_state, progress_remaining, normalization, n_steps):
+        """train_freq in episodes (one seed): the first n_steps of steps_per_update(cfg) gradient steps."""
+        return sample_and_train(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
+
+    def put_seed(state, source, index):
+        """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
+        return jax.tree.map(lambda to, of: to.at[index].set(of[index]), state, source)
+
+    return EntryPoints(
+        learner=learner,
+        buffer=buffer,
+        axis=axis,
+        init=jax.jit(learner.init_fn),
+        init_buffers=jax.jit(lambda: axis.broadcast(buffer.init_fn())),
+        act=jax.jit(axis.map(act)),
+        act_deterministic=jax.jit(axis.map(act_deterministic)),
+        insert=jax.jit(axis.map(buffer.add_fn), donate_argnums=0),
+        update=jax.jit(iteration(cfg, axis, buffer, learner), donate_argnums=0),
+        train_some=jax.jit(train_some, donate_argnums=0),
+        put_seed=jax.jit(put_seed, donate_argnums=0),
+        resample_exploration=jax.jit(axis.map(acting.resample_exploration), donate_argnums=0),
+    )
+
+
+def iteration(cfg: Any, axis: SeedAxis, buffer: UniformBuffer, learner: Learner):
+    """One training iteration of every seed, not yet compiled: insert, update, resample gSDE's exploration
+    matrices (a rollout starts), act on the next observations with the updated actor."""
+    update = make_update(cfg, buffer, learner.gradient_steps_fn)
+
+    def update_then_act(carry: Carry, inputs: IterationInputs) -> tuple[Carry, IterationOutputs]:
+        # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
+        first_step = axis.first(carry.state.step)
+        progress_remaining = inputs.progress_remaining
+
+        def one_seed(state, buffer_state, new, obs, act_key, normalization, training):
+            updated, buffer_state, metrics = update(
+                state, buffer_state, new, progress_remaining, first_step, normalization
+            )
+            if training is not None:  # several seeds: one that diverged stays at its last finite state
+                updated = jax.lax.cond(training, lambda: updated, lambda: state)
+            if cfg.gsde is not None:  # a rollout starts: new exploration matrices (gSDE)
+                updated = acting.resample_exploration(updated)
+            action, act_key = acting.act(updated, normalize_obs(obs, normalization), act_key)
+            return updated, buffer_state, metrics, action, act_key
+
+        per_seed = (inputs.new, inputs.obs, inputs.act_key, inputs.normalization, inputs.training)
+        state, buffer_state, metrics, action, act_key = axis.map(one_seed)(carry.state, carry.buffer_state, *per_seed)
+        return Carry(state, buffer_state), IterationOutputs(metrics, action, act_key)
+
+    return update_then_act  # its name names the compiled program (and its compilation-cache entries)
+
+
+# -- the divergence checks (rlbench.loop.finiteness) ------------------------------------------------------
+# Module-level programs: every run of a process (and every seed count) calls the same ones, traced once.
+
+device_copy = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation
+
+
+@functools.cache
+def all_finite_per_seed(n_seeds: int) -> Callable[[Any], jax.Array]:
+    """[n_seeds] bool (a scalar for one seed): whether each seed's learner state is all finite."""
+    return jax.jit(SeedAxis(n_seeds).map(all_finite))
+
+
+# -- the seed axis -----------------------------------------------------------------------------------------
+# Stacking and slicing a whole state as one compiled program each. Op by op, `jnp.stack` and `x[i]` compile
+# once per distinct leaf shape: for SAC's 77 state leaves, 0.76 s and 0.93 s at the start of a 3-seed run
+# (0.11 s and 0.18 s from a warm compilation cache), against 0.36 s and 0.25 s as one program each (0.06 s
+# and 0.07 s warm); each later call takes ~1 ms instead of 5-15 ms (measured 2026-12-01, this CPU). The
+# index is traced: one program serves every seed.
+
+_stack_every_leaf = jax.jit(lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees))
+_slice_every_leaf = jax.jit(
+    lambda tree, i: jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), tree)
+)
+
+
+def seed_axis(n_seeds: int) -> SeedAxis:
+    """The seed axis of a run of `n_seeds`, stacking and slicing whole states as one program each."""
+    return SeedAxis(n_seeds, stack_leaves=_stack_every_leaf, slice_leaves=_slice_every_leaf)
+
+
+# -- acting with a policy loaded from a checkpoint (rlbench.run.policy) ---------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyPrograms:
+    init: Callable  # key -> a learner state of the right structure, for a checkpoint to fill
+    sample: Callable  # (state, obs, key, normalization) -> (action, key)
+    act_deterministic: Callable  # (state, obs, normalization) -> action
+
+
+def policy_programs(learner: Learner) -> PolicyPrograms:
+    return PolicyPrograms(
+        init=jax.jit(learner.init_fn),
+        sample=jax.jit(lambda state, obs, key, norm: acting.sample(state, normalize_obs(obs, norm), key)),
+        act_deterministic=jax.jit(lambda state, obs, norm: acting.act_deterministic(state, normalize_obs(obs, norm))),
+    )

@@ -1,0 +1,107 @@
+"""What the loop reports while it runs: each seed's metrics row once log_interval more of its episodes
+have ended (SB3's rhythm), and the progress bar with its rate and ETA."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rlbench.config.entry import RunConfig
+from rlbench.loop.divergence import verify_finite
+from rlbench.loop.run_state import LoopRun
+
+ROLLOUT_METRICS = ("rollout/ep_rew_mean", "rollout/ep_len_mean", "time/episodes", "time/fps")
+EVAL_METRICS = ("eval/mean_reward", "eval/std_reward", "eval/mean_ep_length")
+
+
+def log_due(loop: LoopRun, start: float, start_steps: int) -> None:
+    """Each training seed logs once log_interval more of its episodes have ended (SB3's rhythm)."""
+    run, host = loop.run, loop.host
+    if run.log_interval <= 0:
+        return
+    due = [
+        index
+        for index, seed in enumerate(host.seeds)
+        if seed.failed is None and len(seed.episodes.finished_returns) - seed.episodes_at_last_log >= run.log_interval
+    ]
+    if not due:
+        return
+    for index in due:
+        host.seeds[index].episodes_at_last_log = len(host.seeds[index].episodes.finished_returns)
+    metrics = verify_finite(loop)
+    fps = (host.env_steps - start_steps) / (time.perf_counter() - start)  # per seed, as a single run
+    for index in due:
+        seed = host.seeds[index]
+        if seed.failed is None:
+            values = {name: float(value[index]) for name, value in metrics.items()}
+            summary = seed.episodes.summary(run.stats_window_size)
+            loop.loggers[index].log(summary | {"time/fps": fps} | values, host.env_steps)
+
+
+class TrainingRate:
+    """Env steps per second and the time left, for the progress bar, measured from the end of the
+    first training iteration: before it, random warm-up steps run far faster than training, and the
+    iteration itself waits for compilation; either would make the rate and the ETA wrong for the run."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
+        self.start_steps: int | None = None
+        self.start_time = 0.0
+
+    def start(self, env_steps: int) -> None:
+        self.start_steps, self.start_time = env_steps, self.clock()
+
+    def rate(self, env_steps: int) -> float | None:
+        if self.start_steps is None or env_steps == self.start_steps:
+            return None
+        return (env_steps - self.start_steps) / max(self.clock() - self.start_time, 1e-9)
+
+    def eta(self, env_steps: int, total: int) -> float | None:
+        rate = self.rate(env_steps)
+        return None if rate is None else (total - env_steps) / rate
+
+
+class ProgressBar:
+    """rich's bar (nothing shown without `progress`): env steps of all seeds, rate, last evaluation, ETA."""
+
+    def __init__(self, run: RunConfig, env_steps: int, n_seeds: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.run, self.n_seeds, self.rate = run, n_seeds, TrainingRate()
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]} steps/s"),
+            TextColumn("last eval {task.fields[last_eval]}"),
+            TextColumn("ETA {task.fields[eta]}"),
+            disable=not run.progress,
+        )
+        self.task = self.progress.add_task(
+            "training", total=run.n_timesteps, completed=env_steps, rate="-", eta="-", last_eval="-"
+        )
+
+    def __enter__(self) -> ProgressBar:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def trained(self, env_steps: int) -> None:
+        if self.rate.start_steps is None:
+            self.rate.start(env_steps)  # the first iteration, and its compilation, are behind us
+
+    def evaluated(self, mean: float) -> None:
+        self.progress.update(self.task, last_eval=f"{mean:.1f}")
+
+    def advance(self, env_steps: int) -> None:
+        if not self.run.progress:
+            return
+        rate, eta = self.rate.rate(env_steps), self.rate.eta(env_steps, self.run.n_timesteps)
+        self.progress.update(
+            self.task,
+            completed=env_steps,
+            rate="-" if rate is None else f"{rate * self.n_seeds:.0f}",  # env steps of all seeds
+            eta="-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta)),
+        )

@@ -1,0 +1,73 @@
+"""When the loop trains, and when gSDE draws new exploration matrices, as SB3 counts them.
+
+`train_freq` counts vector steps: the transitions of train_freq vector steps are staged, then one fused
+training iteration inserts them and trains, once more than `learning_starts` env steps were taken (or
+later after a resume without a replay buffer: `HostState.update_start`). Actions are uniform random while
+fewer than `learning_starts` env steps were taken (gSDE may explore instead: `use_sde_at_warmup`).
+
+A `train_freq` in episodes (SB3's TrainFreq(n, "episode"), one env and one seed) trains at the end of
+every train_freq-th episode instead: each vector step's transitions go to the buffer as they come, and the
+rollout's gradient steps run in calls of one compiled length (`steps_per_update`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlbench.algos.common import acting
+from rlbench.algos.common.fused import steps_per_update
+from rlbench.store.host_state import HostState
+
+
+class TrainSchedule:
+    def __init__(self, cfg: Any, n_envs: int, n_seeds: int):
+        self.cfg, self.n_envs = cfg, n_envs
+        self.episodic = cfg.train_freq_unit == "episode"
+        if self.episodic and n_seeds > 1:
+            raise ValueError("train_freq in episodes trains each seed at its own episode ends: one seed per run")
+
+    @property
+    def staging_capacity(self) -> int:
+        """The transitions staged for one training iteration (all envs of a seed)."""
+        return (1 if self.episodic else self.cfg.train_freq) * self.n_envs
+
+    def random_actions(self, host: HostState) -> bool:
+        """Whether this vector step acts uniformly at random (the warm-up before learning_starts)."""
+        gsde = self.cfg.gsde
+        return host.env_steps < self.cfg.learning_starts and not (gsde is not None and gsde.at_warmup)
+
+    def resample_due(self, host: HostState) -> bool:
+        """Whether gSDE draws new exploration matrices before this vector step acts (`acting.resample_due`).
+        A training iteration draws them itself for the step that follows it."""
+        gsde = self.cfg.gsde
+        return gsde is not None and acting.resample_due(self.vector_steps_in_rollout(host), gsde)
+
+    def fused_update_due(self, host: HostState) -> bool:
+        """With the staging full: whether one fused iteration (insert, train, act) runs, rather than an insert."""
+        return not self.episodic and host.env_steps > host.update_start
+
+    def gradient_step_calls(self, host: HostState, episode_ended: bool) -> list[int]:
+        """train_freq in episodes, after the transitions are inserted: the gradient steps of each training call
+        due now (none: no call). Due when this vector step ends the train_freq-th episode of a rollout (counted
+        from the start of the run) and training has started: gradient_steps of them, or with -1 as many as
+        the rollout's env steps, in calls of steps_per_update(cfg)."""
+        cfg = self.cfg
+        lengths = host.seeds[0].episodes.finished_lengths
+        if not (self.episodic and episode_ended) or len(lengths) % cfg.train_freq != 0:
+            return []
+        if host.env_steps <= host.update_start:
+            return []
+        remaining = cfg.gradient_steps if cfg.gradient_steps > 0 else sum(lengths[-cfg.train_freq :])
+        per_call = steps_per_update(cfg)
+        return [min(per_call, remaining - done) for done in range(0, remaining, per_call)]
+
+    def vector_steps_in_rollout(self, host: HostState) -> int:
+        """Vector steps into the current rollout (SB3's collect_rollouts): those staged for the next update
+        with train_freq in steps; with train_freq in episodes (one env), the steps of the rollout's finished
+        episodes and of the running one."""
+        if not self.episodic:
+            return host.pending.count // self.n_envs
+        episodes = host.seeds[0].episodes
+        lengths = episodes.finished_lengths
+        finished_in_rollout = len(lengths) % self.cfg.train_freq
+        return sum(lengths[len(lengths) - finished_in_rollout :]) + int(episodes.lengths[0])

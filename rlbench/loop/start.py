@@ -1,0 +1,66 @@
+"""A run's first state: each seed's learner state and replay buffer on the device and the host state,
+new or from one checkpoint per seed (rlbench.loop.saving reads them; the envs are replayed to where
+their episodes were)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+from gymnasium.vector import VectorEnv
+
+from rlbench.config.entry import RunConfig
+from rlbench.loop.compiled import Carry, EntryPoints
+from rlbench.loop.saving import new_host_state, restore, restore_envs
+from rlbench.loop.schedule import TrainSchedule
+from rlbench.store.checkpoint import Checkpoint
+from rlbench.store.host_state import HostState
+from rlbench.types import EnvSpec
+
+
+def env_seeds(seeds: Sequence[int], offset: int, n_envs: int) -> list[int]:
+    """Each env's seed, seed after seed: env j of seed s gets s + offset + j (as env.reset(seed=s + offset)
+    seeds a single run's envs)."""
+    return [seed + offset + j for seed in seeds for j in range(n_envs)]
+
+
+def start(
+    run: RunConfig,
+    spec: EnvSpec,
+    env: VectorEnv,
+    programs: EntryPoints,
+    schedule: TrainSchedule,
+    resume: Sequence[Checkpoint] | None,
+) -> tuple[Carry, HostState]:
+    """The device carry and the host state a run starts from; the envs reset (or replayed, on resume)."""
+    axis, cfg = programs.axis, schedule.cfg
+    seeds = [run.seed + index for index in range(axis.n_seeds)]
+    keys = [jax.random.split(jax.random.key(seed)) for seed in seeds]
+    # Each seed's initial state from the one-seed init: seed i starts exactly as a single run with that seed.
+    carry = Carry(axis.stack([programs.init(key) for key, _ in keys]), programs.init_buffers())
+    act_key = axis.stack([act_key for _, act_key in keys])  # device layout: no seed axis for one seed
+    flat_obs = env.reset(seed=env_seeds(seeds, 0, run.n_envs))[0]
+    obs = flat_obs.reshape(axis.n_seeds, run.n_envs, -1)
+    capacity = schedule.staging_capacity
+    if resume is None:
+        return carry, new_host_state(seeds, obs, act_key, spec, cfg.learning_starts, capacity, run.normalize)
+    template = axis.take(carry.state, 0)
+    restored = restore(resume, seeds, template, programs.buffer, spec, run.n_envs, capacity, obs, run.normalize)
+    host = restored.host
+    # The checkpoints' keys and actions, stacked per seed, in the device layout the loop passes on.
+    host.act_key = axis.device(host.act_key)
+    if host.next_action is not None:
+        host.next_action = axis.device(host.next_action)
+    if restored.buffer_states is not None:
+        carry = Carry(axis.stack(restored.states), axis.stack(restored.buffer_states))
+    else:
+        carry = carry._replace(state=axis.stack(restored.states))
+        host.update_start = max(host.update_start, host.env_steps + cfg.learning_starts)
+        print(
+            f"{resume[0].path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
+            f"transitions are collected (at {host.update_start} env steps); save one with "
+            "--save-replay-buffer for an exact continuation"
+        )
+    if restored.replay_envs:
+        restore_envs(env, host, restored.records, env_seeds(seeds, host.env_steps, run.n_envs))
+    return carry, host

@@ -1,0 +1,115 @@
+"""The host loop, top to bottom: act -> step the envs -> stage the transitions -> (when due) one fused
+training iteration on the device -> what falls due (evaluate, report, log, save) -> again.
+
+This module holds no math and no stage of its own: each line of `run_loop` is a call into the module that
+does that part (rlbench.loop.collect, .updating, .evaluation, .metrics_log, .save_points; when to train and
+when gSDE resamples is rlbench.loop.schedule's, the compiled programs rlbench.loop.compiled's). A training
+iteration is one device call that also returns the next action, so one env step costs one dispatch; the
+divergence checks run where the metrics come to the host anyway (log, evaluation, checkpoint).
+
+Seeds: a run trains K seeds as one learner with a leading seed axis (`SeedAxis`): one compiled call per
+iteration for all of them, K x n_envs envs in one vector env. A seed that diverges is frozen at its last
+finite state and the others train on (rlbench.loop.divergence); with one seed, a divergence ends the run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from rlbench.errors import RunFailure
+from rlbench.loop import collect, updating
+from rlbench.loop.evaluation import EvalResult, evaluate_seeds
+from rlbench.loop.metrics_log import ProgressBar, log_due
+from rlbench.loop.run_state import LoopRun, TrainResult
+from rlbench.loop.save_points import save_after_failure, save_final, save_if_due, save_periodic
+
+OnEval = Callable[[int, list[EvalResult | None]], None]
+OnIteration = Callable[[int, Any], None]
+
+
+def run_loop(
+    loop: LoopRun,
+    on_eval: OnEval | None = None,
+    on_iteration: OnIteration | None = None,
+    stop_requested: Callable[[], str | None] | None = None,
+) -> TrainResult:
+    """Train until run.n_timesteps env steps per seed, every seed failed, or a stop is requested; then
+    write the final (or, stopped, the interrupt) checkpoints. A RunFailure leaves checkpoints to resume."""
+    host, run, n_seeds = loop.host, loop.run, loop.axis.n_seeds
+    start = Start(time.perf_counter(), host.env_steps)
+    loop.guard.start(host.env_steps, loop.state, host.metrics)
+    interrupted, checkpoints = None, Written(n_seeds)
+    try:
+        with ProgressBar(run, host.env_steps, n_seeds) as bar:
+            # loop.failed, not host.active: this condition runs every env step, and it is a count.
+            while host.env_steps < run.n_timesteps and len(loop.failed) < n_seeds:
+                if stop_requested is not None and (interrupted := stop_requested()):
+                    break
+                action = collect.act(loop)
+                step = collect.step(loop, action)
+                collect.stage(loop, action, step)
+                if updating.train_if_due(loop, bool(step.done.any())):
+                    bar.trained(host.env_steps)
+                checkpoints.keep(falls_due(loop, bar, start, on_eval, on_iteration))
+        loop.carry = jax.block_until_ready(loop.carry)
+        if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
+            checkpoints.keep(save_periodic(loop, with_buffer=True, urgent=True))
+        elif host.active.any():
+            checkpoints.keep(save_final(loop))
+    except RunFailure as error:
+        for note in save_after_failure(loop, error):
+            error.add_note(note)
+        raise
+    return TrainResult(
+        state=loop.state,
+        buffer_state=loop.carry.buffer_state,
+        host=host,
+        wall_time=time.perf_counter() - start.time,
+        interrupted=interrupted,
+        checkpoints=checkpoints.paths,
+        failed=dict(loop.failed),
+    )
+
+
+def falls_due(
+    loop: LoopRun, bar: ProgressBar, start: Start, on_eval: OnEval | None, on_iteration: OnIteration | None
+) -> list[Path | None]:
+    """After a vector step: evaluation, the caller's callbacks, logs, a periodic checkpoint, the progress
+    bar, each when due. Returns the checkpoint each seed wrote (None: none)."""
+    run, host = loop.run, loop.host
+    if loop.eval_env is not None and host.vector_steps % max(run.eval_freq // run.n_envs, 1) == 0:
+        results = evaluate_seeds(loop)
+        means = [result.mean for result in results if result is not None]
+        if means:
+            bar.evaluated(float(np.mean(means)))
+        if on_eval is not None:
+            on_eval(host.env_steps, results)
+    if on_iteration is not None and host.pending.count == 0:
+        on_iteration(host.env_steps, loop.state)
+    log_due(loop, start.time, start.env_steps)
+    written = save_if_due(loop)
+    bar.advance(host.env_steps)
+    return written
+
+
+class Start(NamedTuple):
+    """When (perf_counter) and at how many env steps the loop started: fps in the logs."""
+
+    time: float
+    env_steps: int
+
+
+class Written:
+    """The last checkpoint each seed wrote."""
+
+    def __init__(self, n_seeds: int):
+        self.paths: list[Path | None] = [None] * n_seeds
+
+    def keep(self, written: list[Path | None]) -> None:
+        self.paths = [new or old for new, old in zip(written, self.paths, strict=True)]

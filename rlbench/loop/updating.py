@@ -1,0 +1,37 @@
+"""Training, when the schedule says so: the staged transitions go to the replay buffer, and with them one
+fused device call trains and chooses the next action (train_freq in steps), or gradient steps follow
+episode ends (train_freq in episodes: rlbench.loop.schedule)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlbench.loop.compiled import IterationInputs
+from rlbench.loop.run_state import LoopRun
+
+
+def train_if_due(loop: LoopRun, episode_ended: bool) -> bool:
+    """Once the staging is full: insert its transitions and train if due. Returns whether it trained."""
+    host, programs, schedule = loop.host, loop.programs, loop.schedule
+    if not host.pending.full:
+        return False
+    new = loop.axis.device(host.pending.take())
+    if schedule.fused_update_due(host):
+        inputs = IterationInputs(
+            new, progress_remaining(loop), loop.axis.device(host.obs), host.act_key, loop.normalization(), loop.training
+        )
+        loop.carry, outputs = programs.update(loop.carry, inputs)
+        host.metrics, host.next_action, host.act_key = outputs
+        return True
+    loop.carry = loop.carry._replace(buffer_state=programs.insert(loop.carry.buffer_state, new))
+    calls = schedule.gradient_step_calls(host, episode_ended)
+    for n_steps in calls:  # the next step acts with the trained policy (host.next_action stays None)
+        loop.state, host.metrics = programs.train_some(
+            loop.state, loop.carry.buffer_state, progress_remaining(loop), loop.normalization(), np.int32(n_steps)
+        )
+    return bool(calls)
+
+
+def progress_remaining(loop: LoopRun) -> np.float32:
+    """SB3's progress_remaining, 1 at the start of the run and 0 at its end (learning-rate schedules)."""
+    return np.float32(1.0 - loop.host.env_steps / loop.run.n_timesteps)
