@@ -106,8 +106,10 @@ def test_reports_are_the_same_twice_and_leave_numpys_generator_alone(tmp_path):
     before = np.random.get_state()[1].copy()
     first = statistics.comparison_section(curves, REPS)
     assert np.array_equal(np.random.get_state()[1], before)
+    np.random.seed(8)  # whatever state numpy's generator is in, the report is the same
     assert statistics.comparison_section(curves, REPS) == first
-    assert statistics.comparison_section(curves, REPS, seed=1) != first  # the seed is what makes it the same
+    other_seed = statistics.comparison_section(curves, REPS, seed=1)
+    assert other_seed[1:] != first[1:]  # the seed is what makes it the same (the first line names it)
     png = statistics.plot_profile(curves, tmp_path / "profile.png", REPS)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
