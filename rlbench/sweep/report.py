@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rlbench.redact import printable
-from rlbench.report import plots
+from rlbench.report import plots, statistics
 from rlbench.report.returns import machine_line
 from rlbench.report.returns import write_report as write_returns_report
 from rlbench.sweep.grid import Cell, SweepSpec
@@ -101,8 +101,8 @@ def introduction(spec: SweepSpec, manifest: Manifest, extended: bool) -> list[st
         f"{grid['eval_episodes']} episodes. Packing: {manifest.packing.get('reason', 'n/a')}.",
         "",
         "Statistics over seeds of each run's mean evaluation return: mean, IQM (mean of the middle half) and a "
-        "95% percentile-bootstrap interval of the mean (rliable's stratified bootstrap, 2000 resamples). "
-        "Published: the same env, algorithm and env steps (- when none).",
+        f"95% percentile-bootstrap interval of the mean (rliable's stratified bootstrap, {statistics.REPS} "
+        "resamples). Published: the same env, algorithm and env steps (- when none).",
         "",
     ]
     if extended:
