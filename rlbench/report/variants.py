@@ -27,14 +27,17 @@ def warn(message: str) -> None:
 
 
 def folder_labels(folders: list[Path], labels: list[str] | None) -> list[str]:
-    """One label per folder: the given ones (ConfigError unless one per folder), else none for a single
-    folder (curves keep the algo's name) and the folders' names (their paths where names repeat)."""
+    """One label per folder: the given ones (ConfigError unless one per folder, each its own), else none
+    for a single folder (curves keep the algo's name) and the folders' names (their paths where names repeat)."""
     if labels is not None:
         if len(labels) != len(folders):
             raise ConfigError(
                 f"-l/--labels: {len(labels)} label(s) for {len(folders)} folder(s); give one label per folder, "
                 "in the folders' order"
             )
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ConfigError(f"-l/--labels: {', '.join(map(repr, repeated))} given twice; each folder needs its own")
         return list(labels)
     if len(folders) == 1:
         return [""]

@@ -414,11 +414,22 @@ def test_runs_of_different_hyperparameters_in_one_folder_are_a_curve_each_naming
         run = logs / "sac" / f"Pendulum-v1_{i}"
         write_evaluations(run, [1000], [value])
         write_config(run, "Pendulum-v1", {"batch_size": 256, "learning_rate": rate, "n_timesteps": 1000})
+    forged = logs / "sac" / "Pendulum-v1_4"
+    write_evaluations(forged, [1000], [7.0])
+    (forged / "Pendulum-v1").mkdir()
+    (forged / "Pendulum-v1" / "config.yml").write_text("{[")
     assert plots_main([str(logs), "-o", str(tmp_path / "plots"), "--reps", "50"]) == 0
-    out = capsys.readouterr().out
-    assert "| Pendulum-v1 | sac learning_rate=0.001 | 2 | 1000 | 1.5 +/- 0.5 | 1.5 |" in out
-    assert "| Pendulum-v1 | sac learning_rate=0.0003 | 1 | 1000 | 5.0 +/- 0.0 | 5.0 |" in out
-    assert legends["Pendulum-v1.png"] == ["sac learning_rate=0.001 (n=2)", "sac learning_rate=0.0003 (n=1)"]
+    captured = capsys.readouterr()
+    assert "| Pendulum-v1 | sac learning_rate=0.001 | 2 | 1000 | 1.5 +/- 0.5 | 1.5 |" in captured.out
+    assert "| Pendulum-v1 | sac learning_rate=0.0003 | 1 | 1000 | 5.0 +/- 0.0 | 5.0 |" in captured.out
+    assert "| Pendulum-v1 | sac config.yml unknown | 1 | 1000 | 7.0 +/- 0.0 | 7.0 |" in captured.out
+    assert captured.err.startswith(f"warning: {forged / 'Pendulum-v1' / 'config.yml'}: unreadable (invalid YAML at ")
+    assert captured.err.endswith("); its run's setting is unknown\n") and captured.err.count("\n") == 1
+    assert legends["Pendulum-v1.png"] == [
+        "sac learning_rate=0.001 (n=2)",
+        "sac learning_rate=0.0003 (n=1)",
+        "sac config.yml unknown (n=1)",
+    ]
 
 
 def test_runs_on_different_evaluation_schedules_warn_naming_them_and_are_each_plotted(tmp_path, capsys, legends):
@@ -452,4 +463,7 @@ def test_labels_not_one_per_folder_are_one_line_exit_2(tmp_path, capsys):
     assert captured.err == (
         "error: -l/--labels: 1 label(s) for 2 folder(s); give one label per folder, in the folders' order\n"
     )
+    assert not (tmp_path / "plots").exists()
+    code = plots_main([str(tmp_path / "a"), str(tmp_path / "b"), "-l", "x", "x", "-o", str(tmp_path / "plots")])
+    assert code == 2 and capsys.readouterr().err == "error: -l/--labels: 'x' given twice; each folder needs its own\n"
     assert not (tmp_path / "plots").exists()
