@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Learning curves (PNG) and a final-return table from log folders; same as `python -m rlbench.report.plots`."""
+"""Learning curves (PNG), a final-return table and rliable's comparison of log folders (`-l` labels them);
+the same as `python -m rlbench.report.plots`."""
 
 import sys
 

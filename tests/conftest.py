@@ -17,7 +17,12 @@ import pytest  # noqa: E402
 from rlbench.algos.crossq.config import CrossQConfig  # noqa: E402
 from rlbench.algos.sac.config import SACConfig  # noqa: E402
 from rlbench.networks.mlp import NetworkConfig  # noqa: E402
+from rlbench.report import statistics as report_statistics  # noqa: E402
 from rlbench.run import compile_cache  # noqa: E402
+
+# The reports that sweeps, `bench returns` and the plots write in these tests bootstrap 200 times, not 2000:
+# the tests check what the reports show, and 2000 resamples of each estimate cost seconds a report.
+report_statistics.REPS = 200
 
 compile_cache.enable()
 

@@ -1,7 +1,8 @@
-"""The returns report: per env and algorithm (or grid setting), statistics over seeds of the final
-evaluation return and of the return at a number of env steps (mean, IQM, 95% bootstrap interval of the
-mean) beside published results, and learning curves. `python -m rlbench.bench returns` and sweeps
-(rlbench.sweep) write it.
+"""The returns report: per env and curve (algorithm, system, grid setting), statistics over seeds of the
+final evaluation return and of the return at a number of env steps (mean, IQM, 95% bootstrap interval of
+the mean, by rliable) beside published results, rliable's comparison of the curves
+(rlbench.report.statistics), learning curves and a performance profile. `python -m rlbench.bench returns`
+and sweeps (rlbench.sweep) write it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rlbench.files import atomic_write_text
-from rlbench.report import plots
+from rlbench.report import plots, statistics
 
 
 class Reference(NamedTuple):
@@ -68,8 +69,8 @@ class Summary:
 
     @classmethod
     def of(cls, values: np.ndarray) -> Summary:
-        low, high = plots.confidence_band(values[:, None])
-        return cls(len(values), float(values.mean()), plots.iqm(values), float(low[0]), float(high[0]))
+        iqm, mean = statistics.iqm_and_mean(values[:, None])
+        return cls(len(values), mean.point, iqm.point, mean.low, mean.high)
 
     def cells(self) -> str:
         interval = f"({self.low:.1f}, {self.high:.1f})" if self.n > 1 else "n/a (1 seed)"
@@ -91,21 +92,22 @@ def reference_cells(env: str, algo: str, steps: int | None) -> str:
 
 
 def returns_tables(groups: list[plots.Group], n_timesteps: Mapping[tuple[str, str], int], at_steps: int) -> str:
+    """`n_timesteps[(env, curve label)]`: the env steps of the curve's runs."""
     head = "| env | algo | seeds | {} | mean | IQM | 95% CI of the mean | published | source |\n" + "|---" * 9 + "|"
     final = [head.format("env steps")]
     at = [head.format("eval at")]
     for g in groups:
         steps = int(g.timesteps[-1])
         final.append(
-            f"| {g.env} | {g.algo} | {len(g.runs)} | {steps} | {Summary.of(g.returns[:, -1]).cells()} | "
+            f"| {g.env} | {g.label} | {len(g.runs)} | {steps} | {Summary.of(g.returns[:, -1]).cells()} | "
             f"{reference_cells(g.env, g.algo, steps)} |"
         )
         index = eval_index_at(g.timesteps, at_steps)
-        if n_timesteps[(g.env, g.algo)] < at_steps or index is None:
+        if n_timesteps[(g.env, g.label)] < at_steps or index is None:
             stats = "n/a | n/a | n/a | n/a"  # the runs are shorter
         else:
             stats = f"{int(g.timesteps[index])} | {Summary.of(g.returns[:, index]).cells()}"
-        at.append(f"| {g.env} | {g.algo} | {len(g.runs)} | {stats} | {reference_cells(g.env, g.algo, at_steps)} |")
+        at.append(f"| {g.env} | {g.label} | {len(g.runs)} | {stats} | {reference_cells(g.env, g.algo, at_steps)} |")
     return (
         "## Final evaluation return\n\n" + "\n".join(final) + "\n\n"
         f"## Evaluation return at {at_steps} env steps\n\n"
@@ -134,7 +136,8 @@ def write_report(
     intro: Sequence[str],
     runs: str,
 ) -> Path:
-    """`output` (markdown): `intro`, the two returns tables, the learning curves (one PNG per env,
+    """`output` (markdown): `intro`, the two returns tables, rliable's comparison of the curves (its
+    performance profile in `<output stem>_performance_profile.png`), the learning curves (one PNG per env,
     `<output stem>_<env>.png` beside it, published results marked within the curves' range) and `runs`."""
     reach = {g.env: max(int(h.timesteps[-1]) for h in groups if h.env == g.env) for g in groups}
     markers = {
@@ -145,9 +148,16 @@ def write_report(
     }
     output.parent.mkdir(parents=True, exist_ok=True)
     pngs = plots.plot(groups, output.parent, prefix=f"{output.stem}_", markers=markers)
+    scores = [g.scores() for g in groups]
+    profile = statistics.plot_profile(scores, output.parent / f"{output.stem}_{plots.PROFILE_FILE}")
     lines = [
         *intro,
         returns_tables(groups, n_timesteps, at_steps),
+        "## Comparisons (rliable)",
+        "",
+        *statistics.comparison_section(scores),
+        "",
+        *([f"Performance profile: ![performance profile]({profile.name})", ""] if profile else []),
         "## Learning curves",
         "",
         "Mean over seeds with a 95% bootstrap band; crosses: published results.",

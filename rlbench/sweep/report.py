@@ -1,5 +1,6 @@
-"""A sweep's returns report (`<sweep>/report.md` and its PNGs): rlbench.report.returns's tables and curves
-over the finished cells, one curve per algo and grid setting."""
+"""A sweep's returns report (`<sweep>/report.md` and its PNGs): rlbench.report.returns's tables, rliable's
+comparison and curves over the finished cells, one curve per algo and grid setting (so a grid axis such as
+`--grid temperature_loss:log_alpha,alpha` is answered by the P(improvement) of its settings)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rlbench.redact import printable
-from rlbench.report import plots
+from rlbench.report import plots, statistics
 from rlbench.report.returns import machine_line
 from rlbench.report.returns import write_report as write_returns_report
 from rlbench.sweep.grid import Cell, SweepSpec
 from rlbench.sweep.manifest import DONE, FAILED, Manifest
-
-
-def curve_label(algo: str, setting_label: str) -> str:
-    return f"{algo} {setting_label}" if setting_label else algo
 
 
 def reported_runs(
@@ -46,19 +43,17 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
         by_run = reported_runs(members, manifest, log_root, finals)
         if not by_run:
             continue
-        label = curve_label(algo, next(iter(by_run.values())).setting_label)
-        group = plots.load_group(env, label, list(by_run), finals)
-        if group is None:
-            continue
-        groups.append(group)
-        n_timesteps[(env, label)] = int(group.timesteps[-1])
-        for run, returns in zip(group.runs, group.returns, strict=True):  # unreadable runs left out
-            cell = by_run[run]
-            record = manifest.cells[cell.key]
-            rows.append(
-                f"| {label} | {env} | {cell.seed} | {record.run_dir} | {record.node} | {record.attempts} | "
-                f"{returns[-1]:.1f} | {record.wall_time_s:.0f} |"
-            )
+        setting = next(iter(by_run.values())).setting_label
+        for group in plots.load_groups(env, algo, list(by_run), finals, setting=setting):
+            groups.append(group)
+            n_timesteps[(env, group.label)] = int(group.timesteps[-1])
+            for run, returns in zip(group.runs, group.returns, strict=True):  # unreadable runs left out
+                cell = by_run[run]
+                record = manifest.cells[cell.key]
+                rows.append(
+                    f"| {group.label} | {env} | {cell.seed} | {record.run_dir} | {record.node} | "
+                    f"{record.attempts} | {returns[-1]:.1f} | {record.wall_time_s:.0f} |"
+                )
     if not groups:
         return None
     extended = any(run in finals for group in groups for run in group.runs)
@@ -106,8 +101,8 @@ def introduction(spec: SweepSpec, manifest: Manifest, extended: bool) -> list[st
         f"{grid['eval_episodes']} episodes. Packing: {manifest.packing.get('reason', 'n/a')}.",
         "",
         "Statistics over seeds of each run's mean evaluation return: mean, IQM (mean of the middle half) and a "
-        "95% percentile-bootstrap interval of the mean (2000 resamples). Published: the same env, algorithm and "
-        "env steps (- when none).",
+        f"95% percentile-bootstrap interval of the mean (rliable's stratified bootstrap, {statistics.REPS} "
+        "resamples). Published: the same env, algorithm and env steps (- when none).",
         "",
     ]
     if extended:

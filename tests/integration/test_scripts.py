@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,23 +69,6 @@ def test_seed_sweep_then_plots_and_table(tmp_path, capsys, seeds_per_run):
         f"| Pendulum-v1 | sac | 3 | 60 | {finals.mean():.1f} +/- {expected_se:.1f} | "
         f"{stats.trim_mean(finals, 0.25):.1f} |" == row
     )
-
-
-def test_aggregate_across_envs_by_hand(tmp_path):
-    from rlbench.report.plots import Group, aggregate_table
-
-    ts = np.array([10])
-    groups = [
-        Group("A", "x", ts, np.array([[0.0], [10.0]]), []),
-        Group("A", "y", ts, np.array([[5.0], [5.0]]), []),
-        Group("B", "x", ts, np.array([[1.0], [1.0]]), []),
-        Group("B", "y", ts, np.array([[3.0], [2.0]]), []),
-    ]
-    table = aggregate_table(groups, n_resamples=50).splitlines()
-    # Env A scores normalised by [0, 10], env B by [1, 3]: x -> 0, 1, 0, 0 ; y -> .5, .5, 1, .5
-    assert table[2].startswith("| x | 2 | 0.00") and "| 0.25 (" in table[2]  # IQM 0, mean 0.25
-    assert table[3].startswith("| y | 2 | 0.50") and "| 0.62 (" in table[3]  # IQM .5, mean .625
-    assert aggregate_table(groups[:2]) is None
 
 
 def test_without_ray_the_loop_runs_and_reports_failed_runs(tmp_path):
@@ -378,3 +362,108 @@ def test_a_forged_evaluations_npz_is_left_out_with_a_warning_naming_it_and_the_o
     for path, line in zip(forged, warnings, strict=True):
         assert line.startswith(f"warning: {path}: unreadable (") and line.endswith("); left out"), line
     assert "declares 3000000000 bytes" in warnings[-1] and "declares (402653184,) float64" in warnings[-2]
+
+
+def write_config(run, env, hyperparams, zoo=False):
+    """The run's config.yml: rlbench's sorted mapping, or RL Zoo's OrderedDict dump (a tag, then pairs)."""
+    (run / env).mkdir()
+    text = yaml.safe_dump(hyperparams, sort_keys=True)
+    if zoo:
+        pairs = [[key, value] for key, value in sorted(hyperparams.items())]
+        text = "!!python/object/apply:collections.OrderedDict\n" + yaml.safe_dump(pairs)
+    (run / env / "config.yml").write_text(text)
+
+
+@pytest.fixture
+def legends(monkeypatch):
+    """{PNG file name: its legend's labels}, recorded as each figure is saved (the figure itself is saved)."""
+    from matplotlib.figure import Figure
+
+    seen, save = {}, Figure.savefig
+
+    def recording(figure, path, *args, **kwargs):
+        seen[Path(path).name] = figure.axes[0].get_legend_handles_labels()[1]
+        return save(figure, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", recording)
+    return seen
+
+
+def test_two_folders_of_one_algo_and_env_are_two_curves_named_by_their_labels(tmp_path, capsys, legends):
+    """Issue 35 item 5: an SBX folder and an rlbench folder were pooled into one "sac (n=4)" curve."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for i, value in enumerate((1.0, 2.0, 3.0), 1):
+        write_evaluations(ours / "sac" / f"Pendulum-v1_{i}", [1000, 2000], [value, value + 10])
+        write_evaluations(theirs / "sac" / f"Pendulum-v1_{i}", [1000, 2000], [value, value + 20])
+        write_config(theirs / "sac" / f"Pendulum-v1_{i}", "Pendulum-v1", {"batch_size": 256}, zoo=True)
+    argv = [str(ours), str(theirs), "-l", "rlbench", "SBX", "-o", str(tmp_path / "plots"), "--reps", "50"]
+    assert plots_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| Pendulum-v1 | rlbench sac | 3 | 2000 | 12.0 +/- 0.6 | 12.0 |" in out
+    assert "| Pendulum-v1 | SBX sac | 3 | 2000 | 22.0 +/- 0.6 | 22.0 |" in out
+    assert "- rlbench sac vs SBX sac on Pendulum-v1 at 2k: P(improvement) 0.00 [0.00, 0.00], SBX sac better" in out
+    assert legends["Pendulum-v1.png"] == ["rlbench sac (n=3)", "SBX sac (n=3)"]
+    assert (tmp_path / "plots" / "performance_profile.png").read_bytes()[:4] == b"\x89PNG"
+    assert plots_main([str(ours), str(theirs), "-o", str(tmp_path / "plots"), "--reps", "50"]) == 0
+    assert "| Pendulum-v1 | ours sac | 3 |" in capsys.readouterr().out  # no labels: the folders' names
+
+
+def test_runs_of_different_hyperparameters_in_one_folder_are_a_curve_each_naming_the_key(tmp_path, capsys, legends):
+    logs = tmp_path / "logs"
+    for i, (rate, value) in enumerate(((0.001, 1.0), (0.0003, 5.0), (0.001, 2.0)), 1):
+        run = logs / "sac" / f"Pendulum-v1_{i}"
+        write_evaluations(run, [1000], [value])
+        write_config(run, "Pendulum-v1", {"batch_size": 256, "learning_rate": rate, "n_timesteps": 1000})
+    forged = logs / "sac" / "Pendulum-v1_4"
+    write_evaluations(forged, [1000], [7.0])
+    (forged / "Pendulum-v1").mkdir()
+    (forged / "Pendulum-v1" / "config.yml").write_text("{[")
+    assert plots_main([str(logs), "-o", str(tmp_path / "plots"), "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    assert "| Pendulum-v1 | sac learning_rate=0.001 | 2 | 1000 | 1.5 +/- 0.5 | 1.5 |" in captured.out
+    assert "| Pendulum-v1 | sac learning_rate=0.0003 | 1 | 1000 | 5.0 +/- 0.0 | 5.0 |" in captured.out
+    assert "| Pendulum-v1 | sac config.yml unknown | 1 | 1000 | 7.0 +/- 0.0 | 7.0 |" in captured.out
+    assert captured.err.startswith(f"warning: {forged / 'Pendulum-v1' / 'config.yml'}: unreadable (invalid YAML at ")
+    assert captured.err.endswith("); its run's setting is unknown\n") and captured.err.count("\n") == 1
+    assert legends["Pendulum-v1.png"] == [
+        "sac learning_rate=0.001 (n=2)",
+        "sac learning_rate=0.0003 (n=1)",
+        "sac config.yml unknown (n=1)",
+    ]
+
+
+def test_runs_on_different_evaluation_schedules_warn_naming_them_and_are_each_plotted(tmp_path, capsys, legends):
+    """Issue 35 items 5 and 6: runs sharing no evaluated env steps lost their env; now a curve each, with a
+    one-line warning naming the runs. Runs over the same range at other points: a warning, one curve."""
+    logs = tmp_path / "logs"
+    write_evaluations(logs / "sac" / "Pendulum-v1_1", [1000, 2000], [1, 2])
+    write_evaluations(logs / "sac" / "Pendulum-v1_2", [3000, 4000], [3, 4])
+    write_evaluations(logs / "sac" / "Hopper-v4_1", [1000, 2000, 3000], [1, 2, 3])
+    write_evaluations(logs / "sac" / "Hopper-v4_2", [1000, 1500, 3000], [1, 2, 3])
+    assert plots_main([str(logs), "-o", str(tmp_path / "plots"), "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "warning: Hopper-v4 sac: runs evaluated at different env steps (Hopper-v4_1 (3 evaluations), Hopper-v4_2 "
+        "(3 evaluations)); interpolated to the union of their points",
+        "warning: Pendulum-v1 sac: runs share no evaluated env steps (Pendulum-v1_1 1000-2000, Pendulum-v1_2 "
+        "3000-4000); one curve per evaluation schedule",
+    ]
+    assert "| Pendulum-v1 | sac evaluated 1000-2000 | 1 | 2000 | 2.0 +/- 0.0 |" in captured.out
+    assert "| Pendulum-v1 | sac evaluated 3000-4000 | 1 | 4000 | 4.0 +/- 0.0 |" in captured.out
+    assert "| Hopper-v4 | sac | 2 | 3000 (interpolated) |" in captured.out
+    assert legends["Pendulum-v1.png"] == ["sac evaluated 1000-2000 (n=1)", "sac evaluated 3000-4000 (n=1)"]
+
+
+def test_labels_not_one_per_folder_are_one_line_exit_2(tmp_path, capsys):
+    write_evaluations(tmp_path / "a" / "sac" / "Pendulum-v1_1", [1000], [1])
+    write_evaluations(tmp_path / "b" / "sac" / "Pendulum-v1_1", [1000], [1])
+    code = plots_main([str(tmp_path / "a"), str(tmp_path / "b"), "-l", "rlbench", "-o", str(tmp_path / "plots")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err == (
+        "error: -l/--labels: 1 label(s) for 2 folder(s); give one label per folder, in the folders' order\n"
+    )
+    assert not (tmp_path / "plots").exists()
+    code = plots_main([str(tmp_path / "a"), str(tmp_path / "b"), "-l", "x", "x", "-o", str(tmp_path / "plots")])
+    assert code == 2 and capsys.readouterr().err == "error: -l/--labels: 'x' given twice; each folder needs its own\n"
+    assert not (tmp_path / "plots").exists()
