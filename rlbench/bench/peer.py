@@ -166,17 +166,28 @@ def run_cells(cells: Sequence[PeerCell], peer: Peer, spec: SweepSpec, on_event=p
             while todo and len(running) < slots:
                 cell = todo.pop(0)
                 core, lock = claim_core()
-                running[start(cell, peer, spec, core)] = (cell, lock, time.monotonic())
-                where = f"core {core}" if core is not None else "unpinned"
-                on_event(f"sbx {cell.cell.algo} {cell.cell.env} seed {cell.cell.seed}: started ({where})")
+                try:
+                    running[start(cell, peer, spec, core)] = (cell, lock, time.monotonic())
+                except OSError as error:  # the peer's Python gone since the probe, a folder not writable
+                    release(lock)
+                    on_event(f"{name(cell)}: {describe(record(cell, -1, 0.0, f'cannot start: {error}'))}")
+                    continue
+                on_event(f"{name(cell)}: started ({f'core {core}' if core is not None else 'unpinned'})")
             for process in [p for p in running if p.poll() is not None]:
                 cell, lock, began = running.pop(process)
                 finish_child(process)
-                if lock is not None:
-                    os.close(lock)
-                state = record(cell, process.returncode, time.monotonic() - began)
-                on_event(f"sbx {cell.cell.algo} {cell.cell.env} seed {cell.cell.seed}: {describe(state)}")
+                release(lock)
+                on_event(f"{name(cell)}: {describe(record(cell, process.returncode, time.monotonic() - began))}")
             time.sleep(0.2)
+
+
+def name(cell: PeerCell) -> str:
+    return f"{SYSTEM} {cell.cell.algo} {cell.cell.env} seed {cell.cell.seed}"
+
+
+def release(lock: int | None) -> None:
+    if lock is not None:
+        os.close(lock)
 
 
 def start(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> subprocess.Popen:
@@ -207,12 +218,17 @@ def run_folder(cell: PeerCell) -> Path:
     return cell.folder / cell.zoo_algo / f"{cell.cell.env}_1"
 
 
-def record(cell: PeerCell, code: int, seconds: float) -> dict:
+def record(cell: PeerCell, code: int, seconds: float, error: str | None = None) -> dict:
+    """The cell's outcome, written last (peer_cell.json): done when its process ended well with evaluations."""
     evaluations = run_folder(cell) / "evaluations.npz"
     state = {"state": DONE, "wall_time_s": round(seconds, 1), "run_dir": str(run_folder(cell))}
-    if code != 0 or not evaluations.exists():  # a run without evaluations has nothing to report
-        error = f"exit {code}: {log_tail(cell)}" if code != 0 else f"no {evaluations}"
+    if error is None and code != 0:
+        error = f"exit {code}: {log_tail(cell)}"
+    elif error is None and not evaluations.exists():  # a run without evaluations has nothing to report
+        error = f"no {evaluations}"
+    if error is not None:
         state = {"state": FAILED, "wall_time_s": round(seconds, 1), "error": error}
+    cell.folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(cell.folder / STATE_FILE, json.dumps(state))
     return state
 

@@ -161,3 +161,9 @@ def test_plan_refuses_by_name_and_a_failing_peer_is_reported_per_cell(tmp_path):
     assert (entry["n_timesteps"], entry["policy_kwargs"]["net_arch"]) == (400, {"pi": [256, 256], "qf": [256, 256]})
     report = "\n".join(sbx.report_lines(cells, None))
     assert "SBX cells without a finished run: sac/Pendulum-v1 seed 1 (failed: exit 3" in report
+
+    # Run again (a failed cell is run afresh) with the peer's Python gone since the probe: failed, not raised.
+    events.clear()
+    sbx.run_cells(cells, sbx.Peer(str(tmp_path / "gone"), "a stand-in"), spec, on_event=events.append)
+    assert [event.split(": ", 1)[1][:40] for event in events] == ["failed: cannot start: [Errno 2] No such "] * 2
+    assert sbx.outcome(cells[0])["state"] == sbx.FAILED and not (cells[0].folder / "peer.log").read_text()
