@@ -41,7 +41,9 @@ def zoo_yaml(path):
     return yaml.load(path.read_text(), Loader=ZooLoader)  # a SafeLoader with one constructor more
 
 
+@pytest.fixture
 def peer_python():
+    """RLBENCH_TEST_PEER; before the test's Ray instance starts, so that a skip costs nothing."""
     if PEER:
         return PEER
     if os.environ.get("CI"):
@@ -58,8 +60,8 @@ def grid(log, output, peer, *extra):
 
 
 @pytest.mark.slow  # 48 s on 2 cores under a load of 7: 4 rlbench cells on Ray, then 2 SBX processes
-def test_peer_trains_the_same_cells_beside_rlbench(tmp_path, capsys, ray_session):
-    peer = peer_python()
+def test_peer_trains_the_same_cells_beside_rlbench(peer_python, tmp_path, capsys, ray_session):
+    peer = peer_python
     log, output = tmp_path / "logs", tmp_path / "returns.md"
     assert bench_main(grid(log, output, peer)) == 0  # a refused cell is reported, not a failure
     out = capsys.readouterr().out
