@@ -1,12 +1,14 @@
 """The SBX peer of `bench returns --peer PYTHON`: the same grid trained by SBX through RL Zoo.
 
 The peer is another virtual environment (`pip install sbx-rl rl_zoo3 "gymnasium[mujoco]"`); `probe_peer`
-checks, before anything is written, that its Python imports both. Each cell of the grid (algo, env, seed)
-gets its resolved rlbench entry translated to RL Zoo's spelling (rlbench.bench.peer_spelling) and becomes
-one `PYTHON -m rl_zoo3.train` process with SBX's classes in RL Zoo's algorithm table, the same seed, env
-steps and evaluation schedule (`--eval-freq`, `--eval-episodes`, `--n-eval-envs`: RL Zoo divides the
-frequency by n_envs as rlbench does). As the sweep's CPU cells, the processes run one per core, each
-pinned to a core no sweep task holds (the sweep's lock file per core).
+checks, before anything is written, that its Python has both installed (found, not imported: importing
+RL Zoo imports torch, seconds; an install broken past that fails its cells, each with its log). Each cell
+of the grid (algo, env, seed) gets its resolved rlbench entry translated to RL Zoo's spelling
+(rlbench.bench.peer_spelling) and becomes one `PYTHON -m rl_zoo3.train` process with SBX's classes in RL
+Zoo's algorithm table, the same seed, env steps and evaluation schedule (`--eval-freq`, `--eval-episodes`,
+`--n-eval-envs`: RL Zoo divides the frequency by n_envs as rlbench does). They run once rlbench's cells
+have, on this machine: as the sweep's CPU cells, one process per core, each pinned to a core no sweep task
+holds (the sweep's lock file per core).
 
 Each cell lives in `<sweep>/sbx/<cell>/`: `sbx.yml` (the entry), `peer.log` (the process's output), RL
 Zoo's run folder `<zoo algo>/<env>_1/` and `peer_cell.json` (its outcome), written last. The same command
@@ -160,6 +162,11 @@ def run_cells(cells: Sequence[PeerCell], peer: Peer, spec: SweepSpec, on_event=p
     """Run every translated cell not done yet, one process per core; a stop (SIGINT, SIGTERM) kills them."""
     todo = [c for c in cells if c.entry is not None and outcome(c)["state"] != DONE]
     slots = max(1, len(os.sched_getaffinity(0)))
+    refused = sum(c.entry is None for c in cells)
+    on_event(
+        f"SBX peer ({peer.versions}): {len(todo)} of {len(cells)} cells to run, up to {slots} processes at a time "
+        f"(one per core){f'; {refused} refused' if refused else ''}"
+    )
     running: dict[subprocess.Popen, tuple[PeerCell, int | None, float]] = {}
     with stopping_children():
         while todo or running:

@@ -152,6 +152,10 @@ def test_plan_refuses_by_name_and_a_failing_peer_is_reported_per_cell(tmp_path):
     failing.chmod(failing.stat().st_mode | stat.S_IXUSR)
     events = []
     sbx.run_cells(cells, sbx.Peer(str(failing), "a stand-in"), spec, on_event=events.append)
+    slots = len(os.sched_getaffinity(0))
+    assert events.pop(0) == (
+        f"SBX peer (a stand-in): 2 of 4 cells to run, up to {slots} processes at a time (one per core); 2 refused"
+    )
     assert (
         sorted(e.split(": ", 1)[1] for e in events if "started" not in e)
         == ["failed: exit 3: Traceback (most recent call last): | boom: no such algo"] * 2
@@ -170,5 +174,5 @@ def test_plan_refuses_by_name_and_a_failing_peer_is_reported_per_cell(tmp_path):
     # Run again (a failed cell is run afresh) with the peer's Python gone since the probe: failed, not raised.
     events.clear()
     sbx.run_cells(cells, sbx.Peer(str(tmp_path / "gone"), "a stand-in"), spec, on_event=events.append)
-    assert [event.split(": ", 1)[1][:40] for event in events] == ["failed: cannot start: [Errno 2] No such "] * 2
+    assert [event.split(": ", 1)[1][:40] for event in events[1:]] == ["failed: cannot start: [Errno 2] No such "] * 2
     assert sbx.outcome(cells[0])["state"] == sbx.FAILED and not (cells[0].folder / "peer.log").read_text()
