@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rlbench.run.signals import SignalScope
@@ -26,13 +27,23 @@ class _Children:
     pending: int | None = None
 
 
-def start_child(command: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Popen in a new process group, its output captured as text, registered until `finish_child`."""
+def start_child(
+    command: Sequence[str], env: dict[str, str] | None = None, output: Path | None = None
+) -> subprocess.Popen:
+    """Popen in a new process group, registered until `finish_child`; its output captured as text, or with
+    `output` appended to that file (a child that runs for hours while others are polled fills no pipe)."""
     _Children.spawning = True
     try:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
-        )
+        with open(output, "ab") if output is not None else contextlib.nullcontext() as log:
+            pipe = subprocess.PIPE if log is None else log
+            process = subprocess.Popen(
+                command,
+                stdout=pipe,
+                stderr=subprocess.PIPE if log is None else subprocess.STDOUT,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
         _Children.running.add(process)
     finally:
         _Children.spawning = False

@@ -10,6 +10,10 @@ the interrupted ones from their checkpoints, and other settings under the same n
 evaluation, an edited hyperparameter file) are refused with the difference instead of mixing results.
 --report-only reports what the manifest says has finished and trains nothing.
 
+With `--peer PYTHON` (a virtual environment with SBX and RL Zoo) SBX trains the same cells through RL Zoo
+once rlbench's have run, one process per core, and the report shows its runs as `sbx <algo>` beside
+rlbench's (rlbench.bench.peer); a peer cell that is refused, fails or is not run is named in the report.
+
 The report gives, per env and algo over seeds, the mean, the interquartile mean (IQM: the mean of the
 middle half, Agarwal et al. 2021) and a 95% percentile-bootstrap interval of the mean, of (a) the final
 evaluation return and (b) the evaluation return at `--at-steps` env steps (the last evaluation at or
@@ -26,6 +30,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rlbench.bench import peer as sbx
 from rlbench.cli.flags import flag, parser_from, seeds_group, shared
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
@@ -82,6 +87,8 @@ FLAGS = (
     ),
     shared("address"),
     shared("device", help="as the sweep's"),
+    shared("peer", help=f"{shared('peer').options['help']}: trains the same cells with SBX through RL Zoo"),
+    shared("peer_device"),
 )
 
 
@@ -162,9 +169,15 @@ def shown_command(argv: Sequence[str]) -> str:
     return f"python -m rlbench.bench returns {shlex.join(shown)}"
 
 
-def write_report(spec: SweepSpec, manifest: Manifest, args: argparse.Namespace, command: str) -> Path | None:
-    """The markdown report of the cells the manifest records as done, and its PNGs (one per env,
-    `<output stem>_<env>.png` beside it); None when none has finished."""
+def write_report(
+    spec: SweepSpec,
+    manifest: Manifest,
+    args: argparse.Namespace,
+    command: str,
+    peer: tuple[sbx.Peer | None, list[sbx.PeerCell]] = (None, []),
+) -> Path | None:
+    """The markdown report of the cells the manifest records as done (and of the peer's cells done), and its
+    PNGs (one per env, `<output stem>_<env>.png` beside it); None when none has finished."""
     log = args.log_folder
     cells = spec.cells()
     groups, rows, n_timesteps = [], [], {}
@@ -173,16 +186,20 @@ def write_report(spec: SweepSpec, manifest: Manifest, args: argparse.Namespace, 
             done = [c for c in cells if (c.algo, c.env) == (algo, env) and manifest.cells[c.key].state == DONE]
             runs = {log / manifest.cells[c.key].run_dir: c for c in done}
             group = plots.load_group(env, algo, list(runs)) if runs else None
-            if group is None:
-                continue
-            groups.append(group)
-            n_timesteps[(env, algo)] = int(group.timesteps[-1])
-            for run, returns in zip(group.runs, group.returns, strict=True):
-                cell, record = runs[run], manifest.cells[runs[run].key]
-                rows.append(
-                    f"| {algo} | {env} | {cell.seed} | {record.run_dir} | {int(group.timesteps[-1])} | "
-                    f"{returns[-1]:.1f} | {record.wall_time_s:.0f} |"
-                )
+            if group is not None:
+                groups.append(group)
+                n_timesteps[(env, algo)] = int(group.timesteps[-1])
+                for run, returns in zip(group.runs, group.returns, strict=True):
+                    cell, record = runs[run], manifest.cells[runs[run].key]
+                    rows.append(
+                        f"| {algo} | {env} | {cell.seed} | {record.run_dir} | {int(group.timesteps[-1])} | "
+                        f"{returns[-1]:.1f} | {record.wall_time_s:.0f} |"
+                    )
+            peer_group, peer_rows = sbx.report_group(peer[1], env, algo, log)  # beside rlbench's
+            if peer_group is not None:
+                groups.append(peer_group)
+                n_timesteps[(env, peer_group.algo)] = int(peer_group.timesteps[-1])
+                rows += peer_rows
     if not groups:
         return None
     per_algo = {algo: " ".join(next(c for c in cells if c.algo == algo).params(spec)) for algo in spec.algos}
@@ -206,6 +223,7 @@ def write_report(spec: SweepSpec, manifest: Manifest, args: argparse.Namespace, 
         "percentile-bootstrap interval of the mean (2000 resamples). Published: the same env, algorithm and "
         "env steps (- when none).",
         "",
+        *sbx.report_lines(peer[1], peer[0]),
     ]
     states = {c: manifest.cells[c.key].state for c in cells}
     failed = [f"{c.algo}/{c.env} seed {c.seed} ({manifest.cells[c.key].error})" for c in cells if states[c] == FAILED]
@@ -226,8 +244,10 @@ def main(argv: Sequence[str]) -> int:
         spec = check_args(args)
         plots.import_plot_packages()  # the report's curves: before hours of training, not after
         manifest = recorded_manifest(spec, args.log_folder)  # another grid under this name: refused here
+        peer = sbx.probe_peer(args.peer, args.peer_device) if args.peer else None
         if not args.report_only:
             import_ray()
+        peer_cells = plan_peer(spec, args) if args.peer else []
         # The command that trains the grid (--report-only left out): what the report shows and a stopped sweep names.
         command = shown_command(redact_argv([token for token in argv if token != "--report-only"]))
         code = 0 if args.report_only else train(spec, args, command)
@@ -235,6 +255,8 @@ def main(argv: Sequence[str]) -> int:
         return exit_code(error)
     if code in (EXIT_INTERRUPTED, EXIT_ABORTED):
         return code
+    if peer is not None and not args.report_only:
+        sbx.run_cells(peer_cells, peer, spec)
     if args.report_only:
         done = manifest.counts()[DONE] if manifest is not None else 0
         print(
@@ -244,9 +266,27 @@ def main(argv: Sequence[str]) -> int:
         )
     else:
         manifest = recorded_manifest(spec, args.log_folder)
-    report = write_report(spec, manifest, args, command) if manifest is not None else None
+    report = write_report(spec, manifest, args, command, (peer, peer_cells)) if manifest is not None else None
     if report is None:
         print("error: no finished run to report", file=sys.stderr)
         return 1
     print(f"wrote {report}")
-    return code
+    return max(code, peer_code(peer_cells))
+
+
+def plan_peer(spec: SweepSpec, args: argparse.Namespace) -> list[sbx.PeerCell]:
+    """The peer's cells, each with its RL Zoo entry or the reason it has none (said now, before any training)."""
+    cells = sbx.plan_cells(spec, sweep_cli.cell_template(args), sweep_dir(args.log_folder, spec.name))
+    for cell in cells:
+        if cell.entry is None:
+            print(f"sbx {cell.cell.algo} {cell.cell.env} seed {cell.cell.seed}: refused: {cell.refusal}", flush=True)
+    return cells
+
+
+def peer_code(cells: list[sbx.PeerCell]) -> int:
+    """1 when a peer cell failed or did not run, as for a failed rlbench cell; a refused one (said before
+    training) is not a failure. Each is named here and in the report."""
+    missing = list(sbx.not_done(cells))
+    for line in missing:
+        print(f"sbx cell without a finished run: {line}", file=sys.stderr)
+    return 1 if any(sbx.outcome(cell)["state"] in (sbx.FAILED, sbx.NOT_RUN) for cell in cells) else 0

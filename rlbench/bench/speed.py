@@ -154,7 +154,7 @@ PRECISIONS = ("float32", "bfloat16")
 
 FLAGS = (
     shared("env", default="HalfCheetah-v4", help=None),
-    flag("--peer", default=None, help="python of a venv with sbx-rl installed, to run SBX side by side"),
+    shared("peer"),
     flag(
         "--peer-script",
         type=Path,
@@ -179,7 +179,7 @@ FLAGS = (
     flag("--repeats", type=int, default=1, help="alternate rlbench/peer rows this many times"),
     flag("--update-seconds", type=float, default=5.0, help="how long each row times the compiled update alone"),
     shared("device", help="JAX backend for rlbench rows: auto, cpu, gpu, or gpu:N (cuda:N) for the N-th GPU"),
-    flag("--peer-device", default="cpu", choices=("cpu", "gpu"), help="JAX backend for the peer's rows"),
+    shared("peer_device", help="JAX backend for the peer's rows"),
     flag("--output", default=None, help="also write the rows as JSON lines here, each as soon as it is measured"),
     flag(
         "--first-step",

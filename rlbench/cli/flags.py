@@ -168,6 +168,15 @@ SHARED: dict[str, Flag] = {
         help="a running Ray cluster: auto or HOST:PORT (default: a private Ray instance on this machine)",
     ),
     "at_steps": flag("--at-steps", type=int, default=100_000, help="the report's second table: returns at n steps"),
+    # The benchmarks' peer: SBX in a virtual environment of its own.
+    "peer": flag(
+        "--peer",
+        default=None,
+        metavar="PYTHON",
+        help='python of a virtual environment with SBX and RL Zoo (pip install sbx-rl rl_zoo3 "gymnasium[mujoco]"), '
+        "to run SBX side by side",
+    ),
+    "peer_device": flag("--peer-device", default="cpu", choices=("cpu", "gpu"), help="JAX backend of the peer"),
 }
 
 

@@ -1,0 +1,159 @@
+"""rlbench's resolved hyperparameter entry in RL Zoo's spelling for SBX: the peer of `bench returns --peer`.
+
+rlbench reads RL Zoo's files and writes its resolved entry back in the same spelling (config.yml,
+`Experiment.hyperparams`), with its own spellings where it differs: `activation_fn: relu` for `nn.ReLU`,
+`ent_coef: auto_1.0` for `auto`, `precision`, `target_update_interval` and a full `normalize` dict.
+`peer_entry` turns that entry into the RL Zoo hyperparameter entry with which SBX trains the same learner
+(`python -m rl_zoo3.train --conf-file`, with SBX's classes as RL Zoo's algorithms): every setting is
+written out, so neither side's defaults decide anything. A setting SBX 0.28 cannot express (a bfloat16
+learner, an activation other than ReLU, gSDE, a target update interval, CrossQ with quantile critics, a
+key this table does not know) is refused by name: `Untranslatable`, reported per cell, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# rlbench's --algo -> RL Zoo's --algo with SBX's classes (DroQ is SAC with a dropout and layer-norm critic).
+PEER_ALGOS = {"sac": "sac", "droq": "sac", "tqc": "tqc", "crossq": "crossq"}
+# SBX's classes by RL Zoo's algorithm name: what the peer's process puts in RL Zoo's table (SBX 0.28).
+SBX_CLASSES = {"sac": "SAC", "tqc": "TQC", "crossq": "CrossQ", "td3": "TD3", "ddpg": "DDPG", "ppo": "PPO"}
+
+# Keys written as they are: RL Zoo reads them (n_envs, n_timesteps, policy, normalize, env_wrapper,
+# frame_stack, env_kwargs) or passes them to SBX's constructor, which has the same meaning.
+SAME_KEYS = (
+    "n_timesteps",
+    "n_envs",
+    "policy",
+    "frame_stack",
+    "stats_window_size",
+    "learning_rate",
+    "buffer_size",
+    "learning_starts",
+    "batch_size",
+    "gamma",
+    "train_freq",
+    "gradient_steps",
+    "policy_delay",
+    "target_entropy",
+    "use_sde",
+)
+OWN_KEYS = {"sac": ("tau",), "droq": ("tau",), "tqc": ("tau", "top_quantiles_to_drop_per_net"), "crossq": ()}
+SAME_POLICY_KWARGS = ("net_arch", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs")
+OWN_POLICY_KWARGS = {
+    "tqc": ("n_quantiles",),
+    "crossq": ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps"),
+}
+# Settings SBX has one value of: any other is refused, with the reason.
+ONLY_VALUE = {
+    "precision": ("float32", "SBX trains in float32"),
+    "target_update_interval": (1, "SBX updates the target critics at every gradient step"),
+    "use_sde": (False, "SBX's SAC-family policies only repeat one noise key (no state-dependent exploration)"),
+    "temperature_loss": ("log_alpha", "SBX 0.28 minimises -log(alpha) * (log_prob + target_entropy)"),
+}
+ONLY_POLICY_KWARG = {"activation_fn": ("relu", "an RL Zoo YAML entry cannot name a flax activation; SBX's is relu")}
+GSDE_KEYS = ("sde_sample_freq", "use_sde_at_warmup")
+GSDE_POLICY_KWARGS = ("log_std_init", "use_expln", "full_std", "clip_mean")
+QUANTILE_CROSSQ = "CrossQ with quantile critics (CrossQ + TQC): SBX's CrossQ has none"
+
+
+class Untranslatable(ValueError):
+    """Settings the peer cannot express, each `name=value (why)`."""
+
+    def __init__(self, settings: list[str]) -> None:
+        super().__init__("SBX cannot express " + "; ".join(settings))
+        self.settings = settings
+
+
+def peer_entry(algo: str, resolved: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(RL Zoo's --algo, the hyperparameter entry) that trains `algo`'s resolved entry with SBX; Untranslatable
+    naming every setting it cannot express."""
+    if algo not in PEER_ALGOS:
+        raise Untranslatable([f"--algo {algo} (no SBX algorithm for it here; known: {', '.join(PEER_ALGOS)})"])
+    refused: list[str] = []
+    entry: dict[str, Any] = {}
+    for key, value in resolved.items():
+        if key == "policy_kwargs":
+            entry[key] = peer_policy_kwargs(algo, value or {}, refused)
+        elif key in ONLY_VALUE and value != ONLY_VALUE[key][0]:
+            refused.append(f"{key}={value!r} ({ONLY_VALUE[key][1]})")
+        elif key in SAME_KEYS or key in OWN_KEYS[algo]:
+            entry[key] = value
+        elif key in ONLY_VALUE or key in GSDE_KEYS:
+            continue  # SBX's only value (gSDE's keys come with use_sde, refused above)
+        elif key in SPELLED:
+            SPELLED[key](entry, value, resolved, refused)
+        else:
+            refused.append(f"{key}={value!r} (no RL Zoo spelling for SBX's {PEER_ALGOS[algo]})")
+    if refused:
+        raise Untranslatable(refused)
+    return PEER_ALGOS[algo], dict(sorted(entry.items()))
+
+
+def peer_policy_kwargs(algo: str, kwargs: Mapping[str, Any], refused: list[str]) -> dict[str, Any]:
+    out = {}
+    for key, value in kwargs.items():
+        name = f"policy_kwargs.{key}={value!r}"
+        if key in ONLY_POLICY_KWARG:
+            if value != ONLY_POLICY_KWARG[key][0]:
+                refused.append(f"{name} ({ONLY_POLICY_KWARG[key][1]})")
+        elif key in SAME_POLICY_KWARGS or key in OWN_POLICY_KWARGS.get(algo, ()):
+            out[key] = value
+        elif key in GSDE_POLICY_KWARGS:
+            continue  # with use_sde, refused at the top level
+        elif algo == "crossq" and key == "n_quantiles":
+            refused.append(f"{name} ({QUANTILE_CROSSQ})")
+        else:
+            refused.append(f"{name} (no policy_kwargs of SBX's {PEER_ALGOS[algo]} takes it)")
+    return dict(sorted(out.items()))
+
+
+def _ent_coef(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:
+    """rlbench writes a learned coefficient `auto_<initial>`; SBX reads the same, and `auto` for 1.0."""
+    entry["ent_coef"] = "auto" if value == "auto_1.0" else value
+
+
+def _qf_learning_rate(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:
+    if value is not None:  # None: the critic follows learning_rate, SBX's default too
+        entry["qf_learning_rate"] = value
+
+
+def _env_kwargs(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:
+    if value:
+        entry["env_kwargs"] = dict(value)
+
+
+def _normalize(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:
+    """VecNormalize's arguments as a dict. RL Zoo sets their gamma to the entry's gamma, which the entry
+    always has here: another gamma cannot be expressed."""
+    if value is None or value is False:
+        return
+    gamma = resolved.get("gamma", 0.99)
+    if isinstance(value, Mapping) and value.get("gamma", gamma) != gamma:
+        refused.append(f"normalize.gamma={value['gamma']!r} (RL Zoo sets VecNormalize's gamma to gamma={gamma!r})")
+        return
+    entry["normalize"] = dict(value) if isinstance(value, Mapping) else value
+
+
+def _env_wrapper(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:
+    """RL Zoo's spelling already ({path: kwargs} per wrapper); one of rlbench's own modules is not in the peer."""
+    own = [name for wrapper in value for name in wrapper if str(name).startswith("rlbench.")]
+    if own:
+        refused.append(f"env_wrapper {', '.join(own)} (rlbench's own wrapper: not installed in the peer)")
+    else:
+        entry["env_wrapper"] = [dict(wrapper) for wrapper in value]
+
+
+def _quantiles_of_crossq(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:
+    refused.append(f"top_quantiles_to_drop_per_net={value!r} ({QUANTILE_CROSSQ})")
+
+
+SPELLED = {
+    "ent_coef": _ent_coef,
+    "qf_learning_rate": _qf_learning_rate,
+    "env_kwargs": _env_kwargs,
+    "normalize": _normalize,
+    "env_wrapper": _env_wrapper,
+    "top_quantiles_to_drop_per_net": _quantiles_of_crossq,  # TQC's own key is in OWN_KEYS
+}
