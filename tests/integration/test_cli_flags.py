@@ -27,7 +27,7 @@ def run_files(run_dir, env_id="Pendulum-v1"):
     """(config.yml, args.yml, progress.csv rows) of one finished run: what a run that exits 0 must write."""
     params = run_dir / env_id.replace(":", "_")
     rows = (run_dir / "progress.csv").read_text().splitlines()
-    assert rows[0].startswith("time/env_steps,") and (run_dir / f"{env_id.replace(':', '_')}.zip").is_file()
+    assert rows[0].startswith("time/total_timesteps,") and (run_dir / f"{env_id.replace(':', '_')}.zip").is_file()
     return yaml.safe_load((params / "config.yml").read_text()), yaml.safe_load((params / "args.yml").read_text()), rows
 
 

@@ -569,8 +569,8 @@ def assert_whole_history(run_dir: Path, n_timesteps: int, eval_freq: int) -> Non
 
     with open(run_dir / "progress.csv") as file:
         rows = list(csv.DictReader(file))
-    evaluations = [int(row["time/env_steps"]) for row in rows if row["eval/mean_reward"]]
-    rollouts = [int(row["time/env_steps"]) for row in rows if row["rollout/ep_rew_mean"]]
+    evaluations = [int(row["time/total_timesteps"]) for row in rows if row["eval/mean_reward"]]
+    rollouts = [int(row["time/total_timesteps"]) for row in rows if row["rollout/ep_rew_mean"]]
     assert evaluations == list(range(eval_freq, n_timesteps + 1, eval_freq)), evaluations
     assert rollouts == list(range(800, n_timesteps + 1, 800)), rollouts
     monitor = (run_dir / "0.monitor.csv").read_text().splitlines()

@@ -178,7 +178,7 @@ def test_fixed_entropy_coefficient_has_no_parameter_and_stays_fixed():
     state, metrics = jax.jit(learner.gradient_steps_fn)(
         state, random_batches(jax.random.key(1), 2, 4), jax.random.split(jax.random.key(2), 2), jnp.float32(1), 0
     )
-    np.testing.assert_allclose(metrics["train/alpha"], 0.05, rtol=1e-6)
+    np.testing.assert_allclose(metrics["train/ent_coef"], 0.05, rtol=1e-6)
 
 
 def test_learned_temperature_starts_at_initial_value():

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 import jax
 
-from rlbench.algos.common.fused import StepFn, make_gradient_steps
+from rlbench.algos.common.fused import SCHEDULE_METRICS, StepFn, make_gradient_steps
 from rlbench.types import Metrics, Transition
 
 S = TypeVar("S")
@@ -53,7 +53,7 @@ def assemble_learner(
     return Learner(
         init_fn=init_fn,
         gradient_steps_fn=make_gradient_steps(cfg, critic_step, actor_step, actor_metric_names),
-        metric_names=(*critic_metric_names, *actor_metric_names, "train/learning_rate", "train/n_updates"),
+        metric_names=(*critic_metric_names, *actor_metric_names, *SCHEDULE_METRICS),
         critic_step_fn=critic_step,
         actor_step_fn=actor_step,
     )
