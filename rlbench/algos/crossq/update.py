@@ -100,7 +100,7 @@ def actor_step(
     actor, loss, (log_prob, batch_stats) = apply_loss(state.actor, loss_fn)
     actor = actor.replace(batch_stats=batch_stats)
     entropy = -log_prob
-    temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target)
+    temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target, cfg.temperature_loss)
     metrics = {
         "train/actor_loss": loss,
         "train/entropy": entropy.mean(),

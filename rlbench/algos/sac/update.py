@@ -91,7 +91,7 @@ def actor_step(
 
     actor, loss, log_prob = apply_loss(state.actor, loss_fn)
     entropy = -log_prob  # [B], per-sample estimate of H(pi(.|s))
-    temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target)
+    temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target, cfg.temperature_loss)
     metrics = {
         "train/actor_loss": loss,
         "train/entropy": entropy.mean(),
