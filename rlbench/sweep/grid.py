@@ -134,7 +134,7 @@ class SweepSpec:
 def parse_grid(tokens: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """`--grid key:v1,v2 ...` -> ((key, (v1, v2)), ...); ConfigError naming the bad token. Values are
     -params values; a value containing a comma (a list, a dict(...)) is written inside brackets, e.g.
-    `net_arch:[64,64],[256,256]` splits at the top-level commas only."""
+    `policy_kwargs:dict(net_arch=[64,64]),None` splits at the top-level commas only."""
     axes: dict[str, tuple[str, ...]] = {}
     for token in tokens:
         key, colon, values = token.partition(":")
