@@ -11,13 +11,12 @@ from rlbench.cli.train import main
 from rlbench.store.metric_names import RENAMED_METRICS
 from tests.run_files import SBX_PROGRESS
 
-# Keys SB3 logs only under conditions the fixture runs do not meet, and rlbench cannot have yet:
-# rollout/success_rate and eval/success_rate need `is_success` in the env's info (rlbench reads no info keys);
-# train/std is gSDE's exploration std (rlbench logs none yet). None may appear in the fixtures' headers.
+# Keys SB3 logs only under conditions the fixture runs do not meet, and rlbench cannot have: SB3 logs them when
+# the env's info holds `is_success`, which rlbench does not read. None may appear in the fixtures' headers.
+# (train/std, gSDE's, is logged with use_sde: tests/unit/test_gsde.py.)
 NOT_LOGGED = {
     "rollout/success_rate": "rlbench reads no is_success from the env's info",
     "eval/success_rate": "rlbench reads no is_success from the env's info",
-    "train/std": "gSDE's std is not logged by rlbench",
 }
 TINY = ["learning_starts:100", "batch_size:8", "buffer_size:1000", "policy_kwargs:dict(net_arch=[8])"]
 

@@ -50,6 +50,8 @@ def assemble_learner(
     actor_metric_names: Sequence[str],
 ) -> Learner[S]:
     """A Learner from an algorithm's two steps: the fusion and the metric bookkeeping are shared."""
+    if getattr(cfg, "gsde", None) is not None:
+        actor_step, actor_metric_names = with_exploration_std(actor_step), (*actor_metric_names, "train/std")
     return Learner(
         init_fn=init_fn,
         gradient_steps_fn=make_gradient_steps(cfg, critic_step, actor_step, actor_metric_names),
@@ -57,3 +59,14 @@ def assemble_learner(
         critic_step_fn=critic_step,
         actor_step_fn=actor_step,
     )
+
+
+def with_exploration_std(actor_step: StepFn) -> StepFn:
+    """`actor_step` that also reports train/std, SB3's mean of gSDE's exploration std after the step."""
+
+    def step(state, batch: Transition, key: jax.Array):
+        state, metrics = actor_step(state, batch, key)
+        std = state.actor.apply_fn(state.actor.variables(), method="exploration_std")
+        return state, {**metrics, "train/std": std.mean()}
+
+    return step
