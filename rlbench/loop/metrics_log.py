@@ -11,7 +11,7 @@ from rlbench.loggers.base import STEP_KEY
 from rlbench.loop.divergence import verify_finite
 from rlbench.loop.run_state import LoopRun
 
-# SB3's keys, with SB3's meanings (README "Metrics"); eval/std_reward is rlbench's own.
+# SB3's keys, with SB3's meanings (README, "Metric keys"); eval/std_reward is rlbench's own.
 ROLLOUT_METRICS = (
     "rollout/ep_rew_mean",
     "rollout/ep_len_mean",
