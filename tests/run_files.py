@@ -84,3 +84,11 @@ def tensorboard_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
             for value in event.summary.value:
                 scalars[value.tag].append((event.step, value.simple_value))
     return dict(scalars)
+
+
+SBX_PROGRESS = Path(__file__).parent / "data" / "sbx_progress"
+
+
+def sbx_progress_keys(algo: str) -> list[str]:
+    """The header of a real SBX run's progress.csv for `algo` (sac, tqc, crossq: tests/data/sbx_progress)."""
+    return (SBX_PROGRESS / f"{algo}.csv").read_text().splitlines()[0].split(",")

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+# Every row's x axis, in every logger: the env steps so far, under SB3's name for them.
+STEP_KEY = "time/total_timesteps"
+
 
 class Logger(Protocol):
     def log(self, metrics: Mapping[str, float], step: int) -> None: ...

@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from rlbench.loggers.base import STEP_KEY
+
 
 class ConsoleLogger:
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         rows = [
             (name, value)
             for name, value in sorted(metrics.items())
-            if not (isinstance(value, float) and math.isnan(value))
+            if name != STEP_KEY and not (isinstance(value, float) and math.isnan(value))
         ]
-        rows.insert(0, ("time/env_steps", step))
+        rows.insert(0, (STEP_KEY, step))
         width = max(len(name) for name, _ in rows)
         lines = [f"| {name:<{width}} | {_fmt(value):>12} |" for name, value in rows]
         rule = "-" * len(lines[0])

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rlbench.files import atomic_write_text
+from rlbench.loggers.base import STEP_KEY
 
 
 class CSVLogger:
@@ -17,7 +18,7 @@ class CSVLogger:
 
     def __init__(self, path: Path, metric_names: Sequence[str]):
         self.path = Path(path)
-        self.columns = ["time/env_steps", *sorted(set(metric_names) - {"time/env_steps"})]
+        self.columns = [STEP_KEY, *sorted(set(metric_names) - {STEP_KEY})]
         header = io.StringIO()
         csv.DictWriter(header, fieldnames=self.columns).writeheader()
         atomic_write_text(self.path, header.getvalue())
@@ -26,7 +27,7 @@ class CSVLogger:
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         row = {name: "" for name in self.columns}
-        row["time/env_steps"] = step
+        row[STEP_KEY] = step
         for name, value in metrics.items():
             if name not in row:
                 raise KeyError(f"metric {name!r} is not a column of progress.csv")

@@ -13,6 +13,7 @@ from gymnasium.vector import VectorEnv
 from rlbench.envs.make import step_vector_env
 from rlbench.envs.replay import episode_records
 from rlbench.errors import EvaluationError
+from rlbench.loggers.base import STEP_KEY
 from rlbench.loop.divergence import verify_finite
 from rlbench.loop.run_state import LoopRun
 
@@ -133,6 +134,7 @@ def record_evaluation(loop: LoopRun, index: int, result: EvalResult) -> None:
         "eval/mean_reward": result.mean,
         "eval/std_reward": result.std,
         "eval/mean_ep_length": float(result.lengths.mean()),
+        STEP_KEY: host.env_steps,
     }
     loop.loggers[index].log(eval_metrics, host.env_steps)
     single = not loop.axis.batched

@@ -7,11 +7,20 @@ import time
 from collections.abc import Callable
 
 from rlbench.config.entry import RunConfig
+from rlbench.loggers.base import STEP_KEY
 from rlbench.loop.divergence import verify_finite
 from rlbench.loop.run_state import LoopRun
 
-ROLLOUT_METRICS = ("rollout/ep_rew_mean", "rollout/ep_len_mean", "time/episodes", "time/fps")
-EVAL_METRICS = ("eval/mean_reward", "eval/std_reward", "eval/mean_ep_length")
+# SB3's keys, with SB3's meanings (README, "Metric keys"); eval/std_reward is rlbench's own.
+ROLLOUT_METRICS = (
+    "rollout/ep_rew_mean",
+    "rollout/ep_len_mean",
+    "time/episodes",
+    "time/fps",
+    "time/time_elapsed",
+    STEP_KEY,
+)
+EVAL_METRICS = ("eval/mean_reward", "eval/std_reward", "eval/mean_ep_length", STEP_KEY)
 
 
 def log_due(loop: LoopRun, start: float, start_steps: int) -> None:
@@ -29,13 +38,15 @@ def log_due(loop: LoopRun, start: float, start_steps: int) -> None:
     for index in due:
         host.seeds[index].episodes_at_last_log = len(host.seeds[index].episodes.finished_returns)
     metrics = verify_finite(loop)
-    fps = (host.env_steps - start_steps) / (time.perf_counter() - start)  # per seed, as a single run
+    elapsed = max(time.perf_counter() - start, 1e-9)
+    # As SB3's: env steps (per seed, as a single run's) and whole seconds since this process began training.
+    times = {"time/fps": (host.env_steps - start_steps) / elapsed, "time/time_elapsed": int(elapsed)}
     for index in due:
         seed = host.seeds[index]
         if seed.failed is None:
             values = {name: float(value[index]) for name, value in metrics.items()}
             summary = seed.episodes.summary(run.stats_window_size)
-            loop.loggers[index].log(summary | {"time/fps": fps} | values, host.env_steps)
+            loop.loggers[index].log(summary | times | values | {STEP_KEY: host.env_steps}, host.env_steps)
 
 
 class TrainingRate:

@@ -22,6 +22,7 @@ from rlbench.envs.obs_normalizer import VecNormalizeStats
 from rlbench.envs.replay import EpisodeRecord
 from rlbench.files import atomic_write_bytes
 from rlbench.store.manifest import HostInfo
+from rlbench.store.metric_names import current_names
 from rlbench.types import EnvSpec, Transition
 
 
@@ -218,7 +219,9 @@ class HostState:
                         f"{getattr(first, counter)})"
                     )
         next_actions = [arrays.get("next_action") for _, arrays in saved]
-        names = sorted({name for info, _ in saved for name in (info.metrics or {})})
+        # Under today's names, also in a checkpoint written before rlbench took SB3's.
+        saved_metrics = [current_names(info.metrics or {}) for info, _ in saved]
+        names = sorted({name for metrics in saved_metrics for name in metrics})
         host = cls(
             env_steps=first.env_steps,
             vector_steps=first.vector_steps,
@@ -228,7 +231,7 @@ class HostState:
             act_key=jax.random.wrap_key_data(np.stack([arrays["act_key"] for _, arrays in saved])),
             pending=_saved_pending(saved, spec, capacity),
             seeds=[_saved_seed(seed, info, arrays) for seed, (info, arrays) in zip(seeds, saved, strict=True)],
-            metrics={name: np.array([(info.metrics or {}).get(name, np.nan) for info, _ in saved]) for name in names},
+            metrics={name: np.array([metrics.get(name, np.nan) for metrics in saved_metrics]) for name in names},
         )
         return host, _saved_records(saved)
 

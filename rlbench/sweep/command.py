@@ -37,7 +37,7 @@ from rlbench.run.outputs import RunOutputs, Tracking
 from rlbench.run.probe import check_log_folder
 from rlbench.sweep.engine import import_ray, run_sweep
 from rlbench.sweep.final_eval import short_runs_note
-from rlbench.sweep.grid import SweepSpec, check_name, default_name, parse_grid
+from rlbench.sweep.grid import SweepSpec, check_learner_values, check_name, default_name, parse_grid
 from rlbench.sweep.options import SweepOptions
 
 SAVE_FREQ_FRACTION = 10  # by default a sweep checkpoints (with the replay buffer) every tenth of a run
@@ -180,16 +180,14 @@ def params_for_from_args(args: argparse.Namespace, algos: tuple[str, ...]) -> di
 def check_values(
     args: argparse.Namespace, params_for: dict[str, tuple[str, ...]]
 ) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The syntax of every -params, --params-for and --grid value now (whether an algorithm accepts it is
-    each cell's own check); the --grid axes."""
+    """The syntax of every -params, --params-for and --grid value now, and each --grid value of a learner key
+    as each algorithm reads it (the rest, with the env's entry, is each cell's own check); the --grid axes."""
     try:
         parse_key_values(list(args.hyperparams), "-params")
         for algo, tokens in params_for.items():
             parse_key_values(list(tokens), f"--params-for {algo}")
         axes = parse_grid(args.grid)
-        for key, values in axes:
-            for value in values:
-                parse_key_values([f"{key}:{value}"], "--grid")
+        check_learner_values(tuple(dict.fromkeys(args.algos)), axes)
     except LiteralError as error:
         raise ConfigError(str(error)) from None
     return axes

@@ -13,11 +13,16 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlbench.algos.registry import get_algo
+from rlbench.config.entry import NOT_SUPPORTED_KEYS, RUN_KEYS, normalize_entry
+from rlbench.config.hyperparams import merge
+from rlbench.config.literals import parse_key_values
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError
 
@@ -129,7 +134,7 @@ class SweepSpec:
 def parse_grid(tokens: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """`--grid key:v1,v2 ...` -> ((key, (v1, v2)), ...); ConfigError naming the bad token. Values are
     -params values; a value containing a comma (a list, a dict(...)) is written inside brackets, e.g.
-    `net_arch:[64,64],[256,256]` splits at the top-level commas only."""
+    `policy_kwargs:dict(net_arch=[64,64]),None` splits at the top-level commas only."""
     axes: dict[str, tuple[str, ...]] = {}
     for token in tokens:
         key, colon, values = token.partition(":")
@@ -145,6 +150,29 @@ def parse_grid(tokens: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]
             raise ConfigError(f"--grid {token!r}: a value is listed twice")
         axes[key] = tuple(split)
     return tuple(axes.items())
+
+
+# Keys of the run, its envs and RL Zoo's unsupported features: each cell checks them with its env's entry.
+CHECKED_BY_THE_CELL = frozenset({*RUN_KEYS, *NOT_SUPPORTED_KEYS, "env_wrapper", "frame_stack"})
+
+
+def check_learner_values(algos: Sequence[str], axes: Sequence[tuple[str, Sequence[str]]]) -> None:
+    """Each --grid value of a learner key, read by each algorithm's config reader over the algorithm's
+    preset: a value no entry makes valid (a wrong type, out of range, a key the algorithm does not read) is
+    one line (ConfigError) before anything runs, not a failed cell for every seed and env."""
+    for key, values in axes:
+        if key in CHECKED_BY_THE_CELL:
+            continue
+        for value, name in itertools.product(values, algos):
+            where = f"--grid {key}:{value}, --algos {name}"
+            entry = normalize_entry(parse_key_values([f"{key}:{value}"], "--grid"), where)
+            algo = get_algo(name)
+            try:
+                with warnings.catch_warnings():  # a value that is ignored without other keys: the cell says so
+                    warnings.simplefilter("ignore")
+                    algo.build_config(merge(algo.preset, entry), 1, where)
+            except ConfigError as error:
+                raise ConfigError(str(error) if where in str(error) else f"{error} (from {where})") from None
 
 
 def _split_top_level(text: str) -> list[str]:

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
+from rlbench.loggers.base import STEP_KEY
 from rlbench.store.checkpoint import Checkpoint, CheckpointError, read_checkpoint
+from rlbench.store.metric_names import current_names
 
 MAX_ATTEMPTS = 1000  # a chain longer than any real sweep's retries: a cycle or a forged resumed_from
 MAX_LOG_BYTES = 256 << 20  # progress.csv of 10M env steps at 4 episodes a row is ~100 MB at worst
@@ -75,6 +77,7 @@ def join_progress(run_dir: Path, attempts: list[Attempt]) -> None:
     earlier, start = [], 0
     for attempt in attempts:
         _, theirs = _read_csv(read_bounded_text(attempt.run_dir / "progress.csv", MAX_LOG_BYTES))
+        theirs = [current_names(row) for row in theirs]  # an attempt from before the rename to SB3's keys
         earlier += [row for row in theirs if start < _env_steps(row) <= attempt.env_steps]
         start = attempt.env_steps
     text = io.StringIO()
@@ -116,7 +119,7 @@ def _read_csv(text: str) -> tuple[list[str], list[dict[str, str]]]:
 
 def _env_steps(row: dict[str, str]) -> float:
     try:
-        return float(row.get("time/env_steps") or "nan")
+        return float(row.get(STEP_KEY) or "nan")
     except ValueError:
         return float("nan")  # compares false: the row is left out
 

@@ -27,7 +27,7 @@ def run_files(run_dir, env_id="Pendulum-v1"):
     """(config.yml, args.yml, progress.csv rows) of one finished run: what a run that exits 0 must write."""
     params = run_dir / env_id.replace(":", "_")
     rows = (run_dir / "progress.csv").read_text().splitlines()
-    assert rows[0].startswith("time/env_steps,") and (run_dir / f"{env_id.replace(':', '_')}.zip").is_file()
+    assert rows[0].startswith("time/total_timesteps,") and (run_dir / f"{env_id.replace(':', '_')}.zip").is_file()
     return yaml.safe_load((params / "config.yml").read_text()), yaml.safe_load((params / "args.yml").read_text()), rows
 
 
@@ -330,3 +330,19 @@ def test_device_is_one_flag_in_every_command():
         assert parser.parse_args(["--device", "cuda:1"]).device == "cuda:1"
         with pytest.raises(SystemExit):
             parser.parse_args(["--device", "tpu"])
+
+
+def test_temperature_loss_from_params_lands_in_config_yml_and_a_bad_value_exits_2(tmp_path, capsys):
+    """Issue 35 item 3: `-params temperature_loss:alpha` is the run's setting (config.yml, which a resume
+    reads back); an unknown value is one line naming the key and the valid values, exit 2, nothing written."""
+    argv = ["--algo", "tqc", "--env", "Pendulum-v1", "-n", "20", *QUIET, *TINY]
+    assert run_cli(tmp_path, *argv, "temperature_loss:alpha") == 0
+    config, _, _ = run_files(tmp_path / "logs" / "tqc" / "Pendulum-v1_1")
+    assert config["temperature_loss"] == "alpha"
+    capsys.readouterr()
+    assert run_cli(tmp_path, *argv, "temperature_loss:alpa") == 2
+    assert capsys.readouterr().err == (
+        "error: temperature_loss: expected log_alpha (SB3's, and SBX's since 0.18) or alpha (SBX's before 0.18), "
+        f"got 'alpa' (from {REPO_ROOT}/hyperparams/tqc.yml / -params)\n"
+    )
+    assert sorted(path.name for path in (tmp_path / "logs" / "tqc").iterdir()) == ["Pendulum-v1_1"]

@@ -109,15 +109,16 @@ def test_a_bad_value_fails_its_cell_alone_and_runs_come_back_through_ray_without
 ):
     log = tmp_path / "logs"
     argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "1", "-n", "300", *EVAL, *TINY]
-    argv += ["--grid", "batch_size:8,0", "-f", str(log), "--no-shared-fs", "--name", "bad", "--no-report"]
+    # n_envs is the run's key, checked by each cell (a learner key's bad value exits 2 before the sweep starts).
+    argv += ["--grid", "n_envs:1,0", "-f", str(log), "--no-shared-fs", "--name", "bad", "--no-report"]
     assert sweep.main(argv) == 1
     captured = capsys.readouterr()
     cells = manifest(log, "bad")["cells"]
-    good, bad = cells["sac/Pendulum-v1/batch_size=8/1"], cells["sac/Pendulum-v1/batch_size=0/1"]
+    good, bad = cells["sac/Pendulum-v1/n_envs=1/1"], cells["sac/Pendulum-v1/n_envs=0/1"]
     assert good["state"] == "done" and (log / good["run_dir"] / "evaluations.npz").is_file()
-    assert yaml.safe_load((log / good["run_dir"] / "Pendulum-v1/config.yml").read_text())["batch_size"] == 8
-    assert bad["state"] == "failed" and bad["attempts"] == 1 and "batch_size" in bad["error"], bad
-    assert bad["run_dir"] is None and "failed sac/Pendulum-v1/batch_size=0/1: " in captured.err
+    assert yaml.safe_load((log / good["run_dir"] / "Pendulum-v1/config.yml").read_text())["n_envs"] == 1
+    assert bad["state"] == "failed" and bad["attempts"] == 1 and "n_envs" in bad["error"], bad
+    assert bad["run_dir"] is None and "failed sac/Pendulum-v1/n_envs=0/1: " in captured.err
     assert [p.name for p in (log / "sac").iterdir()] == ["Pendulum-v1_1"]  # nothing of the failed cell
     assert not (log / "sweeps/bad/staging").exists() and not (log / "sweeps/bad/logs").exists()
     assert not list(Path(tempfile.gettempdir()).glob("rlbench-sweep-sac_Pendulum-v1_*"))  # workers cleaned up
@@ -134,6 +135,8 @@ def test_bad_input_exits_2_before_anything_is_written(tmp_path, capsys):
         (["--envs", "Pendulum-v9"], "Pendulum-v9"),
         (["--grid", "policy_delay"], "--grid 'policy_delay': expected KEY:VALUE1,VALUE2"),
         (["--grid", "policy_delay:1,1"], "listed twice"),
+        (["--grid", "temperature_loss:log_alpha,1"], "temperature_loss: expected log_alpha (SB3's, and SBX's since"),
+        (["--grid", "batch_size:8,abc"], "batch_size: expected a number, got 'abc' (from --grid batch_size:abc"),
         (["--name", "../x"], "--name '../x'"),
         (["--params-for", "crossq", "gamma:0.9"], "--params-for crossq: not one of --algos"),
         (["-params", "gamma:dict("], "-params"),
@@ -569,8 +572,8 @@ def assert_whole_history(run_dir: Path, n_timesteps: int, eval_freq: int) -> Non
 
     with open(run_dir / "progress.csv") as file:
         rows = list(csv.DictReader(file))
-    evaluations = [int(row["time/env_steps"]) for row in rows if row["eval/mean_reward"]]
-    rollouts = [int(row["time/env_steps"]) for row in rows if row["rollout/ep_rew_mean"]]
+    evaluations = [int(row["time/total_timesteps"]) for row in rows if row["eval/mean_reward"]]
+    rollouts = [int(row["time/total_timesteps"]) for row in rows if row["rollout/ep_rew_mean"]]
     assert evaluations == list(range(eval_freq, n_timesteps + 1, eval_freq)), evaluations
     assert rollouts == list(range(800, n_timesteps + 1, 800)), rollouts
     monitor = (run_dir / "0.monitor.csv").read_text().splitlines()

@@ -21,7 +21,7 @@ from rlbench.loggers.tracking import LOG_FLUSH_INTERVAL_S
 from rlbench.redact import redact
 from rlbench.tuning.study import make_storage
 from tests.conftest import REPO_ROOT, TINY_LEARNER
-from tests.run_files import tensorboard_scalars, wandb_records, wandb_run
+from tests.run_files import sbx_progress_keys, tensorboard_scalars, wandb_records, wandb_run
 
 TINY = [
     "--algo",
@@ -138,6 +138,8 @@ def test_offline_run_files_hold_the_evaluations_config_and_seed_the_run_saved(tm
     assert [step for step, _ in scalars["eval/mean_reward"]] == [200, 400, 600]
     np.testing.assert_allclose([v for _, v in scalars["eval/mean_reward"]], means, rtol=1e-6)  # float32 in TB
     assert len(scalars["train/critic_loss"]) == len(train_rows)
+    # The keys of an SBX run's progress.csv, on W&B's and TensorBoard's panels too (issue 35 item 4).
+    assert set(sbx_progress_keys("sac")) <= {key for row in run["history"] for key in row} & set(scalars)
 
 
 def test_without_network_falls_back_to_offline_within_seconds(tmp_path):

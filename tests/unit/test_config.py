@@ -84,6 +84,22 @@ def test_sac_spellings():
     assert not fixed.ent_coef.learned and fixed.learning_rate == ConstantSchedule(1e-3)
 
 
+@pytest.mark.parametrize("algo", ["sac", "droq", "tqc", "crossq"])
+def test_temperature_loss_is_read_written_back_and_refused_by_name(algo):
+    spec = ALGORITHMS[algo]
+    assert spec.build_config(dict(spec.preset), 1, algo).temperature_loss == "log_alpha"  # SB3's, the default
+    cfg = spec.build_config(merge(spec.preset, {"temperature_loss": "alpha"}), 1, algo)
+    assert cfg.temperature_loss == "alpha" and spec.config_to_hyperparams(cfg)["temperature_loss"] == "alpha"
+    for value in ("alpa", 1, None):
+        expected = (
+            "temperature_loss: expected log_alpha (SB3's, and SBX's since 0.18) or alpha (SBX's before 0.18), "
+            f"got {value!r} (from test)"
+        )
+        with pytest.raises(ConfigError) as raised:
+            spec.build_config({"temperature_loss": value}, 1, "test")
+        assert str(raised.value) == expected
+
+
 def test_saved_hyperparams_rebuild_the_same_config():
     for name, spec in ALGORITHMS.items():
         for precision in ("float32", "bfloat16"):

@@ -17,7 +17,7 @@ from rlbench.errors import ConfigError
 from rlbench.networks.actor import GSDEConfig, StateDependentNoise, gsde_std
 from rlbench.networks.mlp import NetworkConfig
 from tests.conftest import tiny_sac_config
-from tests.unit.test_update import SPEC, initial_state
+from tests.unit.test_update import SPEC, initial_state, random_batches
 
 
 def test_log_probability_matches_a_direct_computation():
@@ -108,3 +108,18 @@ def test_gsde_mean_is_clipped_before_the_squash():
     big = state.actor.params | {"mean": {**state.actor.params["mean"], "bias": jnp.full((SPEC.action_dim,), 9.0)}}
     policy = state.actor.apply_fn(state.actor.variables(big), jnp.zeros((2, SPEC.obs_dim)))
     np.testing.assert_allclose(policy.mode(), np.tanh(0.5), rtol=1e-6)
+
+
+def test_a_gsde_update_reports_sb3s_train_std_and_a_plain_one_does_not():
+    """SB3 logs train/std, the mean of gSDE's exploration std, with use_sde (issue 35 item 4): after one step
+    from log_std_init -3 it is the mean of exp(log_std) over the learned [latent, action] log std, near e^-3."""
+    _, learner = gsde_learner(log_std_init=-3.0)
+    assert "train/std" in learner.metric_names and "train/std" not in make_sac(tiny_sac_config(), SPEC).metric_names
+    state, metrics = jax.jit(learner.gradient_steps_fn)(
+        initial_state(learner), random_batches(jax.random.key(1), 1, 4), jax.random.split(jax.random.key(2), 1), 1.0, 0
+    )
+    leaves = jax.tree_util.tree_leaves_with_path(state.actor.params)
+    (log_std,) = [leaf for path, leaf in leaves if "log_std" in jax.tree_util.keystr(path)]
+    assert log_std.shape == (8, SPEC.action_dim) and not np.allclose(log_std, -3.0)  # the step moved it
+    np.testing.assert_allclose(metrics["train/std"], np.exp(np.asarray(log_std)).mean(), rtol=1e-6)
+    np.testing.assert_allclose(metrics["train/std"], math.exp(-3.0), rtol=1e-2)

@@ -52,6 +52,21 @@ def test_temperature_loss_sign_raises_alpha_when_entropy_is_low():
     np.testing.assert_allclose(grad_high, 2.0)  # entropy above target: alpha goes down
 
 
+def test_temperature_loss_on_alpha_has_alpha_times_the_gradient_in_log_alpha():
+    """Issue 35 item 3: SB3's loss log(alpha) * (H - H_target) and SBX's before 0.18, -alpha * (log_prob + H_target)
+    = alpha * (H - H_target), by hand: alpha 0.5, entropies [-2, -1] (mean -1.5), target -1, so H - H_target = -0.5."""
+    log_alpha, entropy = jnp.log(jnp.array(0.5)), jnp.array([-2.0, -1.0])
+    on_log_alpha = temperature_loss(log_alpha, entropy, -1.0, "log_alpha")
+    on_alpha = temperature_loss(log_alpha, entropy, -1.0, "alpha")
+    np.testing.assert_allclose(on_log_alpha, np.log(0.5) * -0.5, rtol=1e-6)  # 0.34657
+    np.testing.assert_allclose(on_alpha, -0.25, rtol=1e-6)  # -0.5 * mean(log_prob + target) = -0.5 * mean(1, 0)
+    grad_log_alpha = jax.grad(temperature_loss)(log_alpha, entropy, -1.0, "log_alpha")
+    grad_alpha = jax.grad(temperature_loss)(log_alpha, entropy, -1.0, "alpha")
+    np.testing.assert_allclose(grad_log_alpha, -0.5, rtol=1e-6)  # H - H_target
+    np.testing.assert_allclose(grad_alpha, -0.25, rtol=1e-6)  # alpha * (H - H_target): the factor alpha
+    assert temperature_loss(log_alpha, entropy, -1.0) == on_log_alpha  # SB3's is the default
+
+
 def test_squashed_log_prob_matches_change_of_variables():
     mean, log_std = jnp.array([[0.3, -0.2]]), jnp.array([[-0.5, 0.1]])
     action, log_prob = sample_action(mean, log_std, jax.random.key(3))

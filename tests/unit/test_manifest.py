@@ -132,3 +132,30 @@ def test_the_members_a_resume_and_a_policy_require_follow_the_record():
     assert resume.shapes["replay_buffer/rows"] == (UpTo(1000), 9)  # 2 * 3 observations + 1 action + 2
     assert resume.closed and not resume.allows("host/episode_actions_1")
     assert policy_expectations(manifest).shapes == {"host/obs": (1, 3)}
+
+
+def test_a_format_3_checkpoints_metrics_are_read_under_sb3s_names():
+    """The format-3 file was written when rlbench named the temperature metrics its own way (train/alpha,
+    train/temperature_loss): a resume from it logs them under SB3's names, the columns of its new progress.csv."""
+    from rlbench.store.host_state import HostState, PendingTransitions
+    from rlbench.types import EnvSpec
+
+    pending_shapes = ((0, 3), (0, 1), (0,), (0, 3), (0,))  # no transitions pending (pending_count 0)
+
+    host = read_manifest(format3()).host
+    arrays = {
+        "obs": np.zeros((1, 3), np.float32),
+        "act_key": np.zeros(2, np.uint32),
+        "episode_returns": np.zeros(1),
+        "episode_lengths": np.zeros(1, np.int64),
+        "finished_returns": np.zeros(1),
+        "finished_lengths": np.full(1, 200),
+        **{f"pending_{n}": np.zeros(shape) for n, shape in zip(PendingTransitions.FIELDS, pending_shapes, strict=True)},
+        **{f"eval_{name}": np.zeros((0,)) for name in ("timesteps", "results", "ep_lengths")},
+        "episode_actions_0": np.zeros((0, 1)),
+    }
+    restored, _ = HostState.from_checkpoints([(host, arrays)], [3], EnvSpec(3, 1), capacity=1)
+    assert "train/alpha" in host.metrics and "train/temperature_loss" in host.metrics  # the old names, as saved
+    assert float(restored.metrics["train/ent_coef"][0]) == host.metrics["train/alpha"] == 0.8191571831703186
+    assert float(restored.metrics["train/ent_coef_loss"][0]) == host.metrics["train/temperature_loss"]
+    assert not {"train/alpha", "train/temperature_loss"} & set(restored.metrics)

@@ -3,7 +3,7 @@
 import pytest
 
 from rlbench.errors import ConfigError
-from rlbench.sweep.grid import Cell, SweepSpec, default_name, make_tasks, parse_grid
+from rlbench.sweep.grid import Cell, SweepSpec, check_learner_values, default_name, make_tasks, parse_grid
 from rlbench.sweep.packing import choose_packing, describe_need, fitting_nodes
 
 
@@ -23,6 +23,24 @@ def test_grid_values_split_at_top_level_commas_only():
             parse_grid([bad])
     with pytest.raises(ConfigError, match="already an axis"):
         parse_grid(["gamma:0.9", "gamma:0.99"])
+
+
+def test_grid_values_of_learner_keys_are_read_by_each_algorithm_before_anything_runs():
+    """Issue 35 items 3 and 6: the temperature-loss study's grid is accepted for the whole SAC family; a value of
+    the wrong type is one line naming the key, the value, the valid values and the algorithm."""
+    algos = ("sac", "droq", "tqc", "crossq")
+    check_learner_values(algos, parse_grid(["temperature_loss:log_alpha,alpha", "n_envs:1,0", "gamma:0.9,0.99"]))
+    for grid, message in (
+        ("temperature_loss:log_alpha,1", "temperature_loss: expected log_alpha (SB3's, and SBX's since 0.18) or "
+         "alpha (SBX's before 0.18), got 1 (from --grid temperature_loss:1, --algos sac)"),
+        ("batch_size:8,abc", "batch_size: expected a number, got 'abc' (from --grid batch_size:abc, --algos sac)"),
+        ("policy_kwargs:dict(batch_norm=True)", "policy_kwargs.batch_norm: BatchRenorm is CrossQ's; use --algo crossq"),
+        ("batch_norm:True", "unknown hyperparameter 'batch_norm' in --grid batch_norm:True, --algos sac;"),
+    ):  # fmt: skip
+        with pytest.raises(ConfigError) as raised:
+            check_learner_values(algos, parse_grid([grid]))
+        assert str(raised.value).startswith(message), raised.value
+    check_learner_values(("crossq",), parse_grid(["policy_kwargs:dict(batch_norm=True),None"]))  # its own key
 
 
 def test_cells_are_the_product_and_a_cell_s_params_are_shared_then_its_algo_s_then_its_setting():

@@ -178,7 +178,25 @@ def test_fixed_entropy_coefficient_has_no_parameter_and_stays_fixed():
     state, metrics = jax.jit(learner.gradient_steps_fn)(
         state, random_batches(jax.random.key(1), 2, 4), jax.random.split(jax.random.key(2), 2), jnp.float32(1), 0
     )
-    np.testing.assert_allclose(metrics["train/alpha"], 0.05, rtol=1e-6)
+    np.testing.assert_allclose(metrics["train/ent_coef"], 0.05, rtol=1e-6)
+
+
+def test_the_temperature_loss_setting_is_the_loss_the_update_takes():
+    """One gradient step from alpha 0.5 with `temperature_loss: alpha` (as -params gives it): the reported
+    temperature loss is alpha * (H - H_target), not SB3's log(alpha) * (H - H_target), with H the step's mean
+    entropy and H_target -dim(A) = -2, both as the step reports them."""
+    from rlbench.algos.sac.config import build_config
+
+    cfg = build_config({"temperature_loss": "alpha", "ent_coef": "auto_0.5", "batch_size": 4}, 1, "test")
+    cfg = tiny_sac_config(temperature_loss=cfg.temperature_loss, ent_coef=cfg.ent_coef)
+    learner, _ = make(cfg)
+    _, metrics = jax.jit(learner.gradient_steps_fn)(
+        initial_state(learner), random_batches(jax.random.key(1), 1, 4), jax.random.split(jax.random.key(2), 1), 1.0, 0
+    )
+    alpha, entropy = float(metrics["train/ent_coef"]), float(metrics["train/entropy"])
+    np.testing.assert_allclose(alpha, 0.5, rtol=1e-6)
+    np.testing.assert_allclose(metrics["train/ent_coef_loss"], alpha * (entropy + 2.0), rtol=1e-5)
+    assert not np.isclose(float(metrics["train/ent_coef_loss"]), np.log(alpha) * (entropy + 2.0))
 
 
 def test_learned_temperature_starts_at_initial_value():

@@ -27,7 +27,7 @@ from rlbench.algos.common.spelling import (
     resolve_gradient_steps,
     unknown_key,
 )
-from rlbench.algos.common.temperature import EntropyCoef
+from rlbench.algos.common.temperature import TEMPERATURE_LOSSES, EntropyCoef
 from rlbench.errors import ConfigError
 from rlbench.networks.actor import GSDEConfig
 from rlbench.networks.mlp import PRECISIONS, NetworkConfig
@@ -51,6 +51,7 @@ class ActorCriticConfig:
     gradient_steps: int = 1
     policy_delay: int = 1  # actor and temperature update every `policy_delay` gradient steps
     ent_coef: EntropyCoef = EntropyCoef()  # noqa: RUF009 (frozen)
+    temperature_loss: str = "log_alpha"  # the learned temperature's loss: a key of TEMPERATURE_LOSSES
     target_entropy: float | None = None  # None -> -dim(A)
     n_critics: int = 2
     adam_b1: float = 0.9
@@ -94,6 +95,7 @@ SHARED_KEYS = KeySet(
         "gradient_steps",
         "policy_delay",
         "ent_coef",
+        "temperature_loss",
         "target_entropy",
         "policy_kwargs",
         "precision",
@@ -169,6 +171,8 @@ def read_shared(
     values["gradient_steps"] = resolve_gradient_steps(p, n_envs)
     if "ent_coef" in p:
         values["ent_coef"] = parse_ent_coef(p["ent_coef"])
+    if "temperature_loss" in p:
+        values["temperature_loss"] = _temperature_loss(p["temperature_loss"], where)
     if p.get("target_entropy", "auto") != "auto":
         values["target_entropy"] = number(p, "target_entropy", float)
     precision = p.get("precision", "float32")
@@ -178,6 +182,13 @@ def read_shared(
     values |= _optimizer_and_critics(kwargs)
     values["gsde"] = _gsde(p, kwargs, n_envs)
     return values, kwargs
+
+
+def _temperature_loss(value: Any, where: str) -> str:
+    if not isinstance(value, str) or value not in TEMPERATURE_LOSSES:
+        valid = " or ".join(f"{name} ({meaning})" for name, meaning in TEMPERATURE_LOSSES.items())
+        raise ConfigError(f"temperature_loss: expected {valid}, got {value!r} (from {where})")
+    return value
 
 
 def _shared_numbers(params: Mapping[str, Any]) -> dict[str, Any]:

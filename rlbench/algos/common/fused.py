@@ -40,6 +40,14 @@ StepFn = Callable[[Any, Transition, jax.Array], tuple[Any, Metrics]]
 # The scan length of one update when the number of gradient steps varies (train_freq in episodes with
 # gradient_steps -1, one env step each): the loop runs as many calls as it needs, the last one partly skipped.
 VARIABLE_STEPS_PER_UPDATE = 64
+# What every update reports beside its steps' losses: the learning rates (SB3's key, then SBX's per
+# optimizer) and the gradient steps so far.
+SCHEDULE_METRICS = (
+    "train/learning_rate",
+    "train/learning_rate_actor",
+    "train/learning_rate_critic",
+    "train/n_updates",
+)
 
 
 def steps_per_update(cfg: Any) -> int:
@@ -95,7 +103,9 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
         step_fn = gradient_step if n_steps is None else first_steps_only(first_step + n_steps)
         state, metrics = jax.lax.scan(step_fn, state, (steps, batches, keys))  # metrics [n_steps]
         metrics = {name: jnp.nanmean(value) for name, value in metrics.items()}
-        metrics["train/learning_rate"] = actor_lr
+        # SB3 logs the schedule's value as train/learning_rate; SBX logs each optimizer's, as below.
+        metrics["train/learning_rate"] = metrics["train/learning_rate_actor"] = actor_lr
+        metrics["train/learning_rate_critic"] = critic_lr
         metrics["train/n_updates"] = state.step
         return state, metrics
 

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 import jax
 
-from rlbench.algos.common.fused import StepFn, make_gradient_steps
+from rlbench.algos.common.fused import SCHEDULE_METRICS, StepFn, make_gradient_steps
 from rlbench.types import Metrics, Transition
 
 S = TypeVar("S")
@@ -50,10 +50,23 @@ def assemble_learner(
     actor_metric_names: Sequence[str],
 ) -> Learner[S]:
     """A Learner from an algorithm's two steps: the fusion and the metric bookkeeping are shared."""
+    if getattr(cfg, "gsde", None) is not None:
+        actor_step, actor_metric_names = with_exploration_std(actor_step), (*actor_metric_names, "train/std")
     return Learner(
         init_fn=init_fn,
         gradient_steps_fn=make_gradient_steps(cfg, critic_step, actor_step, actor_metric_names),
-        metric_names=(*critic_metric_names, *actor_metric_names, "train/learning_rate", "train/n_updates"),
+        metric_names=(*critic_metric_names, *actor_metric_names, *SCHEDULE_METRICS),
         critic_step_fn=critic_step,
         actor_step_fn=actor_step,
     )
+
+
+def with_exploration_std(actor_step: StepFn) -> StepFn:
+    """`actor_step` that also reports train/std, SB3's mean of gSDE's exploration std after the step."""
+
+    def step(state, batch: Transition, key: jax.Array):
+        state, metrics = actor_step(state, batch, key)
+        std = state.actor.apply_fn(state.actor.variables(), method="exploration_std")
+        return state, {**metrics, "train/std": std.mean()}
+
+    return step

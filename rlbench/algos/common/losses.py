@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 
 def soft_td_target(
@@ -38,15 +39,21 @@ def actor_loss(log_prob: jax.Array, q_value: jax.Array, alpha: jax.Array) -> jax
     return (alpha * log_prob - q_value).mean()
 
 
-def temperature_loss(log_alpha: jax.Array, entropy: jax.Array, target_entropy: float) -> jax.Array:
-    """log_alpha * stop_gradient(H - H_target), averaged over the batch.
+def temperature_loss(
+    log_alpha: jax.Array, entropy: jax.Array, target_entropy: float, weight: str = "log_alpha"
+) -> jax.Array:
+    """weight * stop_gradient(H - H_target), averaged over the batch; `weight` is log alpha (SB3's loss, and
+    SBX's since 0.18) or alpha = exp(log_alpha) (SBX's before 0.18: -alpha * (log_prob + H_target)).
 
     The gradient step is taken on log alpha rather than alpha (eq. 18 reparameterised): alpha stays
     positive, and a step changes alpha by a factor, which is stable across the many orders of
     magnitude alpha moves through. When the entropy is below target the loss slopes down in log
-    alpha, so descent raises alpha.
+    alpha, so descent raises alpha. With the alpha weight the gradient in log alpha is alpha times
+    the other's: the same sign, scaled; Adam divides by the gradient's running scale, so the two
+    steps differ only as far as alpha changes within Adam's averaging window.
     """
-    return (log_alpha * jax.lax.stop_gradient(entropy - target_entropy)).mean()
+    scale = log_alpha if weight == "log_alpha" else jnp.exp(log_alpha)
+    return (scale * jax.lax.stop_gradient(entropy - target_entropy)).mean()
 
 
 class CriticObjective(NamedTuple):

@@ -11,6 +11,9 @@ from flax.training.train_state import TrainState
 from rlbench.algos.common.losses import temperature_loss
 from rlbench.algos.common.steps import apply_loss, make_adam
 
+# The `temperature_loss` setting: the weight of (H - H_target) in the temperature's loss (losses.py).
+TEMPERATURE_LOSSES = {"log_alpha": "SB3's, and SBX's since 0.18", "alpha": "SBX's before 0.18"}
+
 
 @dataclass(frozen=True)
 class EntropyCoef:
@@ -38,12 +41,13 @@ def current_alpha(temperature: TrainState | None, fixed_value: float) -> jax.Arr
 
 
 def temperature_step(
-    temperature: TrainState | None, entropy: jax.Array, target_entropy: float
+    temperature: TrainState | None, entropy: jax.Array, target_entropy: float, loss: str = "log_alpha"
 ) -> tuple[TrainState | None, jax.Array]:
-    """One Adam step on log alpha toward the target entropy; a fixed alpha is returned unchanged."""
+    """One Adam step on log alpha toward the target entropy, on the `loss` of TEMPERATURE_LOSSES; a fixed
+    alpha is returned unchanged."""
     if temperature is None:  # static
         return None, jnp.zeros(())
-    temperature, loss, _ = apply_loss(
-        temperature, lambda p: (temperature_loss(p["log_alpha"], entropy, target_entropy), None)
+    temperature, value, _ = apply_loss(
+        temperature, lambda p: (temperature_loss(p["log_alpha"], entropy, target_entropy, loss), None)
     )
-    return temperature, loss
+    return temperature, value

@@ -27,7 +27,7 @@ from rlbench.algos.tqc.losses import quantile_objective
 from rlbench.types import EnvSpec, Metrics, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean", "train/critic_bn_steps")
-ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/alpha", "train/temperature_loss", "train/actor_bn_steps")
+ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/ent_coef", "train/ent_coef_loss", "train/actor_bn_steps")
 
 
 def bn_steps(batch_stats) -> jax.Array:
@@ -100,12 +100,12 @@ def actor_step(
     actor, loss, (log_prob, batch_stats) = apply_loss(state.actor, loss_fn)
     actor = actor.replace(batch_stats=batch_stats)
     entropy = -log_prob
-    temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target)
+    temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target, cfg.temperature_loss)
     metrics = {
         "train/actor_loss": loss,
         "train/entropy": entropy.mean(),
-        "train/alpha": alpha,
-        "train/temperature_loss": temperature_loss,
+        "train/ent_coef": alpha,
+        "train/ent_coef_loss": temperature_loss,
         "train/actor_bn_steps": bn_steps(batch_stats),
     }
     return state.replace(actor=actor, temperature=temperature), metrics

@@ -22,7 +22,7 @@ from rlbench.algos.sac.state import SACState, init_state, make_networks
 from rlbench.types import EnvSpec, Metrics, Params, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean")
-ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/alpha", "train/temperature_loss")
+ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/ent_coef", "train/ent_coef_loss")
 
 
 def target_entropy(cfg: ActorCriticConfig, spec: EnvSpec) -> float:
@@ -91,12 +91,12 @@ def actor_step(
 
     actor, loss, log_prob = apply_loss(state.actor, loss_fn)
     entropy = -log_prob  # [B], per-sample estimate of H(pi(.|s))
-    temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target)
+    temperature, temperature_loss = temperature_step(state.temperature, entropy, entropy_target, cfg.temperature_loss)
     metrics = {
         "train/actor_loss": loss,
         "train/entropy": entropy.mean(),
-        "train/alpha": alpha,
-        "train/temperature_loss": temperature_loss,
+        "train/ent_coef": alpha,
+        "train/ent_coef_loss": temperature_loss,
     }
     return state.replace(actor=actor, temperature=temperature), metrics
 
