@@ -287,14 +287,14 @@ def report_group(cells: Sequence[PeerCell], env: str, algo: str, log_folder: Pat
     for cell in cells:
         if (cell.cell.env, cell.cell.algo) == (env, algo) and (state := outcome(cell))["state"] == DONE:
             done[Path(state["run_dir"])] = (cell, state)
-    group = plots.load_group(env, f"{SYSTEM} {algo}", list(done)) if done else None
+    group = plots.load_group(env, algo, list(done), system=SYSTEM) if done else None
     if group is None:
         return None, []
     rows = []
     for run, returns in zip(group.runs, group.returns, strict=True):
         cell, state = done[run]
         rows.append(
-            f"| {group.algo} | {env} | {cell.cell.seed} | {os.path.relpath(run, log_folder)} | "
+            f"| {group.label} | {env} | {cell.cell.seed} | {os.path.relpath(run, log_folder)} | "
             f"{int(group.timesteps[-1])} | {returns[-1]:.1f} | {float(state.get('wall_time_s', 0)):.0f} |"
         )
     return group, rows

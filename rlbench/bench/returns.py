@@ -35,7 +35,7 @@ from rlbench.cli.flags import flag, parser_from, seeds_group, shared
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
 from rlbench.redact import redact_argv
-from rlbench.report import plots
+from rlbench.report import plots, statistics
 from rlbench.report.returns import REFERENCES, machine_line
 from rlbench.report.returns import write_report as write_returns_report
 from rlbench.run import compile_cache
@@ -169,6 +169,46 @@ def shown_command(argv: Sequence[str]) -> str:
     return f"python -m rlbench.bench returns {shlex.join(shown)}"
 
 
+def collect_groups(spec: SweepSpec, manifest: Manifest, log: Path, peer_cells: list[sbx.PeerCell]) -> tuple:
+    """The report's curves (rlbench's and the peer's finished cells of each env and algo), the env steps of
+    each curve by (env, label), and the runs table's rows. With a peer, rlbench's curves are labelled
+    `rlbench <algo>` and the peer's `sbx <algo>`, so that the statistics compare each algo's two systems."""
+    cells = spec.cells()
+    system = "rlbench" if peer_cells else ""
+    groups, rows, n_timesteps = [], [], {}
+    for env in spec.envs:
+        for algo in spec.algos:
+            done = [c for c in cells if (c.algo, c.env) == (algo, env) and manifest.cells[c.key].state == DONE]
+            runs = {log / manifest.cells[c.key].run_dir: c for c in done}
+            group = plots.load_group(env, algo, list(runs), system=system) if runs else None
+            if group is not None:
+                groups.append(group)
+                for run, returns in zip(group.runs, group.returns, strict=True):
+                    cell, record = runs[run], manifest.cells[runs[run].key]
+                    rows.append(
+                        f"| {group.label} | {env} | {cell.seed} | {record.run_dir} | {int(group.timesteps[-1])} | "
+                        f"{returns[-1]:.1f} | {record.wall_time_s:.0f} |"
+                    )
+            peer_group, peer_rows = sbx.report_group(peer_cells, env, algo, log)  # beside rlbench's
+            if peer_group is not None:
+                groups.append(peer_group)
+                rows += peer_rows
+    n_timesteps = {(g.env, g.label): int(g.timesteps[-1]) for g in groups}
+    return groups, n_timesteps, rows
+
+
+def cells_not_reported(spec: SweepSpec, manifest: Manifest) -> list[str]:
+    """The report's lines on rlbench's cells without a finished run: failed, or not trained yet."""
+    cells = spec.cells()
+    states = {c: manifest.cells[c.key].state for c in cells}
+    failed = [f"{c.algo}/{c.env} seed {c.seed} ({manifest.cells[c.key].error})" for c in cells if states[c] == FAILED]
+    unfinished = [f"{c.algo}/{c.env} seed {c.seed}" for c in cells if states[c] not in (DONE, FAILED)]
+    lines = [f"Missing (failed) runs: {', '.join(failed)}", ""] if failed else []
+    if unfinished:
+        lines += [f"Not trained yet (left out of the tables): {', '.join(unfinished)}", ""]
+    return lines
+
+
 def write_report(
     spec: SweepSpec,
     manifest: Manifest,
@@ -178,30 +218,10 @@ def write_report(
 ) -> Path | None:
     """The markdown report of the cells the manifest records as done (and of the peer's cells done), and its
     PNGs (one per env, `<output stem>_<env>.png` beside it); None when none has finished."""
-    log = args.log_folder
-    cells = spec.cells()
-    groups, rows, n_timesteps = [], [], {}
-    for env in spec.envs:
-        for algo in spec.algos:
-            done = [c for c in cells if (c.algo, c.env) == (algo, env) and manifest.cells[c.key].state == DONE]
-            runs = {log / manifest.cells[c.key].run_dir: c for c in done}
-            group = plots.load_group(env, algo, list(runs)) if runs else None
-            if group is not None:
-                groups.append(group)
-                n_timesteps[(env, algo)] = int(group.timesteps[-1])
-                for run, returns in zip(group.runs, group.returns, strict=True):
-                    cell, record = runs[run], manifest.cells[runs[run].key]
-                    rows.append(
-                        f"| {algo} | {env} | {cell.seed} | {record.run_dir} | {int(group.timesteps[-1])} | "
-                        f"{returns[-1]:.1f} | {record.wall_time_s:.0f} |"
-                    )
-            peer_group, peer_rows = sbx.report_group(peer[1], env, algo, log)  # beside rlbench's
-            if peer_group is not None:
-                groups.append(peer_group)
-                n_timesteps[(env, peer_group.algo)] = int(peer_group.timesteps[-1])
-                rows += peer_rows
+    groups, n_timesteps, rows = collect_groups(spec, manifest, args.log_folder, peer[1])
     if not groups:
         return None
+    cells = spec.cells()
     per_algo = {algo: " ".join(next(c for c in cells if c.algo == algo).params(spec)) for algo in spec.algos}
     params = "; ".join(f"{algo} `{tokens}`" if tokens else f"{algo} none" for algo, tokens in per_algo.items())
     episodes = f"{spec.eval_episodes} deterministic episode" + ("s" if spec.eval_episodes > 1 else "")
@@ -219,20 +239,14 @@ def write_report(
         "Runs: `<algo>/<env>_<N>` in the log folder (-f; RL Zoo layout; each seed's folder in the table below), "
         "one train.py run each with the hyperparameter file entry of its env (`hyperparams/<algo>.yml`) and "
         f"these -params: {params}. Evaluation every {spec.eval_freq} env steps, {episodes} each. Statistics "
-        "over seeds of each run's mean evaluation return: mean, IQM (mean of the middle half) and a 95% "
-        "percentile-bootstrap interval of the mean (2000 resamples). Published: the same env, algorithm and "
-        "env steps (- when none).",
+        "over seeds of each run's mean evaluation return: mean, IQM (mean of the middle half) and 95% "
+        f"intervals by rliable's stratified bootstrap ({statistics.REPS} resamples). Published: the same env, "
+        "algorithm and env steps (- when none).",
         "",
         *sbx.report_lines(peer[1], peer[0]),
+        *cells_not_reported(spec, manifest),
     ]
-    states = {c: manifest.cells[c.key].state for c in cells}
-    failed = [f"{c.algo}/{c.env} seed {c.seed} ({manifest.cells[c.key].error})" for c in cells if states[c] == FAILED]
-    if failed:
-        lines += [f"Missing (failed) runs: {', '.join(failed)}", ""]
-    unfinished = [f"{c.algo}/{c.env} seed {c.seed}" for c in cells if states[c] not in (DONE, FAILED)]
-    if unfinished:
-        lines += [f"Not trained yet (left out of the tables): {', '.join(unfinished)}", ""]
-    table = ["| algo | env | seed | run folder | last eval at | final return | wall time (s) |", "|---" * 7 + "|"]
+    table = ["| curve | env | seed | run folder | last eval at | final return | wall time (s) |", "|---" * 7 + "|"]
     return write_returns_report(groups, n_timesteps, args.at_steps, args.output, lines, "\n".join(table + rows) + "\n")
 
 

@@ -71,7 +71,10 @@ def test_peer_trains_the_same_cells_beside_rlbench(peer_python, tmp_path, capsys
         assert f"sbx tqc Pendulum-v1 seed {seed}: refused: SBX cannot express {refusal}" in out
         assert f"sbx sac Pendulum-v1 seed {seed}: done in" in out
         assert f"tqc/Pendulum-v1 seed {seed} (refused: SBX cannot express {refusal})" in report
-    assert "| Pendulum-v1 | sbx sac | 2 | 400 |" in report and "| Pendulum-v1 | sac | 2 | 400 |" in report
+    assert "| Pendulum-v1 | sbx sac | 2 | 400 |" in report and "| Pendulum-v1 | rlbench sac | 2 | 400 |" in report
+    # the two systems of one algo are the pair compared (tqc has no peer curve: nothing to compare it with)
+    assert "rlbench sac vs sbx sac on Pendulum-v1 at 400: P(improvement) " in report
+    assert "rlbench tqc vs" not in report
     assert "SBX through RL Zoo (sbx " in report and ", rl_zoo3 " in report
 
     cells = sorted((log / "sweeps" / "returns" / "sbx").iterdir())
