@@ -181,6 +181,7 @@ def test_sweep_refuses_bad_settings_before_running(tmp_path, settings, flags, me
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # 18 s on CI's 2 cores: a Ray instance of its own; the sweep itself is tested in the default run
 def test_with_ray_run_seeds_drives_a_sweep(tmp_path):
     """With Ray installed (engine=auto), the same command line becomes one `python -m rlbench.sweep`: its
     manifest records both cells done with the packing jobs=<cores> asks for (one core each), each seed in its

@@ -25,6 +25,7 @@ def test_every_mujoco_v4_entry_has_a_v5_twin_with_its_values_for_a_registered_en
         assert twin in gym.registry, twin
 
 
+@pytest.mark.slow  # 8-9 s each on CI's 2 cores: run with the learning runs, to keep the default run under 6 minutes
 @pytest.mark.parametrize("env_id", ["LunarLanderContinuous-v3", "BipedalWalker-v3"])
 def test_box2d_envs_train_with_their_shipped_entry(tmp_path, env_id):
     """The shipped SAC entry (its network, batch, buffer) for 300 steps, training from step 250."""
