@@ -118,10 +118,13 @@ def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(
     assert relative_error(g_plain, g16) < 1e-2
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq"])
+@pytest.mark.parametrize("algo", ["sac", "crossq", "sac-simba"])
 def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoint(algo):
     """The W^T copies the plain-layout pass reads must be exactly those of the current parameters."""
-    bf16 = NetworkConfig(hidden=(8, 8), precision="bfloat16", batch_norm=algo == "crossq", renorm_warmup_steps=2)
+    family = "simba" if algo.endswith("simba") else "mlp"
+    bf16 = NetworkConfig(
+        family=family, hidden=(8, 8), precision="bfloat16", batch_norm=algo == "crossq", renorm_warmup_steps=2
+    )
     tiny_config, make = (tiny_crossq_config, make_crossq) if algo == "crossq" else (tiny_sac_config, make_sac)
     cfg = tiny_config(policy_delay=2, gradient_steps=3, actor=bf16, critic=bf16)
     learner = make(cfg, SPEC)
