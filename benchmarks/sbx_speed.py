@@ -10,7 +10,8 @@ Prints one JSON line with the shared script's fields: env-steps/s and gradient-s
 that pays for compilation. Settings as rlbench's `bench speed` rows: learning_starts 1000, train_freq 1,
 actor [256, 256], the given critic widths (default [256, 256], CrossQ [1024, 1024]); TQC with its defaults
 (2 critics of 25 quantiles, 2 dropped each); DroQ as SAC with dropout 0.01, layer norm and
-policy_delay = gradient_steps.
+policy_delay = gradient_steps. `--policy SimbaPolicy`: SBX's SimbaPolicy (residual blocks, AdamW) instead
+of MlpPolicy, with the same widths.
 """
 
 import argparse
@@ -27,6 +28,7 @@ parser.add_argument("--n-envs", type=int, default=1)
 parser.add_argument("--gradient-steps", type=int, default=1)
 parser.add_argument("--steps", type=int, default=3000, help="env steps timed after the warm-up")
 parser.add_argument("--qf", type=int, nargs="+", default=None, help="critic widths")
+parser.add_argument("--policy", choices=["MlpPolicy", "SimbaPolicy"], default="MlpPolicy")
 args = parser.parse_args()
 
 qf = args.qf or ([1024, 1024] if args.algo == "crossq" else [256, 256])
@@ -41,7 +43,7 @@ elif args.algo == "droq":
     settings.update(policy_delay=args.gradient_steps)
 
 env = make_vec_env(args.env, n_envs=args.n_envs, seed=0)
-model = algo_class("MlpPolicy", env, policy_kwargs=policy_kwargs, **settings)
+model = algo_class(args.policy, env, policy_kwargs=policy_kwargs, **settings)
 model.learn(total_timesteps=1000 + 100 * args.n_envs)  # random phase + compilation
 start = time.perf_counter()
 model.learn(total_timesteps=args.steps, reset_num_timesteps=False)
@@ -54,6 +56,7 @@ row = {
     "n_envs": args.n_envs,
     "gradient_steps": args.gradient_steps,
     "qf": qf,
+    **({"policy": args.policy} if args.policy != "MlpPolicy" else {}),
     "env_steps_per_s": round(args.steps / seconds, 1),
     "grad_steps_per_s": round(updates / seconds, 1),
 }

@@ -19,9 +19,11 @@ import numpy as np
 WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
 
 
-def bench_entry(algo: str, gradient_steps: int, qf: list[int], precision: str = "float32") -> dict:
+def bench_entry(
+    algo: str, gradient_steps: int, qf: list[int], precision: str = "float32", policy: str = "MlpPolicy"
+) -> dict:
     """The peer script's settings over each algorithm's defaults (DroQ and CrossQ presets included):
-    learning_starts 1000, train_freq 1, actor [256, 256] and the given critic widths."""
+    learning_starts 1000, train_freq 1, actor [256, 256] and the given critic widths, and the network family."""
     entry = {
         "learning_starts": WARMUP_STEPS,
         "train_freq": 1,
@@ -30,6 +32,8 @@ def bench_entry(algo: str, gradient_steps: int, qf: list[int], precision: str = 
     }
     if precision != "float32":
         entry["precision"] = precision
+    if policy != "MlpPolicy":
+        entry["policy"] = policy
     if algo == "droq":
         entry["policy_delay"] = gradient_steps
     return entry
@@ -45,13 +49,21 @@ def bench_config(algo: str, gradient_steps: int, qf: list[int], precision: str =
 
 
 def bench_experiment(
-    algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int], precision: str, n_timesteps: int, n_seeds=1
+    algo: str,
+    env_id: str,
+    n_envs: int,
+    gradient_steps: int,
+    qf: list[int],
+    precision: str,
+    n_timesteps: int,
+    n_seeds=1,
+    policy: str = "MlpPolicy",
 ):
     """A row's run, resolved as train.py resolves its runs (seed 0, no evaluation, quiet), from the row's
     hyperparameters instead of a file's."""
     from rlbench.run.experiment import RunRequest, resolve
 
-    entry = {**bench_entry(algo, gradient_steps, qf, precision), "n_envs": n_envs}
+    entry = {**bench_entry(algo, gradient_steps, qf, precision, policy), "n_envs": n_envs}
     request = RunRequest(
         algo=algo, env=env_id, entry=entry, n_timesteps=n_timesteps, seed=0, n_seeds=n_seeds, eval_freq=-1, verbose=0
     )
@@ -130,12 +142,13 @@ def rlbench_row(
     precision: str = "float32",
     update_seconds: float = 5.0,
     n_seeds: int = 1,
+    policy: str = "MlpPolicy",
 ) -> dict:
     """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up, then the
     update alone for `update_seconds`. With `n_seeds` K, K vmapped seeds train together: the rates are
     for all seeds together, `per_seed_env_steps_per_s` for each."""
     warmup = WARMUP_STEPS + 100 * n_envs
-    exp = bench_experiment(algo, env_id, n_envs, gradient_steps, qf, precision, warmup + steps, n_seeds)
+    exp = bench_experiment(algo, env_id, n_envs, gradient_steps, qf, precision, warmup + steps, n_seeds, policy)
     marks = timed_training(exp, warmup, steps)
     seconds = marks["end"] - marks["start"]
     timed = (marks["end_steps"] - marks["start_steps"]) * n_seeds  # env steps of all seeds
@@ -146,7 +159,7 @@ def rlbench_row(
     gflop = gradient_step_gflop(learner, cfg, spec)
     bare = update_only_rate(learner, cfg, spec, update_seconds, n_seeds)
     return {
-        **row_case(algo, env_id, n_envs, gradient_steps, qf, precision),
+        **row_case(algo, env_id, n_envs, gradient_steps, qf, precision, policy),
         **(
             {"n_seeds": n_seeds, "per_seed_env_steps_per_s": round(timed / n_seeds / seconds, 1)} if n_seeds > 1 else {}
         ),
@@ -195,7 +208,13 @@ def timed_training(exp, warmup: int, steps: int) -> dict[str, float]:
 
 
 def first_step_row(
-    algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int], precision: str = "float32"
+    algo: str,
+    env_id: str,
+    n_envs: int,
+    gradient_steps: int,
+    qf: list[int],
+    precision: str = "float32",
+    policy: str = "MlpPolicy",
 ) -> dict:
     """Seconds from nothing built to the end of the first gradient step: the run resolved (its checks build
     and step one env, as train.py's), the envs, the learner, every compilation, the warm-up steps (random
@@ -208,18 +227,22 @@ def first_step_row(
             jax.block_until_ready(state)
             first["end"] = time.perf_counter()
 
+    warmup = WARMUP_STEPS + n_envs
     train_in_process(
-        bench_experiment(algo, env_id, n_envs, gradient_steps, qf, precision, WARMUP_STEPS + n_envs), on_iteration
+        bench_experiment(algo, env_id, n_envs, gradient_steps, qf, precision, warmup, policy=policy), on_iteration
     )
     return {
-        **row_case(algo, env_id, n_envs, gradient_steps, qf, precision),
+        **row_case(algo, env_id, n_envs, gradient_steps, qf, precision, policy),
         "first_grad_step_s": round(first["end"] - start, 2),
     }
 
 
-def row_case(algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int], precision: str) -> dict:
-    """The fields that say which case an rlbench row measured."""
+def row_case(
+    algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int], precision: str, policy: str = "MlpPolicy"
+) -> dict:
+    """The fields that say which case an rlbench row measured (`policy` only when not MlpPolicy)."""
     return {
+        **({"policy": policy} if policy != "MlpPolicy" else {}),
         "system": "rlbench",
         "algo": algo,
         "env": env_id,

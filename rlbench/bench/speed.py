@@ -40,6 +40,7 @@ from rlbench.bench.row import first_step_row, rlbench_row
 from rlbench.bench.seed_packing import packing_rows
 from rlbench.cli.flags import flag, parser_from, shared
 from rlbench.errors import ConfigError
+from rlbench.networks.trunk import POLICIES
 from rlbench.report.returns import cpu_model
 from rlbench.run.exit_codes import exit_code
 
@@ -103,6 +104,7 @@ def peer_row(
     steps: int,
     qf: list[int],
     device: str = "cpu",
+    policy: str = "MlpPolicy",
 ) -> dict:
     command = [
         python,
@@ -117,6 +119,7 @@ def peer_row(
         str(gradient_steps),
         "--steps",
         str(steps),
+        *(["--policy", policy] if policy != "MlpPolicy" else []),
         "--qf",
         *map(str, qf),
     ]
@@ -125,6 +128,7 @@ def peer_row(
     env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     done = run_child(command, env={**os.environ, **env})
     case = {"system": "peer", "algo": algo, "env": env_id, "n_envs": n_envs, "gradient_steps": gradient_steps, "qf": qf}
+    case = {**({"policy": policy} if policy != "MlpPolicy" else {}), **case}
     return {**row_from(done, case), "device": device}
 
 
@@ -169,6 +173,12 @@ FLAGS = (
         help="override the cases, e.g. --case sac 1 1 3000 (critic widths from --qf)",
     ),
     flag("--qf", type=int, nargs="+", default=None, help="critic widths for --case rows"),
+    flag(
+        "--policy",
+        default="MlpPolicy",
+        choices=tuple(POLICIES),
+        help="the network family of every row, rlbench's and the --peer's (not with --n-seeds)",
+    ),
     flag(
         "--precision",
         nargs="+",
@@ -229,6 +239,8 @@ def measure(argv: list[str] | None = None) -> int:
             f"--peer {args.peer} / --peer-script {args.peer_script}: not found (both must exist to run SBX "
             "side by side; see ../shared/bench/README.md for the peer's venv)"
         )
+    if args.n_seeds and args.policy != "MlpPolicy":
+        p.error("--policy: only MlpPolicy with --n-seeds (the packing rows do not pass it on)")
     try:
         select_device(args.device, -1)
     except ConfigError as error:
@@ -298,7 +310,7 @@ def throughput_cases(args: argparse.Namespace, matmul_gflops: dict | None) -> It
         for _ in range(1 if args.first_step else args.repeats):
             for precision in args.precision:
                 case = {"algo": algo, "env_id": args.env, "n_envs": n_envs, "gradient_steps": gradient_steps,
-                        "qf": qf, "precision": precision}  # fmt: skip
+                        "qf": qf, "precision": precision, "policy": args.policy}  # fmt: skip
                 if args.first_step:
                     yield from first_step_rows(case, args.device)
                     continue
@@ -311,7 +323,16 @@ def throughput_cases(args: argparse.Namespace, matmul_gflops: dict | None) -> It
                 yield row
             if args.peer and not args.first_step:
                 yield peer_row(
-                    args.peer, args.peer_script, algo, args.env, n_envs, gradient_steps, steps, qf, args.peer_device
+                    args.peer,
+                    args.peer_script,
+                    algo,
+                    args.env,
+                    n_envs,
+                    gradient_steps,
+                    steps,
+                    qf,
+                    args.peer_device,
+                    args.policy,
                 )
 
 

@@ -50,7 +50,6 @@ class RunConfig:
 # Keys of a hyperparameter entry consumed by the run, not by the learner.
 RUN_KEYS = (
     "n_timesteps",
-    "policy",
     "n_envs",
     "env_kwargs",
     "normalize",
@@ -73,7 +72,7 @@ def split_entry(
     entry: Mapping[str, Any], where: str, trusted_wrapper_modules: Iterable[str]
 ) -> tuple[dict[str, Any], tuple[EnvWrapper, ...], dict[str, Any]]:
     """(run keys, env wrappers, learner keys) of a resolved hyperparameter entry; refuses RL Zoo keys
-    rlbench does not implement (unless switched off) and policies other than MlpPolicy. Wrappers are
+    rlbench does not implement (unless switched off). `policy` is the learner's (its network family). Wrappers are
     resolved only from `trusted_wrapper_modules` (see rlbench.envs.wrappers)."""
     learner_keys = dict(entry)
     wrappers = entry_env_wrappers(learner_keys, trusted_wrapper_modules, where)
@@ -83,14 +82,6 @@ def split_entry(
         if learner_keys.pop(key, None) not in (None, False, 0, [], {}):
             raise ConfigError(f"hyperparameter {key!r} is not supported yet by rlbench (from {where})")
     run_keys = {key: learner_keys.pop(key) for key in RUN_KEYS if key in learner_keys}
-    policy = run_keys.get("policy", "MlpPolicy")
-    if policy == "MultiInputPolicy":
-        raise ConfigError(
-            f"policy: 'MultiInputPolicy' is for dict observations, which rlbench does not support (its learners "
-            f"take one Box observation); only 'MlpPolicy' (from {where})"
-        )
-    if policy != "MlpPolicy":
-        raise ConfigError(f"policy: only 'MlpPolicy' is supported, got {policy!r} (from {where})")
     return run_keys, wrappers, learner_keys
 
 

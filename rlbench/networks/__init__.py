@@ -1,1 +1,1 @@
-"""Flax (linen) modules: an MLP trunk, the squashed Gaussian actor and the critic ensemble."""
+"""Flax (linen) modules: the trunks (MLP, SimBa), the squashed Gaussian actor and the critic ensemble."""

@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rlbench.networks.mlp import MLP, NetworkConfig
+from rlbench.networks.mlp import NetworkConfig
+from rlbench.networks.trunk import make_trunk
 
 LOG_STD_MIN = -20.0
 LOG_STD_MAX = 2.0
@@ -131,8 +132,9 @@ def gsde_std(log_std: jax.Array, gsde: GSDEConfig, action_dim: int) -> jax.Array
 
 
 class SquashedGaussianActor(nn.Module):
-    """The actor: MLP trunk, then the mean and either a state-dependent log std (SAC) or, with `gsde`, a
-    learned log std of the exploration matrix's entries. Returns a SquashedGaussian or StateDependentNoise."""
+    """The actor: a trunk (MLP or SimBa, networks/trunk.py), then the mean and either a state-dependent
+    log std (SAC) or, with `gsde`, a learned log std of the exploration matrix's entries. Returns a
+    SquashedGaussian or StateDependentNoise."""
 
     action_dim: int
     config: NetworkConfig
@@ -142,7 +144,7 @@ class SquashedGaussianActor(nn.Module):
     def __call__(
         self, obs: jax.Array, *, train: bool = False, plain_layout: bool = False
     ) -> SquashedGaussian | StateDependentNoise:
-        features = MLP(self.config, name="trunk")(obs, train=train, dropout=train, plain_layout=plain_layout)
+        features = make_trunk(self.config)(obs, train=train, dropout=train, plain_layout=plain_layout)
         mean = nn.Dense(self.action_dim, name="mean")(features)
         if self.gsde is None:
             log_std = nn.Dense(self.action_dim, name="log_std")(features)

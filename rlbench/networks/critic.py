@@ -1,4 +1,5 @@
-"""Q networks and the critic ensemble, built once with `nn.vmap` (one parameter set per critic)."""
+"""Q networks (a trunk of the config's family, networks/trunk.py) and the critic ensemble, built once with
+`nn.vmap` (one parameter set per critic)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from rlbench.networks.mlp import MLP, NetworkConfig
+from rlbench.networks.mlp import NetworkConfig
 from rlbench.networks.plain_layout import KERNELS_T
+from rlbench.networks.trunk import make_trunk
 
 
 class QNetwork(nn.Module):
-    """Q(s, a): the MLP trunk on concat([obs, action]) and a linear output; [B], or [B, n_quantiles]
+    """Q(s, a): the trunk on concat([obs, action]) and a linear output; [B], or [B, n_quantiles]
     quantiles of the return for a distributional critic (TQC)."""
 
     config: NetworkConfig
@@ -22,7 +24,7 @@ class QNetwork(nn.Module):
         self, obs: jax.Array, action: jax.Array, train: bool = False, dropout: bool = False, plain_layout: bool = False
     ) -> jax.Array:
         x = jnp.concatenate([obs, action], axis=-1)
-        x = MLP(self.config, name="trunk")(x, train=train, dropout=dropout, plain_layout=plain_layout)
+        x = make_trunk(self.config)(x, train=train, dropout=dropout, plain_layout=plain_layout)
         if self.n_quantiles is None:
             return nn.Dense(1, name="q")(x).squeeze(-1)  # [B]
         return nn.Dense(self.n_quantiles, name="q")(x)  # [B, n_quantiles]

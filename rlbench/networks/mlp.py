@@ -16,6 +16,8 @@ from rlbench.networks.plain_layout import PairDropout, PairLayerNorm, PlainLayou
 Activation = Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"]
 Precision = Literal["float32", "bfloat16"]
 PRECISIONS: tuple[str, ...] = ("float32", "bfloat16")
+# The trunk: "mlp", the layers of `MLP` below; "simba", SimBa's residual blocks (networks/simba.py).
+Family = Literal["mlp", "simba"]
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "relu": nn.relu,
@@ -29,13 +31,16 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 
 @dataclass(frozen=True, kw_only=True)
 class NetworkConfig:
-    """Architecture of one MLP trunk (actor or critic)."""
+    """Architecture of one trunk (actor or critic): an MLP, or SimBa's residual blocks."""
 
-    hidden: tuple[int, ...] = (256, 256)
+    family: Family = "mlp"
+    hidden: tuple[int, ...] = (256, 256)  # simba: one residual block of this width per entry (all equal)
     activation: Activation = "relu"
     dropout_rate: float = 0.0  # DroQ: 0.01 on the critic
-    layer_norm: bool = False  # DroQ: True on the critic
-    batch_norm: bool = False  # CrossQ: BatchRenorm on the input and after every hidden activation
+    layer_norm: bool = False  # DroQ: True on the critic (simba: always normalised, the flag changes nothing)
+    # CrossQ: BatchRenorm on the input and after every hidden activation; simba: BatchRenorm on the input and
+    # in place of each of its LayerNorms (as SBX's SimbaCrossQPolicy)
+    batch_norm: bool = False
     batch_norm_momentum: float = 0.99
     renorm_warmup_steps: int = 100_000
     # Matrix products of the hidden layers: "bfloat16" rounds both operands to bfloat16 and accumulates

@@ -75,10 +75,11 @@ class PlainLayoutDense(nn.Module):
     """
 
     features: int
+    kernel_init: Any = nn.initializers.lecun_normal()  # as nn.Dense's (SimBa's blocks: He normal)
 
     @nn.compact
     def __call__(self, x: jax.Array, x_t: jax.Array | None = None):
-        kernel = self.param("kernel", nn.initializers.lecun_normal(), (x.shape[-1], self.features), jnp.float32)
+        kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features), jnp.float32)
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
         if x_t is None:
             return _matmul(x, kernel) + bias

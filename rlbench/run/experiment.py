@@ -272,7 +272,6 @@ def resolved_hyperparams(algo: Algorithm, learner: LearnerSettings, envs: Envs) 
     resolved = {
         "n_timesteps": learner.n_timesteps,
         "n_envs": learner.n_envs,
-        "policy": "MlpPolicy",
         "env_kwargs": envs.env_kwargs,
         "stats_window_size": learner.stats_window_size,
         **wrappers_to_entry(learner.env_wrappers),

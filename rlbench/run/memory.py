@@ -13,6 +13,7 @@ import jax
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.buffers.uniform import bytes_per_transition
 from rlbench.errors import ConfigError
+from rlbench.networks.trunk import policy_name, trunk_units
 from rlbench.store.learner_state import state_array_bytes
 from rlbench.types import EnvSpec
 
@@ -90,8 +91,8 @@ def update_activation_bytes(cfg: Any, spec: EnvSpec) -> int:
     row = 2 * spec.obs_dim + spec.action_dim + 2
     batches = steps_per_update(cfg) * cfg.batch_size * row * FLOAT_BYTES
     critic_rows = cfg.batch_size * (2 if cfg.critic.batch_norm else 1)
-    critic_units = cfg.n_critics * (sum(cfg.critic.hidden) + 1)
-    actor_units = sum(cfg.actor.hidden) + 2 * spec.action_dim
+    critic_units = cfg.n_critics * (trunk_units(cfg.critic) + 1)
+    actor_units = trunk_units(cfg.actor) + 2 * spec.action_dim
     per_step = (critic_rows * critic_units + 2 * cfg.batch_size * actor_units) * ACTIVATION_VALUES_PER_UNIT
     return batches + per_step * FLOAT_BYTES
 
@@ -107,9 +108,10 @@ def check_learner_memory(algo: Any, cfg: Any, spec: EnvSpec, n_seeds: int = 1) -
     free = available - n_seeds * cfg.buffer_size * bytes_per_transition(spec)
     if needed > free:
         raise ConfigError(
-            f"the learner needs about {needed / 2**30:.2f} GiB (state {state / 2**30:.2f} GiB for net_arch "
-            f"pi={list(cfg.actor.hidden)} qf={list(cfg.critic.hidden)}, temporaries for batch_size "
-            f"{cfg.batch_size} x gradient_steps {steps_per_update(cfg)}) but only {max(free, 0) / 2**30:.2f} GiB is "
+            f"the learner needs about {needed / 2**30:.2f} GiB (state {state / 2**30:.2f} GiB for "
+            f"{policy_name(cfg.critic)} net_arch pi={list(cfg.actor.hidden)} qf={list(cfg.critic.hidden)}, "
+            f"temporaries for batch_size {cfg.batch_size} x gradient_steps {steps_per_update(cfg)}) but only "
+            f"{max(free, 0) / 2**30:.2f} GiB is "
             "available beside the replay buffer; lower batch_size, net_arch or gradient_steps"
             + (f" (for each of {n_seeds} seeds), or --n-seeds" if n_seeds > 1 else "")
         )

@@ -28,7 +28,8 @@ from rlbench.store.learner_state import check_state_fits, state_size_bound
 from rlbench.store.manifest import Manifest, Spaces
 from rlbench.store.schema import Expected
 
-# Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other).
+# Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other);
+# so must `policy` (the network family) and `precision`, outside policy_kwargs (check_resume_overrides).
 ARCHITECTURE_KEYS = (
     "net_arch",
     "activation_fn",
@@ -168,6 +169,12 @@ def check_resume_overrides(
                 f"{resume.path} ({saved_kwargs.get(key)!r}); the architecture cannot change on resume "
                 "(optimizer and schedule settings such as learning_rate can)"
             )
+    saved_policy = saved.get("policy", "MlpPolicy")
+    if resolved.get("policy") != saved_policy:
+        raise ConfigError(
+            f"-params policy: {resolved.get('policy')!r} differs from {saved_policy!r} saved in {resume.path}; the "
+            "network family cannot change on resume (the saved parameters fit no other); resume with the saved policy"
+        )
     saved_precision = saved.get("precision", "float32")  # checkpoints from before the key: float32
     if resolved.get("precision") != saved_precision:
         raise ConfigError(
@@ -176,7 +183,7 @@ def check_resume_overrides(
             "the transposed kernels); resume with the saved precision"
         )
     for key in sorted(set(saved) | set(merged)):
-        if key not in ("policy_kwargs", "n_timesteps", "precision") and saved.get(key) != merged.get(key):
+        if key not in ("policy_kwargs", "n_timesteps", "precision", "policy") and saved.get(key) != merged.get(key):
             print(f"Resume: {key} changed from {saved.get(key)!r} to {merged.get(key)!r}")
 
 

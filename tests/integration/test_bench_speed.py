@@ -282,3 +282,19 @@ def test_a_row_resolves_the_config_its_cost_analysis_counts():
     exp = bench_experiment("droq", "Pendulum-v1", 1, 20, [256, 256], "float32", 2000)
     assert exp.learner_config == bench_config("droq", 20, [256, 256])
     assert (exp.run.n_timesteps, exp.run.eval_freq, exp.seeds) == (2000, -1, (0,))
+
+
+def test_policy_reaches_the_rlbench_row_and_the_peer(tmp_path):
+    """--policy SimbaPolicy: rlbench's row resolves SimBa networks and the peer script is handed --policy."""
+    from rlbench.bench.row import bench_experiment
+    from rlbench.bench.speed import peer_row
+
+    exp = bench_experiment("sac", "Pendulum-v1", 1, 1, [32, 32], "float32", 2000, policy="SimbaPolicy")
+    assert exp.learner_config.critic.family == exp.learner_config.actor.family == "simba"
+    assert exp.hyperparams["policy"] == "SimbaPolicy"
+    peer = tmp_path / "peer.py"
+    peer.write_text("import json, sys\nprint(json.dumps({'argv': sys.argv[1:]}))\n")
+    argv = peer_row(sys.executable, peer, "sac", "Pendulum-v1", 1, 1, 40, [32, 32], "cpu", "SimbaPolicy")["argv"]
+    assert argv[argv.index("--policy") + 1] == "SimbaPolicy"
+    argv = peer_row(sys.executable, peer, "sac", "Pendulum-v1", 1, 1, 40, [32, 32], "cpu")["argv"]
+    assert "--policy" not in argv  # MlpPolicy: the peer's default, so older peer scripts still run

@@ -34,7 +34,7 @@ def run_cli(tmp_path, *argv):
         (["-params", ":1"], r"expected key:value"),
         (["-params", "gamma:0.9", "gamma:0.8"], r"'gamma' given twice"),
         (["-params", "policy_kwargs:dict(net_arch=[64, 64], activation_fn=nn.Foo)"], r"activation_fn: unknown"),
-        (["-params", "policy:CnnPolicy"], r"only 'MlpPolicy'"),
+        (["-params", "policy:CnnPolicy"], r"policy: 'CnnPolicy' is not supported; valid: MlpPolicy, SimbaPolicy"),
         (["-params", "normalize:dict(norm_obs=True, clip=5.0)"], r"normalize: unknown argument 'clip'"),
         (["-n", "0"], r"n_timesteps.*positive integer"),
         (["-n", "-5"], r"n_timesteps.*positive integer"),

@@ -87,6 +87,18 @@ def test_each_load_option_plays_episodes_and_prints_the_mean(logs, capsys, argv,
     assert "2 Episodes\nMean reward: " in out
 
 
+def test_simba_policy_trains_and_plays(tmp_path, capsys):
+    """`-params policy:SimbaPolicy` through train.py: config.yml names it, and enjoy.py rebuilds the SimBa
+    networks from the checkpoint (an MLP would not fit the saved parameters)."""
+    argv = ["-f", str(tmp_path), "--algo", "sac", "--env", "Pendulum-v1", "-n", "100", "--verbose", "0"]
+    simba = ["-params", "policy:SimbaPolicy", "policy_kwargs:dict(net_arch=[8])", "learning_starts:50", "batch_size:8"]
+    assert train([*argv, "--eval-freq", "-1", *simba]) == 0
+    config = (tmp_path / "sac" / "Pendulum-v1_1" / "Pendulum-v1" / "config.yml").read_text()
+    assert "policy: SimbaPolicy" in config and "weight_decay: 0.0001" in config
+    code, out, _ = play(tmp_path, capsys, "-n", "200")
+    assert code == 0 and "1 Episodes\nMean reward: " in out
+
+
 def test_deterministic_replay_repeats_and_stochastic_differs(logs, capsys):
     def returns(*argv):
         _, out, _ = play(logs, capsys, "-n", "200", *argv)

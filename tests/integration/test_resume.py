@@ -311,6 +311,10 @@ def resume_cli(tmp_path, model, *argv):
             "net_arch.*architecture cannot change on resume",
         ),
         (
+            ["--algo", "sac", "--env", "Pendulum-v1", "-params", "policy:SimbaPolicy"],
+            "^error: -params policy: 'SimbaPolicy' differs from 'MlpPolicy' saved in .*family cannot change on resume",
+        ),
+        (
             ["--algo", "sac", "--env", "Pendulum-v1", "-params", "precision:bfloat16"],
             "precision: 'bfloat16' differs from 'float32' saved in .*cannot change on resume",
         ),

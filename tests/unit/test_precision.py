@@ -10,8 +10,9 @@ import pytest
 
 from rlbench.algos.crossq.update import make_learner as make_crossq
 from rlbench.algos.sac.update import make_learner as make_sac
-from rlbench.networks.mlp import MLP, NetworkConfig
+from rlbench.networks.mlp import NetworkConfig
 from rlbench.networks.plain_layout import PlainLayoutDense, dense_pair, transposed_kernels
+from rlbench.networks.trunk import make_trunk
 from rlbench.store.learner_state import state_from_bytes, state_to_bytes
 from tests.conftest import tiny_crossq_config, tiny_sac_config
 from tests.unit.test_update import SPEC, initial_state, random_batches
@@ -71,25 +72,26 @@ def test_dense_pair_gradients_are_as_accurate_as_autodiff_in_bfloat16():
         assert relative_error(got, want) <= 1.5 * relative_error(reference, want) + 1e-6
 
 
-@pytest.mark.parametrize("layers", ["plain", "batch_norm", "dropout_layer_norm"])
+@pytest.mark.parametrize("layers", ["plain", "batch_norm", "dropout_layer_norm", "simba_dropout"])
 def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(layers):
     cfg32 = NetworkConfig(
-        hidden=(64, 64),
-        batch_norm=layers == "batch_norm",
-        dropout_rate=0.2 if layers == "dropout_layer_norm" else 0.0,
+        family="simba" if layers.startswith("simba") else "mlp",
+        hidden=(32, 32) if layers.startswith("simba") else (64, 64),  # SimBa's blocks are 4 times wider
+        batch_norm=layers.endswith("batch_norm"),
+        dropout_rate=0.2 if "dropout" in layers else 0.0,
         layer_norm=layers == "dropout_layer_norm",
     )
     cfg16 = dataclasses.replace(cfg32, precision="bfloat16")
     x = jax.random.normal(jax.random.key(0), (32, 10))
-    variables = jax.jit(MLP(cfg32).init)(jax.random.key(1), x)
+    variables = jax.jit(make_trunk(cfg32).init)(jax.random.key(1), x)
     # Same parameter tree (names, shapes, float32) for both precisions: one checkpoint format.
-    shapes16 = jax.eval_shape(MLP(cfg16).init, jax.random.key(1), x)
+    shapes16 = jax.eval_shape(make_trunk(cfg16).init, jax.random.key(1), x)
     assert jax.tree.structure(shapes16) == jax.tree.structure(variables)
     assert jax.tree.leaves(shapes16) == [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in jax.tree.leaves(variables)]
 
     def loss(params, cfg, plain_layout):
         extra = {"kernels_t": transposed_kernels({"trunk": params})["trunk"]} if plain_layout else {}
-        out, updates = MLP(cfg).apply(
+        out, updates = make_trunk(cfg).apply(
             {**variables, "params": params, **extra},
             x,
             train=True,
@@ -116,10 +118,13 @@ def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(
     assert relative_error(g_plain, g16) < 1e-2
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq"])
+@pytest.mark.parametrize("algo", ["sac", "crossq", "sac-simba"])
 def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoint(algo):
     """The W^T copies the plain-layout pass reads must be exactly those of the current parameters."""
-    bf16 = NetworkConfig(hidden=(8, 8), precision="bfloat16", batch_norm=algo == "crossq", renorm_warmup_steps=2)
+    family = "simba" if algo.endswith("simba") else "mlp"
+    bf16 = NetworkConfig(
+        family=family, hidden=(8, 8), precision="bfloat16", batch_norm=algo == "crossq", renorm_warmup_steps=2
+    )
     tiny_config, make = (tiny_crossq_config, make_crossq) if algo == "crossq" else (tiny_sac_config, make_sac)
     cfg = tiny_config(policy_delay=2, gradient_steps=3, actor=bf16, critic=bf16)
     learner = make(cfg, SPEC)

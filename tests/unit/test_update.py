@@ -48,11 +48,17 @@ def leaves_close(a, b, tol=1e-6):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("policy_delay", [1, 2])
-@pytest.mark.parametrize("dropout", [0.0, 0.1])
-def test_fused_equals_unfused(policy_delay, dropout):
+@pytest.mark.parametrize(
+    "policy_delay,dropout,family",
+    [(1, 0.0, "mlp"), (2, 0.0, "mlp"), (1, 0.1, "mlp"), (2, 0.1, "mlp"), (2, 0.1, "simba")],
+)
+def test_fused_equals_unfused(policy_delay, dropout, family):
+    network = NetworkConfig(family=family, hidden=(8, 8), dropout_rate=dropout, layer_norm=dropout > 0)
     cfg = tiny_sac_config(
-        policy_delay=policy_delay, critic=NetworkConfig(hidden=(8, 8), dropout_rate=dropout, layer_norm=dropout > 0)
+        policy_delay=policy_delay,
+        actor=NetworkConfig(family=family, hidden=(8, 8)),
+        critic=network,
+        weight_decay=1e-4 if family == "simba" else None,
     )
     learner, _ = make(cfg)
     state = initial_state(learner)
@@ -69,8 +75,10 @@ def test_fused_equals_unfused(policy_delay, dropout):
     leaves_close(fused, single)
 
 
-def test_update_traces_once_over_changing_policy_delay_offsets():
-    cfg = tiny_sac_config(policy_delay=3, gradient_steps=2)
+@pytest.mark.parametrize("family", ["mlp", "simba"])
+def test_update_traces_once_over_changing_policy_delay_offsets(family):
+    network = NetworkConfig(family=family, hidden=(8, 8))
+    cfg = tiny_sac_config(policy_delay=3, gradient_steps=2, actor=network, critic=network)
     learner, buffer = make(cfg)
     update_fn = make_update(cfg, buffer, learner.gradient_steps_fn)
     n_traces = 0

@@ -22,6 +22,7 @@ from rlbench.algos.common.spelling import (
     parse_activation,
     parse_ent_coef,
     parse_net_arch,
+    parse_policy,
     parse_schedule,
     parse_train_freq,
     resolve_gradient_steps,
@@ -31,6 +32,7 @@ from rlbench.algos.common.temperature import TEMPERATURE_LOSSES, EntropyCoef
 from rlbench.errors import ConfigError
 from rlbench.networks.actor import GSDEConfig
 from rlbench.networks.mlp import PRECISIONS, NetworkConfig
+from rlbench.networks.trunk import policy_name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +57,7 @@ class ActorCriticConfig:
     target_entropy: float | None = None  # None -> -dim(A)
     n_critics: int = 2
     adam_b1: float = 0.9
+    weight_decay: float | None = None  # AdamW's (SimbaPolicy's optimizer, default 1e-4 as SBX's); None: Adam
     actor: NetworkConfig = field(default_factory=NetworkConfig)
     critic: NetworkConfig = field(default_factory=NetworkConfig)
     gsde: GSDEConfig | None = None  # use_sde: state-dependent exploration (networks/actor.py)
@@ -98,6 +101,7 @@ SHARED_KEYS = KeySet(
         "temperature_loss",
         "target_entropy",
         "policy_kwargs",
+        "policy",
         "precision",
         "use_sde",
         "sde_sample_freq",
@@ -178,8 +182,8 @@ def read_shared(
     precision = p.get("precision", "float32")
     if precision not in PRECISIONS:
         raise ConfigError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r} (from {where})")
-    values["actor"], values["critic"] = _networks(kwargs, precision)
-    values |= _optimizer_and_critics(kwargs)
+    values["actor"], values["critic"] = _networks(kwargs, precision, p.get("policy", "MlpPolicy"))
+    values |= _optimizer_and_critics(kwargs, values["critic"].family)
     values["gsde"] = _gsde(p, kwargs, n_envs)
     return values, kwargs
 
@@ -206,17 +210,23 @@ def _shared_numbers(params: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _optimizer_and_critics(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Adam's beta 1 (policy_kwargs.optimizer_kwargs) and the number of critics, when policy_kwargs sets them."""
+def _optimizer_and_critics(kwargs: Mapping[str, Any], family: str) -> dict[str, Any]:
+    """Adam's beta 1 (policy_kwargs.optimizer_kwargs), AdamW's weight decay with SimbaPolicy (SBX's optimizer
+    for it) and the number of critics, when policy_kwargs sets them."""
     values: dict[str, Any] = {}
     optimizer_kwargs = kwargs.get("optimizer_kwargs") or {}
-    if not isinstance(optimizer_kwargs, Mapping) or set(optimizer_kwargs) - {"b1"}:
+    accepted = {"b1", "weight_decay"} if family == "simba" else {"b1"}
+    if not isinstance(optimizer_kwargs, Mapping) or set(optimizer_kwargs) - accepted:
         raise ConfigError(
-            f"policy_kwargs.optimizer_kwargs: only dict(b1=<float>) (Adam's beta 1) is supported, "
-            f"got {optimizer_kwargs!r}"
+            f"policy_kwargs.optimizer_kwargs: only dict(b1=<float>) (Adam's beta 1) is supported, and "
+            f"weight_decay=<float> with policy SimbaPolicy (AdamW), got {optimizer_kwargs!r}"
         )
     if "b1" in optimizer_kwargs:
         values["adam_b1"] = number(optimizer_kwargs, "b1", float, 0, 1, high_open=True)
+    if family == "simba":
+        values["weight_decay"] = number(
+            {"weight_decay": optimizer_kwargs.get("weight_decay", 1e-4)}, "weight_decay", float, 0
+        )
     if "n_critics" in kwargs:
         values["n_critics"] = number(kwargs, "n_critics", int, 1)
     return values
@@ -256,13 +266,14 @@ def _gsde(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int) -> 
     )
 
 
-def _networks(kwargs: Mapping[str, Any], precision: str) -> tuple[NetworkConfig, NetworkConfig]:
-    """(actor, critic) architectures from policy_kwargs."""
+def _networks(kwargs: Mapping[str, Any], precision: str, policy: Any) -> tuple[NetworkConfig, NetworkConfig]:
+    """(actor, critic) architectures from policy_kwargs and the `policy` naming their family."""
     default = NetworkConfig()
     actor_hidden, critic_hidden = parse_net_arch(kwargs.get("net_arch", list(default.hidden)))
+    family = parse_policy(policy, actor_hidden, critic_hidden)
     activation = parse_activation(kwargs.get("activation_fn", default.activation))
     dropout = number({"dropout_rate": kwargs.get("dropout_rate", 0.0)}, "dropout_rate", float, 0, 1, high_open=True)
-    actor = NetworkConfig(hidden=actor_hidden, activation=activation, precision=precision)
+    actor = NetworkConfig(family=family, hidden=actor_hidden, activation=activation, precision=precision)
     # As SBX: dropout and layer norm regularise the critic only (DroQ).
     critic = replace(actor, hidden=critic_hidden, dropout_rate=dropout, layer_norm=boolean(kwargs, "layer_norm", False))
     return actor, critic
@@ -278,6 +289,7 @@ def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
         "target_entropy": "auto" if cfg.target_entropy is None else cfg.target_entropy,
         "train_freq": cfg.train_freq if cfg.train_freq_unit == "step" else [cfg.train_freq, cfg.train_freq_unit],
         "precision": cfg.critic.precision,
+        "policy": policy_name(cfg.critic),
         "policy_kwargs": {
             "net_arch": {"pi": list(cfg.actor.hidden), "qf": list(cfg.critic.hidden)},
             "activation_fn": cfg.actor.activation,
@@ -287,6 +299,8 @@ def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
             "optimizer_kwargs": {"b1": cfg.adam_b1},
         },
     }
+    if cfg.weight_decay is not None:
+        out["policy_kwargs"]["optimizer_kwargs"]["weight_decay"] = cfg.weight_decay
     out["use_sde"] = cfg.gsde is not None
     if cfg.gsde is not None:
         out["sde_sample_freq"], out["use_sde_at_warmup"] = cfg.gsde.sample_freq, cfg.gsde.at_warmup
@@ -296,7 +310,16 @@ def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
             "full_std": cfg.gsde.full_std,
             "clip_mean": cfg.gsde.clip_mean,
         }
-    spelled = set(out) | {"ent_coef", "actor", "critic", "n_critics", "adam_b1", "gsde", "train_freq_unit"}
+    spelled = set(out) | {
+        "ent_coef",
+        "actor",
+        "critic",
+        "n_critics",
+        "adam_b1",
+        "weight_decay",
+        "gsde",
+        "train_freq_unit",
+    }
     for f in fields(ActorCriticConfig):
         if f.name not in spelled:
             out[f.name] = getattr(cfg, f.name)

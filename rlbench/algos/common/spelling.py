@@ -16,6 +16,7 @@ from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule, Sch
 from rlbench.algos.common.temperature import EntropyCoef
 from rlbench.errors import ConfigError
 from rlbench.networks.mlp import ACTIVATIONS
+from rlbench.networks.trunk import POLICIES
 
 
 def unknown_key(key: str, valid: tuple[str, ...], where: str) -> ConfigError:
@@ -130,6 +131,27 @@ def parse_activation(value: Any) -> str:
     if short not in ACTIVATIONS:
         raise ConfigError(f"activation_fn: unknown {value!r}; valid: {', '.join(ACTIVATIONS)} (or nn.ReLU style)")
     return short
+
+
+def parse_policy(value: Any, actor_hidden: tuple[int, ...], critic_hidden: tuple[int, ...]) -> str:
+    """The network family RL Zoo's `policy` names (MlpPolicy, SimbaPolicy), checked against net_arch: a
+    SimBa trunk is one residual width, each entry of net_arch one block of it."""
+    valid = ", ".join(POLICIES)
+    if value == "MultiInputPolicy":
+        raise ConfigError(
+            f"policy: 'MultiInputPolicy' is for dict observations, which rlbench does not support (its learners "
+            f"take one Box observation); valid: {valid}"
+        )
+    if not isinstance(value, str) or value not in POLICIES:
+        raise ConfigError(f"policy: {value!r} is not supported; valid: {valid}")
+    if POLICIES[value] == "simba":
+        for name, widths in (("pi", actor_hidden), ("qf", critic_hidden)):
+            if len(set(widths)) != 1:
+                raise ConfigError(
+                    f"net_arch['{name}']: SimbaPolicy's residual blocks keep one width (one entry per block), "
+                    f"got {list(widths)}"
+                )
+    return POLICIES[value]
 
 
 def parse_net_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:

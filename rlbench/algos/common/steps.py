@@ -14,10 +14,15 @@ from rlbench.algos.common.schedules import Schedule
 S = TypeVar("S", bound=TrainState)
 
 
-def make_adam(learning_rate: Schedule | float, b1: float = 0.9) -> optax.GradientTransformation:
-    """Adam whose learning rate is a leaf of the optimizer state, so a schedule needs no recompile."""
+def make_adam(
+    learning_rate: Schedule | float, b1: float = 0.9, weight_decay: float | None = None
+) -> optax.GradientTransformation:
+    """Adam whose learning rate is a leaf of the optimizer state, so a schedule needs no recompile; with a
+    `weight_decay` AdamW (SimbaPolicy's optimizer, as SBX's), even at 0, so its state keeps one structure."""
     initial = learning_rate if isinstance(learning_rate, float) else learning_rate.initial
-    return optax.inject_hyperparams(optax.adam)(learning_rate=initial, b1=b1)
+    if weight_decay is None:
+        return optax.inject_hyperparams(optax.adam)(learning_rate=initial, b1=b1)
+    return optax.inject_hyperparams(optax.adamw)(learning_rate=initial, b1=b1, weight_decay=weight_decay)
 
 
 def set_learning_rate(state: S, learning_rate: jax.Array) -> S:

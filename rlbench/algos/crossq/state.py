@@ -32,7 +32,7 @@ def init_state(cfg: CrossQConfig, spec: EnvSpec, nets: Networks, key: jax.Array)
         cfg.actor,
         nets.actor.apply,
         actor_vars["params"],
-        make_adam(cfg.learning_rate, cfg.adam_b1),
+        make_adam(cfg.learning_rate, cfg.adam_b1, cfg.weight_decay),
         batch_stats=actor_vars.get("batch_stats", {}),
     )
     key, exploration = init_exploration(cfg, actor, key)
@@ -42,7 +42,7 @@ def init_state(cfg: CrossQConfig, spec: EnvSpec, nets: Networks, key: jax.Array)
             cfg.critic,
             nets.critic.apply,
             critic_vars["params"],
-            make_adam(cfg.critic_learning_rate, cfg.adam_b1),
+            make_adam(cfg.critic_learning_rate, cfg.adam_b1, cfg.weight_decay),
             batch_stats=critic_vars.get("batch_stats", {}),
         ),
         temperature=init_temperature(cfg.ent_coef.initial, cfg.ent_coef.learned, cfg.learning_rate.initial),

@@ -66,7 +66,7 @@ def init_state(cfg: SACConfig, spec: EnvSpec, nets: Networks, key: jax.Array) ->
     key, actor_vars, critic_vars = init_variables(nets, spec, key)
     critic_params = critic_vars["params"]
     actor = NetworkState.for_network(
-        cfg.actor, nets.actor.apply, actor_vars["params"], make_adam(cfg.learning_rate, cfg.adam_b1)
+        cfg.actor, nets.actor.apply, actor_vars["params"], make_adam(cfg.learning_rate, cfg.adam_b1, cfg.weight_decay)
     )
     key, exploration = init_exploration(cfg, actor, key)
     return SACState(
@@ -75,7 +75,7 @@ def init_state(cfg: SACConfig, spec: EnvSpec, nets: Networks, key: jax.Array) ->
             cfg.critic,
             nets.critic.apply,
             critic_params,
-            make_adam(cfg.critic_learning_rate, cfg.adam_b1),
+            make_adam(cfg.critic_learning_rate, cfg.adam_b1, cfg.weight_decay),
             # A separate copy: sharing buffers with `params` would break buffer donation.
             target_params=jax.tree.map(jnp.copy, critic_params),
         ),
