@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlbench.loop.collect import episode_starts
 from rlbench.loop.compiled import IterationInputs
 from rlbench.loop.run_state import LoopRun
 
@@ -17,9 +18,11 @@ def train_if_due(loop: LoopRun, episode_ended: bool) -> bool:
         return False
     new = loop.axis.device(host.pending.take())
     if schedule.fused_update_due(host):
+        axis = loop.axis
         inputs = IterationInputs(
-            new, progress_remaining(loop), loop.axis.device(host.obs), host.act_key, loop.normalization(), loop.training
-        )
+            new, progress_remaining(loop), axis.device(host.obs), host.act_key, loop.normalization(), loop.training,
+            axis.device(episode_starts(loop)),
+        )  # fmt: skip
         loop.carry, outputs = programs.update(loop.carry, inputs)
         host.metrics, host.next_action, host.act_key = outputs
         return True
