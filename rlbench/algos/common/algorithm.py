@@ -42,7 +42,9 @@ class Algorithm:
     foreign_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def build_config(self, params: Mapping[str, Any], n_envs: int, where: str) -> ActorCriticConfig:
-        """The checked config of the learner keys of a merged entry (ConfigError, exit 2, naming the key)."""
+        """The checked config of the learner keys of a merged entry (ConfigError, exit 2, naming the key).
+        Another algorithm's key set to None (switched off, e.g. RL Zoo's `noise_type: None`) is left out."""
+        params = {key: value for key, value in params.items() if not (key in self.foreign_keys and value is None)}
         for key in _spelled_keys(params):
             if key in self.foreign_keys and key not in self.keys.refused:
                 owners = ", ".join(self.foreign_keys[key])
