@@ -67,8 +67,14 @@ def as_arrays(tree):
 
 @pytest.mark.parametrize(
     "algo,overrides",
-    [("sac", {}), ("crossq", {}), ("droq", {}), ("sac", {"precision": "bfloat16"})],
-    ids=["sac", "crossq", "droq", "sac-bfloat16"],
+    [
+        ("sac", {}),
+        ("crossq", {}),
+        ("droq", {}),
+        ("sac", {"precision": "bfloat16"}),
+        ("td3", {"noise_type": "ornstein-uhlenbeck", "noise_std": 0.3}),  # its noise state gets the seed axis
+    ],
+    ids=["sac", "crossq", "droq", "sac-bfloat16", "td3"],
 )
 def test_vmapped_update_equals_separate_updates(algo, overrides):
     _, learner, buffer, update = make(algo, **overrides)
