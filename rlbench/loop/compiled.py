@@ -43,7 +43,7 @@ class IterationInputs(NamedTuple):
     """The host's part of one training iteration: the staged transitions, how much of the run is left,
     the observations to act on and the acting key; the statistics of `normalize` (None without it),
     which seeds still train (None for one seed: nothing to freeze), and which envs start an episode with
-    `obs` (their exploration noise restarts; None: none does)."""
+    `obs` (their exploration noise restarts; None: none does, or the algorithm does not read it)."""
 
     new: Transition
     progress_remaining: Any
@@ -106,7 +106,10 @@ def _entry_points(
 
     # The policy acts on observations scaled by the statistics of `normalize` (None: as the env gives them).
     def act(state, obs, act_key, episode_start, normalization):
-        """(action, exploration state, act key): the loop puts the exploration state back into its state."""
+        """(action, exploration state, act key): the loop puts the exploration state back into its state.
+        `episode_start` is None when the algorithm's acting does not read it."""
+        if episode_start is None:
+            episode_start = jnp.zeros(obs.shape[:1], bool)
         return acting.explore(state, normalize_obs(obs, normalization), act_key, episode_start)
 
     def act_deterministic(state, obs, normalization):

@@ -18,11 +18,10 @@ def train_if_due(loop: LoopRun, episode_ended: bool) -> bool:
         return False
     new = loop.axis.device(host.pending.take())
     if schedule.fused_update_due(host):
-        axis = loop.axis
+        obs, normalization = loop.axis.device(host.obs), loop.normalization()
         inputs = IterationInputs(
-            new, progress_remaining(loop), axis.device(host.obs), host.act_key, loop.normalization(), loop.training,
-            axis.device(episode_starts(loop)),
-        )  # fmt: skip
+            new, progress_remaining(loop), obs, host.act_key, normalization, loop.training, episode_starts(loop)
+        )
         loop.carry, outputs = programs.update(loop.carry, inputs)
         host.metrics, host.next_action, host.act_key = outputs
         return True

@@ -12,6 +12,8 @@ saved in the checkpoint with the rest: a resumed run continues the same noise.
 `sample(state, obs, key) -> (action, key)`: a stochastic action without exploration state (enjoy.py
     --stochastic).
 `evaluate(state, obs) -> action`: the deterministic action (evaluation, enjoy.py).
+`reads_episode_starts`: whether `explore` reads `episode_start` (otherwise the loop passes all False and
+    saves itself the transfer: the SAC family's noise does not restart with an episode).
 `random_warmup`: whether the steps before learning_starts take uniform random actions.
 `resample_due(vector_steps_in_rollout) -> bool` and `resample(state) -> state`: an exploration state that is
     redrawn on a schedule counted in vector steps into a rollout (gSDE); 0 is a rollout's start, which a
@@ -42,6 +44,7 @@ class Acting:
     explore: ExploreFn
     sample: Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
     evaluate: Callable[[Any, jax.Array], jax.Array]
+    reads_episode_starts: bool = False
     random_warmup: bool = True
     resample_due: Callable[[int], bool] = never
     resample: Callable[[Any], Any] = unchanged

@@ -53,4 +53,5 @@ def td3_acting(noise: ActionNoise | None) -> Acting:
         added, exploration = exploration_noise(noise, state.exploration, white, episode_start)
         return jnp.clip(action + added, -1.0, 1.0), exploration, key
 
-    return Acting(explore=explore, sample=sample, evaluate=evaluate)
+    ornstein_uhlenbeck = noise is not None and noise.kind == "ornstein-uhlenbeck"
+    return Acting(explore=explore, sample=sample, evaluate=evaluate, reads_episode_starts=ornstein_uhlenbeck)
