@@ -26,9 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from rlbench.algos.common.losses import CriticObjective
-from rlbench.algos.registry import ALGORITHMS
-from rlbench.algos.sac import update as sac_update
-from rlbench.algos.tqc.losses import (
+from rlbench.algos.common.quantiles import (
     mean_of_quantiles,
     pooled_atoms,
     quantile_huber_loss,
@@ -36,6 +34,8 @@ from rlbench.algos.tqc.losses import (
     quantile_objective,
     soft_atom_target,
 )
+from rlbench.algos.common.soft_learner import make_soft_learner
+from rlbench.algos.registry import ALGORITHMS
 from rlbench.bench.speed import HALF_CHEETAH_SPEC, bench_config, machine, update_only_rate
 from rlbench.types import EnvSpec
 
@@ -97,7 +97,7 @@ def learners(spec):
     shipped = quantile_objective(quantiles)
 
     def tqc(objective):
-        return sac_update.make_learner(cfg, spec, objective, quantiles.n_quantiles), cfg
+        return make_soft_learner(cfg, spec, objective, quantiles.n_quantiles), cfg
 
     return {
         "sac": (ALGORITHMS["sac"].make_learner(sac_cfg, spec), sac_cfg),

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import difflib
 
-from rlbench.algos.common.algorithm import Algorithm
+from rlbench.algos.common.algorithm import Algorithm, with_foreign_keys
 from rlbench.algos.crossq.algorithm import CROSSQ
 from rlbench.algos.sac.algorithm import DROQ, SAC
+from rlbench.algos.td3.algorithm import DDPG, TD3
 from rlbench.algos.tqc.algorithm import TQC
 from rlbench.errors import ConfigError
 
-ALGORITHMS: dict[str, Algorithm] = {algo.name: algo for algo in (SAC, DROQ, CROSSQ, TQC)}
+ALGORITHMS: dict[str, Algorithm] = with_foreign_keys((SAC, DROQ, CROSSQ, TQC, TD3, DDPG))
 
 
 def get_algo(name: str) -> Algorithm:

@@ -57,12 +57,11 @@ RUN_KEYS = (
     "replay_buffer_kwargs",
     "optimize_memory_usage",
 )
-# RL Zoo keys rlbench does not implement yet: accepted only with a value that turns them off.
+# RL Zoo keys rlbench does not implement yet: accepted only with a value that turns them off. (A key that some
+# algorithms read is the Algorithm's to refuse: rlbench.algos.common.algorithm.Algorithm.build_config.)
 NOT_SUPPORTED_KEYS = (
     "vec_env_wrapper",
     "callback",
-    "noise_type",
-    "noise_std",
     "n_steps",
     "replay_buffer_class",
 )

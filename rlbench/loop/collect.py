@@ -39,11 +39,20 @@ def act(loop: LoopRun) -> np.ndarray:
     else:
         if loop.schedule.resample_due(host):  # gSDE: new exploration matrices
             loop.state = programs.resample_exploration(loop.state)
-        device_action, host.act_key = programs.act(
-            loop.state, axis.device(host.obs), host.act_key, loop.normalization()
+        device_action, exploration, host.act_key = programs.act(
+            loop.state, axis.device(host.obs), host.act_key, episode_starts(loop), loop.normalization()
         )
+        loop.state = loop.state.replace(exploration=exploration)
         action = axis.host(device_action)
     return finite_actions(loop, action)
+
+
+def episode_starts(loop: LoopRun) -> np.ndarray | None:
+    """[n_seeds, n_envs] bool on the device: the envs whose current observation begins an episode (none of its
+    steps taken); None when the algorithm's acting does not read them (no transfer)."""
+    if not loop.programs.learner.acting.reads_episode_starts:
+        return None
+    return loop.axis.device(np.stack([seed.episodes.lengths == 0 for seed in loop.host.seeds]))
 
 
 def step(loop: LoopRun, action: np.ndarray) -> VectorStep:

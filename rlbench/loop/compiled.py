@@ -22,7 +22,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rlbench.algos.common import acting
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.finite import all_finite
 from rlbench.algos.common.fused import make_train, make_update
@@ -42,8 +41,9 @@ class Carry(NamedTuple):
 
 class IterationInputs(NamedTuple):
     """The host's part of one training iteration: the staged transitions, how much of the run is left,
-    the observations to act on and the acting key; the statistics of `normalize` (None without it), and
-    which seeds still train (None for one seed: nothing to freeze)."""
+    the observations to act on and the acting key; the statistics of `normalize` (None without it),
+    which seeds still train (None for one seed: nothing to freeze), and which envs start an episode with
+    `obs` (their exploration noise restarts; None: none does, or the algorithm does not read it)."""
 
     new: Transition
     progress_remaining: Any
@@ -51,6 +51,7 @@ class IterationInputs(NamedTuple):
     act_key: jax.Array
     normalization: Normalization | None
     training: Any = None
+    episode_start: Any = None
 
 
 class IterationOutputs(NamedTuple):
@@ -101,12 +102,18 @@ def _entry_points(
     learner = make_learner(cfg, spec)
     sample_and_train = make_train(cfg, buffer, learner.gradient_steps_fn)
 
+    acting = learner.acting
+
     # The policy acts on observations scaled by the statistics of `normalize` (None: as the env gives them).
-    def act(state, obs, act_key, normalization):
-        return acting.act(state, normalize_obs(obs, normalization), act_key)
+    def act(state, obs, act_key, episode_start, normalization):
+        """(action, exploration state, act key): the loop puts the exploration state back into its state.
+        `episode_start` is None when the algorithm's acting does not read it."""
+        if episode_start is None:
+            episode_start = jnp.zeros(obs.shape[:1], bool)
+        return acting.explore(state, normalize_obs(obs, normalization), act_key, episode_start)
 
     def act_deterministic(state, obs, normalization):
-        return acting.act_deterministic(state, normalize_obs(obs, normalization))
+        return acting.evaluate(state, normalize_obs(obs, normalization))
 
     def train_some(state, buffer_state, progress_remaining, normalization, n_steps):
         """train_freq in episodes (one seed): the first n_steps of steps_per_update(cfg) gradient steps."""
@@ -128,32 +135,40 @@ def _entry_points(
         update=jax.jit(iteration(cfg, axis, buffer, learner), donate_argnums=0),
         train_some=jax.jit(train_some, donate_argnums=0),
         put_seed=jax.jit(put_seed, donate_argnums=0),
-        resample_exploration=jax.jit(axis.map(acting.resample_exploration), donate_argnums=0),
+        resample_exploration=jax.jit(axis.map(acting.resample), donate_argnums=0),
     )
 
 
 def iteration(cfg: Any, axis: SeedAxis, buffer: UniformBuffer, learner: Learner):
-    """One training iteration of every seed, not yet compiled: insert, update, resample gSDE's exploration
-    matrices (a rollout starts), act on the next observations with the updated actor."""
+    """One training iteration of every seed, not yet compiled: insert, update, resample the exploration state
+    when the algorithm redraws it at a rollout's start (gSDE), act on the next observations with the updated
+    actor."""
     update = make_update(cfg, buffer, learner.gradient_steps_fn)
+    acting = learner.acting
 
     def update_then_act(carry: Carry, inputs: IterationInputs) -> tuple[Carry, IterationOutputs]:
         # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
         first_step = axis.first(carry.state.step)
         progress_remaining = inputs.progress_remaining
 
-        def one_seed(state, buffer_state, new, obs, act_key, normalization, training):
+        def one_seed(state, buffer_state, new, obs, act_key, normalization, training, episode_start):
             updated, buffer_state, metrics = update(
                 state, buffer_state, new, progress_remaining, first_step, normalization
             )
             if training is not None:  # several seeds: one that diverged stays at its last finite state
                 updated = jax.lax.cond(training, lambda: updated, lambda: state)
-            if cfg.gsde is not None:  # a rollout starts: new exploration matrices (gSDE)
-                updated = acting.resample_exploration(updated)
-            action, act_key = acting.act(updated, normalize_obs(obs, normalization), act_key)
-            return updated, buffer_state, metrics, action, act_key
+            if acting.resample_due(0):  # a rollout starts: new exploration matrices (gSDE)
+                updated = acting.resample(updated)
+            if episode_start is None:
+                episode_start = jnp.zeros(obs.shape[:1], bool)
+            action, exploration, act_key = acting.explore(
+                updated, normalize_obs(obs, normalization), act_key, episode_start
+            )
+            return updated.replace(exploration=exploration), buffer_state, metrics, action, act_key
 
-        per_seed = (inputs.new, inputs.obs, inputs.act_key, inputs.normalization, inputs.training)
+        per_seed = (
+            inputs.new, inputs.obs, inputs.act_key, inputs.normalization, inputs.training, inputs.episode_start
+        )  # fmt: skip
         state, buffer_state, metrics, action, act_key = axis.map(one_seed)(carry.state, carry.buffer_state, *per_seed)
         return Carry(state, buffer_state), IterationOutputs(metrics, action, act_key)
 
@@ -201,8 +216,9 @@ class PolicyPrograms:
 
 
 def policy_programs(learner: Learner) -> PolicyPrograms:
+    acting = learner.acting
     return PolicyPrograms(
         init=jax.jit(learner.init_fn),
         sample=jax.jit(lambda state, obs, key, norm: acting.sample(state, normalize_obs(obs, norm), key)),
-        act_deterministic=jax.jit(lambda state, obs, norm: acting.act_deterministic(state, normalize_obs(obs, norm))),
+        act_deterministic=jax.jit(lambda state, obs, norm: acting.evaluate(state, normalize_obs(obs, norm))),
     )

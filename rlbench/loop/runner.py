@@ -119,8 +119,8 @@ def train_seeds(
 def _train_on(run, algo, cfg, outputs, env, eval_env, resume, on_eval, on_iteration, stop_requested) -> TrainResult:
     """`train_seeds` on envs already built: the run's first state, its loggers and Monitor files, the loop."""
     spec, n_seeds = env_spec(env), len(outputs)
-    schedule = TrainSchedule(cfg, run.n_envs, n_seeds)
     programs = entry_points(algo, cfg, spec, n_seeds)
+    schedule = TrainSchedule(cfg, programs.learner.acting, run.n_envs, n_seeds)
     carry, host = start(run, spec, env, programs, schedule, resume)
     settings = [output.checkpoints for output in outputs]
     saves = RunCheckpoints(None if None in settings else settings, programs.axis, run.n_envs)

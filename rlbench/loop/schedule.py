@@ -1,9 +1,10 @@
-"""When the loop trains, and when gSDE draws new exploration matrices, as SB3 counts them.
+"""When the loop trains, and when the exploration state is redrawn (gSDE's matrices), as SB3 counts them.
 
 `train_freq` counts vector steps: the transitions of train_freq vector steps are staged, then one fused
 training iteration inserts them and trains, once more than `learning_starts` env steps were taken (or
 later after a resume without a replay buffer: `HostState.update_start`). Actions are uniform random while
-fewer than `learning_starts` env steps were taken (gSDE may explore instead: `use_sde_at_warmup`).
+fewer than `learning_starts` env steps were taken, unless the algorithm's acting explores instead (gSDE's
+`use_sde_at_warmup`).
 
 A `train_freq` in episodes (SB3's TrainFreq(n, "episode"), one env and one seed) trains at the end of
 every train_freq-th episode instead: each vector step's transitions go to the buffer as they come, and the
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlbench.algos.common import acting
+from rlbench.algos.common.acting import Acting
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.store.host_state import HostState
 
 
 class TrainSchedule:
-    def __init__(self, cfg: Any, n_envs: int, n_seeds: int):
-        self.cfg, self.n_envs = cfg, n_envs
+    def __init__(self, cfg: Any, acting: Acting, n_envs: int, n_seeds: int):
+        self.cfg, self.acting, self.n_envs = cfg, acting, n_envs
         self.episodic = cfg.train_freq_unit == "episode"
         if self.episodic and n_seeds > 1:
             raise ValueError("train_freq in episodes trains each seed at its own episode ends: one seed per run")
@@ -33,14 +34,12 @@ class TrainSchedule:
 
     def random_actions(self, host: HostState) -> bool:
         """Whether this vector step acts uniformly at random (the warm-up before learning_starts)."""
-        gsde = self.cfg.gsde
-        return host.env_steps < self.cfg.learning_starts and not (gsde is not None and gsde.at_warmup)
+        return host.env_steps < self.cfg.learning_starts and self.acting.random_warmup
 
     def resample_due(self, host: HostState) -> bool:
-        """Whether gSDE draws new exploration matrices before this vector step acts (`acting.resample_due`).
-        A training iteration draws them itself for the step that follows it."""
-        gsde = self.cfg.gsde
-        return gsde is not None and acting.resample_due(self.vector_steps_in_rollout(host), gsde)
+        """Whether the exploration state is redrawn before this vector step acts (gSDE: `Acting.resample_due`).
+        A training iteration draws it itself for the step that follows it."""
+        return self.acting.resample_due(self.vector_steps_in_rollout(host))
 
     def fused_update_due(self, host: HostState) -> bool:
         """With the staging full: whether one fused iteration (insert, train, act) runs, rather than an insert."""

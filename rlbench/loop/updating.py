@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlbench.loop.collect import episode_starts
 from rlbench.loop.compiled import IterationInputs
 from rlbench.loop.run_state import LoopRun
 
@@ -17,8 +18,9 @@ def train_if_due(loop: LoopRun, episode_ended: bool) -> bool:
         return False
     new = loop.axis.device(host.pending.take())
     if schedule.fused_update_due(host):
+        obs, normalization = loop.axis.device(host.obs), loop.normalization()
         inputs = IterationInputs(
-            new, progress_remaining(loop), loop.axis.device(host.obs), host.act_key, loop.normalization(), loop.training
+            new, progress_remaining(loop), obs, host.act_key, normalization, loop.training, episode_starts(loop)
         )
         loop.carry, outputs = programs.update(loop.carry, inputs)
         host.metrics, host.next_action, host.act_key = outputs

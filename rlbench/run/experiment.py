@@ -139,7 +139,7 @@ def learner_settings(request: RunRequest, algo: Algorithm, layers: Layers) -> Le
     if resume is not None:
         saved_normalize = parse_normalize(layers.base.get("normalize"), None, str(resume.path))
         check_resume_normalize(resume, normalize, saved_normalize)
-        check_resume_overrides(resume, layers.base, layers.merged, algo.config_to_hyperparams(learner_config))
+        check_resume_overrides(algo, resume, layers.base, layers.merged, algo.config_to_hyperparams(learner_config))
     return LearnerSettings(
         where, run_keys, env_wrappers, learner_config, n_envs, n_timesteps, normalize, stats_window_size, notes
     )

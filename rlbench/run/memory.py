@@ -13,14 +13,10 @@ import jax
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.buffers.uniform import bytes_per_transition
 from rlbench.errors import ConfigError
-from rlbench.networks.trunk import policy_name, trunk_units
+from rlbench.networks.trunk import policy_name
 from rlbench.store.learner_state import state_array_bytes
 from rlbench.types import EnvSpec
 
-FLOAT_BYTES = 4
-# Per hidden unit and batch row, a gradient step keeps the pre-activation, the activation and their
-# gradients (4 values), and normalisation layers about as much again: 8 is a safe upper estimate.
-ACTIVATION_VALUES_PER_UNIT = 8
 # File descriptors kept for everything but the seeds' files: Python, JAX's runtime, the envs' own files, W&B.
 OPEN_FILES_RESERVE = 256
 
@@ -85,26 +81,15 @@ def learner_state_bytes(algo: Any, cfg: Any, spec: EnvSpec) -> int:
     return state_array_bytes(algo.make_learner(cfg, spec).init_fn)
 
 
-def update_activation_bytes(cfg: Any, spec: EnvSpec) -> int:
-    """An upper estimate of one training iteration's temporaries: the sampled batches of every gradient
-    step, and one step's activations (CrossQ's critic sees obs and next_obs in one pass: twice the rows)."""
-    row = 2 * spec.obs_dim + spec.action_dim + 2
-    batches = steps_per_update(cfg) * cfg.batch_size * row * FLOAT_BYTES
-    critic_rows = cfg.batch_size * (2 if cfg.critic.batch_norm else 1)
-    critic_units = cfg.n_critics * (trunk_units(cfg.critic) + 1)
-    actor_units = trunk_units(cfg.actor) + 2 * spec.action_dim
-    per_step = (critic_rows * critic_units + 2 * cfg.batch_size * actor_units) * ACTIVATION_VALUES_PER_UNIT
-    return batches + per_step * FLOAT_BYTES
-
-
 def check_learner_memory(algo: Any, cfg: Any, spec: EnvSpec, n_seeds: int = 1) -> None:
     """Refuse (exit 2) networks or batches whose update, for every seed, cannot fit beside the replay buffers."""
     available = available_memory_bytes()
     if available is None:
         return
-    state = learner_state_bytes(algo, cfg, spec)
+    learner = algo.make_learner(cfg, spec)
+    state = state_array_bytes(learner.init_fn)
     # The state, its gradients and the updated state can be alive at once inside an update.
-    needed = n_seeds * (3 * state + update_activation_bytes(cfg, spec))
+    needed = n_seeds * (3 * state + learner.activation_bytes)
     free = available - n_seeds * cfg.buffer_size * bytes_per_transition(spec)
     if needed > free:
         raise ConfigError(

@@ -23,7 +23,8 @@ from rlbench.types import EnvSpec
 
 @dataclass
 class Policy:
-    """Acts in [-1, 1] (the envs rescale); deterministic = the squashed mean, else a sample."""
+    """Acts in [-1, 1] (the envs rescale); deterministic = the algorithm's evaluation action (the SAC family's
+    squashed mean, TD3's actor), else its stochastic one (a sample; TD3's actor again)."""
 
     state: Any
     spec: EnvSpec

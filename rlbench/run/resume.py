@@ -28,18 +28,6 @@ from rlbench.store.learner_state import check_state_fits, state_size_bound
 from rlbench.store.manifest import Manifest, Spaces
 from rlbench.store.schema import Expected
 
-# Hyperparameters that shape the networks: a resumed run must keep them (the saved parameters fit no other);
-# so must `policy` (the network family) and `precision`, outside policy_kwargs (check_resume_overrides).
-ARCHITECTURE_KEYS = (
-    "net_arch",
-    "activation_fn",
-    "dropout_rate",
-    "layer_norm",
-    "n_critics",
-    "batch_norm",
-    "batch_norm_actor",
-)
-
 
 def load_resume_checkpoint(path: Path, algo: Algorithm) -> Checkpoint:
     """Read and verify `-i PATH` (CheckpointError, exit 1, when torn, corrupt or forged). Before any member
@@ -147,16 +135,20 @@ def check_spaces(resume: Checkpoint, current: Mapping[str, Any], allow_bounds_mi
 
 
 def check_resume_overrides(
-    resume: Checkpoint, saved: Mapping[str, Any], merged: Mapping[str, Any], resolved: Mapping[str, Any]
+    algo: Algorithm,
+    resume: Checkpoint,
+    saved: Mapping[str, Any],
+    merged: Mapping[str, Any],
+    resolved: Mapping[str, Any],
 ) -> None:
     """Refuse -params that change the saved networks (B7); report the changes that are allowed.
 
     `saved` is the checkpoint's resolved entry; the networks are compared in that resolved spelling
     (`resolved`: the new learner config written back), so `net_arch=[8]` equals the saved
-    `{pi: [8], qf: [8]}`.
+    `{pi: [8], qf: [8]}`. The policy_kwargs compared are those the algorithm says shape its networks.
     """
     saved_kwargs, new_kwargs = saved.get("policy_kwargs") or {}, resolved.get("policy_kwargs") or {}
-    for key in ARCHITECTURE_KEYS:
+    for key in algo.architecture_keys:
         if saved_kwargs.get(key) != new_kwargs.get(key) and merged.get("policy_kwargs") == saved.get("policy_kwargs"):
             # No -params changed it: the saved value itself is not in the resolved form rlbench writes.
             raise ConfigError(

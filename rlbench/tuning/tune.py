@@ -368,10 +368,8 @@ def check_trial_result(exp: Experiment, result: TrainResult, evaluations: list[f
     """TrialFailed for a trial that must not COMPLETE: stopped, non-finite, diverged, or never evaluated."""
     if result.interrupted:
         raise TrialInterrupted(f"{result.interrupted} at {result.env_steps} env steps")
-    if not all(
-        bool(jax.numpy.isfinite(leaf).all())
-        for leaf in jax.tree_util.tree_leaves((result.state.actor.params, result.state.critic.params))
-    ):
+    parameters = exp.algo.make_learner(exp.learner_config, exp.env_spec).parameters(result.state)
+    if not all(bool(jax.numpy.isfinite(leaf).all()) for leaf in jax.tree_util.tree_leaves(parameters)):
         raise TrialFailed("non-finite parameters after training")
     if result.failed:
         seeds = ", ".join(str(exp.seeds[index]) for index in result.failed)

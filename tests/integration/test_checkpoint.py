@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from rlbench.algos.common import acting
+from rlbench.algos.common import soft_acting as acting
 from rlbench.algos.registry import ALGORITHMS
 from rlbench.config.entry import RunConfig
 from rlbench.loop.runner import train

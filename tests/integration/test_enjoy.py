@@ -108,6 +108,22 @@ def test_deterministic_replay_repeats_and_stochastic_differs(logs, capsys):
     assert returns("--stochastic", "--seed", "0") != returns("--stochastic", "--seed", "0", "--n-envs", "2")
 
 
+def test_a_td3_model_plays_and_its_stochastic_action_is_its_deterministic_one(tmp_path, capsys):
+    """TD3's actor is deterministic (its exploration noise is the training loop's): --stochastic plays the same."""
+    argv = ["-f", str(tmp_path), "--algo", "td3", "--env", "Pendulum-v1", "-n", "200", "--eval-freq", "0"]
+    argv += ["--verbose", "0", *TINY, "noise_type:'normal'", "noise_std:0.3"]
+    assert train(argv) == 0
+
+    def returns(*extra):
+        play = ["--algo", "td3", "--env", "Pendulum-v1", "-f", str(tmp_path), "--no-render", "-n", "200", *extra]
+        assert enjoy(play) == 0
+        out = capsys.readouterr().out
+        assert f"Loaded {tmp_path / 'td3' / 'Pendulum-v1_1' / 'Pendulum-v1.zip'} (td3, 200 env steps)" in out
+        return out.split("Mean reward: ")[1]
+
+    assert returns("--seed", "3") == returns("--stochastic", "--seed", "3")
+
+
 def test_last_checkpoint_skips_a_torn_newest_one_with_a_warning(logs, capsys, tmp_path):
     """B11: the newest checkpoint is torn: the previous valid one is loaded and the skip is named."""
     copy = tmp_path / "logs"

@@ -8,11 +8,11 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import tests.envs  # noqa: F401  (registers the test envs)
 from rlbench.algos.common.schedules import ConstantSchedule
+from rlbench.algos.common.soft_learner import make_networks
 from rlbench.algos.common.temperature import EntropyCoef
 from rlbench.algos.crossq.config import CrossQConfig
 from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.config import SACConfig
-from rlbench.algos.sac.state import make_networks
 from rlbench.buffers.uniform import unpack
 from rlbench.config.entry import RunConfig
 from rlbench.envs.make import check_autoreset_mode, make_single_env

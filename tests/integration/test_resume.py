@@ -44,6 +44,23 @@ CROSSQ_TINY = [
     "batch_size:32",
 ]
 
+# TD3 with Ornstein-Uhlenbeck noise: the checkpoint (125 vector steps of 2 envs) falls mid-episode, where the
+# noise of each env is far from its restart value; the resumed run must continue it, not restart it.
+TD3_OU_TINY = [
+    "--algo",
+    "td3",
+    "--env",
+    "Pendulum-v1",
+    "--seed",
+    "7",
+    "--log-interval",
+    "-2",
+    "-params",
+    *TINY_LEARNER,
+    "noise_type:'ornstein-uhlenbeck'",
+    "noise_std:0.5",
+]
+
 
 def train_process(log_folder, *argv, check=True):
     proc = subprocess.run(
@@ -76,6 +93,7 @@ def state_hash(path):
         # Training at the end of each 200-step episode (RL Zoo's train_freq [1, "episode"]): the checkpoint falls
         # mid-episode, and the resumed run must count the episodes and their steps as the first one did.
         ("sac", SAC_TINY, ["train_freq:[1, 'episode']", "gradient_steps:-1"]),
+        ("td3", TD3_OU_TINY, ["n_envs:2", "train_freq:3", "gradient_steps:2"]),
     ],
 )
 def test_resume_from_a_checkpoint_is_bit_identical_to_never_stopping(tmp_path, algo, argv, extra):

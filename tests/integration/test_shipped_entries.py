@@ -14,7 +14,7 @@ from rlbench.config.hyperparams import default_file
 from tests.conftest import REPO_ROOT
 
 
-@pytest.mark.parametrize("algo", ["sac", "droq", "crossq", "tqc"])
+@pytest.mark.parametrize("algo", ["sac", "droq", "crossq", "tqc", "td3", "ddpg"])
 def test_every_mujoco_v4_entry_has_a_v5_twin_with_its_values_for_a_registered_env(algo):
     table = yaml.safe_load(default_file(algo).read_text())
     v4 = [env for env in table if env.endswith("-v4")]

@@ -199,7 +199,7 @@ def test_invalid_or_non_finite_trials_fail_and_the_study_goes_on(tmp_path, monke
     assert states == [TrialState.FAIL, TrialState.FAIL, TrialState.COMPLETE]
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq", "droq"])
+@pytest.mark.parametrize("algo", ["sac", "crossq", "droq", "td3"])
 def test_every_sampled_combination_is_a_valid_config(algo):
     """The spaces sample in transformed coordinates; each draw must convert to a config the algorithm accepts."""
     from rlbench.algos.registry import get_algo
@@ -217,6 +217,13 @@ def test_every_sampled_combination_is_a_valid_config(algo):
             assert 256 <= config.critic.hidden[0] <= 2048 and config.critic.batch_norm
         if algo == "droq":
             assert config.critic.layer_norm and 0 < config.critic.dropout_rate <= 0.1
+        if algo == "td3":  # RL Zoo's noise choices, None among them
+            noise = config.action_noise
+            assert (
+                sampled["noise_type"] is None
+                if noise is None
+                else (noise.kind, noise.std) == tuple(sampled[key] for key in ("noise_type", "noise_std"))
+            )
         study.tell(trial, 0.0)
 
 

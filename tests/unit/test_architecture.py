@@ -3,6 +3,7 @@ packages import in the order of a run's stages only, and only the command lines 
 sys.argv."""
 
 import ast
+import dataclasses
 import os
 from pathlib import Path
 
@@ -118,21 +119,67 @@ def test_the_root_holds_leaves_only():
     assert roots <= set(STAGES[0]), sorted(roots - set(STAGES[0]))
 
 
+def algorithm_folders() -> list[str]:
+    return [p.name for p in (PACKAGE / "algos").iterdir() if p.is_dir() and p.name not in ("common", "__pycache__")]
+
+
+def imports_an_algorithm_folder(name: str, folders: list[str], own: str | None = None) -> bool:
+    return any(
+        name == f"rlbench.algos.{algo}" or name.startswith(f"rlbench.algos.{algo}.") for algo in folders if algo != own
+    )
+
+
 def test_only_the_registry_names_an_algorithm():
-    """Adding an algorithm touches its folder, the registry and its hyperparameter file: the rest of
-    rlbench reaches algorithms only through the registry's `Algorithm` values and rlbench.algos.common."""
-    algorithm_folders = [
-        p.name for p in (PACKAGE / "algos").iterdir() if p.is_dir() and p.name not in ("common", "__pycache__")
+    """Adding an algorithm touches its folder, the registry, its hyperparameter file and its tests: the rest of
+    rlbench (rlbench/algos/common included) reaches algorithms only through the registry's `Algorithm` values."""
+    folders = algorithm_folders()
+    assert {"sac", "crossq", "tqc"} <= set(folders)
+    offenders = [
+        f"{relative} imports {name}"
+        for path in PACKAGE.rglob("*.py")
+        if (relative := path.relative_to(PACKAGE).as_posix()).split("/")[:2][-1] not in folders
+        and relative != "algos/registry.py"
+        for name in sorted(imported_modules(path))
+        if imports_an_algorithm_folder(name, folders)
     ]
-    assert {"sac", "crossq", "tqc"} <= set(algorithm_folders)
+    assert not offenders, offenders
+
+
+def test_no_algorithm_folder_imports_another():
+    """What two algorithms share lives in rlbench/algos/common, so each folder stands alone."""
+    folders = algorithm_folders()
     offenders = [
         f"{path.relative_to(PACKAGE)} imports {name}"
-        for path in PACKAGE.rglob("*.py")
-        if not path.relative_to(PACKAGE).as_posix().startswith("algos/") and path.name != "registry.py"
+        for algo in folders
+        for path in (PACKAGE / "algos" / algo).rglob("*.py")
         for name in sorted(imported_modules(path))
-        if any(
-            name == f"rlbench.algos.{algo}" or name.startswith(f"rlbench.algos.{algo}.") for algo in algorithm_folders
-        )
+        if imports_an_algorithm_folder(name, folders, own=algo)
+    ]
+    assert not offenders, offenders
+
+
+def algorithm_specific_fields() -> set[str]:
+    """The config fields some algorithms have and the shared base (ActorCriticConfig) has not."""
+    from rlbench.algos.common.config import ActorCriticConfig
+    from rlbench.algos.registry import ALGORITHMS
+
+    shared = {f.name for f in dataclasses.fields(ActorCriticConfig)}
+    configs = [algo.build_config(algo.preset, 1, "test") for algo in ALGORITHMS.values()]
+    return {f.name for cfg in configs for f in dataclasses.fields(cfg)} - shared
+
+
+def test_the_shell_reads_no_algorithm_specific_config_field():
+    """Outside the core, a config is read through its shared fields only (the loop's schedule, the memory
+    estimate, the resume guard): what one algorithm alone has (gSDE, the temperature, quantiles, action
+    noise) is asked of its `Algorithm` (acting, architecture_keys, the learner's estimates)."""
+    specific = algorithm_specific_fields()
+    assert {"gsde", "ent_coef", "target_entropy", "quantiles"} <= specific
+    offenders = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno} reads .{node.attr}"
+        for path in PACKAGE.rglob("*.py")
+        if path.relative_to(PACKAGE).parts[0] not in CORE
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in specific
     ]
     assert not offenders, offenders
 

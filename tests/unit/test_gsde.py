@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlbench.algos.common import acting
+from rlbench.algos.common import soft_acting as acting
 from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.algos.sac.update import make_learner as make_sac

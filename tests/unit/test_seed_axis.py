@@ -73,8 +73,9 @@ def as_arrays(tree):
         ("droq", {}),
         ("sac", {"precision": "bfloat16"}),
         ("sac", {"policy": "SimbaPolicy"}),
+        ("td3", {"noise_type": "ornstein-uhlenbeck", "noise_std": 0.3}),  # its noise state gets the seed axis
     ],
-    ids=["sac", "crossq", "droq", "sac-bfloat16", "sac-simba"],
+    ids=["sac", "crossq", "droq", "sac-bfloat16", "sac-simba", "td3"],
 )
 def test_vmapped_update_equals_separate_updates(algo, overrides):
     _, learner, buffer, update = make(algo, **overrides)

@@ -146,7 +146,8 @@ def test_crossq_simba_normalises_with_batch_renorm_when_batch_norm_is_on(batch_n
 def test_memory_estimate_counts_simba_networks():
     """[256, 256]: an MLP trunk of about 70k parameters, SimBa's of about 1.06M (two blocks, 1024 wide inside);
     its activations: 2 w (input layer, final norm) + 6 w per block (norm, 4 w hidden, output)."""
-    from rlbench.run.memory import learner_state_bytes, update_activation_bytes
+    from rlbench.algos.common.footprint import update_activation_bytes
+    from rlbench.run.memory import learner_state_bytes
     from rlbench.types import EnvSpec
 
     spec, sac = EnvSpec(obs_dim=17, action_dim=6), get_algo("sac")

@@ -6,13 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rlbench.algos.common.quantiles import Quantiles, mean_of_quantiles, quantile_huber_loss, truncated_quantile_target
 from rlbench.algos.crossq.config import CrossQConfig
 from rlbench.algos.crossq.config import build_config as build_crossq_config
 from rlbench.algos.crossq.update import make_learner as make_crossq
 from rlbench.algos.sac.config import build_config as build_sac_config
-from rlbench.algos.tqc.config import Quantiles, TQCConfig
+from rlbench.algos.tqc.config import TQCConfig
 from rlbench.algos.tqc.config import build_config as build_tqc_config
-from rlbench.algos.tqc.losses import mean_of_quantiles, quantile_huber_loss, truncated_quantile_target
 from rlbench.algos.tqc.update import make_learner as make_tqc
 from rlbench.errors import ConfigError
 from rlbench.networks.mlp import NetworkConfig

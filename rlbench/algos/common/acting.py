@@ -1,63 +1,50 @@
-"""Acting with any learner's state: its actor (a NetworkState) in evaluation mode, nothing else.
+"""How a learner acts: the part of an algorithm the training loop and enjoy.py call to choose actions.
 
-So a policy loaded from a checkpoint acts without a replay buffer or an optimizer step, and every
-algorithm acts the same way: a tanh-squashed Gaussian sample for collection, its mode for evaluation.
-With gSDE the collection noise comes from the exploration matrices the state holds (one per env),
-which the host resamples on gSDE's schedule (`resample_due`).
+Every learner state has a field `exploration`: the algorithm's exploration state (gSDE's matrices for
+the SAC family with use_sde, the Ornstein-Uhlenbeck noise of every env for TD3 and DDPG, None when there is
+nothing to keep). It is a pytree of the learner state, so it gains the seed axis under --n-seeds and is
+saved in the checkpoint with the rest: a resumed run continues the same noise.
+
+`explore(state, obs [n_envs, obs_dim], key, episode_start [n_envs] bool) -> (action, exploration, key)`
+    the action for collecting experience, in [-1, 1]; `episode_start` marks the envs whose episode begins
+    with this observation (the noise of those envs restarts). The loop puts the returned exploration state
+    back into the learner state (`state.replace(exploration=...)`).
+`sample(state, obs, key) -> (action, key)`: a stochastic action without exploration state (enjoy.py
+    --stochastic).
+`evaluate(state, obs) -> action`: the deterministic action (evaluation, enjoy.py).
+`reads_episode_starts`: whether `explore` reads `episode_start` (otherwise the loop passes all False and
+    saves itself the transfer: the SAC family's noise does not restart with an episode).
+`random_warmup`: whether the steps before learning_starts take uniform random actions.
+`resample_due(vector_steps_in_rollout) -> bool` and `resample(state) -> state`: an exploration state that is
+    redrawn on a schedule counted in vector steps into a rollout (gSDE); 0 is a rollout's start, which a
+    training iteration begins.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import jax
-from flax import struct
 
-from rlbench.networks.actor import GSDEConfig
-
-
-class Exploration(struct.PyTreeNode):
-    """gSDE's held exploration matrices [n_envs, latent_dim, action_dim] and the key of their next draw."""
-
-    matrices: jax.Array
-    key: jax.Array
+ExploreFn = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any, jax.Array]]
 
 
-def draw_exploration(actor: Any, key: jax.Array, n_envs: int) -> Exploration:
-    """Fresh matrices from the actor's current exploration std, and the key after the draw."""
-    key, draw = jax.random.split(key)
-    std = actor.apply_fn(actor.variables(), method="exploration_std")
-    return Exploration(std * jax.random.normal(draw, (n_envs, *std.shape), std.dtype), key)
+def never(vector_steps_in_rollout: int) -> bool:
+    return False
 
 
-def resample_exploration(state: Any) -> Any:
-    """The state with new exploration matrices (gSDE), drawn from the actor's std as it is now."""
-    exploration = state.exploration
-    return state.replace(exploration=draw_exploration(state.actor, exploration.key, exploration.matrices.shape[0]))
+def unchanged(state: Any) -> Any:
+    return state
 
 
-def resample_due(vector_steps_in_rollout: int, gsde: GSDEConfig) -> bool:
-    """SB3's schedule: at the start of every rollout (the train_freq vector steps between two training
-    iterations) and, with sde_sample_freq > 0, every sde_sample_freq vector steps into it."""
-    n = vector_steps_in_rollout
-    return n == 0 or (gsde.sample_freq > 0 and n % gsde.sample_freq == 0)
-
-
-def sample(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(a ~ pi(.|obs) in [-1, 1], the next key) with fresh noise: a plain SAC sample, or under gSDE one new
-    exploration matrix for the batch (enjoy.py --stochastic)."""
-    key, action_key = jax.random.split(key)
-    return state.actor.apply_fn(state.actor.variables(), obs).sample(action_key)[0], key
-
-
-def act(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(the action for collecting experience, the next key); obs [n_envs, obs_dim]."""
-    if state.exploration is None:
-        return sample(state, obs, key)
-    key, _ = jax.random.split(key)  # the same key stream as without gSDE
-    return state.actor.apply_fn(state.actor.variables(), obs).explore(state.exploration.matrices), key
-
-
-def act_deterministic(state: Any, obs: jax.Array) -> jax.Array:
-    """tanh of the Gaussian mean, for evaluation."""
-    return state.actor.apply_fn(state.actor.variables(), obs).mode()
+@dataclass(frozen=True)
+class Acting:
+    explore: ExploreFn
+    sample: Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+    evaluate: Callable[[Any, jax.Array], jax.Array]
+    reads_episode_starts: bool = False
+    random_warmup: bool = True
+    resample_due: Callable[[int], bool] = never
+    resample: Callable[[Any], Any] = unchanged

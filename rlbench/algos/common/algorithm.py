@@ -1,13 +1,20 @@
-"""What an algorithm folder gives the rest of rlbench: one `Algorithm` value, listed in rlbench/algos/registry.py."""
+"""What an algorithm folder gives the rest of rlbench: one `Algorithm` value, listed in rlbench/algos/registry.py.
+
+It is the whole contract. Outside rlbench/algos nothing knows an algorithm but through it: its config (key
+set, file spelling, validation: `build_config`, `config_to_hyperparams`), its learner (`make_learner`: init,
+fused gradient steps, metrics, acting and exploration state, parameters, memory estimate), the policy_kwargs
+that shape its networks (what a resume must keep), its preset and its Optuna search space.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from rlbench.algos.common.config import ActorCriticConfig
+from rlbench.algos.common.config import ARCHITECTURE_KEYS, ActorCriticConfig, KeySet
 from rlbench.algos.common.learner import Learner
+from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
 
 
@@ -23,8 +30,45 @@ class SearchSpace(NamedTuple):
 @dataclass(frozen=True)
 class Algorithm:
     name: str  # the --algo value
-    preset: Mapping[str, Any]  # hyperparameters (file spelling) applied below the file entry
-    build_config: Callable[[Mapping[str, Any], int, str], ActorCriticConfig]  # (learner keys, n_envs, where)
+    keys: KeySet  # the keys its entries may set (read_config checks them)
+    read_config: Callable[[Mapping[str, Any], int, str], ActorCriticConfig]  # (learner keys, n_envs, where)
     config_to_hyperparams: Callable[[Any], dict[str, Any]]  # its inverse, in file spelling
     make_learner: Callable[[Any, EnvSpec], Learner[Any]]
     search_space: SearchSpace
+    preset: Mapping[str, Any] = field(default_factory=dict)  # hyperparameters (file spelling) below the file entry
+    architecture_keys: tuple[str, ...] = ARCHITECTURE_KEYS  # policy_kwargs a resume cannot change
+    # The keys other algorithms read and this one does not, with those algorithms (set by the registry), so that
+    # an entry moved from one algorithm to another is refused naming the algorithm its key belongs to.
+    foreign_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def build_config(self, params: Mapping[str, Any], n_envs: int, where: str) -> ActorCriticConfig:
+        """The checked config of the learner keys of a merged entry (ConfigError, exit 2, naming the key).
+        Another algorithm's key set to None (switched off, e.g. RL Zoo's `noise_type: None`) is left out."""
+        params = {key: value for key, value in params.items() if not (key in self.foreign_keys and value is None)}
+        for key in _spelled_keys(params):
+            if key in self.foreign_keys and key not in self.keys.refused:
+                owners = ", ".join(self.foreign_keys[key])
+                raise ConfigError(f"{key}: a key of {owners}; --algo {self.name} does not read it (from {where})")
+        return self.read_config(params, n_envs, where)
+
+
+def _spelled_keys(params: Mapping[str, Any]) -> list[str]:
+    """The top-level keys of an entry, and those of its policy_kwargs as policy_kwargs.<key>."""
+    kwargs = params.get("policy_kwargs")
+    nested = [f"policy_kwargs.{key}" for key in kwargs] if isinstance(kwargs, Mapping) else []
+    return [*params, *nested]
+
+
+def with_foreign_keys(algorithms: Iterable[Algorithm]) -> dict[str, Algorithm]:
+    """Each algorithm by name, knowing which of the others' keys it does not read and whose they are."""
+    listed = list(algorithms)
+    readers: dict[str, list[str]] = {}
+    for algo in listed:
+        for key in (*algo.keys.keys, *(f"policy_kwargs.{key}" for key in algo.keys.policy_kwargs)):
+            readers.setdefault(key, []).append(algo.name)
+    out = {}
+    for algo in listed:
+        own = {*algo.keys.keys, *(f"policy_kwargs.{key}" for key in algo.keys.policy_kwargs)}
+        foreign = {key: tuple(names) for key, names in readers.items() if key not in own}
+        out[algo.name] = replace(algo, foreign_keys=foreign)
+    return out

@@ -1,5 +1,6 @@
-"""What every learner here shares (SAC, DroQ, CrossQ, TQC): the config fields, the keys that set them,
-and the way back to the file spelling.
+"""What every learner here shares (SAC, DroQ, CrossQ, TQC, TD3, DDPG): the config fields, the keys that
+set them, and the way back to the file spelling. The SAC family's own fields (entropy, gSDE) are in
+soft_config.py.
 
 Each algorithm's own config.py declares a frozen config type (this base plus its fields) and its key
 set, reads the shared keys with `read_shared` and its own with rlbench.algos.common.spelling, and
@@ -10,7 +11,6 @@ build_config(config_to_hyperparams(cfg)) == cfg (tests/unit/test_config.py).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -20,7 +20,6 @@ from rlbench.algos.common.spelling import (
     literal_mapping,
     number,
     parse_activation,
-    parse_ent_coef,
     parse_net_arch,
     parse_policy,
     parse_schedule,
@@ -28,16 +27,14 @@ from rlbench.algos.common.spelling import (
     resolve_gradient_steps,
     unknown_key,
 )
-from rlbench.algos.common.temperature import TEMPERATURE_LOSSES, EntropyCoef
 from rlbench.errors import ConfigError
-from rlbench.networks.actor import GSDEConfig
 from rlbench.networks.mlp import PRECISIONS, NetworkConfig
 from rlbench.networks.trunk import policy_name
 
 
 @dataclass(frozen=True, kw_only=True)
 class ActorCriticConfig:
-    """The fields of every learner here; the defaults are SBX's SAC."""
+    """The fields of every learner here (actor, critics, replay, schedule); the defaults are SBX's SAC."""
 
     # Actor and temperature (the temperature uses the initial value). Frozen, so a shared default is safe.
     learning_rate: Schedule = ConstantSchedule(3e-4)  # noqa: RUF009
@@ -51,16 +48,12 @@ class ActorCriticConfig:
     # Per training iteration. -1 only with train_freq_unit "episode": as many as the iteration's env steps
     # (with train_freq in steps, -1 is resolved to train_freq * n_envs when read).
     gradient_steps: int = 1
-    policy_delay: int = 1  # actor and temperature update every `policy_delay` gradient steps
-    ent_coef: EntropyCoef = EntropyCoef()  # noqa: RUF009 (frozen)
-    temperature_loss: str = "log_alpha"  # the learned temperature's loss: a key of TEMPERATURE_LOSSES
-    target_entropy: float | None = None  # None -> -dim(A)
+    policy_delay: int = 1  # actor (and temperature, targets: per algorithm) update every `policy_delay` gradient steps
     n_critics: int = 2
     adam_b1: float = 0.9
     weight_decay: float | None = None  # AdamW's (SimbaPolicy's optimizer, default 1e-4 as SBX's); None: Adam
     actor: NetworkConfig = field(default_factory=NetworkConfig)
     critic: NetworkConfig = field(default_factory=NetworkConfig)
-    gsde: GSDEConfig | None = None  # use_sde: state-dependent exploration (networks/actor.py)
 
     @property
     def critic_learning_rate(self) -> Schedule | float:
@@ -97,15 +90,9 @@ SHARED_KEYS = KeySet(
         "train_freq",
         "gradient_steps",
         "policy_delay",
-        "ent_coef",
-        "temperature_loss",
-        "target_entropy",
         "policy_kwargs",
         "policy",
         "precision",
-        "use_sde",
-        "sde_sample_freq",
-        "use_sde_at_warmup",
     ),
     policy_kwargs=(
         "net_arch",
@@ -114,14 +101,18 @@ SHARED_KEYS = KeySet(
         "dropout_rate",
         "layer_norm",
         "optimizer_kwargs",
-        "log_std_init",
-        "use_expln",
-        "full_std",
-        "clip_mean",
     ),
 )
-GSDE_KEYS = ("sde_sample_freq", "use_sde_at_warmup")
-GSDE_POLICY_KWARGS = ("log_std_init", "use_expln", "full_std", "clip_mean")
+# The policy_kwargs that shape the networks: a resumed run must keep them (the saved parameters fit no other).
+ARCHITECTURE_KEYS = (
+    "net_arch",
+    "activation_fn",
+    "dropout_rate",
+    "layer_norm",
+    "n_critics",
+    "batch_norm",
+    "batch_norm_actor",
+)
 # Keys of CrossQ and TQC, refused elsewhere with the algorithm to use.
 BATCH_NORM_KEYS = ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps")
 BATCH_NORM_IS_CROSSQS = {
@@ -173,26 +164,12 @@ def read_shared(
             f"end at different steps), got n_envs {n_envs} (from {where})"
         )
     values["gradient_steps"] = resolve_gradient_steps(p, n_envs)
-    if "ent_coef" in p:
-        values["ent_coef"] = parse_ent_coef(p["ent_coef"])
-    if "temperature_loss" in p:
-        values["temperature_loss"] = _temperature_loss(p["temperature_loss"], where)
-    if p.get("target_entropy", "auto") != "auto":
-        values["target_entropy"] = number(p, "target_entropy", float)
     precision = p.get("precision", "float32")
     if precision not in PRECISIONS:
         raise ConfigError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r} (from {where})")
     values["actor"], values["critic"] = _networks(kwargs, precision, p.get("policy", "MlpPolicy"))
     values |= _optimizer_and_critics(kwargs, values["critic"].family)
-    values["gsde"] = _gsde(p, kwargs, n_envs)
     return values, kwargs
-
-
-def _temperature_loss(value: Any, where: str) -> str:
-    if not isinstance(value, str) or value not in TEMPERATURE_LOSSES:
-        valid = " or ".join(f"{name} ({meaning})" for name, meaning in TEMPERATURE_LOSSES.items())
-        raise ConfigError(f"temperature_loss: expected {valid}, got {value!r} (from {where})")
-    return value
 
 
 def _shared_numbers(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -232,40 +209,6 @@ def _optimizer_and_critics(kwargs: Mapping[str, Any], family: str) -> dict[str, 
     return values
 
 
-def _gsde(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int) -> GSDEConfig | None:
-    """gSDE's settings when use_sde is True. Without it, its other keys change nothing: they are
-    ignored with a warning (an RL Zoo entry with `-params use_sde:False` runs with plain SAC noise)."""
-    use_sde = params.get("use_sde", False)
-    if not isinstance(use_sde, bool):
-        raise ConfigError(f"use_sde: expected True or False, got {use_sde!r}")
-    given = [key for key in GSDE_KEYS if key in params] + [
-        f"policy_kwargs.{k}" for k in GSDE_POLICY_KWARGS if k in kwargs
-    ]
-    if not use_sde:
-        if given:
-            warnings.warn(f"{', '.join(given)}: gSDE settings, ignored because use_sde is False", stacklevel=4)
-        return None
-    default = GSDEConfig()
-    sample_freq = params.get("sde_sample_freq", default.sample_freq)
-    if isinstance(sample_freq, bool) or not isinstance(sample_freq, int) or not (sample_freq == -1 or sample_freq >= 1):
-        raise ConfigError(
-            f"sde_sample_freq: expected -1 (resample at each rollout's start only) or a positive number of "
-            f"steps, got {sample_freq!r}"
-        )
-    at_warmup = params.get("use_sde_at_warmup", default.at_warmup)
-    if not isinstance(at_warmup, bool):
-        raise ConfigError(f"use_sde_at_warmup: expected True or False, got {at_warmup!r}")
-    return GSDEConfig(
-        n_envs=n_envs,
-        sample_freq=sample_freq,
-        at_warmup=at_warmup,
-        log_std_init=number({"log_std_init": kwargs.get("log_std_init", default.log_std_init)}, "log_std_init", float),
-        use_expln=boolean(kwargs, "use_expln", default.use_expln),
-        full_std=boolean(kwargs, "full_std", default.full_std),
-        clip_mean=number({"clip_mean": kwargs.get("clip_mean", default.clip_mean)}, "clip_mean", float, 0),
-    )
-
-
 def _networks(kwargs: Mapping[str, Any], precision: str, policy: Any) -> tuple[NetworkConfig, NetworkConfig]:
     """(actor, critic) architectures from policy_kwargs and the `policy` naming their family."""
     default = NetworkConfig()
@@ -285,8 +228,6 @@ def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
     out: dict[str, Any] = {
         "learning_rate": f"lin_{lr.start}" if isinstance(lr, LinearSchedule) else lr.value,
         "qf_learning_rate": cfg.qf_learning_rate,
-        "ent_coef": (f"auto_{cfg.ent_coef.initial}" if cfg.ent_coef.learned else cfg.ent_coef.initial),
-        "target_entropy": "auto" if cfg.target_entropy is None else cfg.target_entropy,
         "train_freq": cfg.train_freq if cfg.train_freq_unit == "step" else [cfg.train_freq, cfg.train_freq_unit],
         "precision": cfg.critic.precision,
         "policy": policy_name(cfg.critic),
@@ -301,25 +242,7 @@ def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
     }
     if cfg.weight_decay is not None:
         out["policy_kwargs"]["optimizer_kwargs"]["weight_decay"] = cfg.weight_decay
-    out["use_sde"] = cfg.gsde is not None
-    if cfg.gsde is not None:
-        out["sde_sample_freq"], out["use_sde_at_warmup"] = cfg.gsde.sample_freq, cfg.gsde.at_warmup
-        out["policy_kwargs"] |= {
-            "log_std_init": cfg.gsde.log_std_init,
-            "use_expln": cfg.gsde.use_expln,
-            "full_std": cfg.gsde.full_std,
-            "clip_mean": cfg.gsde.clip_mean,
-        }
-    spelled = set(out) | {
-        "ent_coef",
-        "actor",
-        "critic",
-        "n_critics",
-        "adam_b1",
-        "weight_decay",
-        "gsde",
-        "train_freq_unit",
-    }
+    spelled = set(out) | {"actor", "critic", "n_critics", "adam_b1", "weight_decay", "train_freq_unit"}
     for f in fields(ActorCriticConfig):
         if f.name not in spelled:
             out[f.name] = getattr(cfg, f.name)

@@ -1,7 +1,7 @@
 """The interface every algorithm module returns: pure functions that the runner jits once each.
 
 A learner needs no replay buffer: `fused.make_update` joins its gradient steps to a buffer for
-training, and acting (rlbench.algos.common.acting) reads only the actor of a learner state.
+training, and its acting (rlbench.algos.common.acting) reads only the actor and the exploration state.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from typing import Any, Generic, TypeVar
 
 import jax
 
+from rlbench.algos.common.acting import Acting
+from rlbench.algos.common.footprint import update_activation_bytes
 from rlbench.algos.common.fused import SCHEDULE_METRICS, StepFn, make_gradient_steps
-from rlbench.types import Metrics, Transition
+from rlbench.types import EnvSpec, Metrics, Transition
 
 S = TypeVar("S")
 
@@ -32,6 +34,11 @@ class Learner(Generic[S]):
     critic_step_fn, actor_step_fn (state, batch [B, ...], key) -> (state, metrics): one gradient step's
         two halves, unfused; the speed benchmark reads their cost (FLOPs) from XLA separately, because
         the actor half runs only every `policy_delay` steps.
+    acting: how the state acts (explore, evaluate, warm-up, exploration state).
+    parameters(state): the networks' parameters (the check that a tuning trial ended finite).
+    activation_bytes: an upper estimate of one training iteration's temporaries (the memory check).
+
+    Every learner state has the fields `step` (int32 gradient steps done), `key` and `exploration`.
     """
 
     init_fn: Callable[[jax.Array], S]
@@ -39,10 +46,19 @@ class Learner(Generic[S]):
     metric_names: tuple[str, ...]
     critic_step_fn: StepFn
     actor_step_fn: StepFn
+    acting: Acting
+    parameters: Callable[[S], Any]
+    activation_bytes: int
+
+
+def actor_and_critic_params(state: Any) -> Any:
+    return state.actor.params, state.critic.params
 
 
 def assemble_learner(
     cfg: Any,
+    spec: EnvSpec,
+    acting: Acting,
     init_fn: Callable[[jax.Array], S],
     critic_step: StepFn,
     actor_step: StepFn,
@@ -58,6 +74,9 @@ def assemble_learner(
         metric_names=(*critic_metric_names, *actor_metric_names, *SCHEDULE_METRICS),
         critic_step_fn=critic_step,
         actor_step_fn=actor_step,
+        acting=acting,
+        parameters=actor_and_critic_params,
+        activation_bytes=update_activation_bytes(cfg, spec),
     )
 
 

@@ -11,26 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rlbench.algos.common.config import (
-    BATCH_NORM_KEYS,
-    SHARED_KEYS,
-    ActorCriticConfig,
-    boolean,
-    read_shared,
-    shared_hyperparams,
-)
+from rlbench.algos.common.config import BATCH_NORM_KEYS, boolean, read_shared
+from rlbench.algos.common.quantiles import Quantiles, quantile_hyperparams, read_quantiles
+from rlbench.algos.common.soft_config import SOFT_KEYS, SoftConfig, read_soft, soft_hyperparams
 from rlbench.algos.common.spelling import number
-from rlbench.algos.tqc.config import Quantiles, quantile_hyperparams, read_quantiles
 from rlbench.errors import ConfigError
 from rlbench.networks.mlp import NetworkConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class CrossQConfig(ActorCriticConfig):
+class CrossQConfig(SoftConfig):
     quantiles: Quantiles | None = None  # quantile critics (CrossQ + TQC) when n_quantiles is set
 
 
-KEYS = SHARED_KEYS.extend(
+KEYS = SOFT_KEYS.extend(
     keys=("top_quantiles_to_drop_per_net",),
     policy_kwargs=(*BATCH_NORM_KEYS, "n_quantiles"),
     refused={
@@ -81,6 +75,7 @@ def with_batch_norm(
 def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> CrossQConfig:
     """A checked CrossQConfig from the learner keys of a merged hyperparameter entry."""
     values, policy_kwargs = read_shared(params, n_envs, where, KEYS)
+    values |= read_soft(params, policy_kwargs, n_envs, where)
     values["actor"], values["critic"] = with_batch_norm(values["actor"], values["critic"], policy_kwargs)
     quantiles = None
     if "n_quantiles" in policy_kwargs:
@@ -95,7 +90,7 @@ def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> CrossQCo
 
 def config_to_hyperparams(cfg: CrossQConfig) -> dict[str, Any]:
     """The inverse of build_config, in file spelling: what config.yml stores, sorted."""
-    out = shared_hyperparams(cfg)
+    out = soft_hyperparams(cfg)
     out["policy_kwargs"] |= {
         "batch_norm": cfg.critic.batch_norm,
         "batch_norm_actor": cfg.actor.batch_norm,

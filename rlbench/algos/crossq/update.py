@@ -17,13 +17,14 @@ import jax.numpy as jnp
 
 from rlbench.algos.common.learner import Learner, assemble_learner
 from rlbench.algos.common.losses import SOFT_Q, CriticObjective, actor_loss
+from rlbench.algos.common.quantiles import quantile_objective
+from rlbench.algos.common.soft_acting import soft_acting
+from rlbench.algos.common.soft_config import target_entropy
+from rlbench.algos.common.soft_learner import make_networks
 from rlbench.algos.common.steps import apply_loss
 from rlbench.algos.common.temperature import current_alpha, temperature_step
 from rlbench.algos.crossq.config import CrossQConfig
 from rlbench.algos.crossq.state import CrossQState, init_state
-from rlbench.algos.sac.state import make_networks
-from rlbench.algos.sac.update import target_entropy
-from rlbench.algos.tqc.losses import quantile_objective
 from rlbench.types import EnvSpec, Metrics, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean", "train/critic_bn_steps")
@@ -120,6 +121,8 @@ def make_learner(cfg: CrossQConfig, spec: EnvSpec) -> Learner[CrossQState]:
     entropy_target = target_entropy(cfg, spec)
     return assemble_learner(
         cfg,
+        spec,
+        soft_acting(cfg.gsde),
         init_fn=lambda key: init_state(cfg, spec, nets, key),
         critic_step=lambda state, batch, key: critic_step(cfg, objective, state, batch, key),
         actor_step=lambda state, batch, key: actor_step(cfg, objective, entropy_target, state, batch, key),

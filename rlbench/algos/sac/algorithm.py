@@ -1,9 +1,9 @@
 """SAC, and DroQ as SAC with a preset: no code of its own."""
 
 from rlbench.algos.common.algorithm import Algorithm
-from rlbench.algos.sac.config import DROQ_PRESET, build_config, config_to_hyperparams
+from rlbench.algos.sac.config import DROQ_PRESET, KEYS, build_config, config_to_hyperparams
 from rlbench.algos.sac.search_space import DROQ_SPACE, SAC_SPACE
 from rlbench.algos.sac.update import make_learner
 
-SAC = Algorithm("sac", {}, build_config, config_to_hyperparams, make_learner, SAC_SPACE)
-DROQ = Algorithm("droq", DROQ_PRESET, build_config, config_to_hyperparams, make_learner, DROQ_SPACE)
+SAC = Algorithm("sac", KEYS, build_config, config_to_hyperparams, make_learner, SAC_SPACE)
+DROQ = Algorithm("droq", KEYS, build_config, config_to_hyperparams, make_learner, DROQ_SPACE, preset=DROQ_PRESET)

@@ -6,54 +6,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlbench.algos.common.config import (
-    BATCH_NORM_IS_CROSSQS,
-    QUANTILES_ARE_TQCS,
-    SHARED_KEYS,
-    ActorCriticConfig,
-    read_shared,
-    shared_hyperparams,
-)
-from rlbench.algos.common.spelling import number
+from rlbench.algos.common.config import BATCH_NORM_IS_CROSSQS, QUANTILES_ARE_TQCS, read_shared
+from rlbench.algos.common.soft_config import SOFT_KEYS, SoftConfig, read_soft, soft_hyperparams
+from rlbench.algos.common.targets import read_target, target_hyperparams
 
 
 @dataclass(frozen=True, kw_only=True)
-class SACConfig(ActorCriticConfig):
+class SACConfig(SoftConfig):
     tau: float = 0.005  # Polyak rate of the target critics
     target_update_interval: int = 1  # gradient steps between Polyak updates of the target critics
 
 
-KEYS = SHARED_KEYS.extend(
+KEYS = SOFT_KEYS.extend(
     keys=("tau", "target_update_interval"),
     refused={**BATCH_NORM_IS_CROSSQS, **QUANTILES_ARE_TQCS},
 )
 
 
-def read_target(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The target critics' settings, for the learners that have them (SAC, TQC): the Polyak rate `tau`,
-    and `target_update_interval`, the gradient steps from one Polyak update to the next."""
-    values: dict[str, Any] = {}
-    if "tau" in params:
-        values["tau"] = number(params, "tau", float, 0, 1, low_open=True)
-    if "target_update_interval" in params:
-        values["target_update_interval"] = number(params, "target_update_interval", int, 1)
-    return values
-
-
-def target_hyperparams(cfg: Any) -> dict[str, Any]:
-    """The inverse of read_target, in file spelling, for a config with target critics (SACConfig, TQCConfig)."""
-    return {"tau": cfg.tau, "target_update_interval": cfg.target_update_interval}
-
-
 def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> SACConfig:
     """A checked SACConfig (SAC, DroQ) from the learner keys of a merged hyperparameter entry."""
-    values, _ = read_shared(params, n_envs, where, KEYS)
-    return SACConfig(**values, **read_target(params))
+    values, policy_kwargs = read_shared(params, n_envs, where, KEYS)
+    return SACConfig(**values, **read_soft(params, policy_kwargs, n_envs, where), **read_target(params))
 
 
 def config_to_hyperparams(cfg: SACConfig) -> dict[str, Any]:
     """The inverse of build_config, in file spelling: what config.yml stores, sorted."""
-    return dict(sorted((shared_hyperparams(cfg) | target_hyperparams(cfg)).items()))
+    return dict(sorted((soft_hyperparams(cfg) | target_hyperparams(cfg)).items()))
 
 
 # DroQ (Hiraoka et al. 2022, arXiv:2110.02034): SAC with a dropout + layer-norm critic and a high

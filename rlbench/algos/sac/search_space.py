@@ -1,5 +1,5 @@
-"""Optuna search spaces of SAC (RL Zoo's) and DroQ, sampled in transformed coordinates (log scales,
-powers of two, 1 - gamma)."""
+"""Optuna search spaces of SAC (RL Zoo's: rlbench/algos/common/search_space.py) and DroQ, sampled in
+transformed coordinates (log scales, powers of two, 1 - gamma)."""
 
 from __future__ import annotations
 
@@ -7,31 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlbench.algos.common.algorithm import SearchSpace
-
-NET_ARCH = {"small": [64, 64], "medium": [256, 256], "big": [400, 300]}
-
-
-def suggest_sac(trial: Any) -> None:
-    """RL Zoo's SAC space: gamma via 1 - gamma (log), batch size 2^k, learning rate (log),
-    train_freq = gradient_steps, tau (log), net_arch small / medium / big."""
-    trial.suggest_float("one_minus_gamma", 1e-4, 0.03, log=True)
-    trial.suggest_int("batch_size_pow", 5, 11)
-    trial.suggest_float("learning_rate", 1e-5, 2e-3, log=True)
-    trial.suggest_int("train_freq", 1, 10)
-    trial.suggest_float("tau", 1e-3, 0.08, log=True)
-    trial.suggest_categorical("net_arch", list(NET_ARCH))
-
-
-def sac_hyperparams(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "gamma": 1 - p["one_minus_gamma"],
-        "batch_size": 2 ** p["batch_size_pow"],
-        "learning_rate": p["learning_rate"],
-        "train_freq": p["train_freq"],
-        "gradient_steps": p["train_freq"],
-        "tau": p["tau"],
-        "policy_kwargs": {"net_arch": NET_ARCH[p["net_arch"]]},
-    }
+from rlbench.algos.common.search_space import off_policy_hyperparams, suggest_off_policy
 
 
 def suggest_droq(trial: Any) -> None:
@@ -54,5 +30,5 @@ def droq_hyperparams(p: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-SAC_SPACE = SearchSpace(suggest_sac, sac_hyperparams)
+SAC_SPACE = SearchSpace(suggest_off_policy, off_policy_hyperparams)
 DROQ_SPACE = SearchSpace(suggest_droq, droq_hyperparams)

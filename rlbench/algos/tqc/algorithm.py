@@ -1,8 +1,8 @@
-"""TQC: SAC's steps with quantile critics and TQC's objective."""
+"""TQC: the SAC family's learner with quantile critics and TQC's objective."""
 
 from rlbench.algos.common.algorithm import Algorithm
-from rlbench.algos.tqc.config import build_config, config_to_hyperparams
+from rlbench.algos.tqc.config import KEYS, build_config, config_to_hyperparams
 from rlbench.algos.tqc.search_space import TQC_SPACE
 from rlbench.algos.tqc.update import make_learner
 
-TQC = Algorithm("tqc", {}, build_config, config_to_hyperparams, make_learner, TQC_SPACE)
+TQC = Algorithm("tqc", KEYS, build_config, config_to_hyperparams, make_learner, TQC_SPACE)

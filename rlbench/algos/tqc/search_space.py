@@ -1,4 +1,4 @@
-"""TQC's Optuna search space: RL Zoo's, SAC's space plus the number of quantiles and how many of
+"""TQC's Optuna search space: RL Zoo's, its off-policy (SAC's) space plus the number of quantiles and how many of
 each critic's top quantiles the target drops."""
 
 from __future__ import annotations
@@ -7,18 +7,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlbench.algos.common.algorithm import SearchSpace
-from rlbench.algos.sac.search_space import sac_hyperparams, suggest_sac
+from rlbench.algos.common.search_space import off_policy_hyperparams, suggest_off_policy
 
 
 def suggest_tqc(trial: Any) -> None:
-    suggest_sac(trial)
+    suggest_off_policy(trial)
     n_quantiles = trial.suggest_int("n_quantiles", 5, 50)
     # The range depends on n_quantiles (as RL Zoo's): dropping every quantile would leave no target.
     trial.suggest_int("top_quantiles_to_drop_per_net", 0, n_quantiles - 1)
 
 
 def tqc_hyperparams(p: Mapping[str, Any]) -> dict[str, Any]:
-    out = sac_hyperparams(p)
+    out = off_policy_hyperparams(p)
     out["policy_kwargs"] = {**out["policy_kwargs"], "n_quantiles": p["n_quantiles"]}
     return {**out, "top_quantiles_to_drop_per_net": p["top_quantiles_to_drop_per_net"]}
 

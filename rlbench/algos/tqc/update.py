@@ -1,15 +1,14 @@
-"""TQC's learner: SAC's gradient step (rlbench/algos/sac/update.py) with quantile critics and TQC's
-truncated distributional objective (losses.py). Same state as SAC (target critic, temperature)."""
+"""TQC's learner: the SAC family's learner with target critics (rlbench/algos/common/soft_learner.py), with
+quantile critics and TQC's truncated distributional objective (rlbench/algos/common/quantiles.py)."""
 
 from __future__ import annotations
 
 from rlbench.algos.common.learner import Learner
-from rlbench.algos.sac import update as sac
-from rlbench.algos.sac.state import SACState
+from rlbench.algos.common.quantiles import quantile_objective
+from rlbench.algos.common.soft_learner import SACState, make_soft_learner
 from rlbench.algos.tqc.config import TQCConfig
-from rlbench.algos.tqc.losses import quantile_objective
 from rlbench.types import EnvSpec
 
 
 def make_learner(cfg: TQCConfig, spec: EnvSpec) -> Learner[SACState]:
-    return sac.make_learner(cfg, spec, quantile_objective(cfg.quantiles), cfg.quantiles.n_quantiles)
+    return make_soft_learner(cfg, spec, quantile_objective(cfg.quantiles), cfg.quantiles.n_quantiles)

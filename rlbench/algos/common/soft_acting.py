@@ -1,0 +1,85 @@
+"""How the SAC family acts (SAC, DroQ, TQC, CrossQ): with its actor (a NetworkState) in evaluation mode.
+
+So a policy loaded from a checkpoint acts without a replay buffer or an optimizer step: a tanh-squashed
+Gaussian sample for collection, its mode for evaluation.
+With gSDE the collection noise comes from the exploration matrices the state holds (one per env),
+which the host resamples on gSDE's schedule (`resample_due`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from flax import struct
+
+from rlbench.algos.common.acting import Acting
+from rlbench.networks.actor import GSDEConfig
+
+
+class Exploration(struct.PyTreeNode):
+    """gSDE's held exploration matrices [n_envs, latent_dim, action_dim] and the key of their next draw."""
+
+    matrices: jax.Array
+    key: jax.Array
+
+
+def draw_exploration(actor: Any, key: jax.Array, n_envs: int) -> Exploration:
+    """Fresh matrices from the actor's current exploration std, and the key after the draw."""
+    key, draw = jax.random.split(key)
+    std = actor.apply_fn(actor.variables(), method="exploration_std")
+    return Exploration(std * jax.random.normal(draw, (n_envs, *std.shape), std.dtype), key)
+
+
+def resample_exploration(state: Any) -> Any:
+    """The state with new exploration matrices (gSDE), drawn from the actor's std as it is now."""
+    exploration = state.exploration
+    return state.replace(exploration=draw_exploration(state.actor, exploration.key, exploration.matrices.shape[0]))
+
+
+def resample_due(vector_steps_in_rollout: int, gsde: GSDEConfig) -> bool:
+    """SB3's schedule: at the start of every rollout (the train_freq vector steps between two training
+    iterations) and, with sde_sample_freq > 0, every sde_sample_freq vector steps into it."""
+    n = vector_steps_in_rollout
+    return n == 0 or (gsde.sample_freq > 0 and n % gsde.sample_freq == 0)
+
+
+def sample(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(a ~ pi(.|obs) in [-1, 1], the next key) with fresh noise: a plain SAC sample, or under gSDE one new
+    exploration matrix for the batch (enjoy.py --stochastic)."""
+    key, action_key = jax.random.split(key)
+    return state.actor.apply_fn(state.actor.variables(), obs).sample(action_key)[0], key
+
+
+def act(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(the action for collecting experience, the next key); obs [n_envs, obs_dim]."""
+    if state.exploration is None:
+        return sample(state, obs, key)
+    key, _ = jax.random.split(key)  # the same key stream as without gSDE
+    return state.actor.apply_fn(state.actor.variables(), obs).explore(state.exploration.matrices), key
+
+
+def act_deterministic(state: Any, obs: jax.Array) -> jax.Array:
+    """tanh of the Gaussian mean, for evaluation."""
+    return state.actor.apply_fn(state.actor.variables(), obs).mode()
+
+
+def explore(state: Any, obs: jax.Array, key: jax.Array, episode_start: jax.Array) -> tuple[jax.Array, Any, jax.Array]:
+    """`act`, with the exploration state as the Acting interface returns it (gSDE's matrices do not change
+    at episode starts: they are redrawn on their own schedule)."""
+    action, key = act(state, obs, key)
+    return action, state.exploration, key
+
+
+def soft_acting(gsde: GSDEConfig | None) -> Acting:
+    """The SAC family's acting, with gSDE's schedule when `gsde` is set."""
+    if gsde is None:
+        return Acting(explore=explore, sample=sample, evaluate=act_deterministic)
+    return Acting(
+        explore=explore,
+        sample=sample,
+        evaluate=act_deterministic,
+        random_warmup=not gsde.at_warmup,
+        resample_due=lambda vector_steps_in_rollout: resample_due(vector_steps_in_rollout, gsde),
+        resample=resample_exploration,
+    )
