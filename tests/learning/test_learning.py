@@ -111,16 +111,18 @@ def test_sac_with_simba_policy_solves_pendulum_in_5k_steps_on_every_seed(tmp_pat
 
 
 # TD3 and DDPG: hyperparams/td3.yml's and ddpg.yml's Pendulum-v1 entry (RL Zoo's: learning_rate 1e-3, gamma 0.98,
-# normal noise 0.1) with learning_starts 1,000 instead of 10,000 and [64, 64] networks instead of [400, 300]
-# (5x faster), two seeds in one --n-seeds run. Curves of this setting evaluated every 1k steps (2026-12-03, to
-# 12k): every seed at -146 to -207 from 8k on for TD3 (seed 2 at -289 at 7k), at -128 to -167 from 6k on for
-# DDPG (seed 2 at -233 at 5k); each budget is 2k past that step.
-ZOO_PENDULUM_SOONER = ("-params", "learning_starts:1000", "policy_kwargs:dict(net_arch=[64, 64])")
+# [400, 300], normal noise 0.1) with learning_starts 1,000 instead of 10,000, two seeds in one --n-seeds run.
+# Curves evaluated every 1k steps (2026-12-03): TD3 with [64, 64] networks (5x faster; to 12k): every seed at
+# -146 to -207 from 8k on (seed 2 at -289 at 7k); DDPG at [400, 300] (to 10k): every seed above -205 from 6k
+# on (seed 2 at -296 at 5k). Each budget is 2k past that step. DDPG at [64, 64] is not stable enough: a seed
+# that stood at -147 at 8k in one process ended at -552 in CI's.
+ZOO_PENDULUM_SOONER = ("-params", "learning_starts:1000")
+SMALL_NETWORKS = "policy_kwargs:dict(net_arch=[64, 64])"
 
 
 @pytest.mark.slow
 def test_td3_solves_pendulum_in_10k_steps_on_every_seed(tmp_path):
-    finals = final_evals(tmp_path, "td3", 10_000, [1, 2], *ZOO_PENDULUM_SOONER)
+    finals = final_evals(tmp_path, "td3", 10_000, [1, 2], *ZOO_PENDULUM_SOONER, SMALL_NETWORKS)
     assert min(finals.values()) >= -250, finals
 
 
