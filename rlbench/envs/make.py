@@ -35,6 +35,8 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.async_vector_env import AsyncState
 
+from rlbench.envs.jax_native.gym_env import JaxGymEnv
+from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
 from rlbench.envs.replay import EpisodeRecorder
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError, EnvWorkerError
@@ -48,6 +50,8 @@ def import_env_packages(env_id: str) -> None:
     `module:EnvName-v0` form, which imports `module` (it registers its envs on import)."""
     if "Bullet" in env_id:
         import pybullet_envs_gymnasium  # noqa: F401  (registers the Bullet ids)
+    if is_jax_native(env_id):  # its prefix names a JAX package, not a module registering gymnasium envs
+        return
     module, sep, _ = env_id.partition(":")
     if sep:
         if not all(part.isidentifier() for part in module.split(".")):  # importlib raises TypeError for "..", ".os"
@@ -68,7 +72,11 @@ def env_file_name(env_id: str) -> str:
 
 
 def check_env_id(env_id: str) -> None:
-    """ConfigError with a did-you-mean suggestion when gymnasium does not know `env_id`."""
+    """ConfigError with a did-you-mean suggestion when gymnasium, or for a JAX-native id its package, does not
+    know `env_id` (and for a JAX-native id whose package is missing or whose env rlbench cannot train on)."""
+    if is_jax_native(env_id):
+        make_jax_env(env_id)
+        return
     import_env_packages(env_id)
     if env_id.partition(":")[2] in gym.registry or env_id in gym.registry:
         return
@@ -103,7 +111,10 @@ def make_single_env(
     with warnings.catch_warnings() if worker else contextlib.nullcontext():
         if worker:
             warnings.simplefilter("ignore")
-        env = gym.make(env_id, **dict(env_kwargs), **({"render_mode": render_mode} if render_mode else {}))
+        if is_jax_native(env_id):  # the JAX env as a gymnasium env: the host loop, enjoy.py
+            env: gym.Env = JaxGymEnv(make_jax_env(env_id, env_kwargs), render_mode=render_mode)
+        else:
+            env = gym.make(env_id, **dict(env_kwargs), **({"render_mode": render_mode} if render_mode else {}))
     if "Bullet" in env_id:
         env = QuietBulletConnect(env)
     for wrapper in wrappers:  # checked by rlbench.envs.wrappers: trusted classes, literal kwargs

@@ -1,0 +1,33 @@
+"""One JAX-native environment as the rest of rlbench sees it, whatever package it comes from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlbench.types import EnvSpec
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: jit caches key on the functions it holds
+class JaxEnv:
+    """reset and step of ONE env, pure: no autoreset and no time limit (rlbench.envs.jax_native.vector adds
+    both, and the action rescaling, in one place).
+
+    reset(key) -> (env_state, obs[obs_dim] float32)
+    step(env_state, action[action_dim] within [action_low, action_high], key)
+        -> (env_state, obs, reward float32 scalar, terminated bool scalar)
+    render(env_state) -> uint8 frame [height, width, 3], where the package can draw the env.
+    """
+
+    env_id: str  # e.g. "gymnax:Pendulum-v1"
+    spec: EnvSpec  # flat float32 observations
+    action_low: np.ndarray  # float32 [action_dim]: the env's own bounds
+    action_high: np.ndarray
+    max_episode_steps: int  # the time limit (truncation), as the env's registration has it
+    reset: Callable[[jax.Array], tuple[Any, jax.Array]]
+    step: Callable[[Any, jax.Array, jax.Array], tuple[Any, jax.Array, jax.Array, jax.Array]]
+    render: Callable | None = None

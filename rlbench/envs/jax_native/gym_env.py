@@ -1,0 +1,84 @@
+"""One JaxEnv as a gymnasium env, for the host loop (an explicit host-loop run, the device loop's equivalence
+test), enjoy.py's replay and --record.
+
+It steps through the very functions the device loop uses (rlbench.envs.jax_native.vector's reset_envs and
+step_envs_in_bounds, jitted, on an env axis of one), so the two compute the same transitions: the same key
+chain from `reset(seed=s)`, the same time limit (returned as `truncated` here: no TimeLimit wrapper), and
+after an episode end, gymnasium's unseeded `reset()` (SAME_STEP autoreset calls it) returns the episode
+the device loop's step already started, from the reset key that step split off.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import jax
+import numpy as np
+from gymnasium.envs.registration import EnvSpec
+
+from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.envs.jax_native.vector import EnvCarry, reset_envs, restart_envs, step_envs_in_bounds
+
+INT32_SEEDS = 2**31  # reset_envs' seeds are int32, as the device loop's
+
+
+class JaxGymEnv(gym.Env):
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(self, jax_env: JaxEnv, render_mode: str | None = None):
+        if render_mode is not None and (render_mode != "rgb_array" or jax_env.render is None):
+            raise ValueError(f"{jax_env.env_id} cannot render in mode {render_mode!r}")
+        self.jax_env = jax_env
+        self.render_mode = render_mode
+        obs_dim = jax_env.spec.obs_dim
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        self.action_space = gym.spaces.Box(jax_env.action_low, jax_env.action_high, dtype=np.float32)
+        # A spec with the time limit, as gym.make's: TimeFeatureWrapper reads max_episode_steps there.
+        self.spec = EnvSpec(
+            id=jax_env.env_id, entry_point=f"{__name__}:JaxGymEnv", max_episode_steps=jax_env.max_episode_steps
+        )
+        self._reset, self._restart, self._step = _compiled(jax_env)
+        self._carry: EnvCarry | None = None
+        self._ended = False  # the last step ended an episode: the carry already holds the next one
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        if seed is not None:
+            if not 0 <= seed < INT32_SEEDS:
+                raise ValueError(f"{self.jax_env.env_id}: seed {seed} is outside [0, 2**31)")
+            self._carry = self._reset(np.array([seed], np.int32))
+        elif self._carry is None:  # never seeded: a seed from gymnasium's own RNG
+            self._carry = self._reset(self.np_random.integers(INT32_SEEDS, size=1).astype(np.int32))
+        elif not self._ended:
+            self._carry = self._restart(self._carry)
+        self._ended = False
+        return np.asarray(self._carry.obs[0]), {}
+
+    def step(self, action):
+        if self._carry is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._ended:  # gymnasium allows stepping on; the env continues in the episode already started
+            self._ended = False
+        actions = np.asarray(action, np.float32).reshape(1, self.jax_env.spec.action_dim)
+        self._carry, out = self._step(self._carry, actions)
+        terminated, truncated = bool(out.terminated[0]), bool(out.truncated[0])
+        self._ended = terminated or truncated
+        return np.asarray(out.final_obs[0]), float(out.reward[0]), terminated, truncated, {}
+
+    def render(self):
+        if self.render_mode is None or self._carry is None:
+            return None
+        state = jax.tree.map(lambda leaf: leaf[0], self._carry.state)
+        return np.asarray(self.jax_env.render(state))
+
+
+@functools.lru_cache(maxsize=64)  # a JaxEnv hashes by identity: one set of jitted functions per env
+def _compiled(jax_env: JaxEnv) -> tuple[Any, Any, Any]:
+    """The vector functions of `jax_env` jitted, on an env axis of one."""
+    return (
+        jax.jit(lambda seeds: reset_envs(jax_env, seeds)),
+        jax.jit(lambda carry: restart_envs(jax_env, carry)),
+        jax.jit(lambda carry, actions: step_envs_in_bounds(jax_env, carry, actions)),
+    )

@@ -1,0 +1,125 @@
+"""gymnax's continuous-action envs as JaxEnvs (`gymnax:Pendulum-v1`).
+
+gymnax's own `step` autoresets and its `is_terminal` counts the time limit as an end, both of which rlbench's
+vector layer does itself (a time limit truncates, it does not terminate). So the env is stepped with
+`step_env` (no autoreset) and its termination is rlbench's reading of each env's `is_terminal` without the
+time limit: only the envs read that way are run. Env kwargs are fields of the env's EnvParams.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import reprlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.errors import ConfigError
+from rlbench.types import EnvSpec
+
+
+def _never(state: Any, params: Any) -> jax.Array:
+    return jnp.array(False)
+
+
+def _mountain_car_goal(state: Any, params: Any) -> jax.Array:
+    return (state.position >= params.goal_position) & (state.velocity >= params.goal_velocity)
+
+
+# Each continuous-action env's termination, read from its is_terminal with the time limit taken out
+# (gymnax 0.0.9): a time limit alone ends Pendulum, Reacher, Swimmer and PointRobot episodes.
+TERMINATION: dict[str, Callable[[Any, Any], jax.Array]] = {
+    "Pendulum-v1": _never,
+    "MountainCarContinuous-v0": _mountain_car_goal,
+    "Reacher-misc": _never,
+    "Swimmer-misc": _never,
+    "PointRobot-misc": _never,
+}
+
+
+def make_gymnax_env(env_id: str, name: str, env_kwargs: dict[str, Any]) -> JaxEnv:
+    from rlbench.envs.jax_native.ids import JAX_ENV_PREFIXES, import_env_package, unknown_env_error
+
+    gymnax = import_env_package(env_id, *JAX_ENV_PREFIXES["gymnax"])
+    if name not in gymnax.registered_envs:
+        raise unknown_env_error(env_id, gymnax.registered_envs, sorted(TERMINATION))
+    env, params = gymnax.make(name)
+    space = env.action_space(env.default_params)
+    if type(space).__name__ != "Box":
+        raise ConfigError(
+            f"environment {env_id!r}: rlbench's learners need a Box action space, got {type(space).__name__} "
+            f"(gymnax's continuous-action envs: {', '.join('gymnax:' + n for n in sorted(TERMINATION))})"
+        )
+    if name not in TERMINATION:
+        raise ConfigError(f"environment {env_id!r}: rlbench does not know this env's termination condition yet")
+    params = _with_kwargs(env_id, params, env_kwargs)
+    return _jax_env(env_id, env, params, TERMINATION[name], env_kwargs)
+
+
+def _with_kwargs(env_id: str, params: Any, env_kwargs: dict[str, Any]) -> Any:
+    names = [field.name for field in dataclasses.fields(params)]
+    for key, value in env_kwargs.items():
+        if key not in names:
+            raise ConfigError(f"env_kwargs: {env_id} has no parameter {key!r}; valid: {', '.join(names)}")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"env_kwargs: {env_id}'s {key} must be a number, got {reprlib.repr(value)}")
+    steps = env_kwargs.get("max_steps_in_episode", params.max_steps_in_episode)
+    if not isinstance(steps, int) or steps < 1:
+        raise ConfigError(f"env_kwargs: {env_id}'s max_steps_in_episode must be a positive integer, got {steps!r}")
+    return params.replace(**env_kwargs)
+
+
+def _jax_env(env_id: str, env: Any, params: Any, terminated: Callable, env_kwargs: dict[str, Any]) -> JaxEnv:
+    space = env.action_space(params)
+    action_shape = tuple(space.shape) or (1,)
+
+    def reset_raw(key: jax.Array) -> tuple[Any, jax.Array]:
+        obs, state = env.reset_env(key, params)
+        return state, jnp.ravel(obs).astype(jnp.float32)
+
+    try:
+        state_shape, obs_shape = jax.eval_shape(reset_raw, jax.random.key(0))
+    except Exception as error:  # a kwarg the dynamics cannot compute with
+        raise _kwargs_error(env_id, env_kwargs, error) from None
+
+    def reset(key: jax.Array) -> tuple[Any, jax.Array]:
+        state, obs = reset_raw(key)
+        return _conformed(state, state_shape), obs
+
+    def step(state: Any, action: jax.Array, key: jax.Array) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
+        action = jnp.reshape(action, space.shape)
+        obs, state, reward, _, _ = env.step_env(key, state, action, params)  # its `done` counts the time limit
+        state = _conformed(state, state_shape)
+        return state, jnp.ravel(obs).astype(jnp.float32), jnp.asarray(reward, jnp.float32), terminated(state, params)
+
+    try:
+        jax.eval_shape(step, state_shape, jax.ShapeDtypeStruct(space.shape, jnp.float32), jax.random.key(0))
+    except Exception as error:
+        raise _kwargs_error(env_id, env_kwargs, error) from None
+    low = np.broadcast_to(np.asarray(space.low, np.float32), action_shape).copy()
+    high = np.broadcast_to(np.asarray(space.high, np.float32), action_shape).copy()
+    return JaxEnv(
+        env_id=env_id,
+        spec=EnvSpec(obs_dim=int(obs_shape.shape[0]), action_dim=int(np.prod(action_shape))),
+        action_low=low,
+        action_high=high,
+        max_episode_steps=int(params.max_steps_in_episode),
+        reset=reset,
+        step=step,
+    )
+
+
+def _conformed(state: Any, shapes: Any) -> Any:
+    """`state` with the shapes and (strong) dtypes of the reset state: gymnax's reset holds Python numbers
+    (weak types) where its step returns arrays, and a lax.scan carry must keep one type."""
+    return jax.tree.map(lambda leaf, shape: jnp.reshape(leaf, shape.shape).astype(shape.dtype), state, shapes)
+
+
+def _kwargs_error(env_id: str, env_kwargs: dict[str, Any], error: Exception) -> ConfigError:
+    shown = ", ".join(f"{k}={reprlib.repr(v)}" for k, v in env_kwargs.items()) or "no kwargs"
+    message = " ".join(str(error).split())
+    return ConfigError(f"env_kwargs: {env_id} fails with {shown}: {type(error).__name__}: {message}")

@@ -1,0 +1,198 @@
+"""JAX-native envs (rlbench.envs.jax_native): the vector layer's autoreset, time limit, action rescaling and key
+chains against hand-computed values, the gymnasium view equal to it step by step, and the ids' bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.envs.jax_native.gym_env import JaxGymEnv
+from rlbench.envs.jax_native.ids import import_env_package, is_jax_native, make_jax_env
+from rlbench.envs.jax_native.vector import reset_envs, step_envs, step_envs_in_bounds, unit_to_bounds
+from rlbench.envs.make import check_env_id, check_env_runs, make_single_env
+from rlbench.errors import ConfigError
+from rlbench.types import EnvSpec
+
+pytest.importorskip("gymnax")  # the jax-envs extra (the test extra installs it)
+
+
+def walker_env(max_episode_steps: int = 100) -> JaxEnv:
+    """A hand-built env: the position starts at uniform(key) in [0, 0.5) and moves by the action; reaching
+    3 terminates; the reward is the action taken. Bounds [0, 2] (one dimension)."""
+
+    def reset(key):
+        position = jax.random.uniform(key, (), jnp.float32, 0.0, 0.5)
+        return position, position[None]
+
+    def step(position, action, key):
+        position = position + action[0]
+        return position, position[None], action[0], position >= 3.0
+
+    bounds = np.array([0.0], np.float32), np.array([2.0], np.float32)
+    return JaxEnv("test:walker", EnvSpec(1, 1), *bounds, max_episode_steps, reset, step)
+
+
+def run_steps(env: JaxEnv, seeds, actions):
+    """reset_envs then lax.scan of step_envs over actions [steps, n, action_dim]: (first carry, steps, last)."""
+    carry = reset_envs(env, jnp.asarray(seeds, jnp.int32))
+
+    def body(carry, action):
+        carry, out = step_envs(env, carry, action)
+        return carry, (out, carry.elapsed)
+
+    last, (outs, elapsed) = jax.jit(lambda c, a: jax.lax.scan(body, c, a))(carry, jnp.asarray(actions))
+    return carry, outs, elapsed, last
+
+
+def reset_obs_after(env: JaxEnv, seed: int, steps: int) -> np.ndarray:
+    """The obs the env restarts from after `steps` steps, by the key chain's documented splits."""
+    key, _ = jax.random.split(jax.random.key(seed))
+    for _ in range(steps - 1):
+        key, _, _ = jax.random.split(key, 3)
+    _, _, reset_key = jax.random.split(key, 3)
+    return np.asarray(env.reset(reset_key)[1])
+
+
+def test_truncation_restarts_at_the_time_limit_and_keeps_the_final_obs():
+    env = make_jax_env("gymnax:Pendulum-v1", {"max_steps_in_episode": 5})
+    assert env.max_episode_steps == 5
+    first, outs, elapsed, _ = run_steps(env, [3, 4], np.full((7, 2, 1), 0.25, np.float32))
+    np.testing.assert_array_equal(np.asarray(outs.truncated[:, 0]), [0, 0, 0, 0, 1, 0, 0])
+    assert not np.asarray(outs.terminated).any()  # Pendulum never terminates: its end is a time limit
+    np.testing.assert_array_equal(np.asarray(elapsed[:, 1]), [1, 2, 3, 4, 0, 1, 2])
+    final, next_obs = np.asarray(outs.final_obs), np.asarray(outs.next_obs)
+    for t in (0, 1, 2, 3, 5, 6):  # no end: the transition ends where the env continues
+        np.testing.assert_array_equal(final[t], next_obs[t])
+    for env_index, seed in enumerate((3, 4)):
+        np.testing.assert_array_equal(next_obs[4, env_index], reset_obs_after(env, seed, 5))
+        assert not np.array_equal(final[4, env_index], next_obs[4, env_index])
+    # The true last obs: Pendulum's obs is (cos, sin, angular velocity) of the state the fifth step reached.
+    assert abs(float(np.hypot(final[4, 0, 0], final[4, 0, 1])) - 1.0) < 1e-5
+    # The first reset follows the same chain: key(seed) split once, the second half resets.
+    _, reset_key = jax.random.split(jax.random.key(3))
+    np.testing.assert_array_equal(np.asarray(first.obs[0]), np.asarray(env.reset(reset_key)[1]))
+
+
+def test_termination_restarts_with_the_reset_key_and_is_not_truncation():
+    env = walker_env(max_episode_steps=2)  # the second step both reaches 3 and hits the limit
+    _, outs, elapsed, _ = run_steps(env, [0], np.ones((3, 1, 1), np.float32))  # unit 1 -> 2 per step
+    np.testing.assert_array_equal(np.asarray(outs.terminated[:, 0]), [0, 1, 0])
+    np.testing.assert_array_equal(np.asarray(outs.truncated[:, 0]), [0, 0, 0])  # terminated wins
+    np.testing.assert_array_equal(np.asarray(elapsed[:, 0]), [1, 0, 1])
+    first = reset_envs(env, jnp.array([0], jnp.int32)).obs[0, 0]
+    assert float(outs.final_obs[1, 0, 0]) == pytest.approx(float(first) + 4.0)
+    np.testing.assert_array_equal(np.asarray(outs.next_obs[1, 0]), reset_obs_after(env, 0, 2))
+    assert float(outs.next_obs[1, 0, 0]) < 0.5  # a fresh start, not the end position
+
+
+def test_actions_are_clipped_then_rescaled_to_the_bounds():
+    low, high = np.array([-1.0, 0.5], np.float32), np.array([3.0, 2.5], np.float32)
+    env = JaxEnv("test:bounds", EnvSpec(1, 2), low, high, 10, None, None)
+    unit = jnp.array([[-1.0, 1.0], [0.0, 0.5], [5.0, -7.0]], jnp.float32)
+    expected = np.array([[-1.0, 2.5], [1.0, 2.0], [3.0, 0.5]], np.float32)  # (a + 1) / 2 * (high - low) + low
+    np.testing.assert_array_equal(np.asarray(unit_to_bounds(env, unit)), expected)
+    # ... and the env receives them: the walker's reward is the action it was given, in [0, 2].
+    _, outs, _, _ = run_steps(walker_env(), [0, 0, 0, 0], np.array([[[-1.0], [0.0], [0.5], [3.0]]], np.float32))
+    np.testing.assert_array_equal(np.asarray(outs.reward[0]), [0.0, 1.0, 1.5, 2.0])
+
+
+def test_the_key_chain_is_the_seed_only():
+    env = make_jax_env("gymnax:Pendulum-v1", {"max_steps_in_episode": 20})
+    actions = np.random.default_rng(0).uniform(-1, 1, (45, 3, 1)).astype(np.float32)
+    actions[:, 2] = actions[:, 0]
+    _, outs, _, _ = run_steps(env, [7, 8, 7], actions)
+    for field in ("next_obs", "final_obs", "reward", "truncated"):
+        values = np.asarray(getattr(outs, field))
+        np.testing.assert_array_equal(values[:, 0], values[:, 2])  # across two restarts
+        assert not np.array_equal(values[:, 0], values[:, 1]) or field == "truncated"
+
+
+def test_under_a_seed_vmap_and_scan_equal_to_each_seed_alone():
+    env = make_jax_env("gymnax:MountainCarContinuous-v0", {"max_steps_in_episode": 6})
+    seeds = np.array([[1, 2], [3, 4], [5, 6]], np.int32)  # [n_seeds, n_envs]
+    actions = np.random.default_rng(1).uniform(-1, 1, (10, 3, 2, 1)).astype(np.float32)
+
+    def rollout(seed_row, action_rows):
+        def body(carry, action):
+            carry, out = step_envs(env, carry, action)
+            return carry, out
+
+        return jax.lax.scan(body, reset_envs(env, seed_row), action_rows)
+
+    last, outs = jax.jit(jax.vmap(rollout, in_axes=(0, 1)))(seeds, actions)
+    assert outs.next_obs.shape == (3, 10, 2, 2) and outs.reward.shape == (3, 10, 2)
+    assert last.elapsed.shape == (3, 2) and last.obs.shape == (3, 2, 2)
+    for k in range(3):
+        _, alone, _, alone_last = run_steps(env, seeds[k], actions[:, k])
+        for batched, single in zip(jax.tree.leaves(outs), jax.tree.leaves(alone), strict=True):
+            np.testing.assert_array_equal(np.asarray(batched[k]), np.asarray(single))
+        np.testing.assert_array_equal(np.asarray(last.obs[k]), np.asarray(alone_last.obs))
+
+
+def test_the_gymnasium_view_steps_exactly_as_the_vector_envs():
+    env = make_jax_env("gymnax:Pendulum-v1", {"max_steps_in_episode": 40})
+    actions = jnp.asarray(np.random.default_rng(2).uniform(-1.2, 1.2, (300, 1, 1)).astype(np.float32))
+    bounded = np.asarray(unit_to_bounds(env, actions))  # what gymnasium's RescaleAction would hand it
+    carry = reset_envs(env, jnp.array([11], jnp.int32))
+    gym_env = JaxGymEnv(env)
+    obs, _ = gym_env.reset(seed=11)
+    np.testing.assert_array_equal(obs, np.asarray(carry.obs[0]))
+    step = jax.jit(lambda c, a: step_envs_in_bounds(env, c, a))
+    ends = 0
+    for t in range(300):
+        carry, out = step(carry, bounded[t])
+        obs, reward, terminated, truncated, _ = gym_env.step(bounded[t, 0])
+        np.testing.assert_array_equal(obs, np.asarray(out.final_obs[0]))
+        assert reward == float(out.reward[0]) and terminated == bool(out.terminated[0])
+        assert truncated == bool(out.truncated[0])
+        if terminated or truncated:  # gymnasium's SAME_STEP autoreset: an unseeded reset
+            ends += 1
+            np.testing.assert_array_equal(gym_env.reset()[0], np.asarray(out.next_obs[0]))
+    assert ends == 7
+
+
+def test_make_single_env_builds_the_gymnasium_view_in_unit_actions():
+    env = make_single_env("gymnax:Pendulum-v1", {"max_steps_in_episode": 3})
+    assert isinstance(env.unwrapped, JaxGymEnv)
+    assert env.action_space.low.tolist() == [-1.0] and env.unwrapped.action_space.high.tolist() == [2.0]
+    assert env.spec.max_episode_steps == 3
+    env.reset(seed=0)
+    assert [env.step(np.zeros(1, np.float32))[3] for _ in range(3)] == [False, False, True]  # truncated
+    obs_space, action_space = check_env_runs("gymnax:Pendulum-v1", {}, (), (), "--env-kwargs")
+    assert obs_space.shape == (3,) and action_space.high.tolist() == [2.0]
+
+
+def test_jax_native_ids():
+    assert is_jax_native("gymnax:Pendulum-v1") and is_jax_native("brax:halfcheetah")
+    assert is_jax_native("playground:CheetahRun")
+    assert not is_jax_native("Pendulum-v1") and not is_jax_native("my.mod:Env-v0")
+    assert make_jax_env("gymnax:Pendulum-v1") is make_jax_env("gymnax:Pendulum-v1", {})  # one build per id
+    check_env_id("gymnax:Pendulum-v1")
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "expected"),
+    [
+        ("gymnax:Pendulm-v1", None, "did you mean gymnax:Pendulum-v1"),
+        ("gymnax:CartPole-v1", None, "rlbench's learners need a Box action space"),
+        ("gymnax:Pendulum-v1", {"max_tork": 1.0}, "has no parameter 'max_tork'; valid: max_steps_in_episode"),
+        ("gymnax:Pendulum-v1", {"max_torque": "strong"}, "max_torque must be a number"),
+        ("gymnax:Pendulum-v1", {"max_steps_in_episode": 2.5}, "max_steps_in_episode must be a positive integer"),
+    ],
+)
+def test_bad_jax_env_ids_and_kwargs_are_config_errors(env_id, kwargs, expected):
+    with pytest.raises(ConfigError, match=expected) as caught:
+        make_jax_env(env_id, kwargs)
+    assert "\n" not in str(caught.value)
+
+
+def test_check_env_id_refuses_an_unknown_jax_env_with_close_matches():
+    with pytest.raises(ConfigError, match="did you mean gymnax:MountainCarContinuous-v0"):
+        check_env_id("gymnax:MountainCarContinous-v0")
+
+
+def test_a_missing_package_names_the_extra():
+    expected = r"needs the package 'no_such_jax_envs_package'.*: pip install -e \"\.\[jax-envs\]\"$"
+    with pytest.raises(ConfigError, match=expected):
+        import_env_package("nope:Env-v0", "no_such_jax_envs_package", "jax-envs")
