@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 
-from rlbench.envs.replay import episode_records
 from rlbench.errors import DivergenceError
 from rlbench.files import atomic_write_text
 from rlbench.loop.run_state import LoopRun
@@ -59,7 +58,7 @@ def freeze(loop: LoopRun, index: int, message: str) -> None:
             DivergenceError(message),
             None,
             loop.carry.buffer_state,
-            episode_records(loop.env),
+            loop.episode_records(),
             loop.guard.verified,
         )
     seed.failed = loop.failed[index] = message

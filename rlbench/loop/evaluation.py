@@ -11,7 +11,6 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from rlbench.envs.make import step_vector_env
-from rlbench.envs.replay import episode_records
 from rlbench.errors import EvaluationError
 from rlbench.loggers.base import STEP_KEY
 from rlbench.loop.divergence import verify_finite
@@ -86,11 +85,7 @@ def evaluate_seeds(loop: LoopRun) -> list[EvalResult | None]:
     a frozen one) are recorded, logged and checked for a new best model."""
     run, host, axis, n_seeds = loop.run, loop.host, loop.axis, loop.axis.n_seeds
     verify_finite(loop)  # a diverged policy is not worth evaluating, nor a best_model
-    eval_seeds = [
-        seed.seed + EVAL_SEED_OFFSET + len(seed.evaluations.timesteps) + j
-        for seed in host.seeds
-        for j in range(run.n_eval_envs)
-    ]
+    eval_seeds = eval_env_seeds(loop)
     normalization = loop.normalization()  # frozen: evaluation reads the statistics, never updates them
 
     def policy(obs, state=loop.state):
@@ -102,6 +97,21 @@ def evaluate_seeds(loop: LoopRun) -> list[EvalResult | None]:
         results = evaluate_groups(policy, loop.eval_env, n_seeds, run.eval_episodes, eval_seeds)
     except Exception as error:
         raise EvaluationError(f"evaluation at env step {host.env_steps} failed: {error}") from error
+    return record_evaluations(loop, results)
+
+
+def eval_env_seeds(loop: LoopRun) -> list[int]:
+    """Each eval env's seed for this evaluation, seed after seed: never a training env's, new each time."""
+    return [
+        seed.seed + EVAL_SEED_OFFSET + len(seed.evaluations.timesteps) + j
+        for seed in loop.host.seeds
+        for j in range(loop.run.n_eval_envs)
+    ]
+
+
+def record_evaluations(loop: LoopRun, results: list[EvalResult]) -> list[EvalResult | None]:
+    """Each training seed's result recorded (None for a frozen seed), after checking its returns are finite."""
+    run, host, axis = loop.run, loop.host, loop.axis
     recorded: list[EvalResult | None] = []
     for index, (seed, result) in enumerate(zip(host.seeds, results, strict=True)):
         if seed.failed is not None:  # a frozen policy's scores are not the seed's any more
@@ -149,4 +159,4 @@ def record_evaluation(loop: LoopRun, index: int, result: EvalResult) -> None:
         # Checked finite at the start of the evaluation; no buffer, no episode records needed.
         state = loop.axis.take(loop.state, index)
         path = output.checkpoints.run_dir / "best_model.zip"
-        loop.saves.write_seed(path, "best", host, index, state, None, episode_records(loop.env))
+        loop.saves.write_seed(path, "best", host, index, state, None, loop.episode_records())

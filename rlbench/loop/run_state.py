@@ -16,6 +16,7 @@ from gymnasium.vector import VectorEnv
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization
 from rlbench.config.entry import RunConfig
+from rlbench.envs.replay import EpisodeRecord, episode_records
 from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
 from rlbench.loop.compiled import Carry, EntryPoints
@@ -69,7 +70,7 @@ class LoopRun:
 
     run: RunConfig
     spec: EnvSpec
-    env: VectorEnv
+    env: VectorEnv | None  # None: the envs are on the device (rlbench.loop.device)
     eval_env: VectorEnv | None
     programs: EntryPoints
     schedule: TrainSchedule
@@ -102,6 +103,11 @@ class LoopRun:
     def training_changed(self) -> None:
         """host.active changed (a seed was frozen): the device flags follow."""
         self.training = self.axis.device(self.host.active) if self.axis.batched else None
+
+    def episode_records(self) -> list[EpisodeRecord | None] | None:
+        """Each training env's record of its episode, for a checkpoint (None: the envs cannot be asked, or
+        they live on the device, where the checkpoint holds their state instead)."""
+        return None if self.env is None else episode_records(self.env)
 
     def normalization(self) -> Normalization | None:
         """The statistics of `normalize` as they stand, for the device (None without `normalize`)."""

@@ -11,7 +11,8 @@ The names other packages import from here stay here: SeedOutput, TrainResult, en
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,19 +123,28 @@ def _train_on(run, algo, cfg, outputs, env, eval_env, resume, on_eval, on_iterat
     programs = entry_points(algo, cfg, spec, n_seeds)
     schedule = TrainSchedule(cfg, programs.learner.acting, run.n_envs, n_seeds)
     carry, host = start(run, spec, env, programs, schedule, resume)
-    settings = [output.checkpoints for output in outputs]
-    saves = RunCheckpoints(None if None in settings else settings, programs.axis, run.n_envs)
-    metric_names = [*ROLLOUT_METRICS, *EVAL_METRICS, *programs.learner.metric_names]
-    if n_seeds > 1:
-        metric_names.append(DIVERGED_METRIC)
-    loggers = [output.make_logger(metric_names) for output in outputs]
-    monitors = [None if out.run_dir is None else MonitorFiles(out.run_dir, run.n_envs, run.env_id) for out in outputs]
-    try:
+    with opened_outputs(run, outputs, programs) as (loggers, monitors, saves):
         loop = LoopRun(
             run, spec, env, eval_env, programs, schedule, list(outputs), loggers, carry, host, saves,
             FiniteGuard(programs.axis), monitors,
         )  # fmt: skip
         return run_loop(loop, on_eval, on_iteration, stop_requested)
+
+
+@contextlib.contextmanager
+def opened_outputs(
+    run: RunConfig, outputs: Sequence[SeedOutput], programs: EntryPoints
+) -> Iterator[tuple[list[Logger], list[MonitorFiles | None], RunCheckpoints]]:
+    """Each seed's logger and Monitor file (closed on the way out), and the run's checkpoint writer."""
+    settings = [output.checkpoints for output in outputs]
+    saves = RunCheckpoints(None if None in settings else settings, programs.axis, run.n_envs)
+    metric_names = [*ROLLOUT_METRICS, *EVAL_METRICS, *programs.learner.metric_names]
+    if len(outputs) > 1:
+        metric_names.append(DIVERGED_METRIC)
+    loggers = [output.make_logger(metric_names) for output in outputs]
+    monitors = [None if out.run_dir is None else MonitorFiles(out.run_dir, run.n_envs, run.env_id) for out in outputs]
+    try:
+        yield loggers, monitors, saves
     finally:
         for logger in loggers:
             logger.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from rlbench.envs.replay import episode_records
 from rlbench.errors import EnvWorkerError, RunFailure
 from rlbench.loop.divergence import verify_finite
 from rlbench.loop.run_state import LoopRun
@@ -25,7 +24,7 @@ def save(
     if not loop.saves.enabled:
         return [None] * loop.axis.n_seeds
     verify_finite(loop)
-    records = episode_records(loop.env)
+    records = loop.episode_records()
     carry = loop.carry
     return loop.saves.write(kind, path_of, loop.host, carry.state, carry.buffer_state, records, with_buffer, compress)
 
@@ -63,7 +62,7 @@ def save_after_failure(loop: LoopRun, error: RunFailure) -> list[str]:
     """The checkpoint a failure leaves each training seed to resume from; the notes saying where."""
     if not loop.saves.enabled:
         return []
-    records = None if isinstance(error, EnvWorkerError) else episode_records(loop.env)
+    records = None if isinstance(error, EnvWorkerError) else loop.episode_records()
     carry = loop.carry
     return loop.saves.write_all_after_failure(
         loop.host, error, carry.state, carry.buffer_state, records, loop.guard.verified

@@ -56,7 +56,8 @@ def run_loop(
                 collect.stage(loop, action, step)
                 if updating.train_if_due(loop, bool(step.done.any())):
                     bar.trained(host.env_steps)
-                checkpoints.keep(falls_due(loop, bar, start, on_eval, on_iteration))
+                evaluate = None if loop.eval_env is None else evaluate_seeds
+                checkpoints.keep(falls_due(loop, bar, start, on_eval, on_iteration, evaluate))
         loop.carry = jax.block_until_ready(loop.carry)
         if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
             checkpoints.keep(save_periodic(loop, with_buffer=True, urgent=True))
@@ -78,13 +79,19 @@ def run_loop(
 
 
 def falls_due(
-    loop: LoopRun, bar: ProgressBar, start: Start, on_eval: OnEval | None, on_iteration: OnIteration | None
+    loop: LoopRun,
+    bar: ProgressBar,
+    start: Start,
+    on_eval: OnEval | None,
+    on_iteration: OnIteration | None,
+    evaluate: Callable[[LoopRun], list[EvalResult | None]] | None,
 ) -> list[Path | None]:
-    """After a vector step: evaluation, the caller's callbacks, logs, a periodic checkpoint, the progress
-    bar, each when due. Returns the checkpoint each seed wrote (None: none)."""
+    """After a vector step (the device loop: a chunk): evaluation (with `evaluate`, None: no evaluations), the
+    caller's callbacks, logs, a periodic checkpoint, the progress bar, each when due. Returns the checkpoint
+    each seed wrote (None: none)."""
     run, host = loop.run, loop.host
-    if loop.eval_env is not None and host.vector_steps % max(run.eval_freq // run.n_envs, 1) == 0:
-        results = evaluate_seeds(loop)
+    if evaluate is not None and host.vector_steps % max(run.eval_freq // run.n_envs, 1) == 0:
+        results = evaluate(loop)
         means = [result.mean for result in results if result is not None]
         if means:
             bar.evaluated(float(np.mean(means)))

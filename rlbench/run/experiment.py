@@ -34,8 +34,10 @@ from rlbench.config.entry import (
     split_entry,
     wrappers_to_entry,
 )
+from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.envs.make import check_env_id, env_file_name
 from rlbench.errors import ConfigError
+from rlbench.loop.device.runner import device_loop_refusal
 from rlbench.run.device import select_device
 from rlbench.run.layers import Layers, TrialLoader, entry_layers, trusted
 from rlbench.run.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
@@ -179,6 +181,10 @@ def seed_settings(request: RunRequest, algo: Algorithm, layers: Layers, learner:
             f"train_freq: {config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
             "its own episode ends, and the seeds of one process train together; train one seed per process"
         )
+    if is_jax_native(request.env):
+        refusal = device_loop_refusal(request.vec_env, learner.normalize, learner.env_wrappers, config)
+        if refusal is not None:
+            raise ConfigError(f"{refusal} (--env {request.env} trains with the device loop)")
     check_open_files(n_seeds, learner.n_envs, request.vec_env)
     check_buffer_memory(config.buffer_size, envs.spec, 0, n_seeds)  # its line is printed last, after the checks
     check_learner_memory(algo, config, envs.spec, n_seeds)

@@ -22,11 +22,13 @@ import jax
 import numpy as np
 import yaml
 
+from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.loggers.base import MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
 from rlbench.loggers.tensorboard import TensorBoardLogger
 from rlbench.loggers.tracking import WandbTracker
+from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.runner import SeedOutput, TrainResult, train_seeds
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.redact import redact_values
@@ -71,7 +73,8 @@ def launch(exp: Experiment, outputs: RunOutputs, hooks: Hooks = Hooks()) -> Laun
         if outputs.tracking is not None:
             for index, run_dir in enumerate(launched.run_dirs):
                 trackers.append(start_tracking(outputs.tracking, outputs, exp, index, run_dir))
-        launched.result = train_seeds(
+        train = train_seeds_on_device if is_jax_native(exp.run.env_id) else train_seeds
+        launched.result = train(
             exp.run,
             exp.algo,
             exp.learner_config,

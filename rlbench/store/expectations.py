@@ -35,11 +35,15 @@ def resume_expectations(manifest: Manifest) -> Expected:
         "host/next_action": (manifest.run.n_envs, spec.action_dim),
         # As many as evaluations were run, of as many episodes as asked: stored, so the file bounds them.
         **dict.fromkeys(["host/eval_timesteps", "host/eval_results", "host/eval_ep_lengths"]),
+        # The device loop's envs, as msgpack bytes (uncompressed: the file bounds them), checked against the
+        # envs the configuration builds before they are restored (rlbench.loop.device.start).
+        "host/device_envs": None,
         # A run with `normalize`: whether they must be there is the configuration's to say (saving.restore).
         **{f"normalize/{name}": shape for name, shape in normalize_shapes.items()},
     }
     dtypes = {
         "replay_buffer/rows": "float32",
+        "host/device_envs": "uint8",
         **dict.fromkeys((f"normalize/{name}" for name in normalize_shapes), "float64"),
     }
     # The actions each env took since its episode began: at most one per vector step.

@@ -21,6 +21,7 @@ import numpy as np
 from rlbench.envs.obs_normalizer import VecNormalizeStats
 from rlbench.envs.replay import EpisodeRecord
 from rlbench.files import atomic_write_bytes
+from rlbench.store.learner_state import state_to_bytes
 from rlbench.store.manifest import HostInfo
 from rlbench.store.metric_names import current_names
 from rlbench.types import EnvSpec, Transition
@@ -158,6 +159,11 @@ class HostState:
     seeds: list[SeedHost]
     metrics: dict[str, Any]  # the last update's training metrics, [n_seeds] each (device arrays until logged)
     normalizer: VecNormalizeStats | None = None  # RL Zoo's `normalize`: the seeds' running statistics
+    # The device loop's training envs (rlbench.loop.device): their state, in the device layout, saved whole
+    # (a host loop's envs are replayed from their EpisodeRecords instead); and, from checkpoints, each seed's
+    # saved bytes until the loop has checked them against the envs it builds.
+    device_envs: Any = None
+    saved_device_envs: list[bytes | None] | None = None
 
     @property
     def active(self) -> np.ndarray:
@@ -197,6 +203,9 @@ class HostState:
             },
             **{f"eval_{name}": value for name, value in seed.evaluations.arrays().items()},
         }
+        if self.device_envs is not None:
+            envs = self.device_envs if n_seeds == 1 else jax.tree.map(lambda leaf: leaf[index], self.device_envs)
+            arrays["device_envs"] = np.frombuffer(state_to_bytes(envs), np.uint8)
         if self.next_action is not None:
             arrays["next_action"] = np.asarray(self.next_action).reshape(n_seeds, *self.obs.shape[1:2], -1)[index]
         for i, record in enumerate(records or []):
@@ -232,8 +241,13 @@ class HostState:
             pending=_saved_pending(saved, spec, capacity),
             seeds=[_saved_seed(seed, info, arrays) for seed, (info, arrays) in zip(seeds, saved, strict=True)],
             metrics={name: np.array([metrics.get(name, np.nan) for metrics in saved_metrics]) for name in names},
+            saved_device_envs=[_bytes_or_none(arrays.get("device_envs")) for _, arrays in saved],
         )
         return host, _saved_records(saved)
+
+
+def _bytes_or_none(array: np.ndarray | None) -> bytes | None:
+    return None if array is None else np.ascontiguousarray(array, np.uint8).tobytes()
 
 
 def _saved_pending(

@@ -1,0 +1,138 @@
+"""The device loop, top to bottom: a chunk of vector steps on the device, up to the next point where something
+falls due -> its episodes accounted on the host (Monitor files, the rollout statistics) -> what falls due
+(evaluate on the device, the caller's callbacks, log, save) -> again. The stages after a chunk are the host
+loop's own (rlbench.loop.training_loop.falls_due and what it calls), on the same LoopRun record.
+
+Logs follow SB3's rhythm at chunk ends: once log_interval more episodes have ended when a chunk returns,
+one row (the host loop writes it at the exact vector step)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from rlbench.errors import RunFailure
+from rlbench.loop.compiled import Carry, device_copy
+from rlbench.loop.device.program import ChunkInputs, DeviceCarry, DevicePrograms
+from rlbench.loop.divergence import verify_finite
+from rlbench.loop.evaluation import EvalResult, eval_env_seeds, record_evaluations
+from rlbench.loop.metrics_log import ProgressBar
+from rlbench.loop.run_state import LoopRun, TrainResult
+from rlbench.loop.save_points import save_after_failure, save_final, save_periodic
+from rlbench.loop.training_loop import OnEval, OnIteration, Start, Written, falls_due
+
+INT32_MAX = np.iinfo(np.int32).max
+
+
+@dataclass
+class DeviceRun:
+    """A LoopRun whose envs live on the device, with its compiled programs and the device carry."""
+
+    loop: LoopRun
+    device: DevicePrograms
+    carry: DeviceCarry
+    chunk_length: int
+
+
+def run_device_loop(
+    run: DeviceRun, on_eval: OnEval | None = None, on_iteration: OnIteration | None = None, stop_requested=None
+) -> TrainResult:
+    """Train until run.n_timesteps env steps per seed, every seed failed, or a stop is requested (polled
+    between chunks); then write the final (or, stopped, the interrupt) checkpoints."""
+    loop = run.loop
+    host, n_seeds = loop.host, loop.axis.n_seeds
+    start = Start(time.perf_counter(), host.env_steps)
+    loop.guard.start(host.env_steps, loop.state, host.metrics)
+    interrupted, checkpoints = None, Written(n_seeds)
+    evaluate = None if run.device.evaluate is None else (lambda loop: evaluate_on_device(run))
+    try:
+        with ProgressBar(loop.run, host.env_steps, n_seeds) as bar:
+            while host.env_steps < loop.run.n_timesteps and len(loop.failed) < n_seeds:
+                if stop_requested is not None and (interrupted := stop_requested()):
+                    break
+                if run_chunk(run):
+                    bar.trained(host.env_steps)
+                checkpoints.keep(falls_due(loop, bar, start, on_eval, on_iteration, evaluate))
+        loop.carry = jax.block_until_ready(loop.carry)
+        if interrupted:
+            checkpoints.keep(save_periodic(loop, with_buffer=True, urgent=True))
+        elif host.active.any():
+            checkpoints.keep(save_final(loop))
+    except RunFailure as error:
+        for note in save_after_failure(loop, error):
+            error.add_note(note)
+        raise
+    return TrainResult(
+        state=loop.state,
+        buffer_state=loop.carry.buffer_state,
+        host=host,
+        wall_time=time.perf_counter() - start.time,
+        interrupted=interrupted,
+        checkpoints=checkpoints.paths,
+        failed=dict(loop.failed),
+    )
+
+
+def run_chunk(run: DeviceRun) -> bool:
+    """One chunk up to the next due point; the host state follows it. Returns whether it trained."""
+    loop = run.loop
+    host, axis = loop.host, loop.axis
+    n_steps = steps_until_due(loop, run.chunk_length)
+    # The host may have changed the learner states since the last chunk (a frozen seed's put back).
+    carry = run.carry._replace(state=loop.carry.state, buffer_state=loop.carry.buffer_state)
+    update_start = np.int32(min(host.update_start, INT32_MAX))
+    n_timesteps = np.float32(loop.run.n_timesteps)
+    inputs = ChunkInputs(np.int32(host.vector_steps), np.int32(n_steps), update_start, n_timesteps, loop.training)
+    run.carry, outputs = run.device.chunk(carry, inputs)
+    loop.carry = Carry(run.carry.state, run.carry.buffer_state)
+    host.device_envs, host.act_key = run.carry.envs, run.carry.act_key
+    host.obs = axis.host(run.carry.envs.obs)
+    reward, done = (np.asarray(x)[:n_steps].reshape(n_steps, axis.n_seeds, -1) for x in outputs[:2])
+    account_episodes(loop, reward, done)
+    host.env_steps += n_steps * loop.run.n_envs
+    host.vector_steps += n_steps
+    trained = bool(outputs.trained)
+    if trained:  # a copy: the carry's arrays are donated to the next chunk
+        host.metrics = device_copy(run.carry.metrics)
+    return trained
+
+
+def steps_until_due(loop: LoopRun, chunk_length: int) -> int:
+    """Vector steps to the next evaluation, periodic checkpoint or the end of the run, at most a chunk."""
+    run, host = loop.run, loop.host
+    left = -(-(run.n_timesteps - host.env_steps) // run.n_envs)
+    periods = []
+    if run.eval_freq > 0:
+        periods.append(max(run.eval_freq // run.n_envs, 1))
+    if loop.saves.enabled and loop.saves.settings[0].save_freq > 0:
+        periods.append(max(loop.saves.settings[0].save_freq // run.n_envs, 1))
+    return min(chunk_length, left, *(period - host.vector_steps % period for period in periods))
+
+
+def account_episodes(loop: LoopRun, reward: np.ndarray, done: np.ndarray) -> None:
+    """A chunk's rewards and episode ends ([n_steps, n_seeds, n_envs]) into each seed's episode tracker and
+    Monitor file, step by step as the host loop accounts them."""
+    for step_reward, step_done in zip(reward, done, strict=True):
+        for index, seed in enumerate(loop.host.seeds):
+            monitor = loop.monitors[index] if seed.failed is None else None
+            for env_index, episode_return, length in seed.episodes.step(step_reward[index], step_done[index]):
+                if monitor is not None:
+                    monitor.episode(env_index, episode_return, length)
+
+
+def evaluate_on_device(run: DeviceRun) -> list[EvalResult | None]:
+    """Every seed's deterministic policy on its own eval envs, on the device; recorded as the host loop's."""
+    loop = run.loop
+    axis = loop.axis
+    verify_finite(loop)  # a diverged policy is not worth evaluating, nor a best_model
+    seeds = np.asarray(eval_env_seeds(loop), np.int32).reshape(axis.n_seeds, loop.run.n_eval_envs)
+    outputs = run.device.evaluate(loop.state, axis.device(seeds))
+    returns, lengths = axis.host(outputs.returns), axis.host(outputs.lengths)
+    results = [
+        EvalResult(returns=returns[index].astype(np.float64), lengths=lengths[index].astype(np.int64))
+        for index in range(axis.n_seeds)
+    ]
+    return record_evaluations(loop, results)

@@ -1,0 +1,244 @@
+"""The device loop's programs, pure and not yet compiled: a chunk of vector steps of every seed as one
+`lax.scan`, and a deterministic evaluation of every seed on its own envs.
+
+One vector step does what a host-loop step does, in the same order and with the same keys: act (uniform
+random before learning_starts; else the learner's `explore` with its act key), step the envs (automatic
+resets, truncation kept apart from termination: rlbench.envs.jax_native.vector), insert the transitions
+(next_obs is the true final observation), and, every train_freq vector steps once more than the update
+start's env steps were taken, the learner's fused gradient steps on a batch sampled with its own key. The
+host loop's fused iteration inserts, trains and acts in one call; here the next step acts with the trained
+state, which is the same computation. The one difference: the warm-up's uniform actions come from the act
+key (the host loop draws them with numpy), so a run with learning_starts > 0 differs from the host loop's
+during the warm-up only in which random actions it takes.
+
+A chunk has one compiled length; `n_steps` (traced) of them run and the rest are skipped under a
+`lax.cond`, so the host can stop at any due point without another compilation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlbench.algos.common.fused import make_train
+from rlbench.algos.common.learner import Learner
+from rlbench.algos.common.seed_axis import SeedAxis
+from rlbench.buffers.uniform import UniformBuffer
+from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.envs.jax_native.vector import EnvCarry, reset_envs, step_envs
+from rlbench.types import Transition
+
+
+class DeviceCarry(NamedTuple):
+    """What the chunks update in place (donated), every leaf with the seed axis when there are several seeds:
+    learner states, replay buffers, the training envs, the act keys, and the last training metrics."""
+
+    state: Any
+    buffer_state: Any
+    envs: EnvCarry
+    act_key: jax.Array
+    metrics: dict[str, jax.Array]
+
+
+class ChunkInputs(NamedTuple):
+    """The host's scalars for one chunk: vector steps done before it, how many of the chunk's steps run,
+    the env steps after which training starts (learning_starts, later after a resume without a buffer),
+    the run's length and which seeds train (None for one seed)."""
+
+    vector_steps: jax.Array  # int32
+    n_steps: jax.Array  # int32, <= the chunk length
+    update_start: jax.Array  # int32
+    n_timesteps: jax.Array  # float32: the run's length, for progress_remaining (learning-rate schedules)
+    training: Any = None  # [n_seeds] bool
+
+
+class ChunkOutputs(NamedTuple):
+    """Per vector step of the chunk ([chunk length, (n_seeds,) n_envs]; steps past n_steps are zeros): each
+    env's reward and whether its episode ended there; and whether any training ran."""
+
+    reward: jax.Array
+    done: jax.Array
+    trained: jax.Array  # bool scalar
+
+
+class RunShape(NamedTuple):
+    """The settings a chunk is compiled for."""
+
+    n_envs: int
+    learning_starts: int
+    train_freq: int
+    chunk_length: int
+
+
+def make_chunk(cfg: Any, learner: Learner, buffer: UniformBuffer, env: JaxEnv, axis: SeedAxis, shape: RunShape):
+    """(DeviceCarry, ChunkInputs) -> (DeviceCarry, ChunkOutputs): up to `shape.chunk_length` vector steps."""
+    train = make_train(cfg, buffer, learner.gradient_steps_fn)
+    collect = _collect_fn(learner, buffer, env, shape.n_envs)
+
+    def learn(state, buffer_state, progress_remaining, first_step, training):
+        updated, metrics = train(state, buffer_state, progress_remaining, first_step, None)
+        if training is not None:  # several seeds: one that diverged stays at its last finite state
+            updated = jax.lax.cond(training, lambda: updated, lambda: state)
+        return updated, metrics
+
+    def vector_step(carry: DeviceCarry, inputs: ChunkInputs, vector_steps: jax.Array):
+        env_steps = vector_steps * shape.n_envs  # before this step
+        warming_up = env_steps < shape.learning_starts
+        state, buffer_state, envs, act_key, reward, done = axis.map(collect, shared_argnums=(4,))(
+            carry.state, carry.buffer_state, carry.envs, carry.act_key, warming_up
+        )
+        env_steps = env_steps + shape.n_envs
+        due = ((vector_steps + 1) % shape.train_freq == 0) & (env_steps > inputs.update_start)
+        progress_remaining = (1.0 - env_steps / inputs.n_timesteps).astype(jnp.float32)
+
+        def trained():
+            first_step = axis.first(state.step)  # seeds advance in lockstep: the actor branch stays a branch
+            return axis.map(learn, shared_argnums=(2, 3))(
+                state, buffer_state, progress_remaining, first_step, inputs.training
+            )
+
+        state, metrics = jax.lax.cond(due, trained, lambda: (state, carry.metrics))
+        return DeviceCarry(state, buffer_state, envs, act_key, metrics), (reward, done, due)
+
+    def chunk(carry: DeviceCarry, inputs: ChunkInputs) -> tuple[DeviceCarry, ChunkOutputs]:
+        n_seeds_envs = carry.envs.elapsed.shape  # [(n_seeds,) n_envs]
+
+        def step_or_skip(scan_carry, index):
+            def skipped():
+                zeros = (jnp.zeros(n_seeds_envs, jnp.float32), jnp.zeros(n_seeds_envs, bool), jnp.array(False))
+                return scan_carry, zeros
+
+            return jax.lax.cond(
+                index < inputs.n_steps, lambda: vector_step(scan_carry, inputs, inputs.vector_steps + index), skipped
+            )
+
+        carry, (reward, done, due) = jax.lax.scan(step_or_skip, carry, jnp.arange(shape.chunk_length))
+        return carry, ChunkOutputs(reward, done, due.any())
+
+    return chunk
+
+
+def _collect_fn(learner: Learner, buffer: UniformBuffer, env: JaxEnv, n_envs: int):
+    """One seed's vector step of experience: act, step its envs, insert the transitions."""
+    acting, action_dim = learner.acting, env.spec.action_dim
+
+    def act(state, envs: EnvCarry, act_key, warming_up):
+        def explore():
+            return acting.explore(state, envs.obs, act_key, envs.elapsed == 0)
+
+        def uniform():
+            key, draw = jax.random.split(act_key)
+            action = jax.random.uniform(draw, (n_envs, action_dim), jnp.float32, -1.0, 1.0)
+            return action, state.exploration, key
+
+        if not acting.random_warmup:  # gSDE's use_sde_at_warmup explores from the first step
+            return explore()
+        return jax.lax.cond(warming_up, uniform, explore)
+
+    def collect(state, buffer_state, envs: EnvCarry, act_key, warming_up):
+        action, exploration, act_key = act(state, envs, act_key, warming_up)
+        next_envs, step = step_envs(env, envs, action)
+        transition = Transition(
+            obs=envs.obs,
+            action=action,
+            reward=step.reward,
+            next_obs=step.final_obs,  # the true last observation of an episode that ended
+            terminated=step.terminated.astype(jnp.float32),  # a time limit bootstraps: never across a reset
+        )
+        buffer_state = buffer.add_fn(buffer_state, transition)
+        done = step.terminated | step.truncated
+        return state.replace(exploration=exploration), buffer_state, next_envs, act_key, step.reward, done
+
+    return collect
+
+
+class EvalOutputs(NamedTuple):
+    returns: jax.Array  # [(n_seeds,) n_episodes] float32, env after env (env i's episodes together)
+    lengths: jax.Array  # [(n_seeds,) n_episodes] int32
+
+
+def make_evaluate(learner: Learner, env: JaxEnv, axis: SeedAxis, n_eval_envs: int, n_episodes: int):
+    """(states, env seeds [(n_seeds,) n_eval_envs] int32) -> EvalOutputs: every seed's deterministic policy
+    for `n_episodes` whole episodes on envs reset from the given seeds, spread over the envs as SB3's
+    evaluate_policy spreads them (env i runs (n_episodes + i) // n_eval_envs; extra episodes are not counted)."""
+    targets = jnp.asarray([(n_episodes + i) // n_eval_envs for i in range(n_eval_envs)], jnp.int32)
+    first_slot = jnp.asarray(np.concatenate([[0], np.cumsum(np.asarray(targets))[:-1]]), jnp.int32)
+    evaluate_action = learner.acting.evaluate
+
+    def one_seed(state, seeds):
+        def running(c):
+            return (c["counts"] < targets).any()
+
+        def step(c):
+            envs, out = step_envs(env, c["envs"], evaluate_action(state, c["envs"].obs))
+            episode_return, length = c["return"] + out.reward, c["length"] + 1
+            ended = out.terminated | out.truncated
+            counted = ended & (c["counts"] < targets)
+            slot = jnp.where(counted, first_slot + c["counts"], n_episodes)  # n_episodes: out of range, dropped
+            return {
+                "envs": envs,
+                "counts": c["counts"] + counted,
+                "return": jnp.where(ended, 0.0, episode_return),
+                "length": jnp.where(ended, 0, length),
+                "returns": c["returns"].at[slot].set(episode_return, mode="drop"),
+                "lengths": c["lengths"].at[slot].set(length, mode="drop"),
+            }
+
+        start = {
+            "envs": reset_envs(env, seeds),
+            "counts": jnp.zeros(n_eval_envs, jnp.int32),
+            "return": jnp.zeros(n_eval_envs, jnp.float32),
+            "length": jnp.zeros(n_eval_envs, jnp.int32),
+            "returns": jnp.zeros(n_episodes, jnp.float32),
+            "lengths": jnp.zeros(n_episodes, jnp.int32),
+        }
+        end = jax.lax.while_loop(running, step, start)
+        return EvalOutputs(end["returns"], end["lengths"])
+
+    return axis.map(one_seed)
+
+
+def initial_metrics(cfg: Any, learner: Learner, buffer: UniformBuffer, axis: SeedAxis, state, buffer_state):
+    """Training metrics of the structure the update returns, all NaN (zeros for integers): what the carry
+    holds until the first training step (the host only reads a chunk's metrics when it trained)."""
+    train = make_train(cfg, buffer, learner.gradient_steps_fn)
+
+    def metrics(state, buffer_state):
+        return train(state, buffer_state, jnp.float32(1.0), jnp.int32(0), None)[1]
+
+    shapes = jax.eval_shape(axis.map(metrics), state, buffer_state)
+    return jax.tree.map(
+        lambda s: jnp.full(s.shape, jnp.nan if jnp.issubdtype(s.dtype, jnp.floating) else 0, s.dtype), shapes
+    )
+
+
+class DevicePrograms(NamedTuple):
+    """The device loop's compiled programs (its only `jax.jit` sites)."""
+
+    chunk: Any  # (DeviceCarry, ChunkInputs) -> (DeviceCarry, ChunkOutputs), the carry donated
+    evaluate: Any  # (states, eval env seeds) -> EvalOutputs; None without evaluations
+    reset: Any  # env seeds [(n_seeds,) n_envs] int32 -> EnvCarry
+
+
+def compile_device_programs(
+    cfg: Any,
+    learner: Learner,
+    buffer: UniformBuffer,
+    axis: SeedAxis,
+    env: JaxEnv,
+    eval_env: JaxEnv | None,
+    shape: RunShape,
+    n_eval_envs: int,
+    n_eval_episodes: int,
+) -> DevicePrograms:
+    evaluate = None
+    if eval_env is not None:
+        evaluate = jax.jit(make_evaluate(learner, eval_env, axis, n_eval_envs, n_eval_episodes))
+    return DevicePrograms(
+        chunk=jax.jit(make_chunk(cfg, learner, buffer, env, axis, shape), donate_argnums=0),
+        evaluate=evaluate,
+        reset=jax.jit(axis.map(lambda seeds: reset_envs(env, seeds))),
+    )

@@ -1,0 +1,94 @@
+"""Training on a JAX-native env (rlbench.envs.jax_native) with the device loop: `train_seeds_on_device` takes
+what rlbench.loop.runner.train_seeds takes and returns what it returns, with the same run folder, logs,
+Monitor files, evaluations and checkpoints; rlbench.run.launch picks it for a JAX-native env id.
+
+What the device loop does not do yet is refused before anything is written (`device_loop_refusal`)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rlbench.algos.common.algorithm import Algorithm
+from rlbench.config.entry import RunConfig
+from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.envs.jax_native.ids import make_jax_env
+from rlbench.loop.compiled import Carry, EntryPoints, entry_points
+from rlbench.loop.device.driver import DeviceRun, run_device_loop
+from rlbench.loop.device.program import DevicePrograms, RunShape, compile_device_programs
+from rlbench.loop.device.start import start_on_device
+from rlbench.loop.evaluation import EvalResult
+from rlbench.loop.finiteness import FiniteGuard
+from rlbench.loop.run_state import LoopRun, SeedOutput, TrainResult
+from rlbench.loop.runner import opened_outputs
+from rlbench.loop.schedule import TrainSchedule
+from rlbench.store.checkpoint import Checkpoint
+
+# A chunk's length in vector steps: about CHUNK_ENV_STEPS env steps (the host wakes at least that often, for
+# signals and the progress bar), within [16, 1000] vector steps. One compiled length per n_envs; a chunk that
+# stops earlier (something falls due, the run ends) skips the rest of its scan.
+CHUNK_ENV_STEPS = 16_384
+
+
+def chunk_length(n_envs: int) -> int:
+    return min(1000, max(16, CHUNK_ENV_STEPS // n_envs))
+
+
+def device_loop_refusal(vec_env: str, normalize: Any, env_wrappers: Sequence[Any], cfg: Any) -> str | None:
+    """Why a run's settings do not fit the device loop (one line: the setting and what to do), or None."""
+    if vec_env != "dummy":
+        return f"--vec-env {vec_env}: a JAX-native env steps on the device, inside the training program; drop it"
+    if normalize is not None:
+        return "normalize: not available on the device loop yet (JAX-native envs); remove it from the entry"
+    if env_wrappers:
+        return "env_wrapper: gymnasium wrappers cannot wrap a JAX-native env on the device loop; remove them"
+    if cfg.train_freq_unit == "episode":
+        return f"train_freq: {cfg.train_freq} episode(s): the device loop trains every train_freq vector steps"
+    if getattr(cfg, "gsde", None) is not None:
+        return "use_sde: gSDE is not available on the device loop yet; use_sde: False for JAX-native envs"
+    return None
+
+
+def train_seeds_on_device(
+    run: RunConfig,
+    algo: Algorithm,
+    cfg: Any,
+    outputs: Sequence[SeedOutput],
+    on_eval: Callable[[int, list[EvalResult | None]], None] | None = None,
+    on_iteration: Callable[[int, Any], None] | None = None,
+    resume: Sequence[Checkpoint] | None = None,
+    stop_requested: Callable[[], str | None] | None = None,
+) -> TrainResult:
+    """rlbench.loop.runner.train_seeds for a JAX-native env: every seed and env in one compiled chunk."""
+    env = make_jax_env(run.env_id, run.env_kwargs)
+    eval_env = None
+    if run.eval_freq > 0:
+        eval_env = make_jax_env(run.env_id, run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs)
+    n_seeds = len(outputs)
+    programs = entry_points(algo, cfg, env.spec, n_seeds)
+    shape = RunShape(run.n_envs, cfg.learning_starts, cfg.train_freq, chunk_length(run.n_envs))
+    device = device_programs(programs, cfg, env, eval_env, shape, run.n_eval_envs, run.eval_episodes)
+    carry, host = start_on_device(run, cfg, env.spec, programs, device, resume)
+    schedule = TrainSchedule(cfg, programs.learner.acting, run.n_envs, n_seeds)
+    with opened_outputs(run, outputs, programs) as (loggers, monitors, saves):
+        loop = LoopRun(
+            run, env.spec, None, None, programs, schedule, list(outputs), loggers,
+            Carry(carry.state, carry.buffer_state), host, saves, FiniteGuard(programs.axis), monitors,
+        )  # fmt: skip
+        return run_device_loop(DeviceRun(loop, device, carry, shape.chunk_length), on_eval, on_iteration, stop_requested)
+
+
+@functools.lru_cache(maxsize=4)  # a resume or a repeated trial in the same process reuses the compiled programs
+def device_programs(
+    programs: EntryPoints,
+    cfg: Any,
+    env: JaxEnv,
+    eval_env: JaxEnv | None,
+    shape: RunShape,
+    n_eval_envs: int,
+    n_eval_episodes: int,
+) -> DevicePrograms:
+    return compile_device_programs(
+        cfg, programs.learner, programs.buffer, programs.axis, env, eval_env, shape, n_eval_envs, n_eval_episodes
+    )

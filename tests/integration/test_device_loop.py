@@ -1,0 +1,130 @@
+"""The device loop (rlbench.loop.device) on JAX-native envs: it computes what the host loop computes on the
+same env wrapped for gymnasium, its seeds start as single runs, it resumes bit-exactly mid-episode, and the
+run folder is the host loop's."""
+
+import hashlib
+import zipfile
+
+import jax
+import numpy as np
+import pytest
+
+from rlbench.algos.crossq.config import CrossQConfig
+from rlbench.algos.registry import ALGORITHMS
+from rlbench.algos.sac.config import SACConfig
+from rlbench.cli.train import main
+from rlbench.config.entry import RunConfig
+from rlbench.loggers.base import MultiLogger
+from rlbench.loop.device.runner import train_seeds_on_device
+from rlbench.loop.run_state import SeedOutput
+from rlbench.loop.runner import train
+from rlbench.networks.mlp import NetworkConfig
+from tests.conftest import tiny_config
+
+pytest.importorskip("gymnax")
+
+ENV = "gymnax:Pendulum-v1"
+NO_LOG = lambda names: MultiLogger([])  # noqa: E731
+# Episodes of 50 steps: every run below crosses several episode ends (resets, truncations).
+SHORT = {"max_steps_in_episode": 50}
+
+
+def configs(algo):
+    common = dict(learning_starts=0, batch_size=16, buffer_size=1000, train_freq=2, gradient_steps=2)
+    if algo == "crossq":
+        net = NetworkConfig(hidden=(16,), batch_norm=True)
+        return tiny_config(CrossQConfig, **common, actor=net, critic=NetworkConfig(hidden=(32,), batch_norm=True))
+    return tiny_config(SACConfig, **common)
+
+
+def rows(result):
+    return np.asarray(result.buffer_state.rows[: int(result.buffer_state.size)])
+
+
+@pytest.mark.parametrize("algo", ["sac", "crossq"])
+def test_the_device_loop_computes_what_the_host_loop_computes_on_the_same_env(algo):
+    """The same learner and seed on gymnax's Pendulum: the host loop on it wrapped for gymnasium (JaxGymEnv, a
+    vector env of 2, actions rescaled by gymnasium's RescaleAction in numpy), the device loop on it unwrapped.
+    Equal transitions (every buffer row) and parameters after 240 env steps, 4 episode ends, 120 updates;
+    to float tolerance only because numpy and XLA rescale the actions in a different order of operations."""
+    cfg = configs(algo)
+    run = RunConfig(env_id=ENV, n_timesteps=240, n_envs=2, env_kwargs=SHORT, seed=3, eval_freq=-1, verbose=0)
+    on_host = train(run, ALGORITHMS[algo], cfg, NO_LOG)
+    on_device = train_seeds_on_device(run, ALGORITHMS[algo], cfg, [SeedOutput(NO_LOG)])
+    assert on_device.env_steps == on_host.env_steps == 240
+    host_rows, device_rows = rows(on_host), rows(on_device)
+    assert host_rows.shape == device_rows.shape == (240, 2 * 3 + 1 + 2)
+    np.testing.assert_allclose(device_rows, host_rows, rtol=1e-4, atol=1e-5)
+    assert int(on_device.state.step) == int(on_host.state.step) == 120
+    for host_leaf, device_leaf in zip(
+        jax.tree.leaves(on_host.state.actor.params), jax.tree.leaves(on_device.state.actor.params), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(device_leaf), np.asarray(host_leaf), rtol=1e-3, atol=1e-5)
+    host_episodes = on_host.host.seeds[0].episodes
+    device_episodes = on_device.host.seeds[0].episodes
+    assert device_episodes.finished_lengths == host_episodes.finished_lengths == [50] * 4
+    np.testing.assert_allclose(device_episodes.finished_returns, host_episodes.finished_returns, rtol=1e-4)
+
+
+def test_k_vmapped_seeds_start_as_their_single_runs():
+    """--n-seeds on the device loop: seed i's first transitions and state are seed i's single run's."""
+    cfg = configs("sac")
+    run = RunConfig(env_id=ENV, n_timesteps=20, n_envs=2, env_kwargs=SHORT, seed=5, eval_freq=-1, verbose=0)
+    together = train_seeds_on_device(run, ALGORITHMS["sac"], cfg, [SeedOutput(NO_LOG)] * 2)
+    for index in range(2):
+        alone_run = RunConfig(**{**run.__dict__, "seed": 5 + index})
+        alone = train_seeds_on_device(alone_run, ALGORITHMS["sac"], cfg, [SeedOutput(NO_LOG)])
+        seed_rows = np.asarray(together.buffer_state.rows[index, :20])
+        np.testing.assert_allclose(seed_rows, rows(alone), rtol=1e-5, atol=1e-6)
+        first_layer = jax.tree.leaves(together.state.actor.params)[0][index]
+        np.testing.assert_allclose(first_layer, jax.tree.leaves(alone.state.actor.params)[0], rtol=1e-4, atol=1e-6)
+
+
+DEVICE_TINY = [
+    "--algo", "sac", "--env", ENV, "--seed", "7", "--log-interval", "2", "--verbose", "0",
+    "--env-kwargs", "max_steps_in_episode:50",
+    "-params", "learning_starts:40", "batch_size:16", "buffer_size:1000",
+    "policy_kwargs:dict(net_arch=[16])", "n_envs:2", "train_freq:3", "gradient_steps:2",
+]  # fmt: skip
+
+
+def state_hash(path):
+    return hashlib.sha256(zipfile.ZipFile(path).read("state.msgpack")).hexdigest()
+
+
+def test_resume_mid_episode_is_bit_identical_and_the_run_folder_is_the_host_loop_s(tmp_path):
+    """I6 on the device loop: 300 env steps with a checkpoint at 130 (65 vector steps: mid-episode, between
+    training iterations); -i from it ends bit-identical. The run folder holds what a host-loop run's holds."""
+    argv = [*DEVICE_TINY, "-n", "300", "--eval-freq", "100", "--eval-episodes", "2", "-f", str(tmp_path)]
+    assert main([*argv, "--save-freq", "130", "--save-replay-buffer"]) == 0
+    first = tmp_path / "sac" / "gymnax_Pendulum-v1_1"
+    resume = [
+        "--algo", "sac", "--env", ENV, "-i", str(first / "rl_model_130_steps.zip"), "-f", str(tmp_path),
+        "--eval-freq", "100", "--eval-episodes", "2", "--verbose", "0",
+    ]  # fmt: skip
+    assert main(resume) == 0
+    second = tmp_path / "sac" / "gymnax_Pendulum-v1_2"
+    assert state_hash(first / "gymnax_Pendulum-v1.zip") == state_hash(second / "gymnax_Pendulum-v1.zip")
+    original, continued = np.load(first / "evaluations.npz"), np.load(second / "evaluations.npz")
+    np.testing.assert_array_equal(original["timesteps"], [100, 200, 300])
+    np.testing.assert_array_equal(continued["timesteps"], original["timesteps"])
+    np.testing.assert_array_equal(continued["results"], original["results"])
+    assert original["results"].shape == (3, 2)
+    files = {path.name for path in first.iterdir()}
+    assert {"evaluations.npz", "progress.csv", "gymnax_Pendulum-v1.zip", "best_model.zip"} <= files
+    assert (first / "gymnax_Pendulum-v1" / "config.yml").is_file()
+    monitor = (first / "0.monitor.csv").read_text().splitlines()
+    assert len(monitor) == 2 + 3  # two header lines, then env 0's 150 steps: 3 episodes of 50
+    progress = (first / "progress.csv").read_text().splitlines()
+    assert "rollout/ep_rew_mean" in progress[0] and len(progress) > 2
+
+
+def test_settings_the_device_loop_does_not_take_exit_2_before_any_folder(tmp_path, capsys):
+    for extra, expected in (
+        (["--vec-env", "subproc"], "--vec-env subproc"),
+        (["-params", "normalize:True"], "normalize"),
+        (["-params", "use_sde:True"], "use_sde"),
+    ):
+        assert main([*DEVICE_TINY, "-n", "100", "-f", str(tmp_path), *extra]) == 2
+        assert expected in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
