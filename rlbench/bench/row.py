@@ -23,7 +23,8 @@ def bench_entry(
     algo: str, gradient_steps: int, qf: list[int], precision: str = "float32", policy: str = "MlpPolicy"
 ) -> dict:
     """The peer script's settings over each algorithm's defaults (DroQ and CrossQ presets included):
-    learning_starts 1000, train_freq 1, actor [256, 256] and the given critic widths, and the network family."""
+    learning_starts 1000, train_freq 1, actor [256, 256] and the given critic widths, the network family,
+    and TD3's action noise."""
     entry = {
         "learning_starts": WARMUP_STEPS,
         "train_freq": 1,
@@ -36,6 +37,8 @@ def bench_entry(
         entry["policy"] = policy
     if algo == "droq":
         entry["policy_delay"] = gradient_steps
+    elif algo in ("td3", "ddpg"):  # RL Zoo's HalfCheetah noise, as the peer script's
+        entry.update(noise_type="normal", noise_std=0.1)
     return entry
 
 
