@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rlbench.types import EnvSpec
@@ -31,3 +32,15 @@ class JaxEnv:
     reset: Callable[[jax.Array], tuple[Any, jax.Array]]
     step: Callable[[Any, jax.Array, jax.Array], tuple[Any, jax.Array, jax.Array, jax.Array]]
     render: Callable | None = None
+
+
+def conformed(state: Any, shapes: Any) -> Any:
+    """`state` with the shapes and (strong) dtypes of `shapes` (the reset state's, from jax.eval_shape): an env
+    whose reset holds Python numbers (weak types) or squeezed arrays where its step returns others would
+    otherwise change the type of a lax.scan carry."""
+
+    def conform(leaf: Any, shape: jax.ShapeDtypeStruct) -> jax.Array:
+        leaf = jnp.reshape(leaf, shape.shape)
+        return leaf if jax.dtypes.issubdtype(shape.dtype, jax.dtypes.prng_key) else leaf.astype(shape.dtype)
+
+    return jax.tree.map(conform, state, shapes)

@@ -17,7 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.envs.jax_native.env import JaxEnv, conformed
+from rlbench.envs.jax_native.packages import (
+    JAX_ENV_PREFIXES,
+    import_env_package,
+    kwargs_error,
+    positive_int,
+    unknown_env_error,
+)
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
 
@@ -42,8 +49,6 @@ TERMINATION: dict[str, Callable[[Any, Any], jax.Array]] = {
 
 
 def make_gymnax_env(env_id: str, name: str, env_kwargs: dict[str, Any]) -> JaxEnv:
-    from rlbench.envs.jax_native.ids import JAX_ENV_PREFIXES, import_env_package, unknown_env_error
-
     gymnax = import_env_package(env_id, *JAX_ENV_PREFIXES["gymnax"])
     if name not in gymnax.registered_envs:
         raise unknown_env_error(env_id, gymnax.registered_envs, sorted(TERMINATION))
@@ -67,9 +72,7 @@ def _with_kwargs(env_id: str, params: Any, env_kwargs: dict[str, Any]) -> Any:
             raise ConfigError(f"env_kwargs: {env_id} has no parameter {key!r}; valid: {', '.join(names)}")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"env_kwargs: {env_id}'s {key} must be a number, got {reprlib.repr(value)}")
-    steps = env_kwargs.get("max_steps_in_episode", params.max_steps_in_episode)
-    if not isinstance(steps, int) or steps < 1:
-        raise ConfigError(f"env_kwargs: {env_id}'s max_steps_in_episode must be a positive integer, got {steps!r}")
+    positive_int(env_id, "max_steps_in_episode", env_kwargs.get("max_steps_in_episode", params.max_steps_in_episode))
     return params.replace(**env_kwargs)
 
 
@@ -84,22 +87,22 @@ def _jax_env(env_id: str, env: Any, params: Any, terminated: Callable, env_kwarg
     try:
         state_shape, obs_shape = jax.eval_shape(reset_raw, jax.random.key(0))
     except Exception as error:  # a kwarg the dynamics cannot compute with
-        raise _kwargs_error(env_id, env_kwargs, error) from None
+        raise kwargs_error(env_id, env_kwargs, error) from None
 
     def reset(key: jax.Array) -> tuple[Any, jax.Array]:
         state, obs = reset_raw(key)
-        return _conformed(state, state_shape), obs
+        return conformed(state, state_shape), obs
 
     def step(state: Any, action: jax.Array, key: jax.Array) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
         action = jnp.reshape(action, space.shape)
         obs, state, reward, _, _ = env.step_env(key, state, action, params)  # its `done` counts the time limit
-        state = _conformed(state, state_shape)
+        state = conformed(state, state_shape)
         return state, jnp.ravel(obs).astype(jnp.float32), jnp.asarray(reward, jnp.float32), terminated(state, params)
 
     try:
         jax.eval_shape(step, state_shape, jax.ShapeDtypeStruct(space.shape, jnp.float32), jax.random.key(0))
     except Exception as error:
-        raise _kwargs_error(env_id, env_kwargs, error) from None
+        raise kwargs_error(env_id, env_kwargs, error) from None
     low = np.broadcast_to(np.asarray(space.low, np.float32), action_shape).copy()
     high = np.broadcast_to(np.asarray(space.high, np.float32), action_shape).copy()
     return JaxEnv(
@@ -111,15 +114,3 @@ def _jax_env(env_id: str, env: Any, params: Any, terminated: Callable, env_kwarg
         reset=reset,
         step=step,
     )
-
-
-def _conformed(state: Any, shapes: Any) -> Any:
-    """`state` with the shapes and (strong) dtypes of the reset state: gymnax's reset holds Python numbers
-    (weak types) where its step returns arrays, and a lax.scan carry must keep one type."""
-    return jax.tree.map(lambda leaf, shape: jnp.reshape(leaf, shape.shape).astype(shape.dtype), state, shapes)
-
-
-def _kwargs_error(env_id: str, env_kwargs: dict[str, Any], error: Exception) -> ConfigError:
-    shown = ", ".join(f"{k}={reprlib.repr(v)}" for k, v in env_kwargs.items()) or "no kwargs"
-    message = " ".join(str(error).split())
-    return ConfigError(f"env_kwargs: {env_id} fails with {shown}: {type(error).__name__}: {message}")

@@ -3,27 +3,20 @@ playground:CheetahRun), and the one way to build their JaxEnv."""
 
 from __future__ import annotations
 
-import difflib
 import functools
-import importlib
-from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.envs.jax_native.packages import JAX_ENV_PREFIXES, import_env_package
 from rlbench.errors import ConfigError
 
-EXTRA = "jax-envs"
-# prefix -> (the Python package to import, the rlbench extra that installs it)
-JAX_ENV_PREFIXES: dict[str, tuple[str, str]] = {
-    "gymnax": ("gymnax", EXTRA),
-    "brax": ("brax", EXTRA),
-    "playground": ("mujoco_playground", EXTRA),
-}
+__all__ = ["JAX_ENV_PREFIXES", "import_env_package", "is_jax_native", "make_jax_env"]
 
 
 def is_jax_native(env_id: str) -> bool:
-    """ "gymnax:Pendulum-v1" -> True; "Pendulum-v1" and gymnasium's "my.module:Env-v0" -> False."""
+    """Whether `env_id` names a JAX-native env: "gymnax:Pendulum-v1" yes; "Pendulum-v1" and gymnasium's
+    "my.module:Env-v0" (a module that registers gymnasium envs) no."""
     prefix, sep, _ = env_id.partition(":")
     return bool(sep) and prefix in JAX_ENV_PREFIXES
 
@@ -45,29 +38,6 @@ def make_jax_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> Ja
     return _cached_build(env_id, frozen)
 
 
-def import_env_package(env_id: str, package: str, extra: str) -> ModuleType:
-    """`package`, or a ConfigError naming it and the rlbench extra that installs it."""
-    try:
-        return importlib.import_module(package)
-    except ImportError as error:
-        raise ConfigError(
-            f"environment {env_id!r} needs the package {package!r}, which cannot be imported ({error}): "
-            f'pip install -e ".[{extra}]"'
-        ) from None
-
-
-def unknown_env_error(env_id: str, known: Sequence[str], suggested: Sequence[str]) -> ConfigError:
-    """ConfigError for a name the package does not have: its close matches, else the names rlbench runs."""
-    prefix, _, name = env_id.partition(":")
-    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
-    shown = close or list(suggested)
-    hint = "did you mean" if close else "rlbench runs"
-    return ConfigError(
-        f"environment {env_id!r}: {prefix} has no environment {name!r}; {hint} "
-        + ", ".join(f"{prefix}:{candidate}" for candidate in shown)
-    )
-
-
 @functools.lru_cache(maxsize=64)
 def _cached_build(env_id: str, frozen_kwargs: tuple) -> JaxEnv:
     return _build(env_id, _thawed(frozen_kwargs))
@@ -80,9 +50,13 @@ def _build(env_id: str, kwargs: dict[str, Any]) -> JaxEnv:
 
 def _builders() -> dict[str, Callable[[str, str, dict[str, Any]], JaxEnv]]:
     # Imported here: each builder imports its package only when an id of it is built.
-    from rlbench.envs.jax_native import gymnax_envs
+    from rlbench.envs.jax_native import brax_envs, gymnax_envs, playground_envs
 
-    return {"gymnax": gymnax_envs.make_gymnax_env}
+    return {
+        "gymnax": gymnax_envs.make_gymnax_env,
+        "brax": brax_envs.make_brax_env,
+        "playground": playground_envs.make_playground_env,
+    }
 
 
 def _frozen(value: Any) -> Any:

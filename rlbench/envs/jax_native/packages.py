@@ -1,0 +1,63 @@
+"""The packages JAX-native envs come from, and the errors every builder words the same way."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import reprlib
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+from rlbench.errors import ConfigError
+
+EXTRA = "jax-envs"
+# prefix -> (the Python package to import, the rlbench extra that installs it)
+JAX_ENV_PREFIXES: dict[str, tuple[str, str]] = {
+    "gymnax": ("gymnax", EXTRA),
+    "brax": ("brax", EXTRA),
+    "playground": ("mujoco_playground", EXTRA),  # on PyPI as "playground"
+}
+
+
+def import_env_package(env_id: str, package: str, extra: str) -> ModuleType:
+    """`package`, or a ConfigError naming it and the rlbench extra that installs it."""
+    try:
+        return importlib.import_module(package)
+    except ImportError as error:
+        raise ConfigError(
+            f"environment {env_id!r} needs the package {package!r}, which cannot be imported ({error}): "
+            f'pip install -e ".[{extra}]"'
+        ) from None
+
+
+def unknown_env_error(env_id: str, known: Sequence[str], suggested: Sequence[str]) -> ConfigError:
+    """ConfigError for a name the package does not have: its close matches, else the names rlbench runs."""
+    prefix, _, name = env_id.partition(":")
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
+    shown = close or list(suggested)
+    hint = "did you mean" if close else "rlbench runs"
+    return ConfigError(
+        f"environment {env_id!r}: {prefix} has no environment {name!r}; {hint} "
+        + ", ".join(f"{prefix}:{candidate}" for candidate in shown)
+    )
+
+
+def unknown_kwarg_error(env_id: str, key: str, valid: Sequence[str]) -> ConfigError:
+    return ConfigError(f"env_kwargs: {env_id} has no parameter {key!r}; valid: {', '.join(valid)}")
+
+
+def kwargs_error(env_id: str, env_kwargs: Mapping[str, Any], error: Exception) -> ConfigError:
+    """ConfigError for kwargs the env accepted but cannot build or trace with (one line, values bounded)."""
+    message = " ".join(str(error).split())
+    if not env_kwargs:
+        return ConfigError(f"environment {env_id!r} fails to build: {type(error).__name__}: {message}")
+    shown = ", ".join(f"{k}={reprlib.repr(v)}" for k, v in env_kwargs.items()) or "no kwargs"
+    return ConfigError(f"env_kwargs: {env_id} fails with {shown}: {type(error).__name__}: {message}")
+
+
+def positive_int(env_id: str, key: str, value: Any) -> int:
+    """An episode length from env_kwargs, checked."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"env_kwargs: {env_id}'s {key} must be a positive integer, got {reprlib.repr(value)}")
+    return value
