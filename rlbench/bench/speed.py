@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 
@@ -39,6 +40,7 @@ from rlbench.bench.children import rlbench_row_in_subprocess, row_from, run_chil
 from rlbench.bench.row import first_step_row, rlbench_row
 from rlbench.bench.seed_packing import packing_rows
 from rlbench.cli.flags import flag, parser_from, shared
+from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.errors import ConfigError
 from rlbench.networks.trunk import POLICIES
 from rlbench.report.returns import cpu_model
@@ -283,6 +285,15 @@ class Emitter:
                 file.write(json.dumps(row) + "\n")
 
 
+def host_twin(env_id: str) -> str | None:
+    """For a JAX-native id, the gymnasium env it mirrors, whose rows (rlbench's host loop, the --peer's) follow
+    the device loop's: gymnax's classic-control envs are gymnasium's, under the same names. None: no twin."""
+    if not is_jax_native(env_id):
+        return None
+    prefix, _, name = env_id.partition(":")
+    return name if prefix == "gymnax" and name in gym.registry else None
+
+
 def cases_from(args: argparse.Namespace) -> list[tuple]:
     """(algo, n_envs, gradient_steps, steps, critic widths) of each case: --case's, or DEFAULT_CASES."""
     if not args.case:
@@ -314,19 +325,20 @@ def throughput_cases(args: argparse.Namespace, matmul_gflops: dict | None) -> It
                 if args.first_step:
                     yield from first_step_rows(case, args.device)
                     continue
-                row = rlbench_row_in_subprocess(
-                    {**case, "steps": steps, "update_seconds": args.update_seconds}, args.device
-                )
-                if "error" not in row:
-                    row["peak_gflops"] = peak[precision]
-                    row["fraction_of_peak"] = round(row["achieved_gflops"] / peak[precision], 3)
-                yield row
+                for env_id in (args.env, *([twin] if (twin := host_twin(args.env)) else [])):
+                    row = rlbench_row_in_subprocess(
+                        {**case, "env_id": env_id, "steps": steps, "update_seconds": args.update_seconds}, args.device
+                    )
+                    if "error" not in row:
+                        row["peak_gflops"] = peak[precision]
+                        row["fraction_of_peak"] = round(row["achieved_gflops"] / peak[precision], 3)
+                    yield row
             if args.peer and not args.first_step:
                 yield peer_row(
                     args.peer,
                     args.peer_script,
                     algo,
-                    args.env,
+                    host_twin(args.env) or args.env,
                     n_envs,
                     gradient_steps,
                     steps,

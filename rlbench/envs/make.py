@@ -74,10 +74,10 @@ def env_file_name(env_id: str) -> str:
 def check_env_id(env_id: str) -> None:
     """ConfigError with a did-you-mean suggestion when gymnasium, or for a JAX-native id its package, does not
     know `env_id` (and for a JAX-native id whose package is missing or whose env rlbench cannot train on)."""
+    import_env_packages(env_id)  # `module:Name` imports module: it may register gymnasium or JAX-native envs
     if is_jax_native(env_id):
         make_jax_env(env_id)
         return
-    import_env_packages(env_id)
     if env_id.partition(":")[2] in gym.registry or env_id in gym.registry:
         return
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3)

@@ -20,6 +20,7 @@ from rlbench.loop.run_state import SeedOutput
 from rlbench.loop.runner import train
 from rlbench.networks.mlp import NetworkConfig
 from tests.conftest import tiny_config
+from tests.integration.test_env_semantics import Q_CONFIG, q_value
 
 pytest.importorskip("gymnax")
 
@@ -128,3 +129,22 @@ def test_settings_the_device_loop_does_not_take_exit_2_before_any_folder(tmp_pat
         assert main([*DEVICE_TINY, "-n", "100", "-f", str(tmp_path), *extra]) == 2
         assert expected in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_truncation_bootstraps_and_termination_does_not_on_the_device_loop():
+    """D1 and D2 on the device loop, as tests/integration/test_env_semantics.py checks the host loop's: reward 1
+    forever, one constant observation. Cut by an 8-step time limit, bootstrapping from the final observation
+    gives Q = 1 / (1 - 0.9) = 10 (1 / (1 - 0.9 * 7/8) = 4.7 if truncation were terminal); a true terminal state
+    at step 8 gives Q = 1 + 0.9 * (7/8) * Q = 4.71."""
+    import tests.jax_envs  # noqa: F401  (registers the envs)
+
+    cfg = tiny_config(SACConfig, **Q_CONFIG, tau=0.05)
+    for env_id, expected in (("tests.jax_envs:InfiniteHorizon-v0", 10.0), ("tests.jax_envs:TerminateAt8-v0", 4.71)):
+        run = RunConfig(env_id=env_id, n_timesteps=3000, seed=0, eval_freq=-1, verbose=0)
+        result = train_seeds_on_device(run, ALGORITHMS["sac"], cfg, [SeedOutput(NO_LOG)])
+        assert abs(q_value(cfg, result) - expected) < 0.7, env_id
+        terminated = rows(result)[:, -1]
+        if expected == 10.0:
+            assert terminated.sum() == 0  # truncations are never stored as terminal
+        else:
+            np.testing.assert_array_equal(np.flatnonzero(terminated) % 8, 7)

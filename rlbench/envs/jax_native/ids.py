@@ -11,14 +11,29 @@ from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.packages import JAX_ENV_PREFIXES, import_env_package
 from rlbench.errors import ConfigError
 
-__all__ = ["JAX_ENV_PREFIXES", "import_env_package", "is_jax_native", "make_jax_env"]
+__all__ = ["JAX_ENV_PREFIXES", "import_env_package", "is_jax_native", "make_jax_env", "register_jax_env"]
+
+# One's own JAX-native envs, by id: what `register_jax_env` added in this process.
+_REGISTERED: dict[str, Callable[[dict[str, Any]], JaxEnv]] = {}
+
+
+def register_jax_env(env_id: str, make: Callable[[dict[str, Any]], JaxEnv]) -> None:
+    """Add a JAX-native env of one's own under `env_id` ("package:Name-v0"), as gymnasium.register adds a
+    gymnasium env: `make(env_kwargs)` builds its JaxEnv. Call it in a module that train.py imports with
+    --gym-packages (it is imported before the env id is checked); the device loop then trains on it."""
+    prefix, sep, name = env_id.partition(":")
+    if not (sep and prefix and name) or prefix in JAX_ENV_PREFIXES:
+        reserved = ", ".join(JAX_ENV_PREFIXES)
+        raise ValueError(f"JAX env id {env_id!r}: expected <package>:<name>, with a prefix other than {reserved}")
+    _REGISTERED[env_id] = make
+    _cached_build.cache_clear()  # an id registered again builds the new env
 
 
 def is_jax_native(env_id: str) -> bool:
-    """Whether `env_id` names a JAX-native env: "gymnax:Pendulum-v1" yes; "Pendulum-v1" and gymnasium's
-    "my.module:Env-v0" (a module that registers gymnasium envs) no."""
+    """Whether `env_id` names a JAX-native env: "gymnax:Pendulum-v1" and registered ids yes; "Pendulum-v1"
+    and gymnasium's "my.module:Env-v0" (a module that registers gymnasium envs) no."""
     prefix, sep, _ = env_id.partition(":")
-    return bool(sep) and prefix in JAX_ENV_PREFIXES
+    return (bool(sep) and prefix in JAX_ENV_PREFIXES) or env_id in _REGISTERED
 
 
 def make_jax_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> JaxEnv:
@@ -44,6 +59,8 @@ def _cached_build(env_id: str, frozen_kwargs: tuple) -> JaxEnv:
 
 
 def _build(env_id: str, kwargs: dict[str, Any]) -> JaxEnv:
+    if env_id in _REGISTERED:
+        return _REGISTERED[env_id](kwargs)
     prefix, _, name = env_id.partition(":")
     return _builders()[prefix](env_id, name, kwargs)
 

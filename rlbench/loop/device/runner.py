@@ -76,7 +76,9 @@ def train_seeds_on_device(
             run, env.spec, None, None, programs, schedule, list(outputs), loggers,
             Carry(carry.state, carry.buffer_state), host, saves, FiniteGuard(programs.axis), monitors,
         )  # fmt: skip
-        return run_device_loop(DeviceRun(loop, device, carry, shape.chunk_length), on_eval, on_iteration, stop_requested)
+        return run_device_loop(
+            DeviceRun(loop, device, carry, shape.chunk_length), on_eval, on_iteration, stop_requested
+        )
 
 
 @functools.lru_cache(maxsize=4)  # a resume or a repeated trial in the same process reuses the compiled programs
