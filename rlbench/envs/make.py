@@ -112,7 +112,13 @@ def make_single_env(
         if worker:
             warnings.simplefilter("ignore")
         if is_jax_native(env_id):  # the JAX env as a gymnasium env: the host loop, enjoy.py
-            env: gym.Env = JaxGymEnv(make_jax_env(env_id, env_kwargs), render_mode=render_mode)
+            jax_env = make_jax_env(env_id, env_kwargs)
+            if render_mode is not None and jax_env.render is None:
+                raise ConfigError(
+                    f"environment {env_id!r} does not render (no frames to record); Brax and MuJoCo Playground "
+                    "envs render through MuJoCo's renderer"
+                )
+            env: gym.Env = JaxGymEnv(jax_env, render_mode=render_mode)
         else:
             env = gym.make(env_id, **dict(env_kwargs), **({"render_mode": render_mode} if render_mode else {}))
     if "Bullet" in env_id:
