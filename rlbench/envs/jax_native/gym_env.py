@@ -11,6 +11,7 @@ the device loop's step already started, from the reset key that step split off.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -20,6 +21,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.vector import EnvCarry, reset_envs, restart_envs, step_envs_in_bounds
+from rlbench.errors import ConfigError
 
 INT32_SEEDS = 2**31  # reset_envs' seeds are int32, as the device loop's
 
@@ -28,8 +30,14 @@ class JaxGymEnv(gym.Env):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 30}
 
     def __init__(self, jax_env: JaxEnv, render_mode: str | None = None):
+        if render_mode == "human":  # enjoy.py's default: these envs draw frames, they open no window
+            warnings.warn(f"{jax_env.env_id} has no window to render in; playing without one", stacklevel=2)
+            render_mode = None
         if render_mode is not None and (render_mode != "rgb_array" or jax_env.render is None):
-            raise ValueError(f"{jax_env.env_id} cannot render in mode {render_mode!r}")
+            raise ConfigError(
+                f"{jax_env.env_id} cannot render in mode {render_mode!r}"
+                + ("" if jax_env.render else " (Brax's and Playground's envs render through MuJoCo; gymnax's do not)")
+            )
         self.jax_env = jax_env
         self.render_mode = render_mode
         obs_dim = jax_env.spec.obs_dim
