@@ -40,9 +40,7 @@ class JaxGymEnv(gym.Env):
             )
         self.jax_env = jax_env
         self.render_mode = render_mode
-        obs_dim = jax_env.spec.obs_dim
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
-        self.action_space = gym.spaces.Box(jax_env.action_low, jax_env.action_high, dtype=np.float32)
+        self.observation_space, self.action_space = jax_env_spaces(jax_env)
         # A spec with the time limit, as gym.make's: TimeFeatureWrapper reads max_episode_steps there.
         self.spec = EnvSpec(
             id=jax_env.env_id, entry_point=f"{__name__}:JaxGymEnv", max_episode_steps=jax_env.max_episode_steps
@@ -80,6 +78,12 @@ class JaxGymEnv(gym.Env):
             return None
         state = jax.tree.map(lambda leaf: leaf[0], self._carry.state)
         return np.asarray(self.jax_env.render(state))
+
+
+def jax_env_spaces(jax_env: JaxEnv) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    """(observation space: unbounded flat float32, action space: the env's bounds)."""
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (jax_env.spec.obs_dim,), np.float32)
+    return observation_space, gym.spaces.Box(jax_env.action_low, jax_env.action_high, dtype=np.float32)
 
 
 @functools.lru_cache(maxsize=64)  # a JaxEnv hashes by identity: one set of jitted functions per env
