@@ -60,7 +60,7 @@ class JaxGymEnv(gym.Env):
         elif not self._ended:
             self._carry = self._restart(self._carry)
         self._ended = False
-        return np.asarray(self._carry.obs[0]), {}
+        return np.array(self._carry.obs[0]), {}
 
     def step(self, action):
         if self._carry is None:
@@ -69,9 +69,10 @@ class JaxGymEnv(gym.Env):
             self._ended = False
         actions = np.asarray(action, np.float32).reshape(1, self.jax_env.spec.action_dim)
         self._carry, out = self._step(self._carry, actions)
+        out = jax.device_get(out)  # one transfer; indexing the device arrays would launch an op each
         terminated, truncated = bool(out.terminated[0]), bool(out.truncated[0])
         self._ended = terminated or truncated
-        return np.asarray(out.final_obs[0]), float(out.reward[0]), terminated, truncated, {}
+        return np.array(out.final_obs[0]), float(out.reward[0]), terminated, truncated, {}
 
     def render(self):
         if self.render_mode is None or self._carry is None:
