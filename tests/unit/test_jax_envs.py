@@ -185,6 +185,7 @@ def test_jax_native_ids():
         ("gymnax:CartPole-v1", None, "rlbench's learners need a Box action space"),
         ("gymnax:Pendulum-v1", {"max_tork": 1.0}, "has no parameter 'max_tork'; valid: max_steps_in_episode"),
         ("gymnax:Pendulum-v1", {"max_torque": "strong"}, "max_torque must be a number"),
+        ("gymnax:PointRobot-misc", {"dense_reward": 1}, "dense_reward must be True or False, got 1"),
         ("gymnax:Pendulum-v1", {"max_steps_in_episode": 2.5}, "max_steps_in_episode must be a positive integer"),
     ],
 )
