@@ -243,14 +243,14 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
     manifest = loaded.manifest
     # --record renders offscreen (rgb_array) even with --no-render, which only means "no window".
     render = "rgb_array" if recording else (None if args.no_render or headless else "human")
-    try:
+    try:  # the first env renders, and the first can refuse to (a JAX-native env that draws no frames)
         envs = [
             make_single_env(
                 args.env, loaded.env_kwargs, loaded.wrappers, args.gym_packages, render_mode=render if i == 0 else None
             )
             for i in range(args.n_envs)
         ]
-    except ConfigError as error:  # an env that cannot render (a JAX-native env without a renderer)
+    except ConfigError as error:
         return exit_code(error)
     try:
         if args.verbose:

@@ -35,7 +35,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.async_vector_env import AsyncState
 
-from rlbench.envs.jax_native.gym_env import JaxGymEnv
+from rlbench.envs.jax_native.gym_env import JaxGymEnv, jax_env_spaces
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
 from rlbench.envs.replay import EpisodeRecorder
 from rlbench.envs.wrappers import EnvWrapper
@@ -312,6 +312,8 @@ def check_env_runs(
     naming `flag`) when any of that fails, so that kwargs an env accepts but cannot use (a string where
     it computes with a number) are refused before training, not at the first step or evaluation.
     Returns the env's `original_spaces`."""
+    if is_jax_native(env_id) and not wrappers:
+        return _jax_env_spaces(env_id, env_kwargs, flag)
     env = None
     try:
         env = make_single_env(env_id, env_kwargs, wrappers, packages)
@@ -331,6 +333,20 @@ def check_env_runs(
         if env is not None:
             env.close()
     return spaces
+
+
+def _jax_env_spaces(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    """check_env_runs for a JAX-native env: make_jax_env has traced its reset and step with the kwargs
+    (jax.eval_shape), which refuses what building and stepping would, without compiling the env (tens of
+    seconds for a physics env on a CPU)."""
+    try:
+        jax_env = make_jax_env(env_id, env_kwargs)
+    except ConfigError as error:
+        message = str(error)
+        raise ConfigError(
+            f"{flag}: {message.removeprefix('env_kwargs: ')}" if message.startswith("env_kwargs: ") else message
+        ) from None
+    return jax_env_spaces(jax_env)
 
 
 def final_observations(next_obs: np.ndarray, infos: Mapping[str, Any], done: np.ndarray) -> np.ndarray:

@@ -23,6 +23,8 @@ def run_cli(tmp_path, *argv):
     "argv,message",
     [
         (["--env", "Pendulm-v1"], r"not found.*did you mean.*Pendulum-v1"),
+        (["--env", "gymnax:Pendulm-v1"], r"gymnax has no environment 'Pendulm-v1'; did you mean gymnax:Pendulum-v1"),
+        (["--env", "gymnax:CartPole-v1"], r"gymnax:CartPole-v1': rlbench's learners need a Box action space"),
         (["--algo", "sacc"], r"unknown algorithm 'sacc'.*did you mean 'sac'"),
         (["-params", "learning_rat:0.001"], r"unknown hyperparameter 'learning_rat'.*did you mean 'learning_rate'"),
         (["-params", "learning_rate:abc"], r"learning_rate"),
@@ -52,6 +54,15 @@ def test_bad_input_exits_2_before_writing(tmp_path, capsys, argv, message):
     assert run_cli(tmp_path, "--algo", "sac", "--env", "Pendulum-v1", *argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and re.search(message, err), out + err
+    assert not (tmp_path / "logs").exists()
+
+
+def test_jax_env_kwargs_the_env_rejects_exit_2_before_writing(tmp_path, capsys):
+    argv = ["--env", "gymnax:Pendulum-v1", "--env-kwargs", "max_tork:1.0"]
+    assert run_cli(tmp_path, "--algo", "sac", *argv) == 2
+    err = capsys.readouterr().err  # stdout names the hyperparameter entry used: sac.yml has no gymnax entry
+    expected = "error: --env-kwargs / env_kwargs: gymnax:Pendulum-v1 has no parameter 'max_tork'; valid: max_steps_"
+    assert err.startswith(expected) and len(err.splitlines()) == 1, err
     assert not (tmp_path / "logs").exists()
 
 

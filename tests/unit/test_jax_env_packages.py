@@ -69,7 +69,9 @@ def test_playground_physics_env_steps_and_truncates():
 def test_brax_physics_env_through_the_gymnasium_view():
     pytest.importorskip("brax")
     env = make_jax_env("brax:halfcheetah", {"backend": "positional", "episode_length": 4})
-    carry = reset_envs(env, jnp.array([5], jnp.int32))
+    # Jitted as JaxGymEnv's are: a physics step run op by op (or fused differently inside a larger program)
+    # rounds differently in the last bits.
+    carry = jax.jit(lambda seeds: reset_envs(env, seeds))(jnp.array([5], jnp.int32))
     gym_env = JaxGymEnv(env)
     np.testing.assert_array_equal(gym_env.reset(seed=5)[0], np.asarray(carry.obs[0]))
     actions = np.random.default_rng(0).uniform(-1, 1, (6, 1, 6)).astype(np.float32)

@@ -9,8 +9,15 @@ import pytest
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.gym_env import JaxGymEnv
 from rlbench.envs.jax_native.ids import import_env_package, is_jax_native, make_jax_env
-from rlbench.envs.jax_native.vector import reset_envs, step_envs, step_envs_in_bounds, unit_to_bounds
-from rlbench.envs.make import check_env_id, check_env_runs, make_single_env
+from rlbench.envs.jax_native.vector import (
+    carry_arrays,
+    carry_from_arrays,
+    reset_envs,
+    step_envs,
+    step_envs_in_bounds,
+    unit_to_bounds,
+)
+from rlbench.envs.make import check_env_id, check_env_runs, final_observations, make_single_env, make_vector_env
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
 
@@ -134,7 +141,7 @@ def test_the_gymnasium_view_steps_exactly_as_the_vector_envs():
     env = make_jax_env("gymnax:Pendulum-v1", {"max_steps_in_episode": 40})
     actions = jnp.asarray(np.random.default_rng(2).uniform(-1.2, 1.2, (300, 1, 1)).astype(np.float32))
     bounded = np.asarray(unit_to_bounds(env, actions))  # what gymnasium's RescaleAction would hand it
-    carry = reset_envs(env, jnp.array([11], jnp.int32))
+    carry = jax.jit(lambda seeds: reset_envs(env, seeds))(jnp.array([11], jnp.int32))
     gym_env = JaxGymEnv(env)
     obs, _ = gym_env.reset(seed=11)
     np.testing.assert_array_equal(obs, np.asarray(carry.obs[0]))
@@ -178,6 +185,7 @@ def test_jax_native_ids():
         ("gymnax:CartPole-v1", None, "rlbench's learners need a Box action space"),
         ("gymnax:Pendulum-v1", {"max_tork": 1.0}, "has no parameter 'max_tork'; valid: max_steps_in_episode"),
         ("gymnax:Pendulum-v1", {"max_torque": "strong"}, "max_torque must be a number"),
+        ("gymnax:PointRobot-misc", {"dense_reward": 1}, "dense_reward must be True or False, got 1"),
         ("gymnax:Pendulum-v1", {"max_steps_in_episode": 2.5}, "max_steps_in_episode must be a positive integer"),
     ],
 )
@@ -196,3 +204,51 @@ def test_a_missing_package_names_the_extra():
     expected = r"needs the package 'no_such_jax_envs_package'.*: pip install -e \"\.\[jax-envs\]\"$"
     with pytest.raises(ConfigError, match=expected):
         import_env_package("nope:Env-v0", "no_such_jax_envs_package", "jax-envs")
+
+
+def test_the_host_loops_vector_env_follows_the_device_loops_steps():
+    """make_vector_env's JAX-native path (SAME_STEP autoreset, numpy's RescaleAction): the device loop's
+    transitions, the actions rescaled in numpy instead of JAX."""
+    kwargs = {"max_steps_in_episode": 30}
+    env = make_jax_env("gymnax:Pendulum-v1", kwargs)
+    vector_env = make_vector_env("gymnax:Pendulum-v1", 2, "dummy", kwargs)
+    actions = np.random.default_rng(3).uniform(-1, 1, (70, 2, 1)).astype(np.float32)
+    try:
+        obs, _ = vector_env.reset(seed=[3, 4])
+        carry = jax.jit(lambda seeds: reset_envs(env, seeds))(jnp.array([3, 4], jnp.int32))
+        np.testing.assert_array_equal(obs, np.asarray(carry.obs))
+        step = jax.jit(lambda c, a: step_envs(env, c, a))
+        for action in actions:
+            obs, reward, terminated, truncated, infos = vector_env.step(action)
+            carry, out = step(carry, action)
+            np.testing.assert_array_equal(truncated, np.asarray(out.truncated))
+            assert not terminated.any() and not np.asarray(out.terminated).any()
+            np.testing.assert_allclose(obs, np.asarray(out.next_obs), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(reward, np.asarray(out.reward), rtol=1e-5, atol=1e-6)
+            final = final_observations(obs, infos, terminated | truncated)
+            np.testing.assert_allclose(final, np.asarray(out.final_obs), rtol=1e-5, atol=1e-6)
+    finally:
+        vector_env.close()
+    assert int(np.asarray(out.truncated).sum()) == 0 and truncated.sum() == 0  # 70 = 2 ends and 10 steps
+
+
+def test_the_carry_round_trips_through_arrays_and_resumes_bit_exactly():
+    env = make_jax_env("gymnax:Pendulum-v1", {"max_steps_in_episode": 7})
+    seeds = jnp.array([[1, 2], [3, 4]], jnp.int32)  # [n_seeds, n_envs], as the device loop's carry
+    reset = jax.jit(jax.vmap(lambda s: reset_envs(env, s)))
+    step = jax.jit(jax.vmap(lambda c, a: step_envs(env, c, a)))
+    actions = jnp.asarray(np.random.default_rng(4).uniform(-1, 1, (12, 2, 2, 1)).astype(np.float32))
+    carry = reset(seeds)
+    for action in actions[:5]:  # mid-episode
+        carry, _ = step(carry, action)
+    arrays = carry_arrays(carry)
+    assert all(isinstance(array, np.ndarray) for array in arrays) and arrays[-2].dtype == np.uint32  # key data
+    restored = carry_from_arrays(jax.eval_shape(reset, seeds), arrays)
+    for action in actions[5:]:  # across the time limit at step 7
+        carry, out = step(carry, action)
+        restored, again = step(restored, action)
+        for original, resumed in zip(jax.tree.leaves(out), jax.tree.leaves(again), strict=True):
+            np.testing.assert_array_equal(np.asarray(original), np.asarray(resumed))
+    wrong = [*arrays[:-1], arrays[-1].astype(np.int64)]  # elapsed, forged
+    with pytest.raises(ValueError, match=r"array 6 is int64\[2, 2\]; this env's is int32\[2, 2\]"):
+        carry_from_arrays(jax.eval_shape(reset, seeds), wrong)

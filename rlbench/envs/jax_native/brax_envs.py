@@ -62,9 +62,13 @@ def _renderer(env: Any):
     if system is None or getattr(system, "mj_model", None) is None:
         return None
 
+    # The model's first camera (Brax's locomotion models: "track", which follows the body), else MuJoCo's
+    # free camera, from where a cheetah is a few pixels.
+    camera = (system.mj_model.camera(0).name or 0) if system.mj_model.ncam else None
+
     def render(state: Any) -> np.ndarray:
         from brax.io import image
 
-        return np.asarray(image.render_array(system, state.pipeline_state, height=240, width=320))
+        return np.asarray(image.render_array(system, state.pipeline_state, height=240, width=320, camera=camera))
 
     return render

@@ -11,6 +11,7 @@ the device loop's step already started, from the reset key that step split off.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -20,6 +21,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.vector import EnvCarry, reset_envs, restart_envs, step_envs_in_bounds
+from rlbench.errors import ConfigError
 
 INT32_SEEDS = 2**31  # reset_envs' seeds are int32, as the device loop's
 
@@ -28,13 +30,17 @@ class JaxGymEnv(gym.Env):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 30}
 
     def __init__(self, jax_env: JaxEnv, render_mode: str | None = None):
+        if render_mode == "human":  # enjoy.py's default: these envs draw frames, they open no window
+            warnings.warn(f"{jax_env.env_id} has no window to render in; playing without one", stacklevel=2)
+            render_mode = None
         if render_mode is not None and (render_mode != "rgb_array" or jax_env.render is None):
-            raise ValueError(f"{jax_env.env_id} cannot render in mode {render_mode!r}")
+            raise ConfigError(
+                f"{jax_env.env_id} cannot render in mode {render_mode!r}"
+                + ("" if jax_env.render else " (Brax's and Playground's envs render through MuJoCo; gymnax's do not)")
+            )
         self.jax_env = jax_env
         self.render_mode = render_mode
-        obs_dim = jax_env.spec.obs_dim
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
-        self.action_space = gym.spaces.Box(jax_env.action_low, jax_env.action_high, dtype=np.float32)
+        self.observation_space, self.action_space = jax_env_spaces(jax_env)
         # A spec with the time limit, as gym.make's: TimeFeatureWrapper reads max_episode_steps there.
         self.spec = EnvSpec(
             id=jax_env.env_id, entry_point=f"{__name__}:JaxGymEnv", max_episode_steps=jax_env.max_episode_steps
@@ -54,7 +60,7 @@ class JaxGymEnv(gym.Env):
         elif not self._ended:
             self._carry = self._restart(self._carry)
         self._ended = False
-        return np.asarray(self._carry.obs[0]), {}
+        return np.array(self._carry.obs[0]), {}
 
     def step(self, action):
         if self._carry is None:
@@ -63,15 +69,22 @@ class JaxGymEnv(gym.Env):
             self._ended = False
         actions = np.asarray(action, np.float32).reshape(1, self.jax_env.spec.action_dim)
         self._carry, out = self._step(self._carry, actions)
+        out = jax.device_get(out)  # one transfer; indexing the device arrays would launch an op each
         terminated, truncated = bool(out.terminated[0]), bool(out.truncated[0])
         self._ended = terminated or truncated
-        return np.asarray(out.final_obs[0]), float(out.reward[0]), terminated, truncated, {}
+        return np.array(out.final_obs[0]), float(out.reward[0]), terminated, truncated, {}
 
     def render(self):
         if self.render_mode is None or self._carry is None:
             return None
         state = jax.tree.map(lambda leaf: leaf[0], self._carry.state)
         return np.asarray(self.jax_env.render(state))
+
+
+def jax_env_spaces(jax_env: JaxEnv) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    """(observation space: unbounded flat float32, action space: the env's bounds)."""
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (jax_env.spec.obs_dim,), np.float32)
+    return observation_space, gym.spaces.Box(jax_env.action_low, jax_env.action_high, dtype=np.float32)
 
 
 @functools.lru_cache(maxsize=64)  # a JaxEnv hashes by identity: one set of jitted functions per env

@@ -24,6 +24,7 @@ from rlbench.envs.jax_native.packages import (
     kwargs_error,
     positive_int,
     unknown_env_error,
+    unknown_kwarg_error,
 )
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
@@ -69,8 +70,11 @@ def _with_kwargs(env_id: str, params: Any, env_kwargs: dict[str, Any]) -> Any:
     names = [field.name for field in dataclasses.fields(params)]
     for key, value in env_kwargs.items():
         if key not in names:
-            raise ConfigError(f"env_kwargs: {env_id} has no parameter {key!r}; valid: {', '.join(names)}")
-        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise unknown_kwarg_error(env_id, key, names)
+        default = getattr(params, key)
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"env_kwargs: {env_id}'s {key} must be True or False, got {reprlib.repr(value)}")
+        if not isinstance(default, bool) and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise ConfigError(f"env_kwargs: {env_id}'s {key} must be a number, got {reprlib.repr(value)}")
     positive_int(env_id, "max_steps_in_episode", env_kwargs.get("max_steps_in_episode", params.max_steps_in_episode))
     return params.replace(**env_kwargs)
