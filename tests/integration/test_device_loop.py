@@ -3,6 +3,9 @@ same env wrapped for gymnasium, its seeds start as single runs, it resumes bit-e
 run folder is the host loop's."""
 
 import hashlib
+import signal
+import subprocess
+import sys
 import zipfile
 
 import jax
@@ -12,15 +15,17 @@ import pytest
 from rlbench.algos.crossq.config import CrossQConfig
 from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.config import SACConfig
-from rlbench.cli.train import main
+from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.config.entry import RunConfig
 from rlbench.loggers.base import MultiLogger
 from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.run_state import SeedOutput
 from rlbench.loop.runner import train
 from rlbench.networks.mlp import NetworkConfig
-from tests.conftest import tiny_config
+from rlbench.store.checkpoint import read_checkpoint
+from tests.conftest import REPO_ROOT, tiny_config
 from tests.integration.test_env_semantics import Q_CONFIG, q_value
+from tests.integration.test_resume import wait_for
 
 pytest.importorskip("gymnax")
 
@@ -148,3 +153,30 @@ def test_truncation_bootstraps_and_termination_does_not_on_the_device_loop():
             assert terminated.sum() == 0  # truncations are never stored as terminal
         else:
             np.testing.assert_array_equal(np.flatnonzero(terminated) % 8, 7)
+
+
+def test_sigterm_on_the_device_loop_checkpoints_at_the_chunk_s_end_exits_75_and_resumes_bit_identically(tmp_path):
+    """C4 on the device loop: the signal is seen when the running chunk returns; the checkpoint holds the buffer
+    and the envs mid-episode; the resumed run ends where an uninterrupted run ends, bit for bit."""
+    argv = [*DEVICE_TINY, "-n", "3000", "--eval-freq", "200", "--eval-episodes", "2"]
+    log = tmp_path / "stopped.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path / "a"), *argv, "--verbose", "1"],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=out,
+        )
+        wait_for(log, lambda: "Eval num_timesteps=400" in log.read_text() or proc.poll() is not None)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
+    assert "Stopped by SIGTERM" in log.read_text()
+    first = tmp_path / "a" / "sac" / "gymnax_Pendulum-v1_1"
+    (checkpoint,) = first.glob("rl_model_*_steps.zip")
+    stopped = read_checkpoint(checkpoint).manifest
+    assert stopped.replay_buffer and 400 <= stopped.counters.env_steps < 3000
+    resume = ["--algo", "sac", "--env", ENV, "-i", str(checkpoint), "-f", str(tmp_path / "a"), "--verbose", "0"]
+    assert main([*resume, "--eval-freq", "200", "--eval-episodes", "2"]) == 0
+    assert main([*argv, "-f", str(tmp_path / "b")]) == 0
+    reference = tmp_path / "b" / "sac" / "gymnax_Pendulum-v1_1" / "gymnax_Pendulum-v1.zip"
+    assert state_hash(first.parent / "gymnax_Pendulum-v1_2" / "gymnax_Pendulum-v1.zip") == state_hash(reference)
