@@ -2,6 +2,8 @@
 layer, and the ConfigErrors of their ids and kwargs. Their physics compile for tens of seconds on a CPU: the
 default suite steps Brax's `fast` test env only; the physics envs are `slow`."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -83,3 +85,14 @@ def test_brax_physics_env_through_the_gymnasium_view():
         assert (reward, terminated, truncated) == (float(out.reward[0]), False, bool(out.truncated[0]))
         if truncated:
             np.testing.assert_array_equal(gym_env.reset()[0], np.asarray(out.next_obs[0]))
+
+
+def test_mujoco_warnings_become_python_warnings_not_stdout_or_a_log_file(tmp_path, monkeypatch, capfd):
+    pytest.importorskip("brax")
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_jax_env("brax:halfcheetah", {"episode_length": 17})  # its XML's settotalmass: deprecated in MuJoCo 4
+    assert capfd.readouterr().out == ""
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    assert any("brax:halfcheetah: MuJoCo: " in str(warning.message) for warning in caught)

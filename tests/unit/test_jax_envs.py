@@ -79,6 +79,11 @@ def test_truncation_restarts_at_the_time_limit_and_keeps_the_final_obs():
     # The first reset follows the same chain: key(seed) split once, the second half resets.
     _, reset_key = jax.random.split(jax.random.key(3))
     np.testing.assert_array_equal(np.asarray(first.obs[0]), np.asarray(env.reset(reset_key)[1]))
+    # Every seed rlbench takes (up to 2**32 - 1) keys as the Python int; int32 and uint32 seeds agree below 2**31.
+    big = reset_envs(env, np.array([2**32 - 1, 3], np.uint32))
+    _, reset_key = jax.random.split(jax.random.key(2**32 - 1))
+    np.testing.assert_array_equal(np.asarray(big.obs[0]), np.asarray(env.reset(reset_key)[1]))
+    np.testing.assert_array_equal(np.asarray(big.obs[1]), np.asarray(first.obs[0]))
 
 
 def test_termination_restarts_with_the_reset_key_and_is_not_truncation():

@@ -23,7 +23,7 @@ from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.vector import EnvCarry, reset_envs, restart_envs, step_envs_in_bounds
 from rlbench.errors import ConfigError
 
-INT32_SEEDS = 2**31  # reset_envs' seeds are int32, as the device loop's
+SEEDS = 2**32  # reset_envs reads seeds as uint32: rlbench's seeds (store.schema.MAX_SEED) all fit
 
 
 class JaxGymEnv(gym.Env):
@@ -52,11 +52,11 @@ class JaxGymEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         if seed is not None:
-            if not 0 <= seed < INT32_SEEDS:
-                raise ValueError(f"{self.jax_env.env_id}: seed {seed} is outside [0, 2**31)")
-            self._carry = self._reset(np.array([seed], np.int32))
+            if not 0 <= seed < SEEDS:
+                raise ValueError(f"{self.jax_env.env_id}: seed {seed} is outside [0, 2**32)")
+            self._carry = self._reset(np.array([seed], np.uint32))
         elif self._carry is None:  # never seeded: a seed from gymnasium's own RNG
-            self._carry = self._reset(self.np_random.integers(INT32_SEEDS, size=1).astype(np.int32))
+            self._carry = self._reset(self.np_random.integers(SEEDS, size=1).astype(np.uint32))
         elif not self._ended:
             self._carry = self._restart(self._carry)
         self._ended = False
@@ -65,9 +65,8 @@ class JaxGymEnv(gym.Env):
     def step(self, action):
         if self._carry is None:
             raise gym.error.ResetNeeded("call reset() before step()")
-        if self._ended:  # gymnasium allows stepping on; the env continues in the episode already started
-            self._ended = False
         actions = np.asarray(action, np.float32).reshape(1, self.jax_env.spec.action_dim)
+        # After an end without a reset (gymnasium allows it), the env continues in the episode already started.
         self._carry, out = self._step(self._carry, actions)
         out = jax.device_get(out)  # one transfer; indexing the device arrays would launch an op each
         terminated, truncated = bool(out.terminated[0]), bool(out.truncated[0])

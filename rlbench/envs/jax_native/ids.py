@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlbench.envs.jax_native.env import JaxEnv
-from rlbench.envs.jax_native.packages import JAX_ENV_PREFIXES, import_env_package
+from rlbench.envs.jax_native.packages import JAX_ENV_PREFIXES, import_env_package, mujoco_warnings_caught
 from rlbench.errors import ConfigError
 
 __all__ = ["JAX_ENV_PREFIXES", "import_env_package", "is_jax_native", "make_jax_env", "register_jax_env"]
@@ -62,7 +62,11 @@ def _build(env_id: str, kwargs: dict[str, Any]) -> JaxEnv:
     if env_id in _REGISTERED:
         return _REGISTERED[env_id](kwargs)
     prefix, _, name = env_id.partition(":")
-    return _builders()[prefix](env_id, name, kwargs)
+    builder = _builders()[prefix]
+    if prefix == "gymnax":  # no MuJoCo model
+        return builder(env_id, name, kwargs)
+    with mujoco_warnings_caught(env_id):
+        return builder(env_id, name, kwargs)
 
 
 def _builders() -> dict[str, Callable[[str, str, dict[str, Any]], JaxEnv]]:

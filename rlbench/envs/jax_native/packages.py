@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import reprlib
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -61,3 +63,21 @@ def positive_int(env_id: str, key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"env_kwargs: {env_id}'s {key} must be a positive integer, got {reprlib.repr(value)}")
     return value
+
+
+@contextlib.contextmanager
+def mujoco_warnings_caught(env_id: str) -> Iterator[None]:
+    """MuJoCo's own warnings while an env's model compiles (Brax's and Playground's XML use attributes
+    MuJoCo 4 deprecates), as Python warnings: MuJoCo's default handler prints them on stdout, in the middle
+    of a run's output, and appends them to MUJOCO_LOG.TXT in the working directory."""
+    import mujoco
+
+    caught: list[str] = []
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(caught.append)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+        for text in dict.fromkeys(caught):
+            warnings.warn(f"{env_id}: MuJoCo: {text}", stacklevel=3)

@@ -44,8 +44,9 @@ class EnvStep(NamedTuple):
 
 
 def reset_envs(env: JaxEnv, seeds: jax.Array) -> EnvCarry:
-    """Start one env per seed (int32 [n]); env i's key chain starts at jax.random.key(seeds[i])."""
-    keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.int32))
+    """Start one env per seed (int32 or uint32 [n]); env i's key chain starts at jax.random.key(seeds[i]).
+    Seeds are read as uint32, so every seed rlbench takes (up to 2**32 - 1, as SB3) keys as the Python int."""
+    keys = jax.vmap(jax.random.key)(jnp.asarray(seeds).astype(jnp.uint32))
     return jax.vmap(lambda key: _reset_one(env, key))(keys)
 
 
