@@ -24,6 +24,9 @@ fetch filelock==3.20.0
 # tfp-nightly for its distributions, with tfp's small dependencies.
 fetch sbx-rl==0.28.0 stable-baselines3==2.9.2 tfp-nightly==0.26.0.dev20261027 decorator==5.3.1 dm-tree==0.1.10 \
   gast==0.7.0
+# JAX-native envs for the device loop's phase (Brax; its import-time dependencies the image lacks). Not
+# Playground: it needs NVIDIA warp (392 MB installed), beyond the device carry.
+fetch brax==0.14.2 mujoco-mjx==3.17.0 etils==1.15.0 jaxopt==0.8.5 trimesh==5.2.0 xxhash==4.1.0
 # The peer's benchmark script travels with the wheels (../shared beside the repository does not).
 cp "$(dirname "$0")/../../shared/bench/sbx_speed.py" "$dest/"
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >>.git/info/exclude

@@ -25,10 +25,14 @@
 #                  on one GPU (8 vmapped seeds per process, 4 processes per GPU), against sequential runs (two
 #                  timed, x16). Ray's wheel (79 MB) does not fit the device carry (64 MiB) and the device has
 #                  no network, so where Ray is missing the same packing runs as 4 concurrent train.py --n-seeds 8.
+#   device_loop    issue 36: SAC and CrossQ on brax:halfcheetah (positional backend) with the device loop, 10 seeds
+#                  vmapped x 128 envs x 1M env steps each (gradient_steps 16 per vector step, batch 512), the wall
+#                  time of each run (targets: >= 100,000 aggregate env-steps/s; 10 x 1M in under 15 minutes).
 #   zoo_returns    issue 18: CrossQ, CrossQ + TQC (n_quantiles 25) and TQC on HalfCheetah-v4, 4 vmapped seeds x
 #                  100k env steps each, the three runs at once on the GPU (evaluation every 10k, 5 episodes); each
 #                  run's evaluations.npz and config.yml are copied under $OUT/zoo_returns/ at the end (also what a
 #                  run cut short by the budget evaluated so far).
+# Issue 36's call: run(command="PHASES='device_loop' bash scripts/gpu_bench.sh", carry=[".whl"], timeout_s=590).
 # Issue 18's call: run(command="PHASES='zoo_returns' bash scripts/gpu_bench.sh", carry=[".whl"], timeout_s=590).
 # Issue 17's call: run(command="PHASES='sweep' bash scripts/gpu_bench.sh", carry=[".whl"]).
 # Issue 16's call: run(command="PHASES='seeds_run seeds first_step' bash scripts/gpu_bench.sh", carry=[".whl"]).
@@ -127,6 +131,23 @@ if wanted sweep; then
     done
     echo "== sweep: 2 sequential runs in $((SECONDS - one_start))s (32 sequential: x16)"
   fi
+fi
+if wanted device_loop; then
+  for algo in sac crossq; do
+    s=$(left)
+    if ((s < 120)); then echo "skipped device_loop $algo: ${s}s left"; continue; fi
+    echo "== device_loop: $algo, brax:halfcheetah, 10 seeds x 128 envs x 1M env steps (up to $((s - 30))s)"
+    run_start=$SECONDS
+    timeout $((s - 30)) python3 train.py --algo "$algo" --env brax:halfcheetah --env-kwargs "backend:'positional'" \
+      --seed 1 --n-seeds 10 -n 1000000 --device "$device" -f /tmp/gpu_device_loop --eval-freq 250000 \
+      --eval-episodes 2 --verbose 1 -params n_envs:128 train_freq:1 gradient_steps:16 batch_size:512 \
+      learning_starts:8192 "policy_kwargs:dict(net_arch=[256, 256])" >"$out/device_loop_$algo.log" 2>&1
+    code=$?
+    wall=$((SECONDS - run_start))
+    echo "== device_loop $algo: exit $code, wall ${wall}s for 10 x 1M env steps" \
+      "(aggregate $((10000000 / (wall > 0 ? wall : 1))) env-steps/s with compilation);" \
+      "last evaluation: $(grep '^Eval' "$out/device_loop_$algo.log" | tail -1)" | tee -a "$out/device_loop_$algo.log"
+  done
 fi
 if wanted zoo_returns; then
   s=$(left)

@@ -10,8 +10,6 @@ from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.gym_env import JaxGymEnv
 from rlbench.envs.jax_native.ids import import_env_package, is_jax_native, make_jax_env
 from rlbench.envs.jax_native.vector import (
-    carry_arrays,
-    carry_from_arrays,
     reset_envs,
     step_envs,
     step_envs_in_bounds,
@@ -235,25 +233,3 @@ def test_the_host_loops_vector_env_follows_the_device_loops_steps():
     finally:
         vector_env.close()
     assert int(np.asarray(out.truncated).sum()) == 0 and truncated.sum() == 0  # 70 = 2 ends and 10 steps
-
-
-def test_the_carry_round_trips_through_arrays_and_resumes_bit_exactly():
-    env = make_jax_env("gymnax:Pendulum-v1", {"max_steps_in_episode": 7})
-    seeds = jnp.array([[1, 2], [3, 4]], jnp.int32)  # [n_seeds, n_envs], as the device loop's carry
-    reset = jax.jit(jax.vmap(lambda s: reset_envs(env, s)))
-    step = jax.jit(jax.vmap(lambda c, a: step_envs(env, c, a)))
-    actions = jnp.asarray(np.random.default_rng(4).uniform(-1, 1, (12, 2, 2, 1)).astype(np.float32))
-    carry = reset(seeds)
-    for action in actions[:5]:  # mid-episode
-        carry, _ = step(carry, action)
-    arrays = carry_arrays(carry)
-    assert all(isinstance(array, np.ndarray) for array in arrays) and arrays[-2].dtype == np.uint32  # key data
-    restored = carry_from_arrays(jax.eval_shape(reset, seeds), arrays)
-    for action in actions[5:]:  # across the time limit at step 7
-        carry, out = step(carry, action)
-        restored, again = step(restored, action)
-        for original, resumed in zip(jax.tree.leaves(out), jax.tree.leaves(again), strict=True):
-            np.testing.assert_array_equal(np.asarray(original), np.asarray(resumed))
-    wrong = [*arrays[:-1], arrays[-1].astype(np.int64)]  # elapsed, forged
-    with pytest.raises(ValueError, match=r"array 6 is int64\[2, 2\]; this env's is int32\[2, 2\]"):
-        carry_from_arrays(jax.eval_shape(reset, seeds), wrong)

@@ -14,12 +14,10 @@ an outer jax.vmap over seeds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from rlbench.envs.jax_native.env import JaxEnv
 
@@ -94,32 +92,3 @@ def _step_one(env: JaxEnv, carry: EnvCarry, action: jax.Array) -> tuple[EnvCarry
     elapsed = jnp.where(ended, 0, elapsed).astype(jnp.int32)
     reward = jnp.asarray(reward, jnp.float32)
     return EnvCarry(state, next_obs, key, elapsed), EnvStep(next_obs, obs, reward, terminated, truncated)
-
-
-def carry_arrays(carry: EnvCarry) -> list[np.ndarray]:
-    """The carry's leaves (jax.tree order) as numpy arrays, keys as their uint32 key data: what a checkpoint
-    stores to resume the envs mid-episode, bit for bit."""
-    return [np.asarray(jax.random.key_data(leaf) if _is_key(leaf) else leaf) for leaf in jax.tree.leaves(carry)]
-
-
-def carry_from_arrays(template: EnvCarry, arrays: Sequence[np.ndarray]) -> EnvCarry:
-    """The carry `carry_arrays` stored, back on the device. `template` is the carry's jax.eval_shape (same env,
-    same env and seed axes); ValueError naming the first array whose shape or dtype differs from it (a
-    checkpoint is untrusted input)."""
-    leaves, treedef = jax.tree.flatten(template)
-    if len(arrays) != len(leaves):
-        raise ValueError(f"the envs' state has {len(arrays)} arrays; this env's has {len(leaves)}")
-    restored = []
-    for index, (leaf, array) in enumerate(zip(leaves, arrays, strict=True)):
-        expected = jax.eval_shape(jax.random.key_data, leaf) if _is_key(leaf) else leaf
-        if tuple(array.shape) != tuple(expected.shape) or array.dtype != expected.dtype:
-            raise ValueError(
-                f"the envs' state array {index} is {array.dtype}{list(array.shape)}; "
-                f"this env's is {expected.dtype}{list(expected.shape)}"
-            )
-        restored.append(jax.random.wrap_key_data(array) if _is_key(leaf) else jnp.asarray(array))
-    return jax.tree.unflatten(treedef, restored)
-
-
-def _is_key(leaf: Any) -> bool:
-    return jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)

@@ -17,6 +17,7 @@ import numpy as np
 from rlbench.errors import RunFailure
 from rlbench.loop.compiled import Carry, device_copy
 from rlbench.loop.device.program import ChunkInputs, DeviceCarry, DevicePrograms
+from rlbench.loop.device.start import uint32_seeds
 from rlbench.loop.divergence import verify_finite
 from rlbench.loop.evaluation import EvalResult, eval_env_seeds, record_evaluations
 from rlbench.loop.metrics_log import ProgressBar
@@ -128,7 +129,7 @@ def evaluate_on_device(run: DeviceRun) -> list[EvalResult | None]:
     loop = run.loop
     axis = loop.axis
     verify_finite(loop)  # a diverged policy is not worth evaluating, nor a best_model
-    seeds = np.asarray(eval_env_seeds(loop), np.int32).reshape(axis.n_seeds, loop.run.n_eval_envs)
+    seeds = uint32_seeds(eval_env_seeds(loop)).reshape(axis.n_seeds, loop.run.n_eval_envs)
     outputs = run.device.evaluate(loop.state, axis.device(seeds))
     returns, lengths = axis.host(outputs.returns), axis.host(outputs.lengths)
     results = [

@@ -73,8 +73,13 @@ def start_on_device(
 
 def new_envs(device: DevicePrograms, axis, seeds: Sequence[int], offset: int, n_envs: int) -> EnvCarry:
     """Each seed's n_envs envs reset from the host loop's env seeds (s + offset + j), in the device layout."""
-    flat = np.asarray(env_seeds(seeds, offset, n_envs), np.int32)
+    flat = uint32_seeds(env_seeds(seeds, offset, n_envs))
     return device.reset(axis.device(flat.reshape(axis.n_seeds, n_envs)))
+
+
+def uint32_seeds(seeds: Sequence[int]) -> np.ndarray:
+    """Env seeds as the device takes them: 32 bits (seeds go up to 2**32 - 1; an offset past it wraps)."""
+    return np.asarray([seed % 2**32 for seed in seeds], np.uint32)
 
 
 def saved_envs(fresh: EnvCarry, axis, saved: list[bytes], resume: Sequence[Checkpoint]) -> EnvCarry:
