@@ -142,3 +142,20 @@ def test_sac_solves_gymnax_pendulum_with_the_device_loop_in_8k_steps_on_every_se
     net_arch = "policy_kwargs:dict(net_arch=[64, 64])"
     finals = final_evals(tmp_path, "sac", 8_000, [1, 2], "-params", net_arch, env="gymnax:Pendulum-v1")
     assert min(finals.values()) >= -250, finals
+
+
+@pytest.mark.slow
+def test_sac_on_brax_hopper_with_the_device_loop_learns_to_hop_longer(tmp_path):
+    # A Brax locomotion env (hopper, positional backend) on the device loop: 4 envs, one gradient step per env
+    # step, [64, 64] networks, 4k env steps. The first evaluation (at 1k, before any training) falls within ~40;
+    # measured on 2026-12-03 (seeds 1, 2; evaluated every 1k): 35 -> 135, 252 and 23 -> 166, 190, 834 by 4k.
+    pytest.importorskip("brax")
+    argv = ["--env", "brax:hopper", "--env-kwargs", "backend:'positional'", "--algo", "sac", "--seed", "1"]
+    argv += ["-n", "4000", "--eval-freq", "1000", "--eval-episodes", "4", "--verbose", "0", "-f", str(tmp_path)]
+    argv += ["-params", "n_envs:4", "gradient_steps:4", "learning_starts:1000", "policy_kwargs:dict(net_arch=[64, 64])"]
+    done = subprocess.run(
+        [sys.executable, "train.py", *argv], cwd=REPO_ROOT, env=xla_default_env(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    returns = np.load(tmp_path / "sac" / "brax_hopper_1" / "evaluations.npz")["results"].mean(axis=1)
+    assert len(returns) == 4 and max(returns[1:]) >= returns[0] + 100, returns
