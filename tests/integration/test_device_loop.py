@@ -15,6 +15,7 @@ import pytest
 from rlbench.algos.crossq.config import CrossQConfig
 from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.config import SACConfig
+from rlbench.cli.enjoy import main as enjoy_main
 from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.config.entry import RunConfig
 from rlbench.loggers.base import MultiLogger
@@ -123,6 +124,9 @@ def test_resume_mid_episode_is_bit_identical_and_the_run_folder_is_the_host_loop
     assert len(monitor) == 2 + 3  # two header lines, then env 0's 150 steps: 3 episodes of 50
     progress = (first / "progress.csv").read_text().splitlines()
     assert "rollout/ep_rew_mean" in progress[0] and len(progress) > 2
+    # enjoy.py replays the model on the env wrapped for gymnasium: two 50-step episodes.
+    replay = ["--algo", "sac", "--env", ENV, "-f", str(tmp_path), "--exp-id", "1", "-n", "100", "--no-render"]
+    assert enjoy_main(replay) == 0
 
 
 def test_settings_the_device_loop_does_not_take_exit_2_before_any_folder(tmp_path, capsys):
@@ -180,3 +184,23 @@ def test_sigterm_on_the_device_loop_checkpoints_at_the_chunk_s_end_exits_75_and_
     assert main([*argv, "-f", str(tmp_path / "b")]) == 0
     reference = tmp_path / "b" / "sac" / "gymnax_Pendulum-v1_1" / "gymnax_Pendulum-v1.zip"
     assert state_hash(first.parent / "gymnax_Pendulum-v1_2" / "gymnax_Pendulum-v1.zip") == state_hash(reference)
+
+
+def test_a_diverging_learner_on_the_device_loop_ends_the_run_with_its_last_finite_state(tmp_path, capsys):
+    """C12 on the device loop: rewards of 1e38 from env step 300 overflow the critic; the check at a chunk's end
+    finds it, exit 1, and the checkpoint holds the state of the last chunk end found finite."""
+    import tests.jax_envs  # noqa: F401  (registers the envs)
+
+    argv = ["--algo", "sac", "--env", "tests.jax_envs:BlowUp-v0", "-f", str(tmp_path), "-n", "3000"]
+    argv += ["--eval-freq", "-1", "--save-freq", "200", "--verbose", "0"]
+    assert main([*argv, "-params", "learning_starts:100", "batch_size:8", "policy_kwargs:dict(net_arch=[16])"]) == 1
+    err = capsys.readouterr().err
+    assert "training diverged at env step" in err
+    (checkpoint,) = [
+        path
+        for path in (tmp_path / "sac").glob("*/rl_model_*_steps.zip")
+        if "failure" in str(read_checkpoint(path).manifest.kind)
+    ]
+    divergence = read_checkpoint(checkpoint).manifest.divergence
+    assert divergence.learner_state_from_env_steps < divergence.detected_at_env_steps <= 600
+    assert divergence.learner_state_from_env_steps % 200 == 0

@@ -1,5 +1,6 @@
 """The device loop, top to bottom: a chunk of vector steps on the device, up to the next point where something
-falls due -> its episodes accounted on the host (Monitor files, the rollout statistics) -> what falls due
+falls due -> its episodes accounted on the host (Monitor files, the rollout statistics) -> the learner states
+checked finite (rlbench.loop.divergence: a one-seed run ends, a seed of several is frozen) -> what falls due
 (evaluate on the device, the caller's callbacks, log, save) -> again. The stages after a chunk are the host
 loop's own (rlbench.loop.training_loop.falls_due and what it calls), on the same LoopRun record.
 
@@ -56,6 +57,8 @@ def run_device_loop(
                     break
                 if run_chunk(run):
                     bar.trained(host.env_steps)
+                # Every chunk's end: a diverged learner is caught within a chunk (no action check per step here).
+                verify_finite(loop)
                 checkpoints.keep(falls_due(loop, bar, start, on_eval, on_iteration, evaluate))
         loop.carry = jax.block_until_ready(loop.carry)
         if interrupted:
