@@ -10,6 +10,7 @@ import zipfile
 
 import jax
 import numpy as np
+import optuna
 import pytest
 
 from rlbench.algos.crossq.config import CrossQConfig
@@ -24,6 +25,7 @@ from rlbench.loop.run_state import SeedOutput
 from rlbench.loop.runner import train
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.store.checkpoint import read_checkpoint
+from rlbench.tuning.study import make_storage
 from tests.conftest import REPO_ROOT, tiny_config
 from tests.integration.test_env_semantics import Q_CONFIG, q_value
 from tests.integration.test_resume import wait_for
@@ -204,3 +206,15 @@ def test_a_diverging_learner_on_the_device_loop_ends_the_run_with_its_last_finit
     divergence = read_checkpoint(checkpoint).manifest.divergence
     assert divergence.learner_state_from_env_steps < divergence.detected_at_env_steps <= 600
     assert divergence.learner_state_from_env_steps % 200 == 0
+
+
+def test_an_optuna_study_on_a_jax_native_env_trains_its_trials_with_the_device_loop(tmp_path):
+    """-optimize on gymnax:Pendulum-v1: each trial is a device-loop run, its evaluations reported to the pruner."""
+    argv = ["-f", str(tmp_path), "-optimize", "--algo", "sac", "--env", ENV, "-n", "300", "--n-evaluations", "2"]
+    argv += ["--n-trials", "2", "--seed", "3", "--n-startup-trials", "1", "--verbose", "0"]
+    assert main([*argv, "-params", "policy_kwargs:dict(net_arch=[16])", "learning_starts:100"]) == 0
+    storage = make_storage(str(tmp_path / "sac" / "optuna_gymnax_Pendulum-v1.log"))
+    (study,) = optuna.get_all_study_summaries(storage)
+    done = optuna.load_study(storage=storage, study_name=study.study_name).get_trials()
+    assert len(done) == 2 and all(trial.state.name in ("COMPLETE", "PRUNED") for trial in done)
+    assert all(len(trial.intermediate_values) >= 1 for trial in done)  # the device loop's evaluations
