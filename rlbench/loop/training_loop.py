@@ -33,15 +33,35 @@ OnEval = Callable[[int, list[EvalResult | None]], None]
 OnIteration = Callable[[int, Any], None]
 
 
+Advance = Callable[[LoopRun, "ProgressBar"], None]
+Evaluate = Callable[[LoopRun], list[EvalResult | None]]
+
+
+def host_vector_step(loop: LoopRun, bar: ProgressBar) -> None:
+    """The host loop's step: act, step the envs, stage the transitions, train when due."""
+    action = collect.act(loop)
+    step = collect.step(loop, action)
+    collect.stage(loop, action, step)
+    if updating.train_if_due(loop, bool(step.done.any())):
+        bar.trained(loop.host.env_steps)
+
+
 def run_loop(
     loop: LoopRun,
     on_eval: OnEval | None = None,
     on_iteration: OnIteration | None = None,
     stop_requested: Callable[[], str | None] | None = None,
+    advance: Advance = host_vector_step,
+    evaluate: Evaluate | None = evaluate_seeds,
 ) -> TrainResult:
     """Train until run.n_timesteps env steps per seed, every seed failed, or a stop is requested; then
-    write the final (or, stopped, the interrupt) checkpoints. A RunFailure leaves checkpoints to resume."""
+    write the final (or, stopped, the interrupt) checkpoints. A RunFailure leaves checkpoints to resume.
+
+    `advance` moves the run on: one vector step here, a chunk of them in the device loop
+    (rlbench.loop.device.driver); `evaluate` runs a due evaluation (None: the run has none)."""
     host, run, n_seeds = loop.host, loop.run, loop.axis.n_seeds
+    if loop.eval_env is None and evaluate is evaluate_seeds:
+        evaluate = None
     start = Start(time.perf_counter(), host.env_steps)
     loop.guard.start(host.env_steps, loop.state, host.metrics)
     interrupted, checkpoints = None, Written(n_seeds)
@@ -51,12 +71,7 @@ def run_loop(
             while host.env_steps < run.n_timesteps and len(loop.failed) < n_seeds:
                 if stop_requested is not None and (interrupted := stop_requested()):
                     break
-                action = collect.act(loop)
-                step = collect.step(loop, action)
-                collect.stage(loop, action, step)
-                if updating.train_if_due(loop, bool(step.done.any())):
-                    bar.trained(host.env_steps)
-                evaluate = None if loop.eval_env is None else evaluate_seeds
+                advance(loop, bar)
                 checkpoints.keep(falls_due(loop, bar, start, on_eval, on_iteration, evaluate))
         loop.carry = jax.block_until_ready(loop.carry)
         if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed

@@ -1,21 +1,18 @@
 """The device loop, top to bottom: a chunk of vector steps on the device, up to the next point where something
 falls due -> its episodes accounted on the host (Monitor files, the rollout statistics) -> the learner states
 checked finite (rlbench.loop.divergence: a one-seed run ends, a seed of several is frozen) -> what falls due
-(evaluate on the device, the caller's callbacks, log, save) -> again. The stages after a chunk are the host
-loop's own (rlbench.loop.training_loop.falls_due and what it calls), on the same LoopRun record.
+(evaluate on the device, the caller's callbacks, log, save) -> again. It is the host loop's run_loop
+(rlbench.loop.training_loop) advancing a chunk at a time, with the same stages after it on the same LoopRun.
 
 Logs follow SB3's rhythm at chunk ends: once log_interval more episodes have ended when a chunk returns,
 one row (the host loop writes it at the exact vector step)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-import jax
 import numpy as np
 
-from rlbench.errors import RunFailure
 from rlbench.loop.compiled import Carry, device_copy
 from rlbench.loop.device.program import ChunkInputs, DeviceCarry, DevicePrograms
 from rlbench.loop.device.start import uint32_seeds
@@ -23,8 +20,7 @@ from rlbench.loop.divergence import verify_finite
 from rlbench.loop.evaluation import EvalResult, eval_env_seeds, record_evaluations
 from rlbench.loop.metrics_log import ProgressBar
 from rlbench.loop.run_state import LoopRun, TrainResult
-from rlbench.loop.save_points import save_after_failure, save_final, save_periodic
-from rlbench.loop.training_loop import OnEval, OnIteration, Start, Written, falls_due
+from rlbench.loop.training_loop import OnEval, OnIteration, run_loop
 
 INT32_MAX = np.iinfo(np.int32).max
 
@@ -42,42 +38,16 @@ class DeviceRun:
 def run_device_loop(
     run: DeviceRun, on_eval: OnEval | None = None, on_iteration: OnIteration | None = None, stop_requested=None
 ) -> TrainResult:
-    """Train until run.n_timesteps env steps per seed, every seed failed, or a stop is requested (polled
-    between chunks); then write the final (or, stopped, the interrupt) checkpoints."""
-    loop = run.loop
-    host, n_seeds = loop.host, loop.axis.n_seeds
-    start = Start(time.perf_counter(), host.env_steps)
-    loop.guard.start(host.env_steps, loop.state, host.metrics)
-    interrupted, checkpoints = None, Written(n_seeds)
+    """The host loop's run_loop (rlbench.loop.training_loop) advancing a chunk at a time: until run.n_timesteps
+    env steps per seed, every seed failed, or a stop is requested (polled between chunks)."""
+
+    def advance(loop: LoopRun, bar: ProgressBar) -> None:
+        if run_chunk(run):
+            bar.trained(loop.host.env_steps)
+        verify_finite(loop)  # every chunk's end: a diverged learner is caught within a chunk
+
     evaluate = None if run.device.evaluate is None else (lambda loop: evaluate_on_device(run))
-    try:
-        with ProgressBar(loop.run, host.env_steps, n_seeds) as bar:
-            while host.env_steps < loop.run.n_timesteps and len(loop.failed) < n_seeds:
-                if stop_requested is not None and (interrupted := stop_requested()):
-                    break
-                if run_chunk(run):
-                    bar.trained(host.env_steps)
-                # Every chunk's end: a diverged learner is caught within a chunk (no action check per step here).
-                verify_finite(loop)
-                checkpoints.keep(falls_due(loop, bar, start, on_eval, on_iteration, evaluate))
-        loop.carry = jax.block_until_ready(loop.carry)
-        if interrupted:
-            checkpoints.keep(save_periodic(loop, with_buffer=True, urgent=True))
-        elif host.active.any():
-            checkpoints.keep(save_final(loop))
-    except RunFailure as error:
-        for note in save_after_failure(loop, error):
-            error.add_note(note)
-        raise
-    return TrainResult(
-        state=loop.state,
-        buffer_state=loop.carry.buffer_state,
-        host=host,
-        wall_time=time.perf_counter() - start.time,
-        interrupted=interrupted,
-        checkpoints=checkpoints.paths,
-        failed=dict(loop.failed),
-    )
+    return run_loop(run.loop, on_eval, on_iteration, stop_requested, advance, evaluate)
 
 
 def run_chunk(run: DeviceRun) -> bool:
