@@ -5,6 +5,7 @@ their episodes were)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 from gymnasium.vector import VectorEnv
@@ -24,6 +25,15 @@ def env_seeds(seeds: Sequence[int], offset: int, n_envs: int) -> list[int]:
     return [seed + offset + j for seed in seeds for j in range(n_envs)]
 
 
+def first_learners(run: RunConfig, programs: EntryPoints) -> tuple[list[int], Any, jax.Array]:
+    """The run's seeds, their initial learner states and act keys (device layout: no seed axis for one seed).
+    Each seed's state comes from the one-seed init: seed i starts exactly as a single run with that seed."""
+    axis = programs.axis
+    seeds = [run.seed + index for index in range(axis.n_seeds)]
+    keys = [jax.random.split(jax.random.key(seed)) for seed in seeds]
+    return seeds, axis.stack([programs.init(key) for key, _ in keys]), axis.stack([act_key for _, act_key in keys])
+
+
 def start(
     run: RunConfig,
     spec: EnvSpec,
@@ -34,11 +44,8 @@ def start(
 ) -> tuple[Carry, HostState]:
     """The device carry and the host state a run starts from; the envs reset (or replayed, on resume)."""
     axis, cfg = programs.axis, schedule.cfg
-    seeds = [run.seed + index for index in range(axis.n_seeds)]
-    keys = [jax.random.split(jax.random.key(seed)) for seed in seeds]
-    # Each seed's initial state from the one-seed init: seed i starts exactly as a single run with that seed.
-    carry = Carry(axis.stack([programs.init(key) for key, _ in keys]), programs.init_buffers())
-    act_key = axis.stack([act_key for _, act_key in keys])  # device layout: no seed axis for one seed
+    seeds, state, act_key = first_learners(run, programs)
+    carry = Carry(state, programs.init_buffers())
     flat_obs = env.reset(seed=env_seeds(seeds, 0, run.n_envs))[0]
     obs = flat_obs.reshape(axis.n_seeds, run.n_envs, -1)
     capacity = schedule.staging_capacity

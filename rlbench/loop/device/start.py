@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import jax
 import numpy as np
 
 from rlbench.config.entry import RunConfig
@@ -18,7 +17,7 @@ from rlbench.errors import ConfigError
 from rlbench.loop.compiled import EntryPoints
 from rlbench.loop.device.program import DeviceCarry, DevicePrograms, initial_metrics
 from rlbench.loop.saving import new_host_state, restore
-from rlbench.loop.start import env_seeds
+from rlbench.loop.start import env_seeds, first_learners
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
 from rlbench.store.learner_state import state_from_bytes
@@ -35,10 +34,7 @@ def start_on_device(
 ) -> tuple[DeviceCarry, HostState]:
     """The device carry and host state a run starts from (ConfigError when a checkpoint does not fit)."""
     axis, n_envs = programs.axis, run.n_envs
-    seeds = [run.seed + index for index in range(axis.n_seeds)]
-    keys = [jax.random.split(jax.random.key(seed)) for seed in seeds]
-    state = axis.stack([programs.init(key) for key, _ in keys])
-    act_key = axis.stack([act_key for _, act_key in keys])
+    seeds, state, act_key = first_learners(run, programs)
     buffers = programs.init_buffers()
     metrics = initial_metrics(cfg, programs.learner, programs.buffer, axis, state, buffers)
     envs = new_envs(device, axis, seeds, 0, n_envs)
