@@ -15,6 +15,7 @@ from rlbench.networks.plain_layout import PlainLayoutDense, dense_pair, transpos
 from rlbench.networks.trunk import make_trunk
 from rlbench.store.learner_state import state_from_bytes, state_to_bytes
 from tests.conftest import tiny_crossq_config, tiny_sac_config
+from tests.unit.test_td3 import learner_of, td3_config
 from tests.unit.test_update import SPEC, initial_state, random_batches
 
 
@@ -118,16 +119,20 @@ def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(
     assert relative_error(g_plain, g16) < 1e-2
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq", "sac-simba"])
+@pytest.mark.parametrize("algo", ["sac", "crossq", "sac-simba", "td3"])
 def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoint(algo):
     """The W^T copies the plain-layout pass reads must be exactly those of the current parameters."""
-    family = "simba" if algo.endswith("simba") else "mlp"
-    bf16 = NetworkConfig(
-        family=family, hidden=(8, 8), precision="bfloat16", batch_norm=algo == "crossq", renorm_warmup_steps=2
-    )
-    tiny_config, make = (tiny_crossq_config, make_crossq) if algo == "crossq" else (tiny_sac_config, make_sac)
-    cfg = tiny_config(policy_delay=2, gradient_steps=3, actor=bf16, critic=bf16)
-    learner = make(cfg, SPEC)
+    if algo == "td3":  # TD3's deterministic actor and twin critics, from its own config
+        cfg = td3_config(precision="bfloat16", policy_delay=2, gradient_steps=3)
+        learner = learner_of(cfg)
+    else:
+        family = "simba" if algo.endswith("simba") else "mlp"
+        bf16 = NetworkConfig(
+            family=family, hidden=(8, 8), precision="bfloat16", batch_norm=algo == "crossq", renorm_warmup_steps=2
+        )
+        tiny_config, make = (tiny_crossq_config, make_crossq) if algo == "crossq" else (tiny_sac_config, make_sac)
+        cfg = tiny_config(policy_delay=2, gradient_steps=3, actor=bf16, critic=bf16)
+        learner = make(cfg, SPEC)
     state = initial_state(learner)
     steps = jax.jit(learner.gradient_steps_fn)
     for i in range(3):  # 9 gradient steps, the actor updated on every other one
