@@ -1,7 +1,9 @@
-"""Every `jax.jit` of training, in one place: the loop's entry points into the device, the divergence
-checks' programs, the seed axis's stacking and slicing, and the acting programs of a policy loaded from a
-checkpoint (run/policy.py). No other module of rlbench calls `jax.jit`, except bench/ for its own
-measurements.
+"""Every `jax.jit` of the host loop's training, in one place: the loop's entry points into the device, the
+divergence checks' programs, the seed axis's stacking and slicing, and the acting programs of a policy loaded
+from a checkpoint (run/policy.py). The device loop compiles its own programs in one place too
+(rlbench.loop.device.program.compile_device_programs), and a JAX-native env wrapped for gymnasium its
+steps (rlbench.envs.jax_native.gym_env); no other module of rlbench calls `jax.jit`, except bench/ for its
+own measurements.
 
 A training iteration is one device call, `update(carry, inputs) -> (carry, outputs)`: it inserts the new
 transitions, runs all of the iteration's gradient steps, and returns the action for the next env step
