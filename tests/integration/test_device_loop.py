@@ -19,6 +19,7 @@ from rlbench.algos.sac.config import SACConfig
 from rlbench.cli.enjoy import main as enjoy_main
 from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.config.entry import RunConfig
+from rlbench.config.hyperparams import merge
 from rlbench.loggers.base import MultiLogger
 from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.run_state import SeedOutput
@@ -40,6 +41,9 @@ SHORT = {"max_steps_in_episode": 50}
 
 def configs(algo):
     common = dict(learning_starts=0, batch_size=16, buffer_size=1000, train_freq=2, gradient_steps=2)
+    if algo == "td3":  # Ornstein-Uhlenbeck noise: an exploration state per env, restarted at episode starts
+        entry = {**common, "policy_kwargs": {"net_arch": [8, 8]}, "noise_type": "ornstein-uhlenbeck", "noise_std": 0.5}
+        return ALGORITHMS["td3"].build_config(merge(ALGORITHMS["td3"].preset, entry), 2, "test")
     if algo == "crossq":
         net = NetworkConfig(hidden=(16,), batch_norm=True)
         return tiny_config(CrossQConfig, **common, actor=net, critic=NetworkConfig(hidden=(32,), batch_norm=True))
@@ -50,7 +54,7 @@ def rows(result):
     return np.asarray(result.buffer_state.rows[: int(result.buffer_state.size)])
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq"])
+@pytest.mark.parametrize("algo", ["sac", "crossq", "td3"])
 def test_the_device_loop_computes_what_the_host_loop_computes_on_the_same_env(algo):
     """The same learner and seed on gymnax's Pendulum: the host loop on it wrapped for gymnasium (JaxGymEnv, a
     vector env of 2, actions rescaled by gymnasium's RescaleAction in numpy), the device loop on it unwrapped.
