@@ -44,6 +44,9 @@ def configs(algo):
     if algo == "td3":  # Ornstein-Uhlenbeck noise: an exploration state per env, restarted at episode starts
         entry = {**common, "policy_kwargs": {"net_arch": [8, 8]}, "noise_type": "ornstein-uhlenbeck", "noise_std": 0.5}
         return ALGORITHMS["td3"].build_config(merge(ALGORITHMS["td3"].preset, entry), 2, "test")
+    if algo == "sac-gsde":  # gSDE's matrices, redrawn at every rollout's start and every 3 vector steps into it
+        entry = {**common, "train_freq": 4, "policy_kwargs": {"net_arch": [8, 8]}, "use_sde": True}
+        return ALGORITHMS["sac"].build_config({**entry, "sde_sample_freq": 3}, 2, "test")
     if algo == "crossq":
         net = NetworkConfig(hidden=(16,), batch_norm=True)
         return tiny_config(CrossQConfig, **common, actor=net, critic=NetworkConfig(hidden=(32,), batch_norm=True))
@@ -54,21 +57,22 @@ def rows(result):
     return np.asarray(result.buffer_state.rows[: int(result.buffer_state.size)])
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq", "td3"])
+@pytest.mark.parametrize("algo", ["sac", "crossq", "td3", "sac-gsde"])
 def test_the_device_loop_computes_what_the_host_loop_computes_on_the_same_env(algo):
     """The same learner and seed on gymnax's Pendulum: the host loop on it wrapped for gymnasium (JaxGymEnv, a
     vector env of 2, actions rescaled by gymnasium's RescaleAction in numpy), the device loop on it unwrapped.
-    Equal transitions (every buffer row) and parameters after 240 env steps, 4 episode ends, 120 updates;
+    Equal transitions (every buffer row) and parameters after 240 env steps, 4 episode ends, 60-120 updates;
     to float tolerance only because numpy and XLA rescale the actions in a different order of operations."""
     cfg = configs(algo)
     run = RunConfig(env_id=ENV, n_timesteps=240, n_envs=2, env_kwargs=SHORT, seed=3, eval_freq=-1, verbose=0)
-    on_host = train(run, ALGORITHMS[algo], cfg, NO_LOG)
-    on_device = train_seeds_on_device(run, ALGORITHMS[algo], cfg, [SeedOutput(NO_LOG)])
+    learner = ALGORITHMS[algo.removesuffix("-gsde")]
+    on_host = train(run, learner, cfg, NO_LOG)
+    on_device = train_seeds_on_device(run, learner, cfg, [SeedOutput(NO_LOG)])
     assert on_device.env_steps == on_host.env_steps == 240
     host_rows, device_rows = rows(on_host), rows(on_device)
     assert host_rows.shape == device_rows.shape == (240, 2 * 3 + 1 + 2)
     np.testing.assert_allclose(device_rows, host_rows, rtol=1e-4, atol=1e-5)
-    assert int(on_device.state.step) == int(on_host.state.step) == 120
+    assert int(on_device.state.step) == int(on_host.state.step) == 120 // cfg.train_freq * cfg.gradient_steps
     for host_leaf, device_leaf in zip(
         jax.tree.leaves(on_host.state.actor.params), jax.tree.leaves(on_device.state.actor.params), strict=True
     ):
@@ -139,7 +143,6 @@ def test_settings_the_device_loop_does_not_take_exit_2_before_any_folder(tmp_pat
     for extra, expected in (
         (["--vec-env", "subproc"], "--vec-env subproc"),
         (["-params", "normalize:True"], "normalize"),
-        (["-params", "use_sde:True"], "use_sde"),
     ):
         assert main([*DEVICE_TINY, "-n", "100", "-f", str(tmp_path), *extra]) == 2
         assert expected in capsys.readouterr().err

@@ -2,7 +2,8 @@
 `lax.scan`, and a deterministic evaluation of every seed on its own envs.
 
 One vector step does what a host-loop step does, in the same order and with the same keys: act (uniform
-random before learning_starts; else the learner's `explore` with its act key), step the envs (automatic
+random before learning_starts; else the learner's `explore` with its act key, gSDE's matrices redrawn first
+when its schedule says so), step the envs (automatic
 resets, truncation kept apart from termination: rlbench.envs.jax_native.vector), insert the transitions
 (next_obs is the true final observation), and, every train_freq vector steps once more than the update
 start's env steps were taken, the learner's fused gradient steps on a batch sampled with its own key. The
@@ -87,8 +88,8 @@ def make_chunk(cfg: Any, learner: Learner, buffer: UniformBuffer, env: JaxEnv, a
     def vector_step(carry: DeviceCarry, inputs: ChunkInputs, vector_steps: jax.Array):
         env_steps = vector_steps * shape.n_envs  # before this step
         warming_up = env_steps < shape.learning_starts
-        state, buffer_state, envs, act_key, reward, done = axis.map(collect, shared_argnums=(4,))(
-            carry.state, carry.buffer_state, carry.envs, carry.act_key, warming_up
+        state, buffer_state, envs, act_key, reward, done = axis.map(collect, shared_argnums=(4, 5))(
+            carry.state, carry.buffer_state, carry.envs, carry.act_key, warming_up, vector_steps % shape.train_freq
         )
         env_steps = env_steps + shape.n_envs
         due = ((vector_steps + 1) % shape.train_freq == 0) & (env_steps > inputs.update_start)
@@ -125,9 +126,12 @@ def _collect_fn(learner: Learner, buffer: UniformBuffer, env: JaxEnv, n_envs: in
     """One seed's vector step of experience: act, step its envs, insert the transitions."""
     acting, action_dim = learner.acting, env.spec.action_dim
 
-    def act(state, envs: EnvCarry, act_key, warming_up):
+    def act(state, envs: EnvCarry, act_key, warming_up, steps_in_rollout):
         def explore():
-            return acting.explore(state, envs.obs, act_key, envs.elapsed == 0)
+            # gSDE's matrices are redrawn on its schedule before the action (the host loop: at a rollout's start
+            # after a training iteration, or in collect.act); with nothing to redraw, `never` is False.
+            redrawn = jax.lax.cond(acting.resample_due(steps_in_rollout), acting.resample, lambda s: s, state)
+            return acting.explore(redrawn, envs.obs, act_key, envs.elapsed == 0)
 
         def uniform():
             key, draw = jax.random.split(act_key)
@@ -138,8 +142,8 @@ def _collect_fn(learner: Learner, buffer: UniformBuffer, env: JaxEnv, n_envs: in
             return explore()
         return jax.lax.cond(warming_up, uniform, explore)
 
-    def collect(state, buffer_state, envs: EnvCarry, act_key, warming_up):
-        action, exploration, act_key = act(state, envs, act_key, warming_up)
+    def collect(state, buffer_state, envs: EnvCarry, act_key, warming_up, steps_in_rollout):
+        action, exploration, act_key = act(state, envs, act_key, warming_up, steps_in_rollout)
         next_envs, step = step_envs(env, envs, action)
         transition = Transition(
             obs=envs.obs,

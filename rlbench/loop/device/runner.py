@@ -45,8 +45,6 @@ def device_loop_refusal(vec_env: str, normalize: Any, env_wrappers: Sequence[Any
         return "env_wrapper: gymnasium wrappers cannot wrap a JAX-native env on the device loop; remove them"
     if cfg.train_freq_unit == "episode":
         return f"train_freq: {cfg.train_freq} episode(s): the device loop trains every train_freq vector steps"
-    if getattr(cfg, "gsde", None) is not None:
-        return "use_sde: gSDE is not available on the device loop yet; use_sde: False for JAX-native envs"
     return None
 
 
