@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 # rlbench's --algo -> RL Zoo's --algo with SBX's classes (DroQ is SAC with a dropout and layer-norm critic).
-PEER_ALGOS = {"sac": "sac", "droq": "sac", "tqc": "tqc", "crossq": "crossq"}
+PEER_ALGOS = {"sac": "sac", "droq": "sac", "tqc": "tqc", "crossq": "crossq", "td3": "td3", "ddpg": "ddpg"}
 # SBX's classes by RL Zoo's algorithm name: what the peer's process puts in RL Zoo's table (SBX 0.28).
 SBX_CLASSES = {"sac": "SAC", "tqc": "TQC", "crossq": "CrossQ", "td3": "TD3", "ddpg": "DDPG", "ppo": "PPO"}
 
@@ -39,7 +39,16 @@ SAME_KEYS = (
     "target_entropy",
     "use_sde",
 )
-OWN_KEYS = {"sac": ("tau",), "droq": ("tau",), "tqc": ("tau", "top_quantiles_to_drop_per_net"), "crossq": ()}
+OWN_KEYS = {
+    "sac": ("tau",),
+    "droq": ("tau",),
+    "tqc": ("tau", "top_quantiles_to_drop_per_net"),
+    "crossq": (),
+    "td3": ("tau", "target_policy_noise", "target_noise_clip", "noise_std"),
+    "ddpg": ("tau", "noise_std"),
+}
+# SBX's DDPG fixes TD3's tricks off (its constructor takes none of these): rlbench's DDPG must have the same.
+DDPG_FIXED = {"policy_delay": 1, "target_policy_noise": 0.0, "target_noise_clip": 0.0}
 SAME_POLICY_KWARGS = ("net_arch", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs")
 OWN_POLICY_KWARGS = {
     "tqc": ("n_quantiles",),
@@ -73,7 +82,7 @@ def peer_entry(algo: str, resolved: Mapping[str, Any]) -> tuple[str, dict[str, A
         raise Untranslatable([f"--algo {algo} (no SBX algorithm for it here; known: {', '.join(PEER_ALGOS)})"])
     refused: list[str] = []
     entry: dict[str, Any] = {}
-    for key, value in resolved.items():
+    for key, value in _without_ddpg_fixed(algo, resolved, refused).items():
         if key == "policy_kwargs":
             entry[key] = peer_policy_kwargs(algo, value or {}, refused)
         elif key in ONLY_VALUE and value != ONLY_VALUE[key][0]:
@@ -89,6 +98,16 @@ def peer_entry(algo: str, resolved: Mapping[str, Any]) -> tuple[str, dict[str, A
     if refused:
         raise Untranslatable(refused)
     return PEER_ALGOS[algo], dict(sorted(entry.items()))
+
+
+def _without_ddpg_fixed(algo: str, resolved: Mapping[str, Any], refused: list[str]) -> Mapping[str, Any]:
+    """DDPG's entry without the keys SBX's DDPG fixes itself (refused where rlbench's values differ)."""
+    if algo != "ddpg":
+        return resolved
+    for key, fixed in DDPG_FIXED.items():
+        if key in resolved and resolved[key] != fixed:
+            refused.append(f"{key}={resolved[key]!r} (SBX's DDPG has {key}={fixed!r})")
+    return {key: value for key, value in resolved.items() if key not in DDPG_FIXED}
 
 
 def peer_policy_kwargs(algo: str, kwargs: Mapping[str, Any], refused: list[str]) -> dict[str, Any]:
@@ -145,6 +164,12 @@ def _env_wrapper(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any],
         entry["env_wrapper"] = [dict(wrapper) for wrapper in value]
 
 
+def _noise_type(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:
+    """RL Zoo's own keys for TD3's and DDPG's action noise; none (None) is RL Zoo's default, left out."""
+    if value is not None:
+        entry["noise_type"] = value
+
+
 def _quantiles_of_crossq(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:
     refused.append(f"top_quantiles_to_drop_per_net={value!r} ({QUANTILE_CROSSQ})")
 
@@ -156,4 +181,5 @@ SPELLED = {
     "normalize": _normalize,
     "env_wrapper": _env_wrapper,
     "top_quantiles_to_drop_per_net": _quantiles_of_crossq,  # TQC's own key is in OWN_KEYS
+    "noise_type": _noise_type,
 }

@@ -147,7 +147,8 @@ def test_settings_the_peer_cannot_express_are_refused_by_name():
         ("sac", {**resolved("sac", {}), "temperature_loss": "alpha"}, "temperature_loss='alpha'"),
         ("sac", {**resolved("sac", {}), "some_new_key": 1}, "some_new_key=1 (no RL Zoo spelling"),
         ("sac", resolved("sac", {"gamma": 0.9}, normalize={"gamma": 0.99}), "normalize.gamma=0.99"),
-        ("td3", {}, "--algo td3"),
+        ("ppo", {}, "--algo ppo"),
+        ("ddpg", resolved("ddpg", {"policy_delay": 2}), "policy_delay=2 (SBX's DDPG has policy_delay=1)"),
     ],
 )
 def test_refusals_name_the_setting(algo, resolved_entry, named):
@@ -159,3 +160,25 @@ def test_refusals_name_the_setting(algo, resolved_entry, named):
 def test_sbx_own_values_are_not_refused():
     _, zoo = peer_entry("sac", {**resolved("sac", {}), "temperature_loss": "log_alpha"})
     assert "temperature_loss" not in zoo and "precision" not in zoo and "target_update_interval" not in zoo
+
+
+def test_td3_and_ddpg_entries_by_hand():
+    """RL Zoo's HalfCheetah TD3 entry (normal noise 0.1) and DDPG with Ornstein-Uhlenbeck noise: RL Zoo's own noise
+    keys; DDPG without the keys SBX's DDPG fixes itself, with its one critic and its critic learning rate."""
+    entry = {"learning_starts": 10_000, "noise_type": "normal", "noise_std": 0.1, "train_freq": 1}
+    algo, zoo = peer_entry("td3", resolved("td3", entry))
+    assert algo == "td3"
+    assert {key: zoo[key] for key in ("noise_type", "noise_std", "policy_delay", "tau")} == {
+        "noise_type": "normal",
+        "noise_std": 0.1,
+        "policy_delay": 2,
+        "tau": 0.005,
+    }
+    assert (zoo["target_policy_noise"], zoo["target_noise_clip"], zoo["policy_kwargs"]["n_critics"]) == (0.2, 0.5, 2)
+    algo, zoo = peer_entry("ddpg", resolved("ddpg", {"noise_type": "ornstein-uhlenbeck", "noise_std": 0.5}))
+    assert algo == "ddpg"
+    assert not {"policy_delay", "target_policy_noise", "target_noise_clip"} & set(zoo)
+    assert (zoo["noise_type"], zoo["noise_std"], zoo["qf_learning_rate"]) == ("ornstein-uhlenbeck", 0.5, 1e-3)
+    assert zoo["policy_kwargs"]["n_critics"] == 1
+    _, zoo = peer_entry("td3", resolved("td3", {}))
+    assert "noise_type" not in zoo and "noise_std" not in zoo  # no action noise: RL Zoo's default
