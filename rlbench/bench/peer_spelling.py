@@ -47,8 +47,9 @@ OWN_KEYS = {
     "td3": ("tau", "target_policy_noise", "target_noise_clip", "noise_std"),
     "ddpg": ("tau", "noise_std"),
 }
-# SBX's DDPG fixes TD3's tricks off (its constructor takes none of these): rlbench's DDPG must have the same.
-DDPG_FIXED = {"policy_delay": 1, "target_policy_noise": 0.0, "target_noise_clip": 0.0}
+# What SBX's DDPG constructor does not take: TD3's tricks, which it fixes off, and stats_window_size, which stays
+# SB3's 100. rlbench's DDPG must have the same values; they are left out of the entry.
+DDPG_FIXED = {"policy_delay": 1, "target_policy_noise": 0.0, "target_noise_clip": 0.0, "stats_window_size": 100}
 SAME_POLICY_KWARGS = ("net_arch", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs")
 OWN_POLICY_KWARGS = {
     "tqc": ("n_quantiles",),

@@ -177,7 +177,7 @@ def test_td3_and_ddpg_entries_by_hand():
     assert (zoo["target_policy_noise"], zoo["target_noise_clip"], zoo["policy_kwargs"]["n_critics"]) == (0.2, 0.5, 2)
     algo, zoo = peer_entry("ddpg", resolved("ddpg", {"noise_type": "ornstein-uhlenbeck", "noise_std": 0.5}))
     assert algo == "ddpg"
-    assert not {"policy_delay", "target_policy_noise", "target_noise_clip"} & set(zoo)
+    assert not {"policy_delay", "target_policy_noise", "target_noise_clip", "stats_window_size"} & set(zoo)
     assert (zoo["noise_type"], zoo["noise_std"], zoo["qf_learning_rate"]) == ("ornstein-uhlenbeck", 0.5, 1e-3)
     assert zoo["policy_kwargs"]["n_critics"] == 1
     _, zoo = peer_entry("td3", resolved("td3", {}))
