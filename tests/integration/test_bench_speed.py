@@ -188,7 +188,8 @@ def test_n_seeds_compares_the_packings_of_k_seeds(tmp_path):
     peer = tmp_path / "peer.py"
     peer.write_text(PEER_RATE)
     output = tmp_path / "rows.jsonl"
-    argv = ["--n-seeds", "2", "--case", "sac", "1", "1", "200", "--qf", "16", "--device", "cpu", "--output"]
+    argv = ["--n-seeds", "2", "--case", "sac", "1", "1", "200", "--qf", "16", "--env", "Pendulum-v1", "--device", "cpu"]
+    argv += ["--output"]
     assert speed_main([*argv, str(output), "--peer", sys.executable, "--peer-script", str(peer)]) == 0
     _, vmapped, processes, peer_processes, halves = [json.loads(line) for line in output.read_text().splitlines()]
     assert vmapped["packing"] == "one process, K vmapped seeds" and vmapped["n_seeds"] == 2
@@ -256,7 +257,8 @@ def test_sigterm_kills_the_row_process_it_is_waiting_for(tmp_path):
     """Issue 32 item 14, the mechanism on rlbench's own child (a row in a fresh interpreter): SIGTERM while
     it runs kills its process group; exit 143, no orphan. The peer's case is the slow test below."""
     bench = start_bench(tmp_path)
-    wait_until(lambda: psutil.Process(bench.pid).children(), bench)
+    # Until the forked child has exec'd, its command line is still its parent's (seen under a load of 12).
+    wait_until(lambda: any("--one-row" in child.cmdline() for child in psutil.Process(bench.pid).children()), bench)
     (row,) = psutil.Process(bench.pid).children()
     assert "--one-row" in row.cmdline() and os.getpgid(row.pid) == row.pid  # a process group of its own
     stop_and_check_none_left(bench, [row.pid])
