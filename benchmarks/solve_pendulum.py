@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Wall time for 5 seeds of SAC to solve Pendulum, three ways in one invocation (issue 36's CPU figure):
 
-- rlbench's device loop on gymnax:Pendulum-v1, the 5 seeds vmapped in one process (`--n-seeds 5`);
+- rlbench's device loop on gymnax:Pendulum-v1, the 5 seeds vmapped in one process (`--n-seeds 5`), and one
+  process per seed, two at a time pinned one per core;
 - rlbench's host loop on gymnasium's Pendulum-v1, one process per seed, two at a time pinned one per core
   (the packing `python -m rlbench.sweep` picks on CPUs);
 - SBX through RL Zoo (`--peer PYTHON`) on Pendulum-v1, packed the same way (SBX has no vmapped seeds).
@@ -63,32 +64,40 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-n", type=int, default=10_000, help="env steps per seed")
     p.add_argument("--peer", help="python of a venv with SBX and RL Zoo")
+    p.add_argument("--only-packed-device", action="store_true", help="only the device loop, one process per seed")
     args = p.parse_args()
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     common = ["-n", str(args.n), "--eval-freq", str(args.n), "--eval-episodes", "10", "--verbose", "0"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        start = time.perf_counter()
-        device = [sys.executable, "train.py", "--algo", "sac", "--env", "gymnax:Pendulum-v1", "--seed", "1",
-                  "--n-seeds", "5", "-f", str(folder / "device"), *common]  # fmt: skip
-        subprocess.run(device, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-        rows.append(("rlbench device loop, 5 seeds vmapped in one process", time.perf_counter() - start,
-                     final_returns(folder / "device" / "sac", "gymnax_Pendulum-v1_*")))  # fmt: skip
-        host = [[sys.executable, "train.py", "--algo", "sac", "--env", "Pendulum-v1", "--seed", str(seed),
-                 "-f", str(folder / "host"), *common] for seed in SEEDS]  # fmt: skip
-        seconds = run_packed(host, env)
-        rows.append(("rlbench host loop, 5 processes, 2 at a time pinned", seconds,
-                     final_returns(folder / "host" / "sac", "Pendulum-v1_*")))  # fmt: skip
-        if args.peer:
-            # SBX's classes in RL Zoo's table, as `bench returns --peer` runs the peer (rlbench.bench.peer).
-            peer = [[args.peer, "-c", BOOTSTRAP, "", "--algo", "sac", "--env", "Pendulum-v1", "--seed", str(seed),
-                     "-f", str(folder / "sbx"), "-n", str(args.n), "--eval-freq", str(args.n), "--eval-episodes", "10",
-                     "--verbose", "0"] for seed in SEEDS]  # fmt: skip
-            peer_env = {**env, "PYTHONPATH": ""}
-            seconds = run_packed(peer, peer_env)
-            rows.append(("sbx (RL Zoo), 5 processes, 2 at a time pinned", seconds,
-                         final_returns(folder / "sbx" / "sac", "Pendulum-v1_*")))  # fmt: skip
+        if not args.only_packed_device:
+            start = time.perf_counter()
+            device = [sys.executable, "train.py", "--algo", "sac", "--env", "gymnax:Pendulum-v1", "--seed", "1",
+                      "--n-seeds", "5", "-f", str(folder / "device"), *common]  # fmt: skip
+            subprocess.run(device, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+            rows.append(("rlbench device loop, 5 seeds vmapped in one process", time.perf_counter() - start,
+                         final_returns(folder / "device" / "sac", "gymnax_Pendulum-v1_*")))  # fmt: skip
+        device_packed = [[sys.executable, "train.py", "--algo", "sac", "--env", "gymnax:Pendulum-v1", "--seed",
+                          str(seed), "-f", str(folder / "device_packed"), *common] for seed in SEEDS]  # fmt: skip
+        seconds = run_packed(device_packed, env)
+        rows.append(("rlbench device loop, 5 processes, 2 at a time pinned", seconds,
+                     final_returns(folder / "device_packed" / "sac", "gymnax_Pendulum-v1_*")))  # fmt: skip
+        if not args.only_packed_device:
+            host = [[sys.executable, "train.py", "--algo", "sac", "--env", "Pendulum-v1", "--seed", str(seed),
+                     "-f", str(folder / "host"), *common] for seed in SEEDS]  # fmt: skip
+            seconds = run_packed(host, env)
+            rows.append(("rlbench host loop, 5 processes, 2 at a time pinned", seconds,
+                         final_returns(folder / "host" / "sac", "Pendulum-v1_*")))  # fmt: skip
+            if args.peer:
+                # SBX's classes in RL Zoo's table, as `bench returns --peer` runs the peer (rlbench.bench.peer).
+                peer = [[args.peer, "-c", BOOTSTRAP, "", "--algo", "sac", "--env", "Pendulum-v1", "--seed", str(seed),
+                         "-f", str(folder / "sbx"), "-n", str(args.n), "--eval-freq", str(args.n),
+                         "--eval-episodes", "10", "--verbose", "0"] for seed in SEEDS]  # fmt: skip
+                peer_env = {**env, "PYTHONPATH": ""}
+                seconds = run_packed(peer, peer_env)
+                rows.append(("sbx (RL Zoo), 5 processes, 2 at a time pinned", seconds,
+                             final_returns(folder / "sbx" / "sac", "Pendulum-v1_*")))  # fmt: skip
     for name, seconds, finals in rows:
         solved = len(finals) == 5 and min(finals) >= -200
         print(json.dumps({"way": name, "env_steps_per_seed": args.n, "wall_s": round(seconds, 1),
