@@ -125,6 +125,15 @@ def restore(
     return Restored(states, complete(buffers), host, replay_envs=True, records=records)
 
 
+def train_after_new_transitions(host: HostState, learning_starts: int, checkpoint: Path) -> None:
+    """A resume from a checkpoint without a replay buffer: training waits for learning_starts new transitions."""
+    host.update_start = max(host.update_start, host.env_steps + learning_starts)
+    print(
+        f"{checkpoint} holds no replay buffer: training resumes once {learning_starts} new transitions are "
+        f"collected (at {host.update_start} env steps); save one with --save-replay-buffer for an exact continuation"
+    )
+
+
 def restore_normalizer(
     resume: Sequence[Checkpoint], normalize: NormalizeConfig | None, spec: EnvSpec, n_envs: int | None
 ) -> VecNormalizeStats | None:

@@ -12,7 +12,7 @@ from gymnasium.vector import VectorEnv
 
 from rlbench.config.entry import RunConfig
 from rlbench.loop.compiled import Carry, EntryPoints
-from rlbench.loop.saving import new_host_state, restore, restore_envs
+from rlbench.loop.saving import new_host_state, restore, restore_envs, train_after_new_transitions
 from rlbench.loop.schedule import TrainSchedule
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
@@ -62,12 +62,7 @@ def start(
         carry = Carry(axis.stack(restored.states), axis.stack(restored.buffer_states))
     else:
         carry = carry._replace(state=axis.stack(restored.states))
-        host.update_start = max(host.update_start, host.env_steps + cfg.learning_starts)
-        print(
-            f"{resume[0].path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
-            f"transitions are collected (at {host.update_start} env steps); save one with "
-            "--save-replay-buffer for an exact continuation"
-        )
+        train_after_new_transitions(host, cfg.learning_starts, resume[0].path)
     if restored.replay_envs:
         restore_envs(env, host, restored.records, env_seeds(seeds, host.env_steps, run.n_envs))
     return carry, host

@@ -44,3 +44,20 @@ def conformed(state: Any, shapes: Any) -> Any:
         return leaf if jax.dtypes.issubdtype(shape.dtype, jax.dtypes.prng_key) else leaf.astype(shape.dtype)
 
     return jax.tree.map(conform, state, shapes)
+
+
+def traced_reset(
+    reset_raw: Callable[[jax.Array], tuple[Any, jax.Array]], kwargs_error: Callable[[Exception], Exception]
+) -> tuple[Callable[[jax.Array], tuple[Any, jax.Array]], Any, jax.ShapeDtypeStruct]:
+    """(reset with its state `conformed` to the traced reset's, the state's shapes, the observation's shape) of a
+    package's raw reset, traced once without compiling; `kwargs_error(error)` when the env's kwargs cannot trace."""
+    try:
+        state_shapes, obs_shape = jax.eval_shape(reset_raw, jax.random.key(0))
+    except Exception as error:  # a kwarg the env cannot compute with
+        raise kwargs_error(error) from None
+
+    def reset(key: jax.Array) -> tuple[Any, jax.Array]:
+        state, obs = reset_raw(key)
+        return conformed(state, state_shapes), obs
+
+    return reset, state_shapes, obs_shape

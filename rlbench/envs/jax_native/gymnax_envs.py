@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlbench.envs.jax_native.env import JaxEnv, conformed
+from rlbench.envs.jax_native.env import JaxEnv, conformed, traced_reset
 from rlbench.envs.jax_native.packages import (
     JAX_ENV_PREFIXES,
     import_env_package,
@@ -88,14 +88,7 @@ def _jax_env(env_id: str, env: Any, params: Any, terminated: Callable, env_kwarg
         obs, state = env.reset_env(key, params)
         return state, jnp.ravel(obs).astype(jnp.float32)
 
-    try:
-        state_shape, obs_shape = jax.eval_shape(reset_raw, jax.random.key(0))
-    except Exception as error:  # a kwarg the dynamics cannot compute with
-        raise kwargs_error(env_id, env_kwargs, error) from None
-
-    def reset(key: jax.Array) -> tuple[Any, jax.Array]:
-        state, obs = reset_raw(key)
-        return conformed(state, state_shape), obs
+    reset, state_shape, obs_shape = traced_reset(reset_raw, lambda error: kwargs_error(env_id, env_kwargs, error))
 
     def step(state: Any, action: jax.Array, key: jax.Array) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
         action = jnp.reshape(action, space.shape)

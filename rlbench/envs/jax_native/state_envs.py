@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlbench.envs.jax_native.env import JaxEnv, conformed
+from rlbench.envs.jax_native.env import JaxEnv, conformed, traced_reset
 from rlbench.envs.jax_native.packages import kwargs_error
 from rlbench.types import EnvSpec
 
@@ -42,14 +42,7 @@ def state_protocol_env(
         state = env.reset(jax.random.key_data(key))
         return state, policy_obs(state.obs)
 
-    try:
-        shapes, obs_shape = jax.eval_shape(reset_raw, jax.random.key(0))
-    except Exception as error:  # a kwarg the env cannot trace with
-        raise kwargs_error(env_id, env_kwargs, error) from None
-
-    def reset(key: jax.Array) -> tuple[Any, jax.Array]:
-        state, obs = reset_raw(key)
-        return conformed(state, shapes), obs
+    reset, shapes, obs_shape = traced_reset(reset_raw, lambda error: kwargs_error(env_id, env_kwargs, error))
 
     def step(state: Any, action: jax.Array, key: jax.Array) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
         state = conformed(env.step(state, action), shapes)

@@ -16,7 +16,7 @@ from rlbench.envs.jax_native.vector import EnvCarry
 from rlbench.errors import ConfigError
 from rlbench.loop.compiled import EntryPoints
 from rlbench.loop.device.program import DeviceCarry, DevicePrograms, initial_metrics
-from rlbench.loop.saving import new_host_state, restore
+from rlbench.loop.saving import new_host_state, restore, train_after_new_transitions
 from rlbench.loop.start import env_seeds, first_learners
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
@@ -48,11 +48,7 @@ def start_on_device(
     host = restored.host
     host.act_key, host.next_action = axis.device(host.act_key), None  # the device loop acts inside its chunk
     if restored.buffer_states is None:
-        host.update_start = max(host.update_start, host.env_steps + cfg.learning_starts)
-        print(
-            f"{resume[0].path} holds no replay buffer: training resumes once {cfg.learning_starts} new "
-            f"transitions are collected (at {host.update_start} env steps)"
-        )
+        train_after_new_transitions(host, cfg.learning_starts, resume[0].path)
     else:
         buffers = axis.stack(restored.buffer_states)
     if restored.replay_envs and host.saved_device_envs and None not in host.saved_device_envs:
