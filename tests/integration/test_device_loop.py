@@ -171,7 +171,8 @@ def test_truncation_bootstraps_and_termination_does_not_on_the_device_loop():
 def test_sigterm_on_the_device_loop_checkpoints_at_the_chunk_s_end_exits_75_and_resumes_bit_identically(tmp_path):
     """C4 on the device loop: the signal is seen when the running chunk returns; the checkpoint holds the buffer
     and the envs mid-episode; the resumed run ends where an uninterrupted run ends, bit for bit."""
-    argv = [*DEVICE_TINY, "-n", "3000", "--eval-freq", "200", "--eval-episodes", "2"]
+    # 8000 steps: at about 1,000 env steps/s on an idle CI machine, 3000 ended before the signal arrived.
+    argv = [*DEVICE_TINY, "-n", "8000", "--eval-freq", "200", "--eval-episodes", "2"]
     log = tmp_path / "stopped.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
@@ -187,7 +188,7 @@ def test_sigterm_on_the_device_loop_checkpoints_at_the_chunk_s_end_exits_75_and_
     first = tmp_path / "a" / "sac" / "gymnax_Pendulum-v1_1"
     (checkpoint,) = first.glob("rl_model_*_steps.zip")
     stopped = read_checkpoint(checkpoint).manifest
-    assert stopped.replay_buffer and 400 <= stopped.counters.env_steps < 3000
+    assert stopped.replay_buffer and 400 <= stopped.counters.env_steps < 8000
     resume = ["--algo", "sac", "--env", ENV, "-i", str(checkpoint), "-f", str(tmp_path / "a"), "--verbose", "0"]
     assert main([*resume, "--eval-freq", "200", "--eval-episodes", "2"]) == 0
     assert main([*argv, "-f", str(tmp_path / "b")]) == 0
