@@ -213,26 +213,26 @@ def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | No
 
 class BoardStop:
     """`stop_requested` for the loop: the driver's stop (Ctrl-C, SIGTERM) through the board, asked at most
-    every STOP_POLL_S seconds. Never a blocking ray.get: while a task blocks in one, Ray lends its CPU to
-    another task, and a third run would start on a two-core node (an unanswered question is asked again
-    later; an unreachable board is not a stop, the task goes on)."""
+    every STOP_POLL_S seconds, the answer collected by a callback (`ObjectRef.future()`). Never `ray.get` or
+    `ray.wait` on an answer not yet there: while a task waits in either, even `ray.wait(..., timeout=0)`,
+    Ray lends its CPU to another task, and a third run starts on a two-core node (seen on a loaded node:
+    four runs on two cores). An unanswered question is asked again later; an unreachable board is not a
+    stop, the task goes on."""
 
     def __init__(self, board: Any, task_id: str) -> None:
         self.board, self.task_id = board, task_id
         self._next_poll = 0.0
-        self._pending: Any = None
+        self._pending: Any = None  # a concurrent.futures.Future of the board's answer
         self._reason: str | None = None
 
     def __call__(self) -> str | None:
         if self._reason is None and time.monotonic() >= self._next_poll:
             self._next_poll = time.monotonic() + STOP_POLL_S
-            import ray
-
             try:
                 if self._pending is None:
-                    self._pending = self.board.stop_reason.remote()
-                elif ray.wait([self._pending], timeout=0)[0]:
-                    self._reason, self._pending = ray.get(self._pending), None
+                    self._pending = self.board.stop_reason.remote().future()
+                elif self._pending.done():
+                    self._reason, self._pending = self._pending.result(), None
             except Exception:  # the driver's node is gone: keep training, its checkpoints keep it safe
                 self._pending = None
         return self._reason

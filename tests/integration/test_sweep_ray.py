@@ -242,3 +242,40 @@ def test_retry_failed_continues_a_cell_whose_process_was_lost_from_its_checkpoin
     steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
     np.testing.assert_array_equal(steps, np.arange(1000, 4001, 1000))
     assert not staging.exists()
+
+
+def test_a_task_asking_the_board_about_a_stop_keeps_its_cpus(ray_session):
+    """BoardStop asks the board from inside the training task. Had it waited on the answer (even
+    `ray.wait(..., timeout=0)`), Ray would lend the task's CPUs to the next pending task while the answer is
+    on its way: four runs on two cores, seen on a loaded node. A task holding both CPUs polls a board that
+    answers slowly; a one-CPU task submitted after it must not start until it ends."""
+    import ray
+
+    from rlbench.sweep.cell import BoardStop
+
+    @ray.remote(num_cpus=0)
+    class SlowBoard:
+        def stop_reason(self):
+            time.sleep(0.05)  # a board on a busy node: most polls find the answer still on its way
+            return None
+
+    @ray.remote(num_cpus=2)
+    def polling(board, seconds):
+        ask = BoardStop(board, "task")
+        ask_again_now = 0.0
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            ask._next_poll = ask_again_now  # poll as often as the loop can (STOP_POLL_S is 1 s)
+            assert ask() is None
+            time.sleep(0.002)
+        return time.time()
+
+    @ray.remote(num_cpus=1)
+    def next_task():
+        return time.time()
+
+    board = SlowBoard.remote()
+    first = polling.remote(board, 4.0)
+    time.sleep(1.0)  # the first task is running and polling
+    first_ended, second_started = ray.get([first, next_task.remote()])
+    assert second_started >= first_ended, "the next task started while the polling task held every CPU"
