@@ -107,13 +107,17 @@ def restore_episodes(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Replay each env's record; returns (observations, restored [n_envs] bool). An env without a
     record, or whose replay does not reproduce the saved observation bit for bit (a non-deterministic
-    env), starts a new episode from its own RNG instead and is reported as not restored."""
+    env), starts a new episode from its own RNG instead and is reported as not restored.
+
+    The observations are compared and returned in the saved observations' dtype, the env's own: MuJoCo's
+    are float64, and a float32 copy of a replayed one never equals the saved float64 one (which made every
+    MuJoCo env start a new episode on resume)."""
     records = list(records)
     env.set_attr("restore_request", records)
-    obs = np.stack(env.call("restore_episode")).astype(np.float32)
+    obs = np.stack(env.call("restore_episode")).astype(saved_obs.dtype, copy=False)
     restored = np.array([r is not None for r in records]) & np.all(obs == saved_obs, axis=1)
     if any(r is not None and not ok for r, ok in zip(records, restored, strict=True)):
         # Replaying the good ones again is exact too, and keeps this one call for all envs.
         env.set_attr("restore_request", [r if ok else None for r, ok in zip(records, restored, strict=True)])
-        obs = np.stack(env.call("restore_episode")).astype(np.float32)
+        obs = np.stack(env.call("restore_episode")).astype(saved_obs.dtype, copy=False)
     return obs, restored

@@ -423,3 +423,18 @@ def test_resume_without_buffer_with_more_envs_keeps_counters_and_allows_optimize
     assert final.counters.env_steps == 500 and final.run.n_envs == 2
     assert final.counters.gradient_steps == 200 + 50  # 200 before; (500 - 400) / 2 envs after
     assert final.run.hyperparams["learning_rate"] == 0.0001
+
+
+@pytest.mark.slow  # about 20 s: two HalfCheetah runs
+def test_a_mujoco_run_resumed_mid_episode_is_bit_identical_to_never_stopping(tmp_path):
+    """I6 on a MuJoCo env (float64 observations): the checkpoint at 1,250 env steps falls 250 steps into the
+    second episode, which resume rebuilds by replaying it. It restarted the episode instead (a float32 copy
+    of the replayed observation compared with the saved float64 one), and the run went elsewhere: found
+    when a sweep continued a HalfCheetah cell."""
+    argv = ["--algo", "sac", "--env", "HalfCheetah-v4", "--seed", "3", "--eval-freq", "0", "--verbose", "0"]
+    train_process(tmp_path, *argv, "-n", "1500", "--save-freq", "1250", "--save-replay-buffer", "-params", *TINY_LEARNER)
+    first = tmp_path / "sac" / "HalfCheetah-v4_1"
+    resumed_proc = train_process(tmp_path, *argv, "-i", str(first / "rl_model_1250_steps.zip"))
+    assert "could not be restored" not in resumed_proc.stdout
+    resumed = tmp_path / "sac" / "HalfCheetah-v4_2"
+    assert state_hash(first / "HalfCheetah-v4.zip") == state_hash(resumed / "HalfCheetah-v4.zip")
