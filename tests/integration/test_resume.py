@@ -432,7 +432,8 @@ def test_a_mujoco_run_resumed_mid_episode_is_bit_identical_to_never_stopping(tmp
     of the replayed observation compared with the saved float64 one), and the run went elsewhere: found
     when a sweep continued a HalfCheetah cell."""
     argv = ["--algo", "sac", "--env", "HalfCheetah-v4", "--seed", "3", "--eval-freq", "0", "--verbose", "0"]
-    train_process(tmp_path, *argv, "-n", "1500", "--save-freq", "1250", "--save-replay-buffer", "-params", *TINY_LEARNER)
+    saving = ["--save-freq", "1250", "--save-replay-buffer"]
+    train_process(tmp_path, *argv, "-n", "1500", *saving, "-params", *TINY_LEARNER)
     first = tmp_path / "sac" / "HalfCheetah-v4_1"
     resumed_proc = train_process(tmp_path, *argv, "-i", str(first / "rl_model_1250_steps.zip"))
     assert "could not be restored" not in resumed_proc.stdout
