@@ -34,6 +34,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -219,15 +220,15 @@ class BoardStop:
     four runs on two cores). An unanswered question is asked again later; an unreachable board is not a
     stop, the task goes on."""
 
-    def __init__(self, board: Any, task_id: str) -> None:
-        self.board, self.task_id = board, task_id
+    def __init__(self, board: Any, task_id: str, poll_s: float = STOP_POLL_S) -> None:
+        self.board, self.task_id, self.poll_s = board, task_id, poll_s
         self._next_poll = 0.0
-        self._pending: Any = None  # a concurrent.futures.Future of the board's answer
+        self._pending: Future[str | None] | None = None
         self._reason: str | None = None
 
     def __call__(self) -> str | None:
         if self._reason is None and time.monotonic() >= self._next_poll:
-            self._next_poll = time.monotonic() + STOP_POLL_S
+            self._next_poll = time.monotonic() + self.poll_s
             try:
                 if self._pending is None:
                     self._pending = self.board.stop_reason.remote().future()

@@ -261,11 +261,9 @@ def test_a_task_asking_the_board_about_a_stop_keeps_its_cpus(ray_session):
 
     @ray.remote(num_cpus=2)
     def polling(board, seconds):
-        ask = BoardStop(board, "task")
-        ask_again_now = 0.0
+        ask = BoardStop(board, "task", poll_s=0.0)  # as often as the loop can ask (the default is 1 s)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            ask._next_poll = ask_again_now  # poll as often as the loop can (STOP_POLL_S is 1 s)
             assert ask() is None
             time.sleep(0.002)
         return time.time()
