@@ -61,6 +61,17 @@ def tiny_crossq_config(**overrides) -> CrossQConfig:
 
 
 @pytest.fixture
+def peer_python():
+    """The SBX peer's Python (RLBENCH_TEST_PEER); requested before a test's Ray instance starts, so that a
+    skip costs nothing. On CI (CI=1) its absence fails the test: .ci/run builds the peer's venv."""
+    if peer := os.environ.get("RLBENCH_TEST_PEER"):
+        return peer
+    if os.environ.get("CI"):
+        pytest.fail("RLBENCH_TEST_PEER is not set: .ci/run builds the peer's venv (.venv-peer) and exports it")
+    pytest.skip("no SBX peer: set RLBENCH_TEST_PEER=/path/to/python of a venv with sbx-rl and rl_zoo3")
+
+
+@pytest.fixture
 def key():
     return jax.random.key(0)
 

@@ -17,7 +17,6 @@ from rlbench.bench.__main__ import main as bench_main
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*InvertedPendulum-v4 is out of date:DeprecationWarning")
 
-PEER = os.environ.get("RLBENCH_TEST_PEER")
 # 100 gradient steps of a tiny SAC for both systems; TQC's cells are refused for the peer (a target update
 # interval SBX does not have) and learn nothing here (learning_starts above -n).
 TINY = [
@@ -39,16 +38,6 @@ ZooLoader.add_constructor(
 
 def zoo_yaml(path):
     return yaml.load(path.read_text(), Loader=ZooLoader)  # a SafeLoader with one constructor more
-
-
-@pytest.fixture
-def peer_python():
-    """RLBENCH_TEST_PEER; before the test's Ray instance starts, so that a skip costs nothing."""
-    if PEER:
-        return PEER
-    if os.environ.get("CI"):
-        pytest.fail("RLBENCH_TEST_PEER is not set: .ci/run builds the peer's venv (.venv-peer) and exports it")
-    pytest.skip("no SBX peer: set RLBENCH_TEST_PEER=/path/to/python of a venv with sbx-rl and rl_zoo3")
 
 
 def grid(log, output, peer, *extra):
