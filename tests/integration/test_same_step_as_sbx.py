@@ -1,12 +1,16 @@
-"""rlbench's SAC gradient step is SBX's: from the same parameters, batch and Gaussian noise, one step of
-each (critic, Polyak update, actor, temperature) gives the same losses and the same gradient of every
-parameter, SBX's computed by SBX's own update functions in the peer's venv (tests/peer/sbx_sac_step.py).
+"""rlbench's SAC and TQC gradient steps are SBX's: from the same parameters, batch and Gaussian noise, one
+step of each (critic, Polyak update, actor, temperature) gives the same losses and the same gradient of
+every parameter, SBX's computed by SBX's own update functions in the peer's venv (tests/peer/sbx_step.py).
 
 Both steps run with SGD at learning rate 1 in place of Adam (Adam's first step is lr * sign(g), blind to a
 gradient's size), so each parameter's change is minus its gradient. Both draw their Gaussian noise through
 `jax.random.normal`, which the test hands the same two draws. The temperature gradient is the check that
 this comparison can fail: with `temperature_loss: alpha` (SBX's loss before 0.18) rlbench's gradient in
 log alpha is SBX's times alpha, as the two losses say.
+
+TQC's critic loss is the mean of the two critics' losses, SBX's two separate ones, so its critic gradients
+are SBX's halved; Adam's step divides by the gradient's scale and does not see the factor, and here its
+critic's SGD steps at learning rate 2 (so "grad/critic" is SBX's gradient in both).
 """
 
 import dataclasses
@@ -25,7 +29,7 @@ from rlbench.bench.row import bench_config
 from rlbench.types import EnvSpec, Transition
 from tests.conftest import REPO_ROOT
 
-PEER_STEP = Path(REPO_ROOT) / "tests" / "peer" / "sbx_sac_step.py"
+PEER_STEP = Path(REPO_ROOT) / "tests" / "peer" / "sbx_step.py"
 OBS_DIM, ACTION_DIM, BATCH = 5, 3, 64
 LOG_ALPHA = -1.3  # alpha 0.27: the temperature's two losses differ by this factor
 
@@ -47,22 +51,24 @@ def flat(prefix: str, tree) -> dict[str, np.ndarray]:
     return {f"{prefix}/{k}": np.asarray(v) for k, v in traverse_util.flatten_dict(tree, sep="/").items()}
 
 
-def start_state(cfg):
-    """SAC's initial state, with alpha != 1 and the target critic apart from the critic (so that both
-    terms of the TD target are exercised), and SGD(1) as every optimizer."""
-    state = ALGORITHMS["sac"].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM)).init_fn(jax.random.key(0))
+def start_state(algo, cfg):
+    """The initial state, with alpha != 1 and the target critic apart from the critic (so that both terms
+    of the TD target are exercised), and SGD as every optimizer: at learning rate 1, except TQC's critic
+    at n_critics, which takes SBX's critic step from rlbench's mean of the critics' losses."""
+    state = ALGORITHMS[algo].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM)).init_fn(jax.random.key(0))
     target = jax.tree.map(
         lambda p: p + 0.01 * jax.random.normal(jax.random.key(1), p.shape), state.critic.target_params
     )
-    sgd = optax.sgd(1.0)
 
-    def with_sgd(s, params=None):
+    def with_sgd(s, params=None, learning_rate=1.0):
         params = s.params if params is None else params
+        sgd = optax.sgd(learning_rate)
         return s.replace(params=params, tx=sgd, opt_state=sgd.init(params))
 
+    critic_learning_rate = float(cfg.n_critics) if algo == "tqc" else 1.0
     return state.replace(
         actor=with_sgd(state.actor),
-        critic=with_sgd(state.critic).replace(target_params=target),
+        critic=with_sgd(state.critic, learning_rate=critic_learning_rate).replace(target_params=target),
         temperature=with_sgd(state.temperature, {"log_alpha": jnp.asarray(LOG_ALPHA, jnp.float32)}),
     )
 
@@ -71,14 +77,14 @@ def log_alpha(state) -> jax.Array:
     return state.temperature.params["log_alpha"]
 
 
-def rlbench_step(cfg, state, inputs, monkeypatch) -> dict[str, np.ndarray]:
+def rlbench_step(algo, cfg, state, inputs, monkeypatch) -> dict[str, np.ndarray]:
     noise = [inputs["noise/critic"], inputs["noise/actor"]]
 
     def given_normal(key, shape=(), dtype=jnp.float32):
         assert tuple(shape) == (BATCH, ACTION_DIM)
         return jnp.asarray(noise.pop(0), dtype)
 
-    learner = ALGORITHMS["sac"].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM))
+    learner = ALGORITHMS[algo].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM))
     batch = Transition(**{k.removeprefix("batch/"): jnp.asarray(v) for k, v in inputs.items() if "batch/" in k})
     with monkeypatch.context() as patch, jax.disable_jit():
         patch.setattr(jax.random, "normal", given_normal)
@@ -97,7 +103,7 @@ def rlbench_step(cfg, state, inputs, monkeypatch) -> dict[str, np.ndarray]:
     }
 
 
-def sbx_step(peer: str, cfg, state, inputs, tmp_path) -> dict[str, np.ndarray]:
+def sbx_step(peer: str, algo, cfg, state, inputs, tmp_path) -> dict[str, np.ndarray]:
     given = {
         **inputs,
         **flat("init/actor", state.actor.params),
@@ -109,7 +115,7 @@ def sbx_step(peer: str, cfg, state, inputs, tmp_path) -> dict[str, np.ndarray]:
     }
     np.savez(tmp_path / "given.npz", **given)
     done = subprocess.run(
-        [peer, str(PEER_STEP), str(tmp_path / "given.npz"), str(tmp_path / "sbx.npz")],
+        [peer, str(PEER_STEP), algo, str(tmp_path / "given.npz"), str(tmp_path / "sbx.npz")],
         capture_output=True,
         text=True,
         timeout=300,
@@ -124,13 +130,16 @@ def assert_same(ours: np.ndarray, theirs: np.ndarray, name: str) -> None:
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-5 * np.abs(theirs).max() + 1e-9, err_msg=name)
 
 
-@pytest.mark.slow  # about 10 s: the peer imports SBX, tfp and RL Zoo's torch
-def test_one_sac_step_equals_sbx_s_from_the_same_parameters_batch_and_noise(peer_python, tmp_path, monkeypatch):
-    cfg = bench_config("sac", 1, [256, 256])
+@pytest.mark.slow  # about 25 s each: the peer imports SBX, tfp and RL Zoo's torch, then steps eagerly
+@pytest.mark.parametrize("algo", ["sac", "tqc"])
+def test_one_gradient_step_equals_sbx_s_from_the_same_parameters_batch_and_noise(
+    algo, peer_python, tmp_path, monkeypatch
+):
+    cfg = bench_config(algo, 1, [256, 256])
     inputs = fixed_inputs()
-    state = start_state(cfg)
-    theirs = sbx_step(peer_python, cfg, state, inputs, tmp_path)
-    ours = rlbench_step(cfg, state, inputs, monkeypatch)
+    state = start_state(algo, cfg)
+    theirs = sbx_step(peer_python, algo, cfg, state, inputs, tmp_path)
+    ours = rlbench_step(algo, cfg, state, inputs, monkeypatch)
 
     assert set(theirs) == set(ours)
     assert len([k for k in theirs if k.startswith("grad/")]) == 6 + 8 + 1  # critic, actor, log alpha
@@ -139,6 +148,7 @@ def test_one_sac_step_equals_sbx_s_from_the_same_parameters_batch_and_noise(peer
     assert np.abs(theirs["grad/log_alpha"]) > 0.1  # a real gradient, not a vanishing one
 
     # The same comparison sees a difference where there is one: SBX's loss before 0.18.
-    alpha_loss = rlbench_step(dataclasses.replace(cfg, temperature_loss="alpha"), state, inputs, monkeypatch)
+    before_018 = dataclasses.replace(cfg, temperature_loss="alpha")
+    alpha_loss = rlbench_step(algo, before_018, state, inputs, monkeypatch)
     assert not np.allclose(alpha_loss["grad/log_alpha"], theirs["grad/log_alpha"], rtol=0.1)
     np.testing.assert_allclose(alpha_loss["grad/log_alpha"], np.exp(LOG_ALPHA) * theirs["grad/log_alpha"], rtol=1e-5)
