@@ -1,6 +1,8 @@
-"""rlbench's SAC and TQC gradient steps are SBX's: from the same parameters, batch and Gaussian noise, one
-step of each (critic, Polyak update, actor, temperature) gives the same losses and the same gradient of
-every parameter, SBX's computed by SBX's own update functions in the peer's venv (tests/peer/sbx_step.py).
+"""rlbench's SAC, TQC and CrossQ gradient steps are SBX's: from the same parameters (and BatchRenorm
+statistics), batch and Gaussian noise, one step of each (critic, Polyak update, actor, temperature) gives
+the same losses, the same gradient of every parameter and the same target critics or statistics after it,
+SBX's computed by SBX's own update functions in the peer's venv (tests/peer/sbx_step.py). CrossQ is
+compared in BatchRenorm's warm-up (plain batch norm) and after it (renormalised by running statistics).
 
 Both steps run with SGD at learning rate 1 in place of Adam (Adam's first step is lr * sign(g), blind to a
 gradient's size), so each parameter's change is minus its gradient. Both draw their Gaussian noise through
@@ -51,14 +53,12 @@ def flat(prefix: str, tree) -> dict[str, np.ndarray]:
     return {f"{prefix}/{k}": np.asarray(v) for k, v in traverse_util.flatten_dict(tree, sep="/").items()}
 
 
-def start_state(algo, cfg):
+def start_state(algo, cfg, renorm: bool = False):
     """The initial state, with alpha != 1 and the target critic apart from the critic (so that both terms
     of the TD target are exercised), and SGD as every optimizer: at learning rate 1, except TQC's critic
-    at n_critics, which takes SBX's critic step from rlbench's mean of the critics' losses."""
+    at n_critics, which takes SBX's critic step from rlbench's mean of the critics' losses. `renorm`
+    (CrossQ): every BatchRenorm layer past its warm-up, with running statistics away from the batch's."""
     state = ALGORITHMS[algo].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM)).init_fn(jax.random.key(0))
-    target = jax.tree.map(
-        lambda p: p + 0.01 * jax.random.normal(jax.random.key(1), p.shape), state.critic.target_params
-    )
 
     def with_sgd(s, params=None, learning_rate=1.0):
         params = s.params if params is None else params
@@ -66,11 +66,36 @@ def start_state(algo, cfg):
         return s.replace(params=params, tx=sgd, opt_state=sgd.init(params))
 
     critic_learning_rate = float(cfg.n_critics) if algo == "tqc" else 1.0
-    return state.replace(
+    state = state.replace(
         actor=with_sgd(state.actor),
-        critic=with_sgd(state.critic, learning_rate=critic_learning_rate).replace(target_params=target),
+        critic=with_sgd(state.critic, learning_rate=critic_learning_rate),
         temperature=with_sgd(state.temperature, {"log_alpha": jnp.asarray(LOG_ALPHA, jnp.float32)}),
     )
+    if algo != "crossq":
+        moved = jax.tree.map(lambda p: p + 0.01 * jax.random.normal(jax.random.key(1), p.shape), state.critic.params)
+        return state.replace(critic=state.critic.replace(target_params=moved))
+    if not renorm:
+        return state
+    return state.replace(
+        actor=state.actor.replace(batch_stats=warmed_up(state.actor.batch_stats, cfg.actor.renorm_warmup_steps)),
+        critic=state.critic.replace(batch_stats=warmed_up(state.critic.batch_stats, cfg.critic.renorm_warmup_steps)),
+    )
+
+
+def warmed_up(batch_stats, warmup_steps: int):
+    """Statistics of a layer that has seen `warmup_steps` batches: running means near 0.5 and variances near
+    2, so that r and d are far from 1 and 0 (some clipped)."""
+    rng = np.random.default_rng(1)
+
+    def leaf(path, x):
+        name = path[-1].key
+        if name == "steps":
+            return jnp.full(x.shape, warmup_steps, x.dtype)
+        if name == "mean":
+            return jnp.asarray(rng.normal(0.5, 0.5, x.shape), x.dtype)
+        return jnp.asarray(rng.uniform(0.5, 4.0, x.shape), x.dtype)  # var
+
+    return jax.tree_util.tree_map_with_path(leaf, batch_stats)
 
 
 def log_alpha(state) -> jax.Array:
@@ -92,15 +117,21 @@ def rlbench_step(algo, cfg, state, inputs, monkeypatch) -> dict[str, np.ndarray]
         after_actor, actor_metrics = learner.actor_step_fn(after_critic, batch, jax.random.key(3))
     assert not noise
     minus = lambda a, b: jax.tree.map(lambda x, y: x - y, a, b)  # noqa: E731
-    return {
+    out = {
         **flat("grad/critic", minus(state.critic.params, after_critic.critic.params)),
         **flat("grad/actor", minus(after_critic.actor.params, after_actor.actor.params)),
-        **flat("after/target", after_critic.critic.target_params),
         "grad/log_alpha": np.asarray(log_alpha(state) - log_alpha(after_actor)),
         "loss/critic": np.asarray(critic_metrics["train/critic_loss"]),
         "loss/actor": np.asarray(actor_metrics["train/actor_loss"]),
         "loss/temperature": np.asarray(actor_metrics["train/ent_coef_loss"]),
     }
+    if algo == "crossq":
+        return (
+            out
+            | flat("after/critic_stats", after_critic.critic.batch_stats)
+            | flat("after/actor_stats", after_actor.actor.batch_stats)
+        )
+    return out | flat("after/target", after_critic.critic.target_params)
 
 
 def sbx_step(peer: str, algo, cfg, state, inputs, tmp_path) -> dict[str, np.ndarray]:
@@ -108,11 +139,15 @@ def sbx_step(peer: str, algo, cfg, state, inputs, tmp_path) -> dict[str, np.ndar
         **inputs,
         **flat("init/actor", state.actor.params),
         **flat("init/critic", state.critic.params),
-        **flat("init/target", state.critic.target_params),
         "init/log_alpha": np.asarray(state.temperature.params["log_alpha"]),
         "gamma": np.asarray(cfg.gamma),
-        "tau": np.asarray(cfg.tau),
+        "net_arch/pi": np.asarray(cfg.actor.hidden),
+        "net_arch/qf": np.asarray(cfg.critic.hidden),
     }
+    if algo == "crossq":
+        given |= flat("init/actor_stats", state.actor.batch_stats) | flat("init/critic_stats", state.critic.batch_stats)
+    else:
+        given |= flat("init/target", state.critic.target_params) | {"tau": np.asarray(cfg.tau)}
     np.savez(tmp_path / "given.npz", **given)
     done = subprocess.run(
         [peer, str(PEER_STEP), algo, str(tmp_path / "given.npz"), str(tmp_path / "sbx.npz")],
@@ -131,18 +166,19 @@ def assert_same(ours: np.ndarray, theirs: np.ndarray, name: str) -> None:
 
 
 @pytest.mark.slow  # about 25 s each: the peer imports SBX, tfp and RL Zoo's torch, then steps eagerly
-@pytest.mark.parametrize("algo", ["sac", "tqc"])
+@pytest.mark.parametrize("algo, renorm", [("sac", False), ("tqc", False), ("crossq", False), ("crossq", True)], ids=str)
 def test_one_gradient_step_equals_sbx_s_from_the_same_parameters_batch_and_noise(
-    algo, peer_python, tmp_path, monkeypatch
+    algo, renorm, peer_python, tmp_path, monkeypatch
 ):
     cfg = bench_config(algo, 1, [256, 256])
     inputs = fixed_inputs()
-    state = start_state(algo, cfg)
+    state = start_state(algo, cfg, renorm)
     theirs = sbx_step(peer_python, algo, cfg, state, inputs, tmp_path)
     ours = rlbench_step(algo, cfg, state, inputs, monkeypatch)
 
     assert set(theirs) == set(ours)
-    assert len([k for k in theirs if k.startswith("grad/")]) == 6 + 8 + 1  # critic, actor, log alpha
+    n_layers = 6 + 6 if algo == "crossq" else 6  # Dense, head (and BatchRenorm) kernels/scales and biases
+    assert len([k for k in theirs if k.startswith("grad/critic/")]) == n_layers
     for name in theirs:
         assert_same(ours[name], theirs[name], name)
     assert np.abs(theirs["grad/log_alpha"]) > 0.1  # a real gradient, not a vanishing one

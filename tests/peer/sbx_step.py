@@ -1,10 +1,14 @@
-"""Run by the SBX peer's Python (not rlbench's): one gradient step of SBX's own SAC or TQC update functions
-on the parameters, batch and Gaussian noise an npz file gives, with SGD at learning rate 1 in place of Adam,
-so that each parameter's change is minus its gradient. Writes the changes, the new target critics and the
-losses to a second npz, named as rlbench's parameters are. Usage: python sbx_step.py sac|tqc IN.npz OUT.npz
+"""Run by the SBX peer's Python (not rlbench's): one gradient step of SBX's own SAC, TQC or CrossQ update
+functions on the parameters (and BatchRenorm statistics), batch and Gaussian noise an npz file gives, with
+SGD at learning rate 1 in place of Adam, so that each parameter's change is minus its gradient. Writes the
+changes, the new target critics or statistics and the losses to a second npz, under rlbench's names.
+Usage: python sbx_step.py sac|tqc|crossq IN.npz OUT.npz
 
-Written against SBX 0.28 (SAC: one vmapped critic state; TQC: two critic states; update functions with
-per-sample discounts; Flax names Dense_i); an SBX whose API moved fails here by name."""
+Written against SBX 0.28 (SAC and CrossQ: one vmapped critic state; TQC: two critic states; update
+functions with per-sample discounts; Flax names Dense_i, BatchRenorm_i); an SBX whose API moved fails here
+by name. rlbench's names differ only in where the layers sit: trunk/ for the hidden layers, mean and
+log_std for the actor's heads, critics/ and q for the critics'.
+"""
 
 import sys
 
@@ -13,11 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from sbx import SAC, TQC
+from flax import traverse_util
+from sbx import SAC, TQC, CrossQ
 
-ACTOR_LAYERS = {"Dense_0": "trunk/Dense_0", "Dense_1": "trunk/Dense_1", "Dense_2": "mean", "Dense_3": "log_std"}
-CRITIC_LAYERS = {"Dense_0": "critics/trunk/Dense_0", "Dense_1": "critics/trunk/Dense_1", "Dense_2": "critics/q"}
-SAC_CRITIC_SCOPE = "VmapContinuousCritic_0"  # SBX's SAC: both critics in one vmapped module
 SGD = optax.sgd(1.0)  # new = old - gradient
 
 
@@ -29,26 +31,47 @@ class BoxEnv(gym.Env):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
 
 
-def layers(data, prefix, names, member=None):
-    """rlbench's parameters of these layers in SBX's names; `member`: one critic of rlbench's ensemble."""
-    pick = (lambda x: x) if member is None else (lambda x: x[member])
-    return {
-        sbx: {leaf: jnp.asarray(pick(data[f"{prefix}/{ours}/{leaf}"])) for leaf in ("kernel", "bias")}
-        for sbx, ours in names.items()
-    }
+def sbx_name(ours: str, heads: dict[str, str], scope: str = "") -> str:
+    """rlbench's flat name -> SBX's: the trunk's layers keep their names, the heads are SBX's next Dense_i."""
+    path = ours.removeprefix("critics/").removeprefix("trunk/")
+    layer, leaf = path.split("/")
+    return f"{scope}{heads.get(layer, layer)}/{leaf}"
 
 
-def unlayers(params, prefix, names) -> dict[str, np.ndarray]:
-    return {
-        f"{prefix}/{ours}/{leaf}": np.asarray(params[sbx][leaf]) for sbx, ours in names.items() for leaf in params[sbx]
-    }
+class Names:
+    """rlbench's flat names of one network (those of the npz under `prefix`) and SBX's for them."""
+
+    def __init__(self, data, prefix: str, heads: dict[str, str], scope: str = ""):
+        self.ours = sorted(k.removeprefix(prefix + "/") for k in data if k.startswith(prefix + "/"))
+        self.theirs = {o: sbx_name(o, heads, scope) for o in self.ours}
+
+    def tree(self, data, prefix: str, pick=lambda x: x):
+        """SBX's tree of the npz's arrays under `prefix` (pick: one critic of rlbench's ensemble)."""
+        flat = {self.theirs[o]: jnp.asarray(pick(data[f"{prefix}/{o}"])) for o in self.ours}
+        return traverse_util.unflatten_dict(flat, sep="/")
+
+    def flat(self, tree, prefix: str) -> dict[str, np.ndarray]:
+        """rlbench's flat names -> arrays of SBX's `tree`."""
+        theirs = traverse_util.flatten_dict(tree, sep="/")
+        return {f"{prefix}/{o}": np.asarray(theirs[self.theirs[o]]) for o in self.ours}
 
 
 def with_sgd(state, params, **fields):
-    sbx_shapes = jax.tree.map(lambda x: tuple(x.shape), dict(state.params))
+    sbx_shapes = jax.tree.map(lambda x: tuple(np.shape(x)), dict(state.params))
     if sbx_shapes != jax.tree.map(lambda x: tuple(x.shape), params):
         sys.exit(f"SBX's parameters are not laid out as this script expects: {sbx_shapes}")
     return state.replace(params=params, tx=SGD, opt_state=SGD.init(params), **fields)
+
+
+def with_stats(state, names, data, prefix):
+    """SBX's batch statistics with the npz's mean, var and steps (r_max and d_max stay SBX's own)."""
+    given = traverse_util.flatten_dict(names.tree(data, prefix), sep="/")
+    stats = traverse_util.flatten_dict(dict(state.batch_stats), sep="/")
+    missing = set(given) - set(stats)
+    if missing:
+        sys.exit(f"SBX's batch statistics lack {sorted(missing)}")
+    stats.update({k: v.astype(jnp.asarray(stats[k]).dtype) for k, v in given.items()})
+    return state.replace(batch_stats=traverse_util.unflatten_dict(stats, sep="/"))
 
 
 def minus(before, after):
@@ -68,59 +91,12 @@ def given_noise(data, action_dim, batch_size):
     return normal, noise
 
 
-def sac_step(model, data, b, gamma, tau, key):
-    actor = with_sgd(model.policy.actor_state, {"params": layers(data, "init/actor", ACTOR_LAYERS)})
-    scoped = lambda prefix: {"params": {SAC_CRITIC_SCOPE: layers(data, prefix, CRITIC_LAYERS)}}  # noqa: E731
-    critic = with_sgd(model.policy.qf_state, scoped("init/critic"), target_params=scoped("init/target"))
-    temperature = temperature_state(model, data)
-    critic1, (critic_loss, _), key = SAC.update_critic(
-        actor, critic, temperature, b["obs"], b["action"], b["next_obs"], b["reward"], b["terminated"],
-        jnp.full(b["reward"].shape, gamma, jnp.float32), key,
-    )  # fmt: skip
-    critic1 = SAC.soft_update(tau, critic1)
-    actor1, critic1, temperature1, actor_loss, temperature_loss, _ = SAC.update_actor_and_temperature(
-        actor, critic1, temperature, b["obs"], model.target_entropy, key
-    )
-    inner = lambda p: p["params"][SAC_CRITIC_SCOPE]  # noqa: E731
-    return {
-        **unlayers(minus(inner(critic.params), inner(critic1.params)), "grad/critic", CRITIC_LAYERS),
-        **unlayers(inner(critic1.target_params), "after/target", CRITIC_LAYERS),
-        **unlayers(minus(actor.params, actor1.params)["params"], "grad/actor", ACTOR_LAYERS),
-        **temperature_out(temperature, temperature1),
-        "loss/critic": critic_loss,
-        "loss/actor": actor_loss,
-        "loss/temperature": temperature_loss,
-    }
-
-
-def tqc_step(model, data, b, gamma, tau, key):
-    """SBX's TQC keeps each critic in a state of its own (qf1, qf2) with a loss of its own; rlbench's
-    ensemble is one state whose loss is their mean. Written out here as rlbench's [2, ...] leaves."""
-    actor = with_sgd(model.policy.actor_state, {"params": layers(data, "init/actor", ACTOR_LAYERS)})
-    member = lambda prefix, i: {"params": layers(data, prefix, CRITIC_LAYERS, i)}  # noqa: E731
-    qf1 = with_sgd(model.policy.qf1_state, member("init/critic", 0), target_params=member("init/target", 0))
-    qf2 = with_sgd(model.policy.qf2_state, member("init/critic", 1), target_params=member("init/target", 1))
-    temperature = temperature_state(model, data)
-    (qf1_1, qf2_1), (loss1, loss2, _), key = TQC.update_critic(
-        model.policy.n_target_quantiles, actor, qf1, qf2, temperature, b["obs"], b["action"], b["next_obs"],
-        b["reward"], b["terminated"], jnp.full(b["reward"].shape, gamma, jnp.float32), key,
-    )  # fmt: skip
-    qf1_1, qf2_1 = TQC.soft_update(tau, qf1_1, qf2_1)
-    actor1, (qf1_1, qf2_1), temperature1, actor_loss, temperature_loss, _ = TQC.update_actor_and_temperature(
-        actor, qf1_1, qf2_1, temperature, b["obs"], model.target_entropy, key
-    )
-    stack = lambda a, b: jax.tree.map(lambda x, y: jnp.stack([x, y]), a["params"], b["params"])  # noqa: E731
-    return {
-        **unlayers(
-            minus(stack(qf1.params, qf2.params), stack(qf1_1.params, qf2_1.params)), "grad/critic", CRITIC_LAYERS
-        ),
-        **unlayers(stack(qf1_1.target_params, qf2_1.target_params), "after/target", CRITIC_LAYERS),
-        **unlayers(minus(actor.params, actor1.params)["params"], "grad/actor", ACTOR_LAYERS),
-        **temperature_out(temperature, temperature1),
-        "loss/critic": (loss1 + loss2) / 2,
-        "loss/actor": actor_loss,
-        "loss/temperature": temperature_loss,
-    }
+def heads(data, prefix):
+    """The actor's heads (mean, log_std) or the critic's (q): SBX's Dense after the hidden ones."""
+    n_hidden = len({k for k in data if k.startswith(prefix + "/") and "/Dense_" in k}) // 2
+    if prefix.endswith("actor"):
+        return {"mean": f"Dense_{n_hidden}", "log_std": f"Dense_{n_hidden + 1}"}
+    return {"q": f"Dense_{n_hidden}"}
 
 
 def temperature_state(model, data):
@@ -128,23 +104,139 @@ def temperature_state(model, data):
     return with_sgd(model.ent_coef_state, log_alpha)
 
 
-def temperature_out(before, after):
-    return {"grad/log_alpha": jax.tree.leaves(before.params)[0] - jax.tree.leaves(after.params)[0]}
+def common_out(actor_names, actor_gradient, temperature, temperature1, losses):
+    return {
+        **actor_names.flat(actor_gradient, "grad/actor"),
+        "grad/log_alpha": jax.tree.leaves(temperature.params)[0] - jax.tree.leaves(temperature1.params)[0],
+        **dict(zip(("loss/critic", "loss/actor", "loss/temperature"), losses, strict=True)),
+    }
 
 
-STEPS = {"sac": (SAC, sac_step), "tqc": (TQC, tqc_step)}
+def discounts(data, b):
+    return jnp.full(b["reward"].shape, float(data["gamma"]), jnp.float32)
+
+
+def sac_step(model, data, b, key):
+    scope = "VmapContinuousCritic_0/"  # SBX's SAC: both critics in one vmapped module
+    actor_names = Names(data, "init/actor", heads(data, "init/actor"))
+    critic_names = Names(data, "init/critic", heads(data, "init/critic"), scope)
+    actor = with_sgd(model.policy.actor_state, {"params": actor_names.tree(data, "init/actor")})
+    critic = with_sgd(
+        model.policy.qf_state,
+        {"params": critic_names.tree(data, "init/critic")},
+        target_params={"params": critic_names.tree(data, "init/target")},
+    )
+    temperature = temperature_state(model, data)
+    critic1, (critic_loss, _), key = SAC.update_critic(
+        actor, critic, temperature, b["obs"], b["action"], b["next_obs"], b["reward"], b["terminated"],
+        discounts(data, b), key,
+    )  # fmt: skip
+    critic1 = SAC.soft_update(float(data["tau"]), critic1)
+    actor1, critic1, temperature1, actor_loss, temperature_loss, _ = SAC.update_actor_and_temperature(
+        actor, critic1, temperature, b["obs"], model.target_entropy, key
+    )
+    return {
+        **critic_names.flat(minus(critic.params, critic1.params)["params"], "grad/critic"),
+        **critic_names.flat(critic1.target_params["params"], "after/target"),
+        **common_out(
+            actor_names,
+            minus(actor.params, actor1.params)["params"],
+            temperature,
+            temperature1,
+            (critic_loss, actor_loss, temperature_loss),
+        ),
+    }
+
+
+def tqc_step(model, data, b, key):
+    """SBX's TQC keeps each critic in a state of its own (qf1, qf2) with a loss of its own; rlbench's
+    ensemble is one state whose loss is their mean. Written out here as rlbench's [2, ...] leaves."""
+    actor_names = Names(data, "init/actor", heads(data, "init/actor"))
+    critic_names = Names(data, "init/critic", heads(data, "init/critic"))
+
+    def member(i):
+        pick = lambda x: x[i]  # noqa: E731
+        return with_sgd(
+            getattr(model.policy, f"qf{i + 1}_state"),
+            {"params": critic_names.tree(data, "init/critic", pick)},
+            target_params={"params": critic_names.tree(data, "init/target", pick)},
+        )
+
+    actor = with_sgd(model.policy.actor_state, {"params": actor_names.tree(data, "init/actor")})
+    qf1, qf2 = member(0), member(1)
+    temperature = temperature_state(model, data)
+    (qf1_1, qf2_1), (loss1, loss2, _), key = TQC.update_critic(
+        model.policy.n_target_quantiles, actor, qf1, qf2, temperature, b["obs"], b["action"], b["next_obs"],
+        b["reward"], b["terminated"], discounts(data, b), key,
+    )  # fmt: skip
+    qf1_1, qf2_1 = TQC.soft_update(float(data["tau"]), qf1_1, qf2_1)
+    actor1, (qf1_1, qf2_1), temperature1, actor_loss, temperature_loss, _ = TQC.update_actor_and_temperature(
+        actor, qf1_1, qf2_1, temperature, b["obs"], model.target_entropy, key
+    )
+    stack = lambda a, b: jax.tree.map(lambda x, y: jnp.stack([x, y]), a["params"], b["params"])  # noqa: E731
+    gradient = minus(stack(qf1.params, qf2.params), stack(qf1_1.params, qf2_1.params))
+    losses = ((loss1 + loss2) / 2, actor_loss, temperature_loss)
+    return {
+        **critic_names.flat(gradient, "grad/critic"),
+        **critic_names.flat(stack(qf1_1.target_params, qf2_1.target_params), "after/target"),
+        **common_out(actor_names, minus(actor.params, actor1.params)["params"], temperature, temperature1, losses),
+    }
+
+
+def crossq_step(model, data, b, key):
+    """No target critic; BatchRenorm statistics in both networks, compared after the step. SBX's
+    BatchNormTrainState keeps the parameters without Flax's "params" level (the statistics beside them)."""
+    scope = "VmapCritic_0/"
+    actor_names = Names(data, "init/actor", heads(data, "init/actor"))
+    critic_names = Names(data, "init/critic", heads(data, "init/critic"), scope)
+    actor_stats = Names(data, "init/actor_stats", {})
+    critic_stats = Names(data, "init/critic_stats", {}, scope)
+    actor = with_sgd(model.policy.actor_state, actor_names.tree(data, "init/actor"))
+    actor = with_stats(actor, actor_stats, data, "init/actor_stats")
+    critic = with_sgd(model.policy.qf_state, critic_names.tree(data, "init/critic"))
+    critic = with_stats(critic, critic_stats, data, "init/critic_stats")
+    temperature = temperature_state(model, data)
+    critic1, (critic_loss, _), key = CrossQ.update_critic(
+        actor, critic, temperature, b["obs"], b["action"], b["next_obs"], b["reward"], b["terminated"],
+        discounts(data, b), key,
+    )  # fmt: skip
+    actor1, critic1, temperature1, actor_loss, temperature_loss, _ = CrossQ.update_actor_and_temperature(
+        actor, critic1, temperature, b["obs"], model.target_entropy, key
+    )
+    return {
+        **critic_names.flat(minus(critic.params, critic1.params), "grad/critic"),
+        **critic_stats.flat(critic1.batch_stats, "after/critic_stats"),
+        **actor_stats.flat(actor1.batch_stats, "after/actor_stats"),
+        **common_out(
+            actor_names,
+            minus(actor.params, actor1.params),
+            temperature,
+            temperature1,
+            (critic_loss, actor_loss, temperature_loss),
+        ),
+    }
+
+
+STEPS = {"sac": (SAC, sac_step), "tqc": (TQC, tqc_step), "crossq": (CrossQ, crossq_step)}
 
 
 def main(algo, source, target):
     data = dict(np.load(source))
     batch_size, action_dim = data["noise/critic"].shape
     algorithm, step = STEPS[algo]
-    model = algorithm("MlpPolicy", BoxEnv(data["batch/obs"].shape[1], action_dim), seed=0, learning_starts=0)
+    widths = {k: [int(w) for w in data[f"net_arch/{k}"]] for k in ("pi", "qf")}
+    model = algorithm(
+        "MlpPolicy",
+        BoxEnv(data["batch/obs"].shape[1], action_dim),
+        seed=0,
+        learning_starts=0,
+        policy_kwargs={"net_arch": widths},
+    )
     b = {k.removeprefix("batch/"): jnp.asarray(v) for k, v in data.items() if k.startswith("batch/")}
     normal, noise = given_noise(data, action_dim, batch_size)
     jax.random.normal = normal
     with jax.disable_jit():
-        out = step(model, data, b, float(data["gamma"]), float(data["tau"]), jax.random.PRNGKey(0))
+        out = step(model, data, b, jax.random.PRNGKey(0))
     if noise:
         sys.exit("SBX's step drew fewer Gaussian samples than the two expected")
     np.savez(target, **{k: np.asarray(v) for k, v in out.items()})
