@@ -60,7 +60,7 @@ def tiny_crossq_config(**overrides) -> CrossQConfig:
     return tiny_config(CrossQConfig, **overrides)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def peer_python():
     """The SBX peer's Python (RLBENCH_TEST_PEER); requested before a test's Ray instance starts, so that a
     skip costs nothing. On CI (CI=1) its absence fails the test: .ci/run builds the peer's venv."""

@@ -6,7 +6,8 @@ compared in BatchRenorm's warm-up (plain batch norm) and after it (renormalised 
 
 Both steps run with SGD at learning rate 1 in place of Adam (Adam's first step is lr * sign(g), blind to a
 gradient's size), so each parameter's change is minus its gradient. Both draw their Gaussian noise through
-`jax.random.normal`, which the test hands the same two draws. The temperature gradient is the check that
+`jax.random.normal`, which the test replaces while the steps are traced: the same two draws become
+constants of both compiled steps. The temperature gradient is the check that
 this comparison can fail: with `temperature_loss: alpha` (SBX's loss before 0.18) rlbench's gradient in
 log alpha is SBX's times alpha, as the two losses say.
 
@@ -33,6 +34,7 @@ from tests.conftest import REPO_ROOT
 
 PEER_STEP = Path(REPO_ROOT) / "tests" / "peer" / "sbx_step.py"
 OBS_DIM, ACTION_DIM, BATCH = 5, 3, 64
+WIDTH = 64  # hidden units of every layer: the equality holds at any width
 LOG_ALPHA = -1.3  # alpha 0.27: the temperature's two losses differ by this factor
 
 
@@ -111,10 +113,10 @@ def rlbench_step(algo, cfg, state, inputs, monkeypatch) -> dict[str, np.ndarray]
 
     learner = ALGORITHMS[algo].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM))
     batch = Transition(**{k.removeprefix("batch/"): jnp.asarray(v) for k, v in inputs.items() if "batch/" in k})
-    with monkeypatch.context() as patch, jax.disable_jit():
+    with monkeypatch.context() as patch:  # each draw is a constant of the traced step
         patch.setattr(jax.random, "normal", given_normal)
-        after_critic, critic_metrics = learner.critic_step_fn(state, batch, jax.random.key(2))
-        after_actor, actor_metrics = learner.actor_step_fn(after_critic, batch, jax.random.key(3))
+        after_critic, critic_metrics = jax.jit(learner.critic_step_fn)(state, batch, jax.random.key(2))
+        after_actor, actor_metrics = jax.jit(learner.actor_step_fn)(after_critic, batch, jax.random.key(3))
     assert not noise
     minus = lambda a, b: jax.tree.map(lambda x, y: x - y, a, b)  # noqa: E731
     out = {
@@ -134,7 +136,7 @@ def rlbench_step(algo, cfg, state, inputs, monkeypatch) -> dict[str, np.ndarray]
     return out | flat("after/target", after_critic.critic.target_params)
 
 
-def sbx_step(peer: str, algo, cfg, state, inputs, tmp_path) -> dict[str, np.ndarray]:
+def given_to_sbx(algo, cfg, state, inputs) -> dict[str, np.ndarray]:
     given = {
         **inputs,
         **flat("init/actor", state.actor.params),
@@ -145,19 +147,32 @@ def sbx_step(peer: str, algo, cfg, state, inputs, tmp_path) -> dict[str, np.ndar
         "net_arch/qf": np.asarray(cfg.critic.hidden),
     }
     if algo == "crossq":
-        given |= flat("init/actor_stats", state.actor.batch_stats) | flat("init/critic_stats", state.critic.batch_stats)
-    else:
-        given |= flat("init/target", state.critic.target_params) | {"tau": np.asarray(cfg.tau)}
-    np.savez(tmp_path / "given.npz", **given)
-    done = subprocess.run(
-        [peer, str(PEER_STEP), algo, str(tmp_path / "given.npz"), str(tmp_path / "sbx.npz")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"},
-    )
+        return (
+            given
+            | flat("init/actor_stats", state.actor.batch_stats)
+            | flat("init/critic_stats", state.critic.batch_stats)
+        )
+    return given | flat("init/target", state.critic.target_params) | {"tau": np.asarray(cfg.tau)}
+
+
+CASES = [("sac", False), ("tqc", False), ("crossq", False), ("crossq", True)]  # (algo, renorm)
+
+
+@pytest.fixture(scope="module")
+def sbx_steps(peer_python, tmp_path_factory):
+    """Every case's start and SBX's step from it, all in one peer process (its imports take ~10 s)."""
+    folder = tmp_path_factory.mktemp("sbx_steps")
+    cases, command = {}, [peer_python, str(PEER_STEP)]
+    for i, (algo, renorm) in enumerate(CASES):
+        cfg = bench_config(algo, 1, [WIDTH, WIDTH])
+        state = start_state(algo, cfg, renorm)
+        cases[algo, renorm] = cfg, state
+        np.savez(folder / f"given_{i}.npz", **given_to_sbx(algo, cfg, state, fixed_inputs()))
+        command += [algo, str(folder / f"given_{i}.npz"), str(folder / f"sbx_{i}.npz")]
+    env = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    return dict(np.load(tmp_path / "sbx.npz"))
+    return {case: (*cases[case], dict(np.load(folder / f"sbx_{i}.npz"))) for i, case in enumerate(CASES)}
 
 
 def assert_same(ours: np.ndarray, theirs: np.ndarray, name: str) -> None:
@@ -165,15 +180,11 @@ def assert_same(ours: np.ndarray, theirs: np.ndarray, name: str) -> None:
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-5 * np.abs(theirs).max() + 1e-9, err_msg=name)
 
 
-@pytest.mark.slow  # about 25 s each: the peer imports SBX, tfp and RL Zoo's torch, then steps eagerly
-@pytest.mark.parametrize("algo, renorm", [("sac", False), ("tqc", False), ("crossq", False), ("crossq", True)], ids=str)
-def test_one_gradient_step_equals_sbx_s_from_the_same_parameters_batch_and_noise(
-    algo, renorm, peer_python, tmp_path, monkeypatch
-):
-    cfg = bench_config(algo, 1, [256, 256])
+@pytest.mark.slow  # ~100 s for the four beside a training run (~half idle): the peer builds 3 SBX models
+@pytest.mark.parametrize("algo, renorm", CASES, ids=str)
+def test_one_gradient_step_equals_sbx_s_from_the_same_parameters_batch_and_noise(algo, renorm, sbx_steps, monkeypatch):
+    cfg, state, theirs = sbx_steps[algo, renorm]
     inputs = fixed_inputs()
-    state = start_state(algo, cfg, renorm)
-    theirs = sbx_step(peer_python, algo, cfg, state, inputs, tmp_path)
     ours = rlbench_step(algo, cfg, state, inputs, monkeypatch)
 
     assert set(theirs) == set(ours)

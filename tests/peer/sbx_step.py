@@ -2,7 +2,7 @@
 functions on the parameters (and BatchRenorm statistics), batch and Gaussian noise an npz file gives, with
 SGD at learning rate 1 in place of Adam, so that each parameter's change is minus its gradient. Writes the
 changes, the new target critics or statistics and the losses to a second npz, under rlbench's names.
-Usage: python sbx_step.py sac|tqc|crossq IN.npz OUT.npz
+Usage: python sbx_step.py sac|tqc|crossq IN.npz OUT.npz [ALGO IN.npz OUT.npz ...]
 
 Written against SBX 0.28 (SAC and CrossQ: one vmapped critic state; TQC: two critic states; update
 functions with per-sample discounts; Flax names Dense_i, BatchRenorm_i); an SBX whose API moved fails here
@@ -220,23 +220,38 @@ def crossq_step(model, data, b, key):
 STEPS = {"sac": (SAC, sac_step), "tqc": (TQC, tqc_step), "crossq": (CrossQ, crossq_step)}
 
 
-def main(algo, source, target):
-    data = dict(np.load(source))
+def main(*triples):
+    """Each (algo, IN.npz, OUT.npz) in turn, in one process; one model per algorithm and widths (building
+    one compiles its initialisation op by op: seconds each)."""
+    models = {}
+    for algo, source, target in zip(triples[0::3], triples[1::3], triples[2::3], strict=True):
+        data = dict(np.load(source))
+        widths = {k: tuple(int(w) for w in data[f"net_arch/{k}"]) for k in ("pi", "qf")}
+        shape = (algo, data["batch/obs"].shape[1], data["noise/critic"].shape[1], widths["pi"], widths["qf"])
+        if shape not in models:
+            models[shape] = STEPS[algo][0](
+                "MlpPolicy",
+                BoxEnv(*shape[1:3]),
+                seed=0,
+                learning_starts=0,
+                policy_kwargs={"net_arch": {k: list(v) for k, v in widths.items()}},
+            )
+        one_step(algo, models[shape], data, target)
+
+
+def one_step(algo, model, data, target):
     batch_size, action_dim = data["noise/critic"].shape
     algorithm, step = STEPS[algo]
-    widths = {k: [int(w) for w in data[f"net_arch/{k}"]] for k in ("pi", "qf")}
-    model = algorithm(
-        "MlpPolicy",
-        BoxEnv(data["batch/obs"].shape[1], action_dim),
-        seed=0,
-        learning_starts=0,
-        policy_kwargs={"net_arch": widths},
-    )
     b = {k.removeprefix("batch/"): jnp.asarray(v) for k, v in data.items() if k.startswith("batch/")}
     normal, noise = given_noise(data, action_dim, batch_size)
-    jax.random.normal = normal
-    with jax.disable_jit():
-        out = step(model, data, b, jax.random.PRNGKey(0))
+    # SBX's update functions are jitted: traced afresh (no step of an earlier case cached), the draws
+    # become constants of the compiled step.
+    for name in ("update_critic", "update_actor", "update_temperature", "soft_update"):
+        if hasattr(algorithm, name):
+            getattr(algorithm, name).clear_cache()
+    real_normal, jax.random.normal = jax.random.normal, normal
+    out = step(model, data, b, jax.random.PRNGKey(0))
+    jax.random.normal = real_normal
     if noise:
         sys.exit("SBX's step drew fewer Gaussian samples than the two expected")
     np.savez(target, **{k: np.asarray(v) for k, v in out.items()})
