@@ -16,8 +16,9 @@ from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, parse_yaml, read_bounded_text
 
 RUN_NAME = re.compile(r"(?P<env>.+)_(?P<id>\d+)(_[0-9a-f-]{36})?")
-# RL Zoo writes config.yml with yaml.dump of an OrderedDict: this tag, then a list of [key, value] pairs.
-# The tag is dropped and the pairs read as plain YAML (nothing is constructed from a Python tag).
+# RL Zoo writes config.yml with yaml.dump of an OrderedDict: this tag, then the constructor's argument list,
+# whose one argument is the list of [key, value] pairs. The tag is dropped and the list read as plain YAML
+# (nothing is constructed from a Python tag).
 ZOO_ORDERED_TAG = "!!python/object/apply:collections.OrderedDict"
 MAX_SHOWN_VALUE = 40  # characters of a setting's value in a legend
 
@@ -63,17 +64,25 @@ def read_settings(run: Path, env: str) -> dict[str, Any] | None:
         return None
     try:
         text = read_bounded_text(path)
+        value = parse_yaml(text.removeprefix(ZOO_ORDERED_TAG))
         if text.startswith(ZOO_ORDERED_TAG):
-            text = text[len(ZOO_ORDERED_TAG) :]
-        value = parse_yaml(text)
-        if isinstance(value, list) and all(isinstance(pair, list) and len(pair) == 2 for pair in value):
-            value = {str(key): item for key, item in value}
+            value = zoo_pairs(value)
         if not isinstance(value, dict):
             raise UntrustedFileError(f"expected a mapping of hyperparameters, got {type(value).__name__}")
     except (OSError, UntrustedFileError) as error:
         warn(f"{path}: unreadable ({error}); its run's setting is unknown")
         return None
     return value
+
+
+def zoo_pairs(arguments: Any) -> Any:
+    """RL Zoo's OrderedDict arguments [[[key, value], ...]] as a mapping; anything else as it is (refused by
+    the caller unless a mapping)."""
+    if isinstance(arguments, list) and len(arguments) == 1 and isinstance(arguments[0], list):
+        pairs = arguments[0]
+        if all(isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) for pair in pairs):
+            return {key: item for key, item in pairs}
+    return arguments
 
 
 def canonical(value: Any) -> str:

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -366,12 +367,13 @@ def test_a_forged_evaluations_npz_is_left_out_with_a_warning_naming_it_and_the_o
 
 
 def write_config(run, env, hyperparams, zoo=False):
-    """The run's config.yml: rlbench's sorted mapping, or RL Zoo's OrderedDict dump (a tag, then pairs)."""
+    """The run's config.yml: rlbench's sorted mapping, or RL Zoo's, as RL Zoo writes it: yaml.dump of an
+    OrderedDict (a Python tag, then the constructor's arguments: one list of [key, value] pairs)."""
     (run / env).mkdir()
     text = yaml.safe_dump(hyperparams, sort_keys=True)
     if zoo:
-        pairs = [[key, value] for key, value in sorted(hyperparams.items())]
-        text = "!!python/object/apply:collections.OrderedDict\n" + yaml.safe_dump(pairs)
+        text = yaml.dump(OrderedDict(sorted(hyperparams.items())))
+        assert text.startswith("!!python/object/apply:collections.OrderedDict\n- - - ")
     (run / env / "config.yml").write_text(text)
 
 
@@ -399,7 +401,8 @@ def test_two_folders_of_one_algo_and_env_are_two_curves_named_by_their_labels(tm
         write_config(theirs / "sac" / f"Pendulum-v1_{i}", "Pendulum-v1", {"batch_size": 256}, zoo=True)
     argv = [str(ours), str(theirs), "-l", "rlbench", "SBX", "-o", str(tmp_path / "plots"), "--reps", "50"]
     assert plots_main(argv) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert err == ""  # RL Zoo's config.yml read: no "unreadable" warning, one setting for SBX's runs
     assert "| Pendulum-v1 | rlbench sac | 3 | 2000 | 12.0 +/- 0.6 | 12.0 |" in out
     assert "| Pendulum-v1 | SBX sac | 3 | 2000 | 22.0 +/- 0.6 | 22.0 |" in out
     assert "- rlbench sac vs SBX sac on Pendulum-v1 at 2k: P(improvement) 0.00 [0.00, 0.00], SBX sac better" in out
