@@ -3,6 +3,7 @@ statistics), batch and Gaussian noise, one step of each (critic, Polyak update, 
 the same losses, the same gradient of every parameter and the same target critics or statistics after it,
 SBX's computed by SBX's own update functions in the peer's venv (tests/peer/sbx_step.py). CrossQ is
 compared in BatchRenorm's warm-up (plain batch norm) and after it (renormalised by running statistics).
+TD3's step has the same gradients; SBX moves its actor's target at another point of the step (below).
 
 Both steps run with SGD at learning rate 1 in place of Adam (Adam's first step is lr * sign(g), blind to a
 gradient's size), so each parameter's change is minus its gradient. Both draw their Gaussian noise through
@@ -160,19 +161,75 @@ CASES = [("sac", False), ("tqc", False), ("crossq", False), ("crossq", True)]  #
 
 @pytest.fixture(scope="module")
 def sbx_steps(peer_python, tmp_path_factory):
-    """Every case's start and SBX's step from it, all in one peer process (its imports take ~10 s)."""
+    """Every case's start and SBX's step from it, TD3's too, all in one peer process (its imports take ~10 s)."""
     folder = tmp_path_factory.mktemp("sbx_steps")
     cases, command = {}, [peer_python, str(PEER_STEP)]
-    for i, (algo, renorm) in enumerate(CASES):
+    for i, (algo, renorm) in enumerate([*CASES, ("td3", False)]):
         cfg = bench_config(algo, 1, [WIDTH, WIDTH])
-        state = start_state(algo, cfg, renorm)
+        if algo == "td3":
+            state, given = td3_start(cfg), td3_given_to_sbx(cfg, td3_start(cfg), td3_inputs())
+        else:
+            state = start_state(algo, cfg, renorm)
+            given = given_to_sbx(algo, cfg, state, fixed_inputs())
         cases[algo, renorm] = cfg, state
-        np.savez(folder / f"given_{i}.npz", **given_to_sbx(algo, cfg, state, fixed_inputs()))
+        np.savez(folder / f"given_{i}.npz", **given)
         command += [algo, str(folder / f"given_{i}.npz"), str(folder / f"sbx_{i}.npz")]
     env = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    return {case: (*cases[case], dict(np.load(folder / f"sbx_{i}.npz"))) for i, case in enumerate(CASES)}
+    return {case: (*cases[case], dict(np.load(folder / f"sbx_{i}.npz"))) for i, case in enumerate(cases)}
+
+
+def td3_inputs() -> dict[str, np.ndarray]:
+    """TD3 draws once per step: the target policy smoothing noise."""
+    return {k: v for k, v in fixed_inputs().items() if k != "noise/actor"}
+
+
+def td3_start(cfg):
+    """TD3's initial state with both targets apart from their networks, SGD(1) as both optimizers."""
+    state = ALGORITHMS["td3"].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM)).init_fn(jax.random.key(0))
+    sgd = optax.sgd(1.0)
+
+    def prepared(s, key):
+        moved = jax.tree.map(lambda p: p + 0.01 * jax.random.normal(jax.random.key(key), p.shape), s.params)
+        return s.replace(tx=sgd, opt_state=sgd.init(s.params), target_params=moved)
+
+    return state.replace(actor=prepared(state.actor, 1), critic=prepared(state.critic, 2))
+
+
+def td3_given_to_sbx(cfg, state, inputs) -> dict[str, np.ndarray]:
+    return {
+        **inputs,
+        **flat("init/actor", state.actor.params),
+        **flat("init/actor_target", state.actor.target_params),
+        **flat("init/critic", state.critic.params),
+        **flat("init/target", state.critic.target_params),
+        **{
+            name: np.asarray(getattr(cfg, name))
+            for name in ("gamma", "tau", "target_policy_noise", "target_noise_clip")
+        },
+        "net_arch/pi": np.asarray(cfg.actor.hidden),
+        "net_arch/qf": np.asarray(cfg.critic.hidden),
+    }
+
+
+def td3_rlbench_step(cfg, state, inputs, monkeypatch) -> dict[str, np.ndarray]:
+    """rlbench's TD3 step on a step that updates the actor: critic, actor, then both targets (as SB3)."""
+    learner = ALGORITHMS["td3"].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM))
+    batch = Transition(**{k.removeprefix("batch/"): jnp.asarray(v) for k, v in inputs.items() if "batch/" in k})
+    with monkeypatch.context() as patch:
+        patch.setattr(jax.random, "normal", lambda key, shape, dtype=jnp.float32: jnp.asarray(inputs["noise/critic"]))
+        after_critic, critic_metrics = jax.jit(learner.critic_step_fn)(state, batch, jax.random.key(2))
+        after_actor, actor_metrics = jax.jit(learner.actor_step_fn)(after_critic, batch, jax.random.key(3))
+    minus = lambda a, b: jax.tree.map(lambda x, y: x - y, a, b)  # noqa: E731
+    return {
+        **flat("grad/critic", minus(state.critic.params, after_critic.critic.params)),
+        **flat("grad/actor", minus(state.actor.params, after_actor.actor.params)),
+        **flat("after/target", after_actor.critic.target_params),
+        **flat("after/actor_target", after_actor.actor.target_params),
+        "loss/critic": np.asarray(critic_metrics["train/critic_loss"]),
+        "loss/actor": np.asarray(actor_metrics["train/actor_loss"]),
+    }
 
 
 def assert_same(ours: np.ndarray, theirs: np.ndarray, name: str) -> None:
@@ -199,3 +256,24 @@ def test_one_gradient_step_equals_sbx_s_from_the_same_parameters_batch_and_noise
     alpha_loss = rlbench_step(algo, before_018, state, inputs, monkeypatch)
     assert not np.allclose(alpha_loss["grad/log_alpha"], theirs["grad/log_alpha"], rtol=0.1)
     np.testing.assert_allclose(alpha_loss["grad/log_alpha"], np.exp(LOG_ALPHA) * theirs["grad/log_alpha"], rtol=1e-5)
+
+
+@pytest.mark.slow  # shares sbx_steps' peer process
+def test_td3_s_step_equals_sbx_s_but_for_when_the_actor_s_target_moves(sbx_steps, monkeypatch):
+    """The same gradients, critic target and losses. SBX's TD3 Polyak-updates both targets between the
+    critic's step and the actor's, on every gradient step (sbx/td3/td3.py, _train); rlbench, as SB3 and
+    the TD3 paper, after the actor's step and only on the steps that update the actor. So one step apart,
+    SBX's actor target moves towards the actor before its step, rlbench's towards the actor after it."""
+    cfg, state, theirs = sbx_steps["td3", False]
+    ours = td3_rlbench_step(cfg, state, td3_inputs(), monkeypatch)
+    assert set(theirs) == set(ours)
+    for name in theirs:
+        if not name.startswith("after/actor_target/"):
+            assert_same(ours[name], theirs[name], name)
+    tau = cfg.tau
+    for name, target in flat("", state.actor.target_params).items():
+        before = flat("", state.actor.params)[name]
+        after = before - ours[f"grad/actor{name}"]
+        assert_same(theirs[f"after/actor_target{name}"], (1 - tau) * target + tau * before, name)
+        assert_same(ours[f"after/actor_target{name}"], (1 - tau) * target + tau * after, name)
+        assert np.abs(after - before).max() > 1e-3  # the two differ: the actor did move

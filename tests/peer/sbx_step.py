@@ -1,8 +1,8 @@
-"""Run by the SBX peer's Python (not rlbench's): one gradient step of SBX's own SAC, TQC or CrossQ update
+"""Run by the SBX peer's Python (not rlbench's): one gradient step of SBX's own SAC, TQC, CrossQ or TD3 update
 functions on the parameters (and BatchRenorm statistics), batch and Gaussian noise an npz file gives, with
 SGD at learning rate 1 in place of Adam, so that each parameter's change is minus its gradient. Writes the
 changes, the new target critics or statistics and the losses to a second npz, under rlbench's names.
-Usage: python sbx_step.py sac|tqc|crossq IN.npz OUT.npz [ALGO IN.npz OUT.npz ...]
+Usage: python sbx_step.py sac|tqc|crossq|td3 IN.npz OUT.npz [ALGO IN.npz OUT.npz ...]
 
 Written against SBX 0.28 (SAC and CrossQ: one vmapped critic state; TQC: two critic states; update
 functions with per-sample discounts; Flax names Dense_i, BatchRenorm_i); an SBX whose API moved fails here
@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import traverse_util
-from sbx import SAC, TQC, CrossQ
+from sbx import SAC, TD3, TQC, CrossQ
 
 SGD = optax.sgd(1.0)  # new = old - gradient
 
@@ -78,25 +78,34 @@ def minus(before, after):
     return jax.tree.map(lambda a, b: a - b, before, after)
 
 
-def given_noise(data, action_dim, batch_size):
-    """jax.random.normal handing out the npz's two draws in order (a' ~ pi(.|s') for the target, then
-    a ~ pi(.|s) for the actor). tfp's MultivariateNormalDiag draws [action_dim, batch] and transposes."""
-    noise = [data["noise/critic"], data["noise/actor"]]
+def given_noise(data):
+    """jax.random.normal handing out the npz's draws in order: a' ~ pi(.|s') for the target, then a ~ pi(.|s)
+    for the actor (SAC's family), or TD3's one target smoothing draw. tfp's MultivariateNormalDiag draws
+    [action_dim, batch] and transposes; TD3 draws [batch, action_dim]."""
+    noise = [data[k] for k in ("noise/critic", "noise/actor") if k in data]
 
     def normal(key, shape=(), dtype=jnp.float32, *args, **kwargs):
-        if tuple(shape) != (action_dim, batch_size):
-            sys.exit(f"SBX drew Gaussian noise of shape {shape}, expected {(action_dim, batch_size)}")
-        return jnp.asarray(noise.pop(0).T, dtype)
+        if not noise:
+            sys.exit(f"SBX drew more Gaussian samples than given (shape {shape})")
+        draw = noise.pop(0)
+        if tuple(shape) == draw.T.shape != draw.shape:
+            return jnp.asarray(draw.T, dtype)
+        if tuple(shape) != draw.shape:
+            sys.exit(f"SBX drew Gaussian noise of shape {shape}, expected {draw.shape}")
+        return jnp.asarray(draw, dtype)
 
     return normal, noise
 
 
 def heads(data, prefix):
-    """The actor's heads (mean, log_std) or the critic's (q): SBX's Dense after the hidden ones."""
+    """The output layers (SAC's mean and log_std, TD3's mu, the critics' q): SBX's Dense after the hidden ones."""
     n_hidden = len({k for k in data if k.startswith(prefix + "/") and "/Dense_" in k}) // 2
-    if prefix.endswith("actor"):
-        return {"mean": f"Dense_{n_hidden}", "log_std": f"Dense_{n_hidden + 1}"}
-    return {"q": f"Dense_{n_hidden}"}
+    return {
+        "mean": f"Dense_{n_hidden}",
+        "log_std": f"Dense_{n_hidden + 1}",
+        "mu": f"Dense_{n_hidden}",
+        "q": f"Dense_{n_hidden}",
+    }
 
 
 def temperature_state(model, data):
@@ -217,7 +226,44 @@ def crossq_step(model, data, b, key):
     }
 
 
-STEPS = {"sac": (SAC, sac_step), "tqc": (TQC, tqc_step), "crossq": (CrossQ, crossq_step)}
+def td3_step(model, data, b, key):
+    """SBX's TD3 step as its _train runs it: critic, then the Polyak update of both targets, then the actor
+    (on the steps policy_delay picks; here one that does)."""
+    scope = "VmapContinuousCritic_0/"
+    actor_names = Names(data, "init/actor", heads(data, "init/actor"))
+    critic_names = Names(data, "init/critic", heads(data, "init/critic"), scope)
+    actor = with_sgd(
+        model.policy.actor_state,
+        {"params": actor_names.tree(data, "init/actor")},
+        target_params={"params": actor_names.tree(data, "init/actor_target")},
+    )
+    critic = with_sgd(
+        model.policy.qf_state,
+        {"params": critic_names.tree(data, "init/critic")},
+        target_params={"params": critic_names.tree(data, "init/target")},
+    )
+    critic1, critic_loss, key = TD3.update_critic(
+        actor, critic, b["obs"], b["action"], b["next_obs"], b["reward"], b["terminated"], discounts(data, b),
+        float(data["target_policy_noise"]), float(data["target_noise_clip"]), key,
+    )  # fmt: skip
+    critic1, actor_moved = TD3.soft_update(float(data["tau"]), critic1, actor)
+    actor1, critic1, actor_loss, _ = TD3.update_actor(actor_moved, critic1, b["obs"], key)
+    return {
+        **critic_names.flat(minus(critic.params, critic1.params)["params"], "grad/critic"),
+        **critic_names.flat(critic1.target_params["params"], "after/target"),
+        **actor_names.flat(minus(actor.params, actor1.params)["params"], "grad/actor"),
+        **actor_names.flat(actor1.target_params["params"], "after/actor_target"),
+        "loss/critic": critic_loss,
+        "loss/actor": actor_loss,
+    }
+
+
+STEPS = {
+    "sac": (SAC, sac_step),
+    "tqc": (TQC, tqc_step),
+    "crossq": (CrossQ, crossq_step),
+    "td3": (TD3, td3_step),
+}
 
 
 def main(*triples):
@@ -240,10 +286,9 @@ def main(*triples):
 
 
 def one_step(algo, model, data, target):
-    batch_size, action_dim = data["noise/critic"].shape
     algorithm, step = STEPS[algo]
     b = {k.removeprefix("batch/"): jnp.asarray(v) for k, v in data.items() if k.startswith("batch/")}
-    normal, noise = given_noise(data, action_dim, batch_size)
+    normal, noise = given_noise(data)
     # SBX's update functions are jitted: traced afresh (no step of an earlier case cached), the draws
     # become constants of the compiled step.
     for name in ("update_critic", "update_actor", "update_temperature", "soft_update"):
@@ -253,7 +298,7 @@ def one_step(algo, model, data, target):
     out = step(model, data, b, jax.random.PRNGKey(0))
     jax.random.normal = real_normal
     if noise:
-        sys.exit("SBX's step drew fewer Gaussian samples than the two expected")
+        sys.exit("SBX's step drew fewer Gaussian samples than given")
     np.savez(target, **{k: np.asarray(v) for k, v in out.items()})
 
 
