@@ -7,10 +7,10 @@ TD3's step has the same gradients; SBX moves its actor's target at another point
 
 Both steps run with SGD at learning rate 1 in place of Adam (Adam's first step is lr * sign(g), blind to a
 gradient's size), so each parameter's change is minus its gradient. Both draw their Gaussian noise through
-`jax.random.normal`, which the test replaces while the steps are traced: the same two draws become
-constants of both compiled steps. The temperature gradient is the check that
-this comparison can fail: with `temperature_loss: alpha` (SBX's loss before 0.18) rlbench's gradient in
-log alpha is SBX's times alpha, as the two losses say.
+`jax.random.normal`, which the test replaces while the steps are traced: the same draws become constants
+of both compiled steps. The temperature gradient is the check that this comparison can fail: with
+`temperature_loss: alpha` (SBX's loss before 0.18) rlbench's gradient in log alpha is SBX's times alpha,
+as the two losses say.
 
 TQC's critic loss is the mean of the two critics' losses, SBX's two separate ones, so its critic gradients
 are SBX's halved; Adam's step divides by the gradient's scale and does not see the factor, and here its
@@ -167,7 +167,8 @@ def sbx_steps(peer_python, tmp_path_factory):
     for i, (algo, renorm) in enumerate([*CASES, ("td3", False)]):
         cfg = bench_config(algo, 1, [WIDTH, WIDTH])
         if algo == "td3":
-            state, given = td3_start(cfg), td3_given_to_sbx(cfg, td3_start(cfg), td3_inputs())
+            state = td3_start(cfg)
+            given = td3_given_to_sbx(cfg, state, td3_inputs())
         else:
             state = start_state(algo, cfg, renorm)
             given = given_to_sbx(algo, cfg, state, fixed_inputs())
