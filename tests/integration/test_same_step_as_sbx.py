@@ -52,6 +52,14 @@ def fixed_inputs() -> dict[str, np.ndarray]:
     }
 
 
+def batch_of(inputs) -> Transition:
+    return Transition(**{k.removeprefix("batch/"): jnp.asarray(v) for k, v in inputs.items() if "batch/" in k})
+
+
+def minus(before, after):
+    return jax.tree.map(lambda x, y: x - y, before, after)
+
+
 def flat(prefix: str, tree) -> dict[str, np.ndarray]:
     return {f"{prefix}/{k}": np.asarray(v) for k, v in traverse_util.flatten_dict(tree, sep="/").items()}
 
@@ -113,13 +121,12 @@ def rlbench_step(algo, cfg, state, inputs, monkeypatch) -> dict[str, np.ndarray]
         return jnp.asarray(noise.pop(0), dtype)
 
     learner = ALGORITHMS[algo].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM))
-    batch = Transition(**{k.removeprefix("batch/"): jnp.asarray(v) for k, v in inputs.items() if "batch/" in k})
+    batch = batch_of(inputs)
     with monkeypatch.context() as patch:  # each draw is a constant of the traced step
         patch.setattr(jax.random, "normal", given_normal)
         after_critic, critic_metrics = jax.jit(learner.critic_step_fn)(state, batch, jax.random.key(2))
         after_actor, actor_metrics = jax.jit(learner.actor_step_fn)(after_critic, batch, jax.random.key(3))
     assert not noise
-    minus = lambda a, b: jax.tree.map(lambda x, y: x - y, a, b)  # noqa: E731
     out = {
         **flat("grad/critic", minus(state.critic.params, after_critic.critic.params)),
         **flat("grad/actor", minus(after_critic.actor.params, after_actor.actor.params)),
@@ -217,12 +224,11 @@ def td3_given_to_sbx(cfg, state, inputs) -> dict[str, np.ndarray]:
 def td3_rlbench_step(cfg, state, inputs, monkeypatch) -> dict[str, np.ndarray]:
     """rlbench's TD3 step on a step that updates the actor: critic, actor, then both targets (as SB3)."""
     learner = ALGORITHMS["td3"].make_learner(cfg, EnvSpec(OBS_DIM, ACTION_DIM))
-    batch = Transition(**{k.removeprefix("batch/"): jnp.asarray(v) for k, v in inputs.items() if "batch/" in k})
+    batch = batch_of(inputs)
     with monkeypatch.context() as patch:
         patch.setattr(jax.random, "normal", lambda key, shape, dtype=jnp.float32: jnp.asarray(inputs["noise/critic"]))
         after_critic, critic_metrics = jax.jit(learner.critic_step_fn)(state, batch, jax.random.key(2))
         after_actor, actor_metrics = jax.jit(learner.actor_step_fn)(after_critic, batch, jax.random.key(3))
-    minus = lambda a, b: jax.tree.map(lambda x, y: x - y, a, b)  # noqa: E731
     return {
         **flat("grad/critic", minus(state.critic.params, after_critic.critic.params)),
         **flat("grad/actor", minus(state.actor.params, after_actor.actor.params)),
@@ -272,8 +278,9 @@ def test_td3_s_step_equals_sbx_s_but_for_when_the_actor_s_target_moves(sbx_steps
         if not name.startswith("after/actor_target/"):
             assert_same(ours[name], theirs[name], name)
     tau = cfg.tau
+    actor_before = flat("", state.actor.params)
     for name, target in flat("", state.actor.target_params).items():
-        before = flat("", state.actor.params)[name]
+        before = actor_before[name]
         after = before - ours[f"grad/actor{name}"]
         assert_same(theirs[f"after/actor_target{name}"], (1 - tau) * target + tau * before, name)
         assert_same(ours[f"after/actor_target{name}"], (1 - tau) * target + tau * after, name)
