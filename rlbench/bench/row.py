@@ -4,7 +4,7 @@ starts a fresh process for each, so that its compile time and peak memory are it
 A row's run is resolved and launched as train.py's are (rlbench.run.experiment, rlbench.run.launch), from
 the peer script's hyperparameters instead of a file's, in process: no run folder, logger or checkpoint.
 `on_iteration` marks the timed window, blocking on the learner state; the compiled update is then timed
-alone on fixed random batches, and XLA's cost analysis counts one gradient step's FLOP.
+alone on fixed random batches, and XLA's cost analysis counts one gradient step's FLOP (rlbench.run.cost).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlbench.envs.jax_native.ids import is_jax_native
+from rlbench.run.cost import gradient_step_gflop
 
 WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
 
@@ -101,19 +102,6 @@ def random_batches(spec, n_steps: int, batch_size: int):
     )
 
 
-def gradient_step_gflop(learner, cfg, spec) -> float:
-    """GFLOP of one gradient step as the loop runs it on average: the critic half every step, the
-    actor and temperature half every `policy_delay` steps (XLA cost analysis, one batch)."""
-    batch = jax.tree.map(lambda x: x[0], random_batches(spec, 1, cfg.batch_size))
-    state = jax.eval_shape(learner.init_fn, jax.random.PRNGKey(0))
-    key = jax.random.PRNGKey(0)
-
-    def flops(step) -> float:
-        return jax.jit(step).lower(state, batch, key).compile().cost_analysis()["flops"]
-
-    return (flops(learner.critic_step_fn) + flops(learner.actor_step_fn) / cfg.policy_delay) / 1e9
-
-
 def update_only_rate(learner, cfg, spec, seconds: float = 5.0, n_seeds: int = 1) -> float:
     """Gradient steps/s (of all seeds) of the compiled fused steps alone, on fixed random batches; with
     `n_seeds` K, one vmapped call updates K learners, as a K-seed run does."""
@@ -161,7 +149,7 @@ def rlbench_row(
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cfg, spec = exp.learner_config, exp.env_spec
     learner = exp.algo.make_learner(cfg, spec)
-    gflop = gradient_step_gflop(learner, cfg, spec)
+    gflop = gradient_step_gflop(learner, cfg, spec, compiled=True)
     bare = update_only_rate(learner, cfg, spec, update_seconds, n_seeds)
     device_loop = is_jax_native(env_id)
     return {

@@ -20,6 +20,7 @@ from rlbench.loggers.tensorboard import import_tensorboardx
 from rlbench.loggers.tracking import import_wandb
 from rlbench.redact import redact_argv
 from rlbench.run import compile_cache
+from rlbench.run.cost import learner_summary
 from rlbench.run.exit_codes import EXIT_INTERRUPTED, STOPPING_ERRORS, exit_code, run_exit_code
 from rlbench.run.experiment import RunRequest, resolve
 from rlbench.run.launch import Hooks, launch, report
@@ -237,6 +238,7 @@ def train_from_args(args: argparse.Namespace, argv: Sequence[str], stop: Gracefu
     exp = resolve(request_from_args(args), load_trial=load_trial_lazily)
     if args.verbose:  # after the checks: a bad-input error is the first line printed
         print(compile_cache.describe(cache))
+        print(learner_summary(exp.algo, exp.learner_config, exp.env_spec))  # its cost, before it trains
     launched = launch(exp, outputs_from_args(args, argv), Hooks(started=stop.started, stop_requested=stop))
     return run_exit_code(report(exp, launched, args.verbose))
 
