@@ -2,7 +2,10 @@
 layer, and the ConfigErrors of their ids and kwargs. Their physics compile for tens of seconds on a CPU: the
 default suite steps Brax's `fast` test env only; the physics envs are `slow`."""
 
+import sys
+import tomllib
 import warnings
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -10,9 +13,10 @@ import numpy as np
 import pytest
 
 from rlbench.envs.jax_native.gym_env import JaxGymEnv
-from rlbench.envs.jax_native.ids import make_jax_env
+from rlbench.envs.jax_native.ids import JAX_ENV_PREFIXES, make_jax_env
 from rlbench.envs.jax_native.vector import reset_envs, step_envs, step_envs_in_bounds
 from rlbench.errors import ConfigError
+from tests.conftest import REPO_ROOT
 
 
 def scan_steps(env, seeds, actions):
@@ -96,3 +100,28 @@ def test_mujoco_warnings_become_python_warnings_not_stdout_or_a_log_file(tmp_pat
     assert capfd.readouterr().out == ""
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
     assert any("brax:halfcheetah: MuJoCo: " in str(warning.message) for warning in caught)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "package", "extra"),
+    [("gymnax", "gymnax", "gymnax"), ("brax", "brax", "brax"), ("playground", "mujoco_playground", "playground")],
+)
+def test_a_missing_package_names_its_own_extra(monkeypatch, prefix, package, extra):
+    """A gymnax user is told to install the gymnax extra, not jax-envs (Playground's NVIDIA Warp with it)."""
+    monkeypatch.setitem(sys.modules, package, None)  # `import package` raises ImportError
+    with pytest.raises(ConfigError) as caught:
+        make_jax_env(f"{prefix}:NoSuchEnv-v0")
+    message = str(caught.value)
+    assert message.startswith(f"environment '{prefix}:NoSuchEnv-v0' needs the package '{package}'")
+    assert message.endswith(f'pip install -e ".[{extra}]"') and "\n" not in message
+
+
+def test_pyproject_has_an_extra_per_package_and_jax_envs_is_their_union():
+    extras = tomllib.loads((Path(REPO_ROOT) / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    union = set()
+    for prefix, (_, extra) in JAX_ENV_PREFIXES.items():
+        names = {requirement.split("=")[0].split(">")[0] for requirement in extras[extra]}
+        assert prefix in names, extras[extra]  # each prefix is its package's name on PyPI
+        union |= set(extras[extra])
+    assert "playground==0.2.0" not in extras["gymnax"] + extras["brax"]  # Warp only for Playground
+    assert sorted(extras["jax-envs"]) == sorted(union)

@@ -13,12 +13,12 @@ from typing import Any
 
 from rlbench.errors import ConfigError
 
-EXTRA = "jax-envs"
-# prefix -> (the Python package to import, the rlbench extra that installs it)
+# prefix -> (the Python package to import, the rlbench extra that installs it: one per package, so that a
+# gymnax user does not install Playground's NVIDIA Warp; `jax-envs` installs all three)
 JAX_ENV_PREFIXES: dict[str, tuple[str, str]] = {
-    "gymnax": ("gymnax", EXTRA),
-    "brax": ("brax", EXTRA),
-    "playground": ("mujoco_playground", EXTRA),  # on PyPI as "playground"
+    "gymnax": ("gymnax", "gymnax"),
+    "brax": ("brax", "brax"),
+    "playground": ("mujoco_playground", "playground"),  # on PyPI as "playground"
 }
 
 
