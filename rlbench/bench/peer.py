@@ -37,6 +37,7 @@ from rlbench.bench.peer_spelling import SBX_CLASSES, Untranslatable, peer_entry
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.report import plots
+from rlbench.report.escaping import as_markdown
 from rlbench.run.experiment import RunRequest, resolve
 from rlbench.sweep.cell import CORE_LOCKS
 from rlbench.sweep.grid import Cell, SweepSpec, Task
@@ -304,7 +305,7 @@ def report_lines(cells: Sequence[PeerCell], peer: Peer | None) -> list[str]:
     """What the report says of the peer: what it is, and each cell without a finished run."""
     if not cells:
         return []
-    named = peer.versions if peer is not None else "not probed (--report-only)"
+    named = as_markdown(peer.versions) if peer is not None else "not probed (--report-only)"  # the peer's answer
     lines = [
         f"Peer (`sbx <algo>` rows and curves): SBX through RL Zoo ({named}), each cell one `python -m "
         "rl_zoo3.train` run with the same seed, env steps and evaluation schedule and the same resolved "
@@ -313,5 +314,5 @@ def report_lines(cells: Sequence[PeerCell], peer: Peer | None) -> list[str]:
     ]
     missing = list(not_done(cells))
     if missing:
-        lines += [f"SBX cells without a finished run: {', '.join(missing)}", ""]
+        lines += [f"SBX cells without a finished run: {as_markdown(', '.join(missing))}", ""]  # peer_cell.json's errors
     return lines

@@ -36,6 +36,7 @@ from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
 from rlbench.redact import redact_argv
 from rlbench.report import plots, statistics
+from rlbench.report.escaping import as_markdown
 from rlbench.report.returns import REFERENCES, machine_line
 from rlbench.report.returns import write_report as write_returns_report
 from rlbench.run import compile_cache
@@ -203,7 +204,7 @@ def cells_not_reported(spec: SweepSpec, manifest: Manifest) -> list[str]:
     states = {c: manifest.cells[c.key].state for c in cells}
     failed = [f"{c.algo}/{c.env} seed {c.seed} ({manifest.cells[c.key].error})" for c in cells if states[c] == FAILED]
     unfinished = [f"{c.algo}/{c.env} seed {c.seed}" for c in cells if states[c] not in (DONE, FAILED)]
-    lines = [f"Missing (failed) runs: {', '.join(failed)}", ""] if failed else []
+    lines = [f"Missing (failed) runs: {as_markdown(', '.join(failed))}", ""] if failed else []  # the manifest's errors
     if unfinished:
         lines += [f"Not trained yet (left out of the tables): {', '.join(unfinished)}", ""]
     return lines

@@ -29,6 +29,7 @@ import numpy as np
 from rlbench.errors import ConfigError
 from rlbench.files import atomic_write_text
 from rlbench.report import statistics
+from rlbench.report.escaping import as_markdown, as_plot_text
 from rlbench.report.evaluations import run_curve
 from rlbench.report.variants import find_runs, folder_labels, split_by_settings, warn
 
@@ -194,7 +195,8 @@ def markdown_table(groups: list[Group]) -> str:
         s = final_stats(g.returns)
         steps = f"{int(g.timesteps[-1])}" + (" (interpolated)" if g.interpolated else "")
         lines.append(
-            f"| {g.env} | {g.label} | {s['n']} | {steps} | {s['mean']:.1f} +/- {s['stderr']:.1f} | {s['iqm']:.1f} |"
+            f"| {as_markdown(g.env)} | {as_markdown(g.label)} | {s['n']} | {steps} | {s['mean']:.1f} +/- "
+            f"{s['stderr']:.1f} | {s['iqm']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -220,15 +222,15 @@ def plot(
         marked = set()
         for g in (g for g in groups if g.env == env):
             low, high = statistics.mean_band(g.returns, reps)
-            label = f"{g.label} (n={len(g.runs)}" + (", interpolated to common env steps)" if g.interpolated else ")")
-            (line,) = ax.plot(g.timesteps, g.returns.mean(axis=0), label=label)
+            runs = f"n={len(g.runs)}" + (", interpolated to common env steps" if g.interpolated else "")
+            (line,) = ax.plot(g.timesteps, g.returns.mean(axis=0), label=f"{as_plot_text(g.label)} ({runs})")
             ax.fill_between(g.timesteps, low, high, alpha=0.25)
             points = (markers or {}).get((env, g.algo))
             if points and g.algo not in marked:
                 marked.add(g.algo)
                 steps, values = zip(*points, strict=True)
-                ax.scatter(steps, values, marker="x", color=line.get_color(), label=f"{g.algo} published")
-        ax.set(title=env, xlabel="env steps", ylabel="mean eval return")
+                ax.scatter(steps, values, marker="x", color=line.get_color(), label=f"{as_plot_text(g.algo)} published")
+        ax.set(title=as_plot_text(env), xlabel="env steps", ylabel="mean eval return")
         ax.legend()
         ax.grid(alpha=0.3)
         path = output / f"{prefix}{env.replace(':', '_')}.png"

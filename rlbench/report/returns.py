@@ -18,6 +18,7 @@ import numpy as np
 
 from rlbench.files import atomic_write_text
 from rlbench.report import plots, statistics
+from rlbench.report.escaping import as_markdown
 
 
 class Reference(NamedTuple):
@@ -97,9 +98,9 @@ def returns_tables(groups: list[plots.Group], n_timesteps: Mapping[tuple[str, st
     final = [head.format("env steps")]
     at = [head.format("eval at")]
     for g in groups:
-        steps = int(g.timesteps[-1])
+        steps, curve = int(g.timesteps[-1]), f"{as_markdown(g.env)} | {as_markdown(g.label)}"
         final.append(
-            f"| {g.env} | {g.label} | {len(g.runs)} | {steps} | {Summary.of(g.returns[:, -1]).cells()} | "
+            f"| {curve} | {len(g.runs)} | {steps} | {Summary.of(g.returns[:, -1]).cells()} | "
             f"{reference_cells(g.env, g.algo, steps)} |"
         )
         index = eval_index_at(g.timesteps, at_steps)
@@ -107,7 +108,7 @@ def returns_tables(groups: list[plots.Group], n_timesteps: Mapping[tuple[str, st
             stats = "n/a | n/a | n/a | n/a"  # the runs are shorter
         else:
             stats = f"{int(g.timesteps[index])} | {Summary.of(g.returns[:, index]).cells()}"
-        at.append(f"| {g.env} | {g.label} | {len(g.runs)} | {stats} | {reference_cells(g.env, g.algo, at_steps)} |")
+        at.append(f"| {curve} | {len(g.runs)} | {stats} | {reference_cells(g.env, g.algo, at_steps)} |")
     return (
         "## Final evaluation return\n\n" + "\n".join(final) + "\n\n"
         f"## Evaluation return at {at_steps} env steps\n\n"

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rlbench.errors import ConfigError
+from rlbench.report.escaping import as_markdown, as_plot_text
 
 REPS = 2000  # bootstrap resamples: read when called, so a caller (or a test) can ask for fewer
 SEED = 0
@@ -166,7 +167,9 @@ def pair_sentence(first: Scores, second: Scores, reps: int | None, seed: int) ->
     steps = steps_text(first.steps) if first.steps == second.steps else f"{first.steps} and {second.steps} env steps"
     estimate = probability_of_improvement(first.values[:, None], second.values[:, None], reps, seed)
     runs = min(len(first.values), len(second.values))
-    return sentence(first.label, second.label, f"on {first.env} at {steps}", estimate, runs)
+    return sentence(
+        as_markdown(first.label), as_markdown(second.label), f"on {as_markdown(first.env)} at {steps}", estimate, runs
+    )
 
 
 def estimate_cells(scores: np.ndarray, reps: int | None, seed: int) -> str:
@@ -211,7 +214,9 @@ def per_env_lines(curves: Sequence[Scores], reps: int | None, seed: int) -> list
     lines = ["| env | curve | seeds | env steps | IQM (95% CI) | mean (95% CI) |", "|---" * 6 + "|"]
     for curve in curves:
         cells = estimate_cells(curve.values[:, None], reps, seed)
-        lines.append(f"| {curve.env} | {curve.label} | {len(curve.values)} | {curve.steps} | {cells} |")
+        lines.append(
+            f"| {as_markdown(curve.env)} | {as_markdown(curve.label)} | {len(curve.values)} | {curve.steps} | {cells} |"
+        )
     lines.append("")
     for env in dict.fromkeys(curve.env for curve in curves):
         pairs = compared_pairs([curve for curve in curves if curve.env == env])
@@ -230,15 +235,16 @@ def across_env_lines(across: Sequence[Across], left_out: Sequence[str], reps: in
     ]
     for curve in across:
         runs, envs = curve.values.shape
-        lines.append(f"| {curve.label} | {envs} | {runs} | {estimate_cells(curve.values, reps, seed)} |")
+        lines.append(f"| {as_markdown(curve.label)} | {envs} | {runs} | {estimate_cells(curve.values, reps, seed)} |")
     lines.append("")
     for first, second in compared_pairs(across):
         estimate = probability_of_improvement(first.values, second.values, reps, seed)
         runs = min(len(first.values), len(second.values))
         where = f"over {first.values.shape[1]} envs (normalised)"
-        lines.append(f"- {sentence(first.label, second.label, where, estimate, runs)}")
+        lines.append(f"- {sentence(as_markdown(first.label), as_markdown(second.label), where, estimate, runs)}")
     if left_out:
-        lines += ["", f"Left out across envs (not on every env, or other seed counts): {', '.join(left_out)}"]
+        left_out_text = as_markdown(", ".join(left_out))
+        lines += ["", f"Left out across envs (not on every env, or other seed counts): {left_out_text}"]
     return lines
 
 
@@ -275,7 +281,7 @@ def plot_profile(curves: Sequence[Scores], path: Path, reps: int | None = None, 
     thresholds = np.linspace(0.0, 1.0, PROFILE_POINTS)
     with seeded(seed):
         profiles, bands = library.create_performance_profile(
-            {curve.label: curve.values for curve in across},
+            {as_plot_text(curve.label): curve.values for curve in across},
             thresholds,
             custom_profile_func=fraction_above,
             reps=reps or REPS,

@@ -26,6 +26,7 @@ from rlbench.files import (
     parse_json,
     read_bounded_text,
 )
+from rlbench.redact import printable
 from rlbench.sweep.grid import NAME_PATTERN, SweepSpec
 
 MANIFEST_FILE = "manifest.json"
@@ -41,6 +42,11 @@ STATES = (PENDING, RUNNING, DONE, FAILED, INTERRUPTED)
 # ~2,800 cells. 4 KiB a cell leaves room for long error lines; the values likewise, with room to spare.
 MANIFEST_BYTES_PER_CELL = 4096
 MANIFEST_VALUES_PER_CELL = 32
+# A cell's free-text strings, shown in the sweep's report and on the console: one printable line each, within
+# these bounds (the driver writes them so; `load_manifest` refuses others). A node is `<hostname>/<node id>`
+# (a hostname has at most 253 characters); an error is one line of a run's output, cut at 1,000 characters
+# (its whole text stays in the cell's log).
+TEXT_BOUNDS = {"node": 300, "error": 1000}
 
 
 @dataclass
@@ -60,7 +66,13 @@ class CellRecord:
     final_eval: dict[str, Any] | None = None
 
     def plain(self) -> dict[str, Any]:
-        return dict(vars(self))
+        """The record as saved: its node and error each one printable line within its bound."""
+        data = dict(vars(self))
+        for key, bound in TEXT_BOUNDS.items():
+            if data[key] is not None:
+                text = printable(data[key])
+                data[key] = text if len(text) <= bound else text[: bound - 3] + "..."
+        return data
 
 
 @dataclass
@@ -171,6 +183,10 @@ def _read_names(value: Mapping[str, Any], record: CellRecord, where: str) -> Non
         item = value.get(key)
         if item is not None and not isinstance(item, str):
             raise ConfigError(f"{where}: {key} must be a string or null")
+        if item is not None and key in TEXT_BOUNDS and (len(item) > TEXT_BOUNDS[key] or printable(item) != item):
+            raise ConfigError(
+                f"{where}: {key} must be one line of at most {TEXT_BOUNDS[key]} characters without control characters"
+            )
         setattr(record, key, item)
     if record.task is not None and not NAME_PATTERN.fullmatch(record.task):
         raise ConfigError(f"{where}: task {record.task!r} is not a plain folder name")

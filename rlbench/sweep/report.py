@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rlbench.redact import printable
 from rlbench.report import plots, statistics
+from rlbench.report.escaping import as_markdown
 from rlbench.report.returns import machine_line
 from rlbench.report.returns import write_report as write_returns_report
 from rlbench.sweep.grid import Cell, SweepSpec
@@ -50,9 +51,10 @@ def write_sweep_report(spec: SweepSpec, manifest: Manifest, folder: Path, log_ro
             for run, returns in zip(group.runs, group.returns, strict=True):  # unreadable runs left out
                 cell = by_run[run]
                 record = manifest.cells[cell.key]
+                names = (group.label, env, cell.seed, record.run_dir, record.node)
                 rows.append(
-                    f"| {group.label} | {env} | {cell.seed} | {record.run_dir} | {record.node} | "
-                    f"{record.attempts} | {returns[-1]:.1f} | {record.wall_time_s:.0f} |"
+                    f"| {' | '.join(map(as_markdown, names))} | {record.attempts} | {returns[-1]:.1f} | "
+                    f"{record.wall_time_s:.0f} |"
                 )
     if not groups:
         return None
@@ -98,7 +100,7 @@ def introduction(spec: SweepSpec, manifest: Manifest, extended: bool) -> list[st
         f"Grid: algos {', '.join(spec.algos)}; envs {', '.join(spec.envs)}; seeds {', '.join(map(str, spec.seeds))}"
         + (f"; settings {settings}" if spec.grid else "")
         + f"; -params {' '.join(spec.params) or 'none'}; evaluation every {grid['eval_freq']} env steps, "
-        f"{grid['eval_episodes']} episodes. Packing: {manifest.packing.get('reason', 'n/a')}.",
+        f"{grid['eval_episodes']} episodes. Packing: {as_markdown(manifest.packing.get('reason', 'n/a'))}.",
         "",
         "Statistics over seeds of each run's mean evaluation return: mean, IQM (mean of the middle half) and a "
         f"95% percentile-bootstrap interval of the mean (rliable's stratified bootstrap, {statistics.REPS} "
@@ -113,7 +115,7 @@ def introduction(spec: SweepSpec, manifest: Manifest, extended: bool) -> list[st
             "",
         ]
     if failed:
-        intro += [f"Failed cells (left out): {'; '.join(failed)}", ""]
+        intro += [f"Failed cells (left out): {as_markdown('; '.join(failed))}", ""]
     if unfinished:
-        intro += [f"Unfinished cells (left out): {', '.join(unfinished)}", ""]
+        intro += [f"Unfinished cells (left out): {as_markdown(', '.join(unfinished))}", ""]
     return intro
