@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import fcntl
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -257,11 +258,18 @@ def outcome(cell: PeerCell) -> dict:
         state = parse_json(read_bounded_text(path, 1 << 20)) if path.exists() else {"state": NOT_RUN}
     except (OSError, UntrustedFileError) as error:
         return {"state": FAILED, "error": f"{path}: unreadable ({error})"}
-    if not isinstance(state, dict) or state.get("state") not in (DONE, FAILED, NOT_RUN):
+    if not isinstance(state, dict) or state.get("state") not in (DONE, FAILED, NOT_RUN) or not recorded(state):
         return {"state": FAILED, "error": f"{path}: not a peer cell's outcome"}
     if state["state"] == DONE:
         state["run_dir"] = str(run_folder(cell))  # where it is, whatever the file says
     return state
+
+
+def recorded(state: dict) -> bool:
+    """Its wall time and error as `record` writes them (a finite number >= 0, a string), which the report shows."""
+    wall, error = state.get("wall_time_s", 0), state.get("error")
+    number = isinstance(wall, int | float) and not isinstance(wall, bool) and math.isfinite(wall) and wall >= 0
+    return number and (error is None or isinstance(error, str))
 
 
 def describe(state: dict) -> str:

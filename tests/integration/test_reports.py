@@ -230,3 +230,27 @@ def test_bench_returns_refuses_a_forged_manifest_node_in_one_line_before_writing
         "control characters\n"
     )
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"state": "done", "wall_time_s": "x"},
+        {"state": "done", "wall_time_s": float("inf")},
+        {"state": "failed", "error": 5},
+    ],
+    ids=["wall time a string", "wall time infinite", "error a number"],
+)
+def test_a_peer_cell_whose_wall_time_or_error_is_not_as_written_is_a_failed_cell_named_in_the_report(tmp_path, forged):
+    """`"wall_time_s": "x"` in peer_cell.json was a ValueError traceback from `bench returns` (its console
+    line and report format it as a number); now the cell is failed, the file named."""
+    from rlbench.bench import peer as sbx
+    from rlbench.sweep.grid import SweepSpec
+
+    spec = SweepSpec(name="r", algos=("sac",), envs=("Pendulum-v1",), seeds=(1,), n_timesteps=200, eval_freq=100)
+    cell = sbx.PeerCell(spec.cells()[0], tmp_path / "c1", "sac", {"n_timesteps": 200})
+    cell.folder.mkdir()
+    (cell.folder / sbx.STATE_FILE).write_text(json.dumps(forged))
+    path = cell.folder / sbx.STATE_FILE
+    assert list(sbx.not_done([cell])) == [f"sac/Pendulum-v1 seed 1 (failed: {path}: not a peer cell's outcome)"]
+    assert sbx.report_group([cell], "Pendulum-v1", "sac", tmp_path) == (None, [])
