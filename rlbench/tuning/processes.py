@@ -1,9 +1,11 @@
 """The processes of a tuning run: stop requests (SIGINT, SIGTERM) shared by the main process and its
-workers, waiting for the workers, and workers that never outlive the main process."""
+workers, waiting for the workers, workers that never outlive the main process, and what each prints of a
+failed trial."""
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import multiprocessing
 import os
 import signal
@@ -91,3 +93,26 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     while os.getppid() == parent_pid:
         time.sleep(1)
     os._exit(1)
+
+
+class OneLineFailures(logging.Filter):
+    """Optuna logs a trial that raised with the exception's traceback. For the failures a trial is expected
+    to have (`expected`: a stop request, a divergence, a bad value), whose message says it all, the line
+    alone; and "Trial N failed with value None.", which follows every failure logged with its error and
+    adds nothing, is dropped."""
+
+    def __init__(self, expected: tuple[type[BaseException], ...]) -> None:
+        super().__init__()
+        self.expected = expected
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], self.expected):
+            record.exc_info = record.exc_text = None
+        return not record.getMessage().endswith(" failed with value None.")
+
+
+def failures_in_one_line(expected: tuple[type[BaseException], ...]) -> None:
+    """Filter Optuna's log handlers in this process (once) with OneLineFailures(expected)."""
+    for handler in logging.getLogger("optuna").handlers:
+        if not any(isinstance(existing, OneLineFailures) for existing in handler.filters):
+            handler.addFilter(OneLineFailures(expected))

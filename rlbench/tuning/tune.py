@@ -42,7 +42,14 @@ from rlbench.run.experiment import Experiment, RunRequest, resolve
 from rlbench.run.launch import Hooks, launch
 from rlbench.run.outputs import RunOutputs
 from rlbench.tuning import HEARTBEAT_S, spaces
-from rlbench.tuning.processes import EXIT_INTERRUPTED, StopSignal, exit_with_parent, join_workers, worker_id
+from rlbench.tuning.processes import (
+    EXIT_INTERRUPTED,
+    StopSignal,
+    exit_with_parent,
+    failures_in_one_line,
+    join_workers,
+    worker_id,
+)
 from rlbench.tuning.samplers import SAMPLERS, fetch_auto_sampler, make_sampler
 from rlbench.tuning.stored import trained_hyperparams
 from rlbench.tuning.study import (
@@ -86,6 +93,10 @@ class TrialFailed(Exception):
 
 class TrialInterrupted(Exception):
     """SIGINT or SIGTERM stopped the trial before its end: FAIL (Optuna's state for an unfinished trial)."""
+
+
+# What a trial may end with (FAIL, one line each), and the study goes on.
+EXPECTED_FAILURES = (TrialFailed, TrialInterrupted, ConfigError, RunFailure)
 
 
 def trial_seed(seed: int, number: int) -> int:
@@ -254,12 +265,13 @@ def run_worker(
         pruner=pruner,
     )
     objective = Objective(request, options.optimization_log_path, plan, study, stop)
+    failures_in_one_line(EXPECTED_FAILURES)
     ran = 0
     while ran < n_trials and not stop():
         fail_stale_trials(study, index, plan["grace"])
         if budget_left(study, plan["budget"]):
             try:
-                study.optimize(objective, n_trials=1, catch=(TrialFailed, TrialInterrupted, ConfigError, RunFailure))
+                study.optimize(objective, n_trials=1, catch=EXPECTED_FAILURES)
             except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
                 # Optuna could not report or tell the trial because it had already finished: another worker
                 # found it silent for --heartbeat-grace (a starved heartbeat on an overloaded machine) and failed it;

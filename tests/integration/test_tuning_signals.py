@@ -2,6 +2,7 @@
 stop every worker, write the report and exit 75; a SIGKILLed main process leaves no worker behind."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -135,6 +136,12 @@ def test_a_stop_signal_fails_the_running_trials_stops_the_workers_writes_the_rep
     out = (tmp_path / "out.log").read_text()
     assert code == 75, out
     assert f"{signal.Signals(signum).name} received" in out
+    # Each interrupted trial is one line, with no traceback (Optuna logs one for a trial that raised).
+    assert "Traceback" not in out and "failed with value None" not in out, out
+    interrupted = re.findall(
+        r"Trial (\d+) failed with parameters: .* error: TrialInterrupted\('.* at \d+ env steps", out
+    )
+    assert sorted(map(int, interrupted)) == sorted(running), out
     trials = load_trials(tmp_path / "logs" / "sac" / "optuna_Pendulum-v1.log")
     states = {t.number: t.state for t in trials}
     assert TrialState.RUNNING not in states.values(), states
