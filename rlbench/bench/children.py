@@ -4,6 +4,9 @@ Each child starts in a session, hence a process group, of its own, and is regist
 benchmark is stopped (SIGTERM, SIGINT) or leaves `stopping_children()` in any way, every registered group
 is killed: a stopped benchmark leaves no peer training on as an orphan, nor anything the peer started itself.
 Its own group also keeps the terminal's Ctrl-C from reaching the children directly: the benchmark stops them.
+A benchmark killed outright (SIGKILL, the OOM killer) runs no handler: there the kernel kills each child
+(PR_SET_PDEATHSIG, set by a few lines of this Python that then exec the child, so it holds for any program),
+as the tuning workers die with their parent.
 """
 
 from __future__ import annotations
@@ -20,6 +23,34 @@ from typing import Any, ClassVar
 
 from rlbench.run.signals import SignalScope
 
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+# Run ahead of each child, in the child's process (`sys.executable -I -S -c WITH_PARENT PARENT_PID COMMAND...`):
+# the kernel is asked to SIGKILL it when the benchmark dies, a setting execvp keeps, and a benchmark already
+# dead before that (the child reparented) is seen in the parent pid; then it becomes the command (same pid,
+# hence the same process group). A command that cannot start exits 127, as a shell's, with the reason.
+WITH_PARENT = f"""
+import ctypes, os, signal, sys
+parent, *command = sys.argv[1:]
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl({PR_SET_PDEATHSIG}, signal.SIGKILL)
+if os.getppid() != int(parent):
+    sys.exit(128 + signal.SIGKILL)
+try:
+    os.execvp(command[0], command)
+except OSError as error:
+    print(f"cannot start {{command[0]}}: {{error.strerror or error}}", file=sys.stderr)
+    sys.exit(127)
+"""
+
+
+class ChildrenStopped(SystemExit):
+    """A stop signal inside `stopping_children()`, once every child is killed: the process exits 128 + the
+    signal (as the signal's default action would have) unless its caller turns it into another code."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
 
 class _Children:
     running: ClassVar[set[subprocess.Popen]] = set()
@@ -28,20 +59,22 @@ class _Children:
 
 
 def start_child(
-    command: Sequence[str], env: dict[str, str] | None = None, output: Path | None = None
+    command: Sequence[str], env: dict[str, str] | None = None, output: Path | None = None, cwd: Path | None = None
 ) -> subprocess.Popen:
-    """Popen in a new process group, registered until `finish_child`; its output captured as text, or with
-    `output` appended to that file (a child that runs for hours while others are polled fills no pipe)."""
+    """Popen in a new process group, killed by the kernel if this process dies, registered until
+    `finish_child`; its output captured as text, or with `output` appended to that file (a child that runs
+    for hours while others are polled fills no pipe); in `cwd` when given."""
     _Children.spawning = True
     try:
         with open(output, "ab") if output is not None else contextlib.nullcontext() as log:
             pipe = subprocess.PIPE if log is None else log
             process = subprocess.Popen(
-                command,
+                [sys.executable, "-I", "-S", "-c", WITH_PARENT, str(os.getpid()), *command],
                 stdout=pipe,
                 stderr=subprocess.PIPE if log is None else subprocess.STDOUT,
                 text=True,
                 env=env,
+                cwd=cwd,
                 start_new_session=True,
             )
         _Children.running.add(process)
@@ -75,7 +108,7 @@ def kill_children() -> None:
 def _stop(signum: int) -> None:
     _Children.pending = None
     kill_children()
-    raise SystemExit(128 + signum)  # as the signal's default action would have ended the benchmark
+    raise ChildrenStopped(signum)
 
 
 class _StopKillsChildren(SignalScope):
@@ -88,7 +121,7 @@ class _StopKillsChildren(SignalScope):
 
 @contextlib.contextmanager
 def stopping_children() -> Iterator[None]:
-    """SIGTERM or SIGINT inside: kill every child's group, then exit 128 + the signal; any exit: kill them."""
+    """SIGTERM or SIGINT inside: kill every child's group, then raise ChildrenStopped; any exit: kill them."""
     with _StopKillsChildren():
         try:
             yield

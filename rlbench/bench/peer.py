@@ -2,7 +2,10 @@
 
 The peer is another virtual environment (`pip install sbx-rl rl_zoo3 "gymnasium[mujoco]"`); `probe_peer`
 checks, before anything is written, that its Python has both installed (found, not imported: importing
-RL Zoo imports torch, seconds; an install broken past that fails its cells, each with its log). Each cell
+RL Zoo imports torch, seconds; an install broken past that fails its cells, each with its log). The probe
+and the peer's processes run in Python's isolated mode (`-I`: no current folder, PYTHONPATH or user site on
+`sys.path`) in a folder of rlbench's (a fresh one; the cell's), so that what they find and run is the venv's
+own, never a `sbx.py` or `rl_zoo3/` in the folder the benchmark was started from. Each cell
 of the grid (algo, env, seed) gets its resolved rlbench entry translated to RL Zoo's spelling
 (rlbench.bench.peer_spelling) and becomes one `PYTHON -m rl_zoo3.train` process with SBX's classes in RL
 Zoo's algorithm table, the same seed, env steps and evaluation schedule (`--eval-freq`, `--eval-episodes`,
@@ -26,6 +29,7 @@ import math
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -46,6 +50,9 @@ from rlbench.sweep.grid import Cell, SweepSpec, Task
 SYSTEM = "sbx"
 INSTALL = 'pip install sbx-rl rl_zoo3 "gymnasium[mujoco]"'
 PROBE_TIMEOUT_S = 60
+# Python's isolated mode for the probe and the peer: sys.path holds the peer's own installation only (the venv's
+# site-packages, which the interpreter finds from its own path), not the working folder, PYTHONPATH or user site.
+ISOLATED = ("-I",)
 STATE_FILE = "peer_cell.json"
 DONE, FAILED, REFUSED, NOT_RUN = "done", "failed", "refused", "not run"
 # What the peer checks and answers: the modules it lacks, and the versions of those it has.
@@ -84,7 +91,9 @@ def probe_peer(python: str, device: str = "cpu") -> Peer:
     if not Path(python).is_file() or not os.access(python, os.X_OK):
         raise ConfigError(f"--peer {python}: not an executable file; {hint}")
     try:
-        done = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        with tempfile.TemporaryDirectory(prefix="rlbench-peer-probe-") as empty:
+            command = [python, *ISOLATED, "-c", PROBE]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, cwd=empty)
         answer = json.loads(done.stdout.strip().splitlines()[-1])
         missing, versions = list(answer["missing"]), dict(answer["versions"])
     except subprocess.TimeoutExpired:
@@ -139,6 +148,7 @@ def plan_cells(spec: SweepSpec, template: RunRequest, sweep_folder: Path) -> lis
 def command(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> list[str]:
     return [
         peer.python,
+        *ISOLATED,
         "-c",
         BOOTSTRAP,
         "" if core is None else str(core),
@@ -204,7 +214,8 @@ def start(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> subp
     shutil.rmtree(cell.folder, ignore_errors=True)
     cell.folder.mkdir(parents=True)
     atomic_write_text(cell.folder / "sbx.yml", yaml.safe_dump({cell.cell.env: cell.entry}, sort_keys=True))
-    return start_child(command(cell, peer, spec, core), peer_environment(peer.device), output=cell.folder / "peer.log")
+    log = cell.folder / "peer.log"
+    return start_child(command(cell, peer, spec, core), peer_environment(peer.device), output=log, cwd=cell.folder)
 
 
 def claim_core() -> tuple[int | None, int | None]:

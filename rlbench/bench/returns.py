@@ -25,16 +25,18 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rlbench.bench import peer as sbx
+from rlbench.bench.children import ChildrenStopped
 from rlbench.cli.flags import flag, parser_from, seeds_group, shared
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError
-from rlbench.redact import redact_argv
+from rlbench.redact import printable, redact_argv
 from rlbench.report import plots, statistics
 from rlbench.report.escaping import as_markdown
 from rlbench.report.returns import REFERENCES, machine_line
@@ -51,6 +53,7 @@ from rlbench.sweep.options import SweepOptions
 DEFAULT_LOG_FOLDER = Path("logs/bench_returns")
 DEFAULT_OUTPUT = Path("benchmarks/returns.md")
 DEFAULT_NAME = "returns"
+PEER_STOPPED = "the SBX cells still training were killed; the same command runs them again from their start:"
 
 
 FLAGS = (
@@ -271,7 +274,11 @@ def main(argv: Sequence[str]) -> int:
     if code in (EXIT_INTERRUPTED, EXIT_ABORTED):
         return code
     if peer is not None and not args.report_only:
-        sbx.run_cells(peer_cells, peer, spec)
+        try:
+            sbx.run_cells(peer_cells, peer, spec)
+        except ChildrenStopped as stop:  # every peer process killed: the cells not done run afresh next time
+            print(f"{signal.Signals(stop.signum).name}: {PEER_STOPPED} {printable(command)}", file=sys.stderr)
+            return EXIT_INTERRUPTED
     if args.report_only:
         done = manifest.counts()[DONE] if manifest is not None else 0
         print(

@@ -6,7 +6,9 @@ The end-to-end test needs a peer venv (`RLBENCH_TEST_PEER=/path/to/python`); .ci
 (CI=1) its absence fails the test instead of skipping it."""
 
 import os
+import signal
 import stat
+import subprocess
 import sys
 
 import numpy as np
@@ -163,8 +165,164 @@ def test_plan_refuses_by_name_and_a_failing_peer_is_reported_per_cell(tmp_path):
     report = "\n".join(sbx.report_lines(cells, None))
     assert "SBX cells without a finished run: sac/Pendulum-v1 seed 1 (failed: exit 3" in report
 
-    # Run again (a failed cell is run afresh) with the peer's Python gone since the probe: failed, not raised.
+    # Run again (a failed cell is run afresh) with the peer's Python gone since the probe: failed, not raised
+    # (the child's launcher, which ties it to this process, says why it could not start it, and exits 127).
     events.clear()
-    sbx.run_cells(cells, sbx.Peer(str(tmp_path / "gone"), "a stand-in"), spec, on_event=events.append)
-    assert [event.split(": ", 1)[1][:40] for event in events[1:]] == ["failed: cannot start: [Errno 2] No such "] * 2
-    assert sbx.outcome(cells[0])["state"] == sbx.FAILED and not (cells[0].folder / "peer.log").read_text()
+    gone = tmp_path / "gone"
+    sbx.run_cells(cells, sbx.Peer(str(gone), "a stand-in"), spec, on_event=events.append)
+    why = f"cannot start {gone}: No such file or directory"
+    outcomes = [event.split(": ", 1)[1] for event in events[1:] if "started" not in event]
+    assert outcomes == [f"failed: exit 127: {why}"] * 2
+    assert sbx.outcome(cells[0])["state"] == sbx.FAILED and (cells[0].folder / "peer.log").read_text() == why + "\n"
+
+
+# -- issue 44 item 1: the probe and the peer import nothing from the folder the benchmark runs in ---------------
+
+
+def shadowing_folder(tmp_path, marker):
+    """A folder with an `sbx` and an `rl_zoo3` that Python would import from the working folder or PYTHONPATH,
+    each with a dist-info whose version the probe would read; importing the fake sbx writes `marker`."""
+    folder = tmp_path / "shadow"
+    (folder / "rl_zoo3").mkdir(parents=True)
+    (folder / "sbx.py").write_text(f"open({str(marker)!r}, 'w').write('imported')\n")
+    (folder / "rl_zoo3" / "__init__.py").write_text("")
+    (folder / "rl_zoo3" / "utils.py").write_text("ALGOS = {}\n")
+    for dist, version in (("sbx_rl", "0.28.0"), ("rl_zoo3", "2.9.2")):
+        info = folder / f"{dist}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\nVersion: {version}\n")
+    return folder
+
+
+def test_a_shadowing_folder_is_not_the_peer(tmp_path, capsys, monkeypatch):
+    """Issue 44 item 1: run from a folder holding sbx.py and rl_zoo3/ (and on PYTHONPATH), with --peer a
+    Python that has neither (rlbench's own): the probe refuses it (exit 2, one line, nothing written), and a
+    peer process started there runs none of that folder's code."""
+    from rlbench.bench import peer as sbx
+    from rlbench.run.request import RunRequest
+    from rlbench.sweep.grid import SweepSpec
+
+    marker = tmp_path / "shadow-sbx-imported"
+    shadow = shadowing_folder(tmp_path, marker)
+    monkeypatch.chdir(shadow)
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
+    log, output = tmp_path / "logs", tmp_path / "returns.md"
+    argv = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "-f", str(log), "--output", str(output)]
+    assert bench_main([*argv, "--peer", sys.executable, "--report-only"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --peer {sys.executable}: cannot import sbx, rl_zoo3; expected the python of a virtual "
+                   f"environment with sbx and rl_zoo3 ({sbx.INSTALL})"]  # fmt: skip
+    assert not log.exists() and not output.exists() and not marker.exists()
+
+    # The peer's own process, started from the same folder: no module named sbx, the shadow's never imported.
+    spec = SweepSpec(name="returns", algos=("sac",), envs=("Pendulum-v1",), seeds=(1,), n_timesteps=400, eval_freq=200)
+    cells = sbx.plan_cells(spec, RunRequest(n_timesteps=400), tmp_path / "sweep")
+    events = []
+    sbx.run_cells(cells, sbx.Peer(sys.executable, "rlbench's Python"), spec, on_event=events.append)
+    assert "No module named 'sbx'" in sbx.outcome(cells[0])["error"], events
+    assert not marker.exists()
+
+
+# -- issue 44 item 4: a stopped or killed `bench returns --peer` leaves no peer training -------------------------
+
+# A stand-in for the peer's Python: it answers the probe as a venv with SBX would, and as a cell's process
+# records its pid and trains for minutes (sleeps, as the same process: exec).
+STAND_IN_PEER = """#!/bin/sh
+case "$*" in
+  *importlib.metadata*) echo '{"missing": [], "versions": {"sbx": "0.28.0", "rl_zoo3": "2.9.2"}, "python": "3"}';;
+  *) echo $$ >> "$PEER_PIDS"; exec sleep 300;;
+esac
+"""
+
+
+def finished_grid(tmp_path):
+    """`bench returns` argv (2 seeds of sac on Pendulum-v1, the stand-in peer) whose rlbench cells the sweep's
+    manifest records as done: the command goes straight to the peer's cells, without Ray."""
+    from rlbench.bench.returns import build_parser, check_args
+    from rlbench.sweep.manifest import new_manifest
+    from tests.integration.test_scripts import write_evaluations
+
+    peer = tmp_path / "peer-python"
+    peer.write_text(STAND_IN_PEER)
+    peer.chmod(peer.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "logs"
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "2", "-f", str(log), "-n", "200"]
+    argv += ["--eval-freq", "100", "--output", str(tmp_path / "returns.md"), "--peer", str(peer)]
+    spec = check_args(build_parser().parse_args(argv))
+    manifest = new_manifest(spec, "python -m rlbench.bench returns ...")
+    for seed, record in enumerate(manifest.cells.values(), start=1):
+        record.state, record.run_dir, record.wall_time_s = "done", f"sac/Pendulum-v1_{seed}", 1.0
+        write_evaluations(log / record.run_dir, [100, 200], [-900.0, -500.0])
+    manifest.save(log / "sweeps" / "returns")
+    return ["returns", *argv]
+
+
+def alive(pid):
+    """Whether `pid` runs (a zombie, dead but not yet reaped by whoever adopted it, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return file.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def start_bench_with_peers(tmp_path):
+    """The benchmark as its own process, once both peer cells run: (the process, the peers' pids)."""
+    from tests.ray_cluster import wait_until
+
+    argv, pids = finished_grid(tmp_path), tmp_path / "peer-pids"
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "rlbench.bench", *argv],
+        cwd=tmp_path,  # the command it prints names the folders relative to it
+        env={**os.environ, "PEER_PIDS": str(pids)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def both_started():
+        if bench.poll() is not None:
+            raise AssertionError(f"the bench exited {bench.returncode} before its peers started: {bench.communicate()}")
+        return pids.exists() and len(found := pids.read_text().split()) == 2 and [int(pid) for pid in found]
+
+    return bench, wait_until(both_started, timeout=120, what="both peer cells to start")
+
+
+def test_a_killed_bench_leaves_no_peer_training(tmp_path):
+    """SIGKILL to `bench returns --peer` (no handler runs): the kernel kills its peer processes."""
+    from tests.ray_cluster import wait_until
+
+    bench, peers = start_bench_with_peers(tmp_path)
+    try:
+        assert all(alive(pid) for pid in peers)
+        bench.kill()
+        bench.communicate(timeout=30)
+        wait_until(lambda: not any(alive(pid) for pid in peers), timeout=10, what="the peers to die with the bench")
+    finally:
+        for pid in filter(alive, peers):  # the old code's orphans
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_bench_kills_its_peers_and_exits_75_with_the_command_that_continues(tmp_path, signum):
+    """SIGTERM or SIGINT to `bench returns --peer` while the peer trains: its processes killed, exit 75, one
+    line with the command that runs them again; no cell recorded as done or failed (the rerun runs them)."""
+    bench, peers = start_bench_with_peers(tmp_path)
+    try:
+        bench.send_signal(signum)
+        err = bench.communicate(timeout=60)[1]
+        assert bench.returncode == 75, err
+        name = signal.Signals(signum).name
+        assert err.splitlines() == [
+            f"{name}: the SBX cells still training were killed; the same command runs them again from their start: "
+            "python -m rlbench.bench returns --algos sac --envs Pendulum-v1 --seeds 2 -f logs -n 200 --eval-freq 100 "
+            "--output returns.md --peer peer-python"
+        ]
+        assert not any(alive(pid) for pid in peers)
+        cells = sorted((tmp_path / "logs" / "sweeps" / "returns" / "sbx").iterdir())
+        assert len(cells) == 2 and not any((cell / "peer_cell.json").exists() for cell in cells)
+        assert not (tmp_path / "returns.md").exists()
+    finally:
+        bench.kill()
+        for pid in filter(alive, peers):
+            os.kill(pid, signal.SIGKILL)
