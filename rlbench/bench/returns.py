@@ -35,7 +35,7 @@ from rlbench.bench import peer as sbx
 from rlbench.bench.children import ChildrenStopped
 from rlbench.cli.flags import flag, parser_from, seeds_group, shared
 from rlbench.envs.make import check_env_id
-from rlbench.errors import ConfigError
+from rlbench.errors import ConfigError, RunFailure
 from rlbench.redact import printable, redact_argv
 from rlbench.report import plots, statistics
 from rlbench.report.escaping import as_markdown
@@ -269,7 +269,7 @@ def main(argv: Sequence[str]) -> int:
         # The command that trains the grid (--report-only left out): what the report shows and a stopped sweep names.
         command = shown_command(redact_argv([token for token in argv if token != "--report-only"]))
         code = 0 if args.report_only else train(spec, args, command)
-    except ConfigError as error:
+    except (ConfigError, RunFailure) as error:  # RunFailure: the private Ray instance did not start
         return exit_code(error)
     if code in (EXIT_INTERRUPTED, EXIT_ABORTED):
         return code

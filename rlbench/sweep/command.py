@@ -27,7 +27,7 @@ from rlbench.cli.flags import Group, flag, parser_from, seeds_group, shared
 from rlbench.config import hyperparams
 from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.envs.make import check_env_id
-from rlbench.errors import ConfigError
+from rlbench.errors import ConfigError, RunFailure
 from rlbench.redact import redact_argv
 from rlbench.run import compile_cache
 from rlbench.run.device import split_device
@@ -292,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = sweep_options(args, spec, cache)
         command = shlex.join(["python", "-m", "rlbench.sweep", *redact_argv(argv)])
         return run_sweep(spec, options, cell_template(args), cell_outputs(args, spec), record_args, command)
-    except ConfigError as error:
+    except (ConfigError, RunFailure) as error:  # RunFailure: the private Ray instance did not start
         return exit_code(error)
 
 

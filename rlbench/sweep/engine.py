@@ -82,7 +82,8 @@ def run_sweep(
     `command` is this invocation's command line, shell-quoted: a new manifest records it, and a stop prints
     it as the command that continues the sweep (the manifest's may be another invocation's, or forged).
     ConfigError (exit 2) for a manifest of another grid, a sweep running already, an unreachable cluster or
-    no Ray, before anything is written (a sweep folder made for the lock alone is removed again).
+    no Ray, before anything is written; RunFailure (exit 1) for a private Ray instance that did not start. A
+    sweep folder made for the lock alone is removed again whatever stopped the sweep before its manifest.
     """
     folder = sweep_dir(options.log_root, spec.name)
     manifest = open_manifest(spec, folder, command)
@@ -94,7 +95,7 @@ def run_sweep(
     try:
         with driver_lock(folder):
             return _run_locked(ray, spec, options, manifest, folder, request, outputs, record_args, command)
-    except ConfigError:
+    except BaseException:
         if new and not (folder / MANIFEST_FILE).exists():
             shutil.rmtree(folder, ignore_errors=True)
             for parent in made:  # the log root and its sweeps folder, when made for the lock alone

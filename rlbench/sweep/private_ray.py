@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlbench.errors import ConfigError
+from rlbench.errors import ConfigError, RunFailure
 
 LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 # Nothing reads a private instance's metrics, and it sends no usage statistics.
@@ -70,11 +70,27 @@ def start(ray: Any, gpu: int | None = None, **settings: Any) -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False
     refresh_ray_config()
     try:
-        ray.init(include_dashboard=False, _temp_dir=str(folder / "ray"), **settings)
+        init(ray, folder, settings)
         _instance["reaper"] = start_reaper(folder)
     except BaseException:
         stop(ray)
         raise
+
+
+def init(ray: Any, folder: Path, settings: dict[str, Any]) -> None:
+    """ray.init() of the instance, or RunFailure (exit 1) in one line where Ray's own start fails: its GCS or
+    raylet not up within Ray's wait on a loaded machine, a raylet that died. Not 75: rlbench cannot tell such a
+    passing overload from a node that never starts, and a script that reruns on 75 would rerun the latter forever."""
+    try:
+        ray.init(include_dashboard=False, _temp_dir=str(folder / "ray"), **settings)
+    except Exception as error:  # Ray raises bare Exception and RuntimeError here, with 35 lines of traceback
+        if Path("/proc/self/stat").exists():  # the processes it did start (a GCS still writing into the folder)
+            end_processes(instance_processes(folder))
+        reason = " ".join(str(error).split()) or "no reason given"
+        raise RunFailure(
+            f"Ray did not start on this machine ({type(error).__name__}: {reason}); nothing was trained: run the "
+            "same command again, on a less loaded machine if Ray timed out"
+        ) from None
 
 
 def visible_gpu(index: int, visible: str | None, count: int | None) -> str:
@@ -137,14 +153,7 @@ def start_reaper(folder: Path) -> subprocess.Popen | None:
     line names the folder (GCS, the raylet and its agents, which rename themselves). None without /proc."""
     if not Path("/proc/self/stat").exists():
         return None
-    children = process_tree()
-    roots = [pid for pid in children.get(os.getpid(), []) if str(folder) in command_line(pid)]
-    listed, todo = [], list(roots)
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        if (stat := process_stat(pid)) is not None:
-            listed.append(f"{pid} {stat[1]}\n")
+    listed = [f"{pid} {started}\n" for pid, started in instance_processes(folder)]
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     reaper = subprocess.Popen(
@@ -159,10 +168,30 @@ def start_reaper(folder: Path) -> subprocess.Popen | None:
     return reaper
 
 
+def instance_processes(folder: Path) -> list[tuple[int, int]]:
+    """(pid, start time) of the instance's processes: those under a child of this process whose command line
+    names the folder (GCS, the raylet and its agents, which rename themselves)."""
+    children = process_tree()
+    listed, todo = [], [pid for pid in children.get(os.getpid(), []) if str(folder) in command_line(pid)]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if (stat := process_stat(pid)) is not None:
+            listed.append((pid, stat[1]))
+    return listed
+
+
 def reap(folder: Path) -> None:
-    """The reaper's work: wait for the driver's pipe to close, end the listed processes still alive (the
-    same pid and start time: never a process that reused a pid), remove the folder."""
+    """The reaper's work: wait for the driver's pipe to close, end the listed processes still alive, remove
+    the folder."""
     listed = [tuple(map(int, line.split())) for line in sys.stdin.read().splitlines() if line.strip()]  # at EOF
+    end_processes(listed)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def end_processes(listed: list[tuple[int, int]]) -> None:
+    """SIGTERM, then SIGKILL, to each (pid, start time) still alive (the same pid and start time: never a
+    process that reused a pid), waiting up to REAP_GRACE_S after each."""
 
     def alive() -> list[int]:
         return [pid for pid, started in listed if (stat := process_stat(pid)) is not None and stat[1] == started]
@@ -174,7 +203,6 @@ def reap(folder: Path) -> None:
         deadline = time.monotonic() + REAP_GRACE_S
         while alive() and time.monotonic() < deadline:
             time.sleep(0.1)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def process_stat(pid: int) -> tuple[int, int] | None:

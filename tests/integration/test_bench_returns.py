@@ -326,3 +326,28 @@ def test_a_failing_cell_leaves_the_others_reported_and_exits_1(tmp_path, capsys,
     assert f"Missing (failed) runs: crossq/Pendulum-v1 seed 1 ({crossq['error']})" in report
     assert f"| sac | Pendulum-v1 | 1 | {sac['run_dir']} | 600 |" in report and "| crossq |" not in report
     assert "failed crossq/Pendulum-v1/-/1" in capsys.readouterr().err
+
+
+def test_a_ray_start_that_times_out_is_one_line_exit_1_and_leaves_nothing(tmp_path):
+    """Issue 44 item 6: the private Ray instance's start timing out (here its wait for the GCS's port, set to 0 s
+    through the variable Ray reads; under load the raylet's 30 s): before, Ray's 35-line traceback, exit 1 and
+    the sweep folder with driver.lock left. Now one line, exit 1 (nothing was trained, and nothing says a rerun
+    would do better), no sweep or log folder, nothing of Ray's left in its temp folder."""
+    work, log = tmp_path / "work", tmp_path / "logs"
+    work.mkdir()
+    argv = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "1", "-f", str(log), *TINY]
+    done = subprocess.run(
+        [sys.executable, "-m", "rlbench.bench", *argv],
+        cwd=work,
+        env={**os.environ, "RAY_gcs_server_port_wait_time_s": "0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: Ray did not start on this machine (RuntimeError: Timed out")
+    rerun = "nothing was trained: run the same command again, on a less loaded machine if Ray timed out"
+    assert lines[0].endswith(rerun)
+    assert not log.exists() and list(work.iterdir()) == []
+    assert os.listdir(os.environ["RAY_TMPDIR"]) == []
