@@ -46,12 +46,13 @@ from rlbench.run.exit_codes import EXIT_ABORTED, EXIT_INTERRUPTED, exit_code
 from rlbench.run.outputs import RunOutputs
 from rlbench.sweep import command as sweep_cli
 from rlbench.sweep.engine import import_ray, run_sweep
+from rlbench.sweep.final_eval import run_length
 from rlbench.sweep.grid import SweepSpec, sweep_dir
 from rlbench.sweep.manifest import DONE, FAILED, MANIFEST_FILE, Manifest, load_manifest
 from rlbench.sweep.options import SweepOptions
 
 DEFAULT_LOG_FOLDER = Path("logs/bench_returns")
-DEFAULT_OUTPUT = Path("benchmarks/returns.md")
+REPORT_FILE = "returns.md"  # in the sweep's folder, <-f>/sweeps/<name>/, unless --output names another
 DEFAULT_NAME = "returns"
 PEER_STOPPED = "the SBX cells still training were killed; the same command runs them again from their start:"
 
@@ -66,7 +67,12 @@ FLAGS = (
     shared("eval_freq", default=10_000, help="evaluate every n env steps"),
     shared("eval_episodes"),
     shared("at_steps", help="the second table: returns at this many env steps (the last evaluation at or below)"),
-    flag("--output", type=Path, default=DEFAULT_OUTPUT, help="the markdown report; PNGs go beside it"),
+    flag(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"the markdown report; PNGs go beside it (default <-f>/sweeps/<name>/{REPORT_FILE}, the sweep's folder)",
+    ),
     shared("hyperparams", help="hyperparameter overrides for every run, as train.py's -params"),
     shared(
         "params_for",
@@ -108,7 +114,8 @@ def sweep_args(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def check_args(args: argparse.Namespace) -> SweepSpec:
-    """The grid as a sweep, after checking the names and numbers (ConfigError naming the bad value)."""
+    """The grid as a sweep, after checking the names and numbers (ConfigError naming the bad value); --output
+    left out is the sweep's folder's report."""
     for env in args.envs:
         try:
             check_env_id(env)
@@ -119,7 +126,26 @@ def check_args(args: argparse.Namespace) -> SweepSpec:
             ) from None
     if args.seeds_per_run is not None and args.seeds_per_run < 1:
         raise ConfigError(f"--seeds-per-run: expected an integer >= 1, got {args.seeds_per_run}")
-    return sweep_cli.spec_from_args(sweep_args(args))
+    spec = sweep_cli.spec_from_args(sweep_args(args))
+    check_evaluated(spec)
+    if args.output is None:  # not the working folder: run from a checkout, that is the committed report's place
+        args.output = sweep_dir(args.log_folder, spec.name) / REPORT_FILE
+    return spec
+
+
+def check_evaluated(spec: SweepSpec) -> None:
+    """ConfigError when runs are shorter than --eval-freq: neither train.py nor RL Zoo would evaluate them while
+    they train, and the report compares those evaluations, so the grid would train for nothing."""
+    tables: dict = {}
+    lengths = ((run_length(spec, cell, tables) or 0, f"{cell.algo} {cell.env}") for cell in spec.cells())
+    short = sorted((steps, runs) for steps, runs in lengths if 0 < steps < spec.eval_freq)
+    if short:
+        steps, runs = short[0]
+        raise ConfigError(
+            f"--eval-freq {spec.eval_freq}: longer than the {runs} runs ({steps} env steps), which would end "
+            f"without an evaluation to report (rlbench's and SBX's alike); pass --eval-freq {steps} or less, e.g. "
+            f"--eval-freq {max(1, steps // 10)} for ten points per curve"
+        )
 
 
 def recorded_manifest(spec: SweepSpec, log_folder: Path) -> Manifest | None:

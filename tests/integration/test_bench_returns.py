@@ -186,6 +186,8 @@ def test_unknown_names_exit_2_before_writing(tmp_path, capsys, flag, bad, expect
         str(tmp_path / "returns.md"),
         "-n",
         "100",
+        "--eval-freq",
+        "50",
         "--seeds-per-run",
         "1",
         "--params-for",
@@ -326,6 +328,47 @@ def test_a_failing_cell_leaves_the_others_reported_and_exits_1(tmp_path, capsys,
     assert f"Missing (failed) runs: crossq/Pendulum-v1 seed 1 ({crossq['error']})" in report
     assert f"| sac | Pendulum-v1 | 1 | {sac['run_dir']} | 600 |" in report and "| crossq |" not in report
     assert "failed crossq/Pendulum-v1/-/1" in capsys.readouterr().err
+
+
+def test_runs_shorter_than_eval_freq_are_refused_before_anything_is_written(tmp_path, capsys):
+    """Issue 44 item 8: -n 2000 with --eval-freq at its default (10000), or a -params n_timesteps below an
+    --eval-freq: no run would be evaluated, and the report compares evaluations. One line, exit 2, nothing
+    written (before: the whole grid trained, then "no finished run to report")."""
+    base = ["returns", "--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "2", "-f", str(tmp_path / "logs")]
+    cases = [
+        (["-n", "2000"], "--eval-freq 10000: longer than the sac Pendulum-v1 runs (2000 env steps)", 2000, 200),
+        (["-params", "n_timesteps:3000", "--eval-freq", "5000"], "--eval-freq 5000: longer than the sac", 3000, 300),
+    ]
+    for extra, start, steps, tenth in cases:
+        assert bench_main([*base, *extra]) == 2
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {start}"), lines
+        assert lines[0].endswith(f"pass --eval-freq {steps} or less, e.g. --eval-freq {tenth} for ten points per curve")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_report_goes_to_the_sweep_folder_by_default_not_the_working_folder(tmp_path, monkeypatch):
+    """Issue 44 item 8: without --output the report and its PNGs go to <-f>/sweeps/<name>/, not to
+    benchmarks/returns.md under the working folder (run from a checkout, the committed report)."""
+    from rlbench.bench.returns import build_parser, check_args
+    from rlbench.sweep.manifest import new_manifest
+    from tests.integration.test_scripts import write_evaluations
+
+    work, log = tmp_path / "checkout", tmp_path / "runs"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seed-list", "1", "-f", str(log), "-n", "200"]
+    argv += ["--eval-freq", "100", "--name", "short"]
+    manifest = new_manifest(check_args(build_parser().parse_args(argv)), "python -m rlbench.bench returns ...")
+    record = manifest.cells["sac/Pendulum-v1/-/1"]
+    record.state, record.run_dir, record.wall_time_s = "done", "sac/Pendulum-v1_1", 3.0
+    manifest.save(log / "sweeps" / "short")
+    write_evaluations(log / record.run_dir, [100, 200], [-900.0, -500.0])
+    assert bench_main(["returns", *argv, "--report-only"]) == 0
+    assert list(work.iterdir()) == []
+    report = log / "sweeps" / "short" / "returns.md"
+    assert "| sac | Pendulum-v1 | 1 | sac/Pendulum-v1_1 | 200 | -500.0 | 3 |" in report.read_text()
+    assert (report.parent / "returns_Pendulum-v1.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_a_ray_start_that_times_out_is_one_line_exit_1_and_leaves_nothing(tmp_path):
