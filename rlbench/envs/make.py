@@ -35,6 +35,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.async_vector_env import AsyncState
 
+from rlbench.envs.bounds import non_finite_kwarg, unrescalable_bounds
 from rlbench.envs.jax_native.gym_env import JaxGymEnv, jax_env_spaces
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
 from rlbench.envs.replay import EpisodeRecorder
@@ -138,8 +139,8 @@ def flat_box_in_unit_actions(env: gym.Env, env_id: str) -> gym.Env:
     if len(env.observation_space.shape) != 1:
         env = gym.wrappers.FlattenObservation(env)
     low, high = env.action_space.low, env.action_space.high
-    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-        raise ConfigError(f"{env_id}: action bounds must be finite to rescale from [-1, 1], got {env.action_space}")
+    if (unrescalable := unrescalable_bounds(low, high)) is not None:
+        raise ConfigError(f"{env_id}: {unrescalable}")
     if not (np.all(low == -1.0) and np.all(high == 1.0)):
         ones = np.ones(env.action_space.shape, np.float32)  # float32 bounds: no precision warning
         env = gym.wrappers.RescaleAction(env, min_action=-ones, max_action=ones)
@@ -312,6 +313,11 @@ def check_env_runs(
     naming `flag`) when any of that fails, so that kwargs an env accepts but cannot use (a string where
     it computes with a number) are refused before training, not at the first step or evaluation.
     Returns the env's `original_spaces`."""
+    if (non_finite := non_finite_kwarg(env_kwargs)) is not None:
+        raise ConfigError(
+            f"{flag}: {env_id}'s {non_finite} is not finite; env kwargs must be finite numbers "
+            "(inf only inside a list or tuple, e.g. a range's open end)"
+        )
     if is_jax_native(env_id) and not wrappers:
         return _jax_env_spaces(env_id, env_kwargs, flag)
     env = None
@@ -346,6 +352,9 @@ def _jax_env_spaces(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> tu
         raise ConfigError(
             f"{flag}: {message.removeprefix('env_kwargs: ')}" if message.startswith("env_kwargs: ") else message
         ) from None
+    if (unrescalable := unrescalable_bounds(jax_env.action_low, jax_env.action_high)) is not None:
+        shown = ", ".join(f"{k}={reprlib.repr(v)}" for k, v in env_kwargs.items()) or "no kwargs"
+        raise ConfigError(f"{flag}: {env_id} with {shown}: {unrescalable}")
     return jax_env_spaces(jax_env)
 
 

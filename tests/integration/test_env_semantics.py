@@ -15,7 +15,7 @@ from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.config import SACConfig
 from rlbench.buffers.uniform import unpack
 from rlbench.config.entry import RunConfig
-from rlbench.envs.make import check_autoreset_mode, make_single_env
+from rlbench.envs.make import check_autoreset_mode, check_env_runs, make_single_env
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.loggers.base import MultiLogger
 from rlbench.loop.runner import train
@@ -149,3 +149,14 @@ def test_failing_subprocess_worker_is_named_not_hung(mode, expected):
     with pytest.raises(EnvWorkerError, match=expected) as caught:
         train(config, ALGORITHMS["sac"], cfg, NO_LOG)
     assert ("printed above" in str(caught.value)) == (mode == "raise")
+
+
+def test_action_bounds_that_overflow_float32_are_refused_before_training():
+    """Issue 44 item 7: bounds of 3e38 are finite, but high - low is inf in float32: rescaled actions would be
+    inf or NaN. Refused by the probe (one line); observation bounds may be infinite (Counting-v0's are)."""
+    expected = r"action bounds low=\[-3e\+38\] high=\[3e\+38\] cannot be rescaled"
+    with pytest.raises(ConfigError, match=expected) as caught:
+        check_env_runs("tests.envs:Counting-v0", {"action_high": 3e38}, (), (), "--env-kwargs")
+    assert "\n" not in str(caught.value)
+    observation_space, _ = check_env_runs("tests.envs:Counting-v0", {"action_high": 3e30}, (), (), "--env-kwargs")
+    assert np.isinf(observation_space.high).all()

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rlbench.envs.bounds import non_finite_kwarg, unrescalable_bounds
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.gym_env import JaxGymEnv
 from rlbench.envs.jax_native.ids import import_env_package, is_jax_native, make_jax_env
@@ -233,3 +234,34 @@ def test_the_host_loops_vector_env_follows_the_device_loops_steps():
     finally:
         vector_env.close()
     assert int(np.asarray(out.truncated).sum()) == 0 and truncated.sum() == 0  # 70 = 2 ends and 10 steps
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "expected"),
+    [
+        ("gymnax:Pendulum-v1", {"max_torque": float("nan")}, "gymnax:Pendulum-v1's max_torque=nan is not finite"),
+        ("gymnax:Pendulum-v1", {"g": float("inf")}, "gymnax:Pendulum-v1's g=inf is not finite"),
+        ("Pendulum-v1", {"g": float("-inf")}, "Pendulum-v1's g=-inf is not finite"),
+        (
+            "gymnax:Pendulum-v1",
+            {"max_torque": 1e308},
+            r"gymnax:Pendulum-v1 with max_torque=1e\+308: action bounds low=\[-inf\] high=\[inf\] cannot be rescaled "
+            r"from \[-1, 1\]: each bound and high - low must be finite in float32 \(at most 3.403e\+38\)$",
+        ),
+    ],
+)
+def test_env_kwargs_that_are_not_finite_or_make_infinite_action_bounds_are_refused(env_id, kwargs, expected):
+    """Issue 44 items 6 and 7: before, NaN reached gymnasium's Box (a ValueError traceback), inf and 1e308
+    trained (to inf action bounds, a diverged run)."""
+    with pytest.raises(ConfigError, match=expected) as caught:
+        check_env_runs(env_id, kwargs, (), (), "--env-kwargs / env_kwargs")
+    assert "\n" not in str(caught.value) and str(caught.value).startswith("--env-kwargs / env_kwargs: ")
+
+
+def test_inf_is_valid_inside_a_range_and_nan_nowhere():
+    """A range's open end is inf (Hopper's healthy_z_range defaults to (0.7, inf)); NaN is never a value."""
+    assert non_finite_kwarg({"healthy_z_range": (0.7, float("inf")), "scale": 2.0}) is None
+    assert non_finite_kwarg({"healthy_z_range": (float("nan"), 1.0)}) == "healthy_z_range=(nan, 1.0)"
+    assert non_finite_kwarg({"config": {"ctrl_dt": float("inf")}}) == "config.ctrl_dt=inf"
+    assert unrescalable_bounds([-2.0], [2.0]) is None
+    assert "cannot be rescaled" in unrescalable_bounds([-3e38], [3e38])  # finite, but high - low is not in float32

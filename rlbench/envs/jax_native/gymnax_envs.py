@@ -100,8 +100,9 @@ def _jax_env(env_id: str, env: Any, params: Any, terminated: Callable, env_kwarg
         jax.eval_shape(step, state_shape, jax.ShapeDtypeStruct(space.shape, jnp.float32), jax.random.key(0))
     except Exception as error:
         raise kwargs_error(env_id, env_kwargs, error) from None
-    low = np.broadcast_to(np.asarray(space.low, np.float32), action_shape).copy()
-    high = np.broadcast_to(np.asarray(space.high, np.float32), action_shape).copy()
+    with np.errstate(over="ignore"):  # bounds beyond float32 (max_torque: 1e308) become inf: refused by the probe
+        low = np.broadcast_to(np.asarray(space.low, np.float32), action_shape).copy()
+        high = np.broadcast_to(np.asarray(space.high, np.float32), action_shape).copy()
     return JaxEnv(
         env_id=env_id,
         spec=EnvSpec(obs_dim=int(obs_shape.shape[0]), action_dim=int(np.prod(action_shape))),
