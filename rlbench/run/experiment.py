@@ -39,7 +39,7 @@ from rlbench.envs.make import check_env_id, env_file_name
 from rlbench.errors import ConfigError
 from rlbench.loop.device.runner import device_loop_refusal
 from rlbench.run.device import select_device
-from rlbench.run.layers import Layers, TrialLoader, entry_layers, trusted
+from rlbench.run.layers import Layers, TrialLoader, checked_in_layers, entry_layers, trusted
 from rlbench.run.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
 from rlbench.run.probe import Envs, probe_envs, spaces_spec
 from rlbench.run.request import RunRequest
@@ -127,8 +127,14 @@ class LearnerSettings:
 
 
 def learner_settings(request: RunRequest, algo: Algorithm, layers: Layers) -> LearnerSettings:
-    where = f"{layers.source} / -params" if request.params else layers.source
-    run_keys, env_wrappers, learner_keys = split_entry(layers.merged, where, trusted(request))
+    return checked_in_layers(layers, lambda entry, where: entry_settings(request, algo, layers, entry, where))
+
+
+def entry_settings(
+    request: RunRequest, algo: Algorithm, layers: Layers, entry: Mapping[str, Any], where: str
+) -> LearnerSettings:
+    """The settings of `entry`: the merged layers (or, to find the layer at fault, the base alone)."""
+    run_keys, env_wrappers, learner_keys = split_entry(entry, where, trusted(request))
     n_envs = positive_int(run_keys.get("n_envs", 1), "n_envs")
     stats_window_size = parse_stats_window_size(run_keys)
     notes = tuple(buffer_notes(run_keys, where))

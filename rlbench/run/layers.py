@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.spelling import positive_int
@@ -77,6 +77,27 @@ def base_entry(request: RunRequest, algo: Algorithm, resume: Checkpoint | None) 
     source = request.conf_file or str(hyperparams.default_file(algo.name))
     entry = hyperparams.select_entry(hyperparams.read_file(source), request.env, source, request.verbose)
     return source, hyperparams.merge(algo.preset, normalize_entry(entry, source))
+
+
+T = TypeVar("T")
+
+
+def checked_in_layers(layers: Layers, check: Callable[[Mapping[str, Any], str], T]) -> T:
+    """`check(layers.merged, where)`; a ConfigError it raises names the one layer at fault, not "file /
+    -params": the base's source when the base entry alone fails the same way, else -params (a key only
+    -params has, or its value over the base's)."""
+    try:
+        return check(layers.merged, layers.source)
+    except ConfigError as error:
+        if not layers.overrides:
+            raise
+        try:
+            check(layers.base, layers.source)
+        except ConfigError as base_error:
+            if str(base_error) == str(error):
+                raise error from None
+        check(layers.merged, "-params")  # raises the same error, naming -params
+        raise
 
 
 def trusted(request: RunRequest) -> Any:

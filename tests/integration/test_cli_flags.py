@@ -343,6 +343,31 @@ def test_temperature_loss_from_params_lands_in_config_yml_and_a_bad_value_exits_
     assert run_cli(tmp_path, *argv, "temperature_loss:alpa") == 2
     assert capsys.readouterr().err == (
         "error: temperature_loss: expected log_alpha (SB3's, and SBX's since 0.18) or alpha (SBX's before 0.18), "
-        f"got 'alpa' (from {REPO_ROOT}/hyperparams/tqc.yml / -params)\n"
+        "got 'alpa' (from -params)\n"
     )
     assert sorted(path.name for path in (tmp_path / "logs" / "tqc").iterdir()) == ["Pendulum-v1_1"]
+
+
+def test_a_bad_key_names_only_the_layer_that_has_it(tmp_path, capsys):
+    """Issue 44 item 9: a key only -params has is "in -params", not "in .../sac.yml / -params"; one only the
+    file has names the file alone, -params beside it or not. Exit 2, no folder."""
+    conf = tmp_path / "mine.yml"
+    conf.write_text("Pendulum-v1:\n  n_timesteps: 1000\n  learning_rat: 0.001\n")
+    valid = "(valid: batch_size, buffer_size, ent_coef, gamma, gradient_steps, learning_rate, learning_starts,"
+    cases = [
+        (["-params", "learning_rat:0.001"], "in -params"),
+        (["-conf", str(conf)], f"in {conf}"),
+        (["-conf", str(conf), "-params", "gamma:0.9"], f"in {conf}"),
+        (["-params", "gamma:0.9", "normalize:dict(norm_obs=True, bogus=1)"], None),
+    ]
+    for argv, where in cases:
+        assert run_cli(tmp_path, "-n", "20", *QUIET, *argv) == 2
+        err = capsys.readouterr().err
+        if where is None:
+            assert err.startswith("error: normalize: unknown argument 'bogus' (from -params) (valid: norm_obs,"), err
+        else:
+            assert err.startswith(
+                f"error: unknown hyperparameter 'learning_rat' {where}; did you mean 'learning_rate'? {valid}"
+            )
+        assert err.count("\n") == 1 and "hyperparams/sac.yml" not in err
+    assert not (tmp_path / "logs").exists()
