@@ -51,6 +51,7 @@ from rlbench.run.resume import (
     check_spaces,
     load_resume_checkpoint,
     resume_group,
+    resume_path,
 )
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.schema import MAX_SEED
@@ -90,7 +91,7 @@ def resolve(
     with `trial_id`, `load_trial` supplies them from the study. The stages run in this order, each
     checking what it reads, so the first problem in the order of a run is the one reported."""
     algo = prepare_process(request)
-    resume = load_resume_checkpoint(Path(request.trained_agent), algo) if request.trained_agent else None
+    resume = load_resume_checkpoint(resume_path(Path(request.trained_agent)), algo) if request.trained_agent else None
     layers = entry_layers(request, algo, resume, trial_overrides, load_trial)
     learner = learner_settings(request, algo, layers)
     envs = probe_envs(request, learner.run_keys, learner.env_wrappers)

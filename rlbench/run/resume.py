@@ -22,11 +22,33 @@ from rlbench.config.entry import normalize_entry, normalize_to_entry, split_entr
 from rlbench.envs.obs_normalizer import check_arrays, expected_shapes
 from rlbench.errors import ConfigError
 from rlbench.run.memory import check_buffer_memory
-from rlbench.store.checkpoint import Checkpoint, read_checkpoint
+from rlbench.store.checkpoint import Checkpoint, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
 from rlbench.store.expectations import resume_expectations
 from rlbench.store.learner_state import check_state_fits, state_size_bound
 from rlbench.store.manifest import Manifest, Spaces
 from rlbench.store.schema import Expected
+
+
+def resume_path(path: Path) -> Path:
+    """`-i PATH`: a checkpoint file, or a run folder, whose newest valid rl_model_<steps>_steps.zip is resumed
+    (as enjoy.py's --load-last-checkpoint picks it), said in one line with the newer ones it skipped; a
+    folder without a valid one is bad input (exit 2)."""
+    if not path.is_dir():
+        return path
+    found, newest = periodic_checkpoints(path), newest_valid_checkpoint(path)
+    if newest is None:
+        held = f"{len(found)} rl_model_*_steps.zip, none valid" if found else "no rl_model_*_steps.zip checkpoint"
+        raise ConfigError(
+            f"-i {path}: a folder with {held}; name a checkpoint file (.zip), or a run folder holding one "
+            "(written by --save-freq N, or by a run stopped with Ctrl-C or SIGTERM)"
+        )
+    newest_steps = next(steps for steps, candidate in found if candidate == newest)
+    newer = [candidate.name for steps, candidate in found if steps > newest_steps]
+    print(
+        f"-i {path}: resuming from its newest valid checkpoint {newest.name}"
+        + (f" (skipped, corrupt or incomplete: {', '.join(newer)})" if newer else "")
+    )
+    return newest
 
 
 def load_resume_checkpoint(path: Path, algo: Algorithm) -> Checkpoint:
