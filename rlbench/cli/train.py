@@ -259,7 +259,33 @@ def outputs_from_args(args: argparse.Namespace, argv: Sequence[str]) -> RunOutpu
         verbose=args.verbose,
         saved_args=vars(args),
         command=command_line(argv),
+        continuation=tuple(["python", "train.py", *redact_argv(continuation_flags(args))]),
+        final_evaluation=True,
     )
+
+
+# What a continuation must not repeat: -i names the new checkpoint; on resume -n counts steps to add (the
+# checkpoint keeps the run's target) and --seed is the checkpoint's (another is ignored, with a note). The
+# tuning flags are left out too: -optimize resumes nothing, and a --trial-id's values are in the checkpoint.
+NOT_CONTINUED = ("algo", "env", "trained_agent", "n_timesteps", "seed")
+
+
+def continuation_flags(args: argparse.Namespace) -> list[str]:
+    """The flags that shaped this run, spelled for the command that continues it (-i added by the caller):
+    every flag of the run, its checkpoints and its logging whose value is not the default, read from the
+    parsed flags, so an abbreviated or `--flag=value` spelling comes back whole."""
+    defaults = vars(build_parser().parse_args([]))
+    flags = ["--algo", args.algo, "--env", args.env]
+    for item in (*RUN_FLAGS, *CHECKPOINT_FLAGS, *LOGGING_FLAGS):
+        dest = item.names[-1].lstrip("-").replace("-", "_")
+        value = getattr(args, dest)
+        if dest in NOT_CONTINUED or value == defaults[dest]:
+            continue
+        if value is True:  # a boolean flag given (the others are at their default, False)
+            flags.append(item.names[0])
+        else:
+            flags += [item.names[0], *map(str, value if isinstance(value, list) else [value])]
+    return flags
 
 
 def run_optimization(args: argparse.Namespace, argv: Sequence[str]) -> int:

@@ -34,7 +34,17 @@ from rlbench.loop.saving import CheckpointSettings
 from rlbench.redact import redact_values
 from rlbench.run.exit_codes import EXIT_INTERRUPTED, STOPPING_ERRORS, exit_code
 from rlbench.run.experiment import Experiment
-from rlbench.run.outputs import RunOutputs, Tracking, model_name, plain_yaml, prepare_run_dirs, zoo_args
+from rlbench.run.final_eval import evaluate_finished_seeds, no_scheduled_evaluation
+from rlbench.run.outputs import (
+    RunOutputs,
+    Tracking,
+    model_name,
+    plain_yaml,
+    prepare_run_dirs,
+    record_stop,
+    resume_command,
+    zoo_args,
+)
 from rlbench.store.manifest import Group, RunDescription, Spaces, library_versions
 
 
@@ -58,6 +68,7 @@ class Launched:
     codes: list[int]
     result: TrainResult | None = None
     error: BaseException | None = None
+    resume_command: str | None = None  # after a stop that left checkpoints: the command that continues the run
 
 
 def launch(exp: Experiment, outputs: RunOutputs, hooks: Hooks = Hooks()) -> Launched:
@@ -85,6 +96,10 @@ def launch(exp: Experiment, outputs: RunOutputs, hooks: Hooks = Hooks()) -> Laun
             stop_requested=hooks.stop_requested,
         )
         launched.codes = seed_codes(exp, launched.result)
+        if launched.result.interrupted:
+            record_stopped(exp, outputs, launched)
+        elif outputs.final_evaluation and outputs.run_folders:
+            evaluate_finished_seeds(exp.run, launched.result, launched.codes, launched.run_dirs, trackers)
         _summarize_tracking(launched.result, trackers, launched.run_dirs)
     except STOPPING_ERRORS as error:
         launched.error = error
@@ -109,6 +124,18 @@ def seed_outputs(
     ]
 
 
+def record_stopped(exp: Experiment, outputs: RunOutputs, launched: Launched) -> None:
+    """A stop's resume command (from the first seed's checkpoint: a group's resumes the whole group), and
+    each run folder's command.txt continuing its run."""
+    result = launched.result
+    written = [path for path in result.checkpoints if path is not None]
+    if written:
+        launched.resume_command = resume_command(exp, outputs, written[0])
+    if launched.run_dirs:
+        why = f"stopped by {result.interrupted} at {result.env_steps} env steps"
+        record_stop(exp, outputs, launched.run_dirs, result.checkpoints, why)
+
+
 def seed_codes(exp: Experiment, result: TrainResult) -> list[int]:
     """Each seed's exit code from a training that returned: 1 diverged, else 75 when stopped, else 0."""
     codes = [1 if index in result.failed else 0 for index in range(exp.n_seeds)]
@@ -129,8 +156,8 @@ def report(exp: Experiment, launched: Launched, verbose: int) -> list[int]:
         written = [path for path in result.checkpoints if path is not None]
         print(
             f"Stopped by {result.interrupted} at {result.env_steps} env steps; "
-            f"checkpoint{'s' if len(written) > 1 else ''}: {', '.join(map(str, written))}\n"
-            f"Resume with: python train.py --algo {exp.algo.name} --env {exp.run.env_id} -i {written[0]}",
+            f"checkpoint{'s' if len(written) > 1 else ''}: {', '.join(map(str, written))}"
+            + (f"\nResume with: {launched.resume_command}" if launched.resume_command else ""),
             file=sys.stderr,
         )
     elif verbose:
@@ -159,6 +186,14 @@ def print_banner(exp: Experiment, run_dirs: Sequence[Path]) -> None:
         name = exp.algo.name
         print(f"Hyperparameters (merged: {name} defaults < {name} preset < {exp.source} < -params < -n):")
     print(yaml.safe_dump(plain_yaml(exp.hyperparams), sort_keys=True), end="", flush=True)
+    host = exp.resume.manifest.host if exp.resume is not None else None
+    if no_scheduled_evaluation(exp.run, host.env_steps if host else 0, host.vector_steps if host else 0):
+        run = exp.run
+        print(
+            f"Note: no evaluation falls due before this run ends at {run.n_timesteps} env steps (--eval-freq "
+            f"{run.eval_freq}): its final model is evaluated at its end instead ({run.eval_episodes} episodes)",
+            flush=True,
+        )
 
 
 def start_tracking(tracking: Tracking, outputs: RunOutputs, exp: Experiment, index: int, run_dir: Path) -> WandbTracker:

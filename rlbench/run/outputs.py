@@ -8,11 +8,12 @@ start that fails or is stopped by a signal removes what it claimed.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import shlex
 import shutil
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from rlbench.files import atomic_write_text
 from rlbench.redact import redact_values
 from rlbench.run.experiment import Experiment
 from rlbench.run.signals import start_step
+from rlbench.store.checkpoint import Checkpoint
+from rlbench.store.host_state import Evaluations
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class RunOutputs:
 
     `saved_args` is args.yml (train.py's parsed flags; each seed's folder gets its own seed) and `command`
     is command.txt (a command that reproduces the run); both are recorded, never read back as settings.
+    `continuation` is the command that continues this run once `-i CHECKPOINT` is added (train.py: the
+    flags that shaped it); when a stop leaves a checkpoint it is printed and written into command.txt.
+    `final_evaluation`: evaluate each finished seed's final model at its end when no scheduled evaluation
+    fell on its last env step, and record it in the run folder (rlbench.run.final_eval; train.py).
     `run_folders=False` is an in-process run (an Optuna trial, a benchmark row): no run folder, no file, no
     logger, no checkpoint; each seed may still keep its evaluations.npz in `seed_folders`.
     """
@@ -57,6 +64,8 @@ class RunOutputs:
     verbose: int = 1
     saved_args: Mapping[str, Any] = field(default_factory=dict)
     command: str = ""
+    continuation: tuple[str, ...] = ()
+    final_evaluation: bool = False
     run_folders: bool = True
     seed_folders: tuple[Path | None, ...] = ()  # with run_folders=False: one per seed (-optimize's trial folders)
 
@@ -161,26 +170,77 @@ def prepare_run_dirs(exp: Experiment, outputs: RunOutputs, started: Callable[[],
 def write_run_files(run_dir: Path, exp: Experiment, seed: int, outputs: RunOutputs) -> None:
     """config.yml, args.yml and command.txt in `<run_dir>/<env_id>/`, as RL Zoo lays them out (args.yml with
     this folder's seed, and the group id in a run of several seeds; command.txt retrains this seed alone);
-    written atomically, with credentials (a --storage password) masked."""
+    written atomically, with credentials (a --storage password) masked. A resumed run's folder also gets
+    the evaluation history its checkpoint carries, at once: the folder holds the whole history even when
+    the continuation evaluates nothing."""
     params_dir = run_dir / model_name(exp)
     params_dir.mkdir()
     group = {"group": exp.group_id} if exp.n_seeds > 1 else {}
     saved_args = redact_values(dict(sorted({**zoo_args(outputs.saved_args), "seed": seed, **group}.items())))
-    command = outputs.command
-    if exp.n_seeds > 1:
-        index = exp.seeds.index(seed)
-        command = seed_alone_command(command, seed, exp.resume_seeds[index].path if exp.resume_seeds else None)
     files = {
         "config.yml": yaml.safe_dump(plain_yaml(exp.hyperparams), sort_keys=True),
         "args.yml": yaml.safe_dump(plain_yaml(saved_args), sort_keys=True),
-        "command.txt": command + "\n",
+        "command.txt": seed_command(exp, seed, outputs) + "\n",
     }
     for name, text in files.items():
-        path = params_dir / name
-        try:
-            atomic_write_text(path, text)
-        except OSError as error:
-            raise OSError(error.errno, f"could not write {path}: {error.strerror or error}") from None
+        with naming(params_dir / name):
+            atomic_write_text(params_dir / name, text)
+    if exp.resume_seeds:
+        carried = carried_evaluations(exp.resume_seeds[exp.seeds.index(seed)])
+        if carried.timesteps:
+            with naming(run_dir / "evaluations.npz"):
+                carried.save(run_dir / "evaluations.npz")
+
+
+@contextlib.contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """An OSError while writing `path` names the file."""
+    try:
+        yield
+    except OSError as error:
+        raise OSError(error.errno, f"could not write {path}: {error.strerror or error}") from None
+
+
+def seed_command(exp: Experiment, seed: int, outputs: RunOutputs) -> str:
+    """command.txt of `seed`'s folder: the run's command, or in a run of several seeds, that seed alone."""
+    if exp.n_seeds == 1:
+        return outputs.command
+    index = exp.seeds.index(seed)
+    return seed_alone_command(outputs.command, seed, exp.resume_seeds[index].path if exp.resume_seeds else None)
+
+
+def carried_evaluations(checkpoint: Checkpoint) -> Evaluations:
+    """The evaluation history a checkpoint carries (evaluations.npz's arrays, checked by its reader)."""
+    host = checkpoint.group("host")
+    return Evaluations.from_arrays({name: host[f"eval_{name}"] for name in ("timesteps", "results", "ep_lengths")})
+
+
+def resume_command(exp: Experiment, outputs: RunOutputs, checkpoint: Path) -> str:
+    """The command that continues this run from `checkpoint`, shell-quoted: the flags that shaped it
+    (`outputs.continuation`) with `-i`, or where the front end gives none, the algorithm and env alone."""
+    base = outputs.continuation or ("python", "train.py", "--algo", exp.algo.name, "--env", exp.run.env_id)
+    return shlex.join([*base, "-i", str(checkpoint)])
+
+
+def record_stop(
+    exp: Experiment, outputs: RunOutputs, run_dirs: Sequence[Path], checkpoints: Sequence[Path | None], why: str
+) -> None:
+    """After a stop that left checkpoints, each seed's command.txt continues its run (in a run of several
+    seeds, that seed alone, as its command.txt trains it), under a comment with the command that started
+    the folder: running the file continues the run where it stopped. Only where the front end gives its
+    continuation (train.py): a sweep continues its own cells."""
+    if not outputs.continuation:
+        return
+    for seed, run_dir, checkpoint in zip(exp.seeds, run_dirs, checkpoints, strict=True):
+        if checkpoint is None:
+            continue
+        command = resume_command(exp, outputs, checkpoint)
+        if exp.n_seeds > 1:
+            command = seed_alone_command(command, seed, checkpoint)
+        started = seed_command(exp, seed, outputs).replace("\n", " ")  # a comment of one line
+        path = run_dir / model_name(exp) / "command.txt"
+        with naming(path):
+            atomic_write_text(path, f"# {why}; started with: {started}\n{command}\n")
 
 
 # train.py's KEY:VALUE lists, which RL Zoo's StoreDict records in args.yml as a dict, or null when not given.

@@ -1,7 +1,11 @@
 """train.py: clear errors before anything is written (RELIABILITY A1-A6, A8, A10, A12, H1), run folder layout."""
 
+import csv
+import os
 import re
 import shlex
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,6 +15,8 @@ from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.cli.train import main
 from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.envs.wrappers import trusted_modules
+from tests.conftest import REPO_ROOT
+from tests.run_files import wandb_run
 
 TINY = ["--verbose", "0", "-params", "policy_kwargs:dict(net_arch=[16, 16])", "batch_size:32", "learning_starts:50"]
 
@@ -218,3 +224,50 @@ def test_optimize_bad_input_is_the_only_line(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and "learning_rat" in err, out + err
     assert not (tmp_path / "logs").exists()
+
+
+def test_a_run_shorter_than_eval_freq_says_so_and_evaluates_its_final_model(tmp_path):
+    """Issue 44 item 9: `-n 300` at the default --eval-freq 25000, with --track, evaluated nothing, wrote no
+    evaluations.npz and no final_eval to W&B, and said nothing. Now a note at the start, and the final model
+    evaluated at the end: evaluations.npz, a progress.csv row, W&B's history and summary (final_eval)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
+    env |= {"HOME": str(tmp_path), "WANDB_DIR": str(tmp_path), "WANDB_MODE": "offline"}
+    argv = ["--algo", "sac", "--env", "Pendulum-v1", "-n", "300", "--eval-episodes", "2", "--seed", "3", "--track"]
+    argv += ["-params", "policy_kwargs:dict(net_arch=[8])", "batch_size:8", "learning_starts:100"]
+    proc = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (
+        "Note: no evaluation falls due before this run ends at 300 env steps (--eval-freq 25000): its final model "
+        "is evaluated at its end instead (2 episodes)\n"
+    ) in proc.stdout
+    run_dir = tmp_path / "logs" / "sac" / "Pendulum-v1_1"
+    evaluations = np.load(run_dir / "evaluations.npz")
+    assert evaluations["timesteps"].tolist() == [300] and evaluations["results"].shape == (1, 2)
+    mean = float(evaluations["results"].mean())
+    assert f"Final evaluation at 300 env steps: episode_reward={mean:.2f} +/- " in proc.stdout
+    with (run_dir / "progress.csv").open() as file:
+        last = list(csv.DictReader(file))[-1]
+    assert last["time/total_timesteps"] == "300" and float(last["eval/mean_reward"]) == pytest.approx(mean)
+    (wandb_dir,) = (tmp_path / "wandb").glob("offline-run-*")
+    run = wandb_run(wandb_dir)
+    assert [(row["global_step"], row["eval/mean_reward"]) for row in run["history"] if "eval/mean_reward" in row] == [
+        (300, pytest.approx(mean))
+    ]
+    assert run["summary"]["final_eval"] == {"env_steps": 300, "mean_return": pytest.approx(mean), "episodes": 2}
+    assert run["summary"]["final_eval_mean_reward"] == pytest.approx(mean)
+
+
+def test_a_run_with_evaluations_off_gets_no_final_evaluation(tmp_path, capsys):
+    """--eval-freq -1 asks for no evaluation: none at the end either, and no note."""
+    argv = ["-n", "200", "--eval-freq", "-1", "-params", "policy_kwargs:dict(net_arch=[8])", "learning_starts:100"]
+    assert run_cli(tmp_path, *argv) == 0
+    out = capsys.readouterr().out
+    assert "Note: no evaluation" not in out and "Final evaluation" not in out
+    assert not (tmp_path / "logs" / "sac" / "Pendulum-v1_1" / "evaluations.npz").exists()
