@@ -170,7 +170,12 @@ class WandbTracker:
         return f"wandb sync {Path(self.run.dir).parent}"
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
-        values = {k: float(v) for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
+        # Integers stay integers (time/fps, time/time_elapsed: SB3 logs them so); numpy and JAX scalars become floats.
+        values = {
+            k: v if isinstance(v, int) else float(v)
+            for k, v in metrics.items()
+            if not (isinstance(v, float) and math.isnan(v))
+        }
         self.run.log({**values, STEP_METRIC: step})
 
     def close(self) -> None:

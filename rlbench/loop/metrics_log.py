@@ -39,8 +39,9 @@ def log_due(loop: LoopRun, start: float, start_steps: int) -> None:
         host.seeds[index].episodes_at_last_log = len(host.seeds[index].episodes.finished_returns)
     metrics = verify_finite(loop)
     elapsed = max(time.perf_counter() - start, 1e-9)
-    # As SB3's: env steps (per seed, as a single run's) and whole seconds since this process began training.
-    times = {"time/fps": (host.env_steps - start_steps) / elapsed, "time/time_elapsed": int(elapsed)}
+    # As SB3's: env steps (per seed, as a single run's) per second, and whole seconds since this process began
+    # training, both integers as SB3 logs them.
+    times = {"time/fps": int((host.env_steps - start_steps) / elapsed), "time/time_elapsed": int(elapsed)}
     for index in due:
         seed = host.seeds[index]
         if seed.failed is None:

@@ -1,6 +1,7 @@
 """W&B (offline, fallback, exit codes, resume) and TensorBoard: the files are read back and compared
 with what the run printed and saved (RELIABILITY F1-F6)."""
 
+import csv
 import http.server
 import os
 import re
@@ -114,6 +115,13 @@ def test_offline_run_files_hold_the_evaluations_config_and_seed_the_run_saved(tm
         assert line.startswith(f"Eval num_timesteps={step}, episode_reward={value:.2f}")
     train_rows = [row for row in run["history"] if "train/critic_loss" in row]
     assert train_rows and all("rollout/ep_rew_mean" in row and "time/fps" in row for row in train_rows)
+    # time/fps is an integer, as SB3 logs it: in W&B, progress.csv and the console (issue 44 item 9).
+    assert all(type(row["time/fps"]) is int for row in train_rows), [row["time/fps"] for row in train_rows]
+    with (run_dir / "progress.csv").open() as stream:
+        csv_fps = [row["time/fps"] for row in csv.DictReader(stream) if row["time/fps"]]
+    assert csv_fps and all(value.isdigit() for value in csv_fps), csv_fps
+    console_fps = re.findall(r"^\| time/fps +\| +(\S+) \|$", proc.stdout, re.MULTILINE)
+    assert console_fps and all(value.isdigit() for value in console_fps), console_fps
 
     saved_args = yaml.safe_load((run_dir / "Pendulum-v1" / "args.yml").read_text())
     saved_config = yaml.safe_load((run_dir / "Pendulum-v1" / "config.yml").read_text())
