@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from rlbench.algos.registry import ALGORITHMS
 from rlbench.run import compile_cache
@@ -82,9 +82,17 @@ def add_flags(parser: Any, table: Iterable[Flag | Group]) -> None:
             parser.add_argument(*item.names, **item.options)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line and exit 2: argparse prints the whole usage first (30
+    lines for train.py), burying the error; --help has it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}; see --help\n")
+
+
 def parser_from(table: Iterable[Flag | Group], **options: Any) -> argparse.ArgumentParser:
-    """An ArgumentParser (`options`: prog, description) with the flags of `table`."""
-    parser = argparse.ArgumentParser(**options)
+    """A OneLineParser (`options`: prog, description) with the flags of `table`."""
+    parser = OneLineParser(**options)
     add_flags(parser, table)
     return parser
 

@@ -286,7 +286,10 @@ def test_device_spellings_other_than_gpu_n_exit_2_in_every_front_end(capsys, dev
         with pytest.raises(SystemExit) as exit_info:
             parser.parse_args(["--device", device])
         assert exit_info.value.code == 2
-        assert f"expected auto, cpu, gpu, cuda, gpu:N or cuda:N, got {device!r}" in capsys.readouterr().err
+        assert capsys.readouterr().err == (  # one line, no usage before it (issue 44 item 8)
+            f"{parser.prog}: error: argument --device: expected auto, cpu, gpu, cuda, gpu:N or cuda:N, got "
+            f"{device!r}; see --help\n"
+        )
         assert parser.parse_args(["--device", "cuda:1"]).device == "cuda:1"
 
 
