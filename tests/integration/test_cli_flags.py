@@ -1,5 +1,6 @@
 """RL Zoo's flags: booleans, not-yet-supported features, device, env kwargs, wrappers, packages, files."""
 
+import os
 import re
 import subprocess
 import sys
@@ -374,3 +375,27 @@ def test_a_bad_key_names_only_the_layer_that_has_it(tmp_path, capsys):
             )
         assert err.count("\n") == 1 and "hyperparams/sac.yml" not in err
     assert not (tmp_path / "logs").exists()
+
+
+def test_an_argparse_error_is_one_line_and_exit_2_in_every_command(tmp_path):
+    """Issue 44 item 8: `train.py --device cuda:-1` printed 30 lines of usage before the error. Each command
+    line, run for real: the error alone, `<prog>: error: ...; see --help`, exit 2, nothing written."""
+    commands = [
+        ([f"{REPO_ROOT}/train.py", "--device", "cuda:-1"], "train.py: error: argument --device: expected auto, cpu,"),
+        ([f"{REPO_ROOT}/enjoy.py", "--bogus"], "enjoy.py: error: unrecognized arguments: --bogus"),
+        (["-m", "rlbench.sweep", "--seeds", "2", "--seed-list", "1"], "python -m rlbench.sweep: error: argument"),
+        (["-m", "rlbench.bench", "speed", "--bogus"], "python -m rlbench.bench speed: error: unrecognized arguments"),
+    ]
+    for argv, start in commands:
+        done = subprocess.run(
+            [sys.executable, *argv],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "JAX_PLATFORMS": "cpu"},
+        )
+        assert done.returncode == 2 and done.stdout == "", done
+        assert done.stderr.startswith(start) and done.stderr.endswith("; see --help\n"), done.stderr
+        assert done.stderr.count("\n") == 1 and "usage:" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
