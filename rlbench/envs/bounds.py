@@ -56,6 +56,11 @@ def unrescalable_bounds(low: Any, high: Any) -> str | None:
     if finite.all() and np.isfinite(span).all():
         return None
     return (
-        f"action bounds low={reprlib.repr(low64.tolist())} high={reprlib.repr(high64.tolist())} cannot be rescaled "
-        f"from [-1, 1]: each bound and high - low must be finite in float32 (at most {FLOAT32_MAX:.4g})"
+        f"action bounds low={_shown(low64)} high={_shown(high64)} cannot be rescaled from [-1, 1]: each bound "
+        f"and high - low must be finite in float32 (at most {FLOAT32_MAX:.4g})"
     )
+
+
+def _shown(bounds: np.ndarray) -> str:
+    """At most a few bounds, to float32's precision: a float32 3e38 reads 3e+38, not 3.0000000054977558e+38."""
+    return reprlib.repr([float(f"{value:.7g}") for value in bounds.ravel()])
