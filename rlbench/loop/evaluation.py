@@ -47,17 +47,22 @@ def evaluate(
     return evaluate_groups(policy, env, 1, n_episodes, seeds)[0]
 
 
+class EvaluationStopped(Exception):
+    """A stop was requested during an evaluation (`evaluate_groups`' `stop_requested`)."""
+
+
 def evaluate_groups(
     policy: Callable[[np.ndarray], np.ndarray],
     env: VectorEnv,
     n_groups: int,
     n_episodes: int,
     env_seeds: list[int] | None = None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> list[EvalResult]:
     """`evaluate` for `n_groups` policies at once (the seeds of a run): the env's envs are split into
     n_groups equal, consecutive groups, and `policy` maps the observations of all envs to their actions.
     Each group runs `n_episodes` episodes, spread over its envs as `evaluate` spreads them. `env_seeds`
-    seeds each env's first episode."""
+    seeds each env's first episode. EvaluationStopped when `stop_requested()` says so before a step."""
     n_envs = env.num_envs // n_groups
     targets = np.tile([(n_episodes + i) // n_envs for i in range(n_envs)], n_groups)
     counts = np.zeros(env.num_envs, dtype=int)
@@ -67,6 +72,8 @@ def evaluate_groups(
     lengths: list[list[int]] = [[] for _ in range(n_groups)]
     obs, _ = env.reset(seed=env_seeds)
     while (counts < targets).any():
+        if stop_requested is not None and stop_requested():
+            raise EvaluationStopped
         obs, reward, terminated, truncated, _ = step_vector_env(env, policy(obs))
         episode_return += reward
         episode_length += 1
@@ -80,9 +87,10 @@ def evaluate_groups(
     return [EvalResult(returns=np.array(r), lengths=np.array(n)) for r, n in zip(returns, lengths, strict=True)]
 
 
-def evaluate_seeds(loop: LoopRun) -> list[EvalResult | None]:
+def evaluate_seeds(loop: LoopRun, stop_requested: Callable[[], str | None] | None) -> list[EvalResult | None] | None:
     """Every seed's policy at once on its own eval envs; the results of the seeds that train (None for
-    a frozen one) are recorded, logged and checked for a new best model."""
+    a frozen one) are recorded, logged and checked for a new best model. None, with nothing recorded, when
+    a stop is requested before it ends."""
     run, host, axis, n_seeds = loop.run, loop.host, loop.axis, loop.axis.n_seeds
     verify_finite(loop)  # a diverged policy is not worth evaluating, nor a best_model
     eval_seeds = eval_env_seeds(loop)
@@ -94,7 +102,9 @@ def evaluate_seeds(loop: LoopRun) -> list[EvalResult | None]:
         return axis.host(actions).reshape(len(obs), -1)
 
     try:
-        results = evaluate_groups(policy, loop.eval_env, n_seeds, run.eval_episodes, eval_seeds)
+        results = evaluate_groups(policy, loop.eval_env, n_seeds, run.eval_episodes, eval_seeds, stop_requested)
+    except EvaluationStopped:
+        return None
     except Exception as error:
         raise EvaluationError(f"evaluation at env step {host.env_steps} failed: {error}") from error
     return record_evaluations(loop, results)

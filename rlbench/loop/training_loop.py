@@ -33,8 +33,10 @@ OnEval = Callable[[int, list[EvalResult | None]], None]
 OnIteration = Callable[[int, Any], None]
 
 
+StopRequested = Callable[[], str | None]
 Advance = Callable[[LoopRun, "ProgressBar"], None]
-Evaluate = Callable[[LoopRun], list[EvalResult | None]]
+# (loop, stop_requested) -> each seed's result; None when a stop cut the evaluation short (nothing recorded)
+Evaluate = Callable[[LoopRun, StopRequested | None], list[EvalResult | None] | None]
 
 
 def host_vector_step(loop: LoopRun, bar: ProgressBar) -> None:
@@ -50,7 +52,7 @@ def run_loop(
     loop: LoopRun,
     on_eval: OnEval | None = None,
     on_iteration: OnIteration | None = None,
-    stop_requested: Callable[[], str | None] | None = None,
+    stop_requested: StopRequested | None = None,
     advance: Advance = host_vector_step,
     evaluate: Evaluate | None = evaluate_seeds,
 ) -> TrainResult:
@@ -67,12 +69,15 @@ def run_loop(
     interrupted, checkpoints = None, Written(n_seeds)
     try:
         with ProgressBar(run, host.env_steps, n_seeds) as bar:
+            if evaluate is not None and evaluation_cut_short(loop):  # by the stop that wrote the checkpoint
+                evaluated(bar, host.env_steps, on_eval, evaluate(loop, stop_requested))
             # loop.failed, not host.active: this condition runs every env step, and it is a count.
             while host.env_steps < run.n_timesteps and len(loop.failed) < n_seeds:
                 if stop_requested is not None and (interrupted := stop_requested()):
                     break
                 advance(loop, bar)
-                checkpoints.keep(falls_due(loop, bar, start, on_eval, on_iteration, evaluate))
+                due = falls_due(loop, bar, start, (on_eval, on_iteration, stop_requested), evaluate)
+                checkpoints.keep(due)
         loop.carry = jax.block_until_ready(loop.carry)
         if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
             checkpoints.keep(save_periodic(loop, with_buffer=True, urgent=True))
@@ -97,27 +102,47 @@ def falls_due(
     loop: LoopRun,
     bar: ProgressBar,
     start: Start,
-    on_eval: OnEval | None,
-    on_iteration: OnIteration | None,
-    evaluate: Callable[[LoopRun], list[EvalResult | None]] | None,
+    hooks: tuple[OnEval | None, OnIteration | None, StopRequested | None],
+    evaluate: Evaluate | None,
 ) -> list[Path | None]:
     """After a vector step (the device loop: a chunk): evaluation (with `evaluate`, None: no evaluations), the
     caller's callbacks, logs, a periodic checkpoint, the progress bar, each when due. Returns the checkpoint
     each seed wrote (None: none)."""
-    run, host = loop.run, loop.host
-    if evaluate is not None and host.vector_steps % max(run.eval_freq // run.n_envs, 1) == 0:
-        results = evaluate(loop)
-        means = [result.mean for result in results if result is not None]
-        if means:
-            bar.evaluated(float(np.mean(means)))
-        if on_eval is not None:
-            on_eval(host.env_steps, results)
+    host = loop.host
+    on_eval, on_iteration, stop_requested = hooks
+    if evaluate is not None and evaluation_due(loop):
+        evaluated(bar, host.env_steps, on_eval, evaluate(loop, stop_requested))
     if on_iteration is not None and host.pending.count == 0:
         on_iteration(host.env_steps, loop.state)
     log_due(loop, start.time, start.env_steps)
     written = save_if_due(loop)
     bar.advance(host.env_steps)
     return written
+
+
+def evaluated(bar: ProgressBar, env_steps: int, on_eval: OnEval | None, results: list[EvalResult | None] | None):
+    """An evaluation's results to the progress bar and the caller; none when a stop cut it short."""
+    if results is None:
+        return
+    means = [result.mean for result in results if result is not None]
+    if means:
+        bar.evaluated(float(np.mean(means)))
+    if on_eval is not None:
+        on_eval(env_steps, results)
+
+
+def evaluation_due(loop: LoopRun) -> bool:
+    return loop.host.vector_steps % max(loop.run.eval_freq // loop.run.n_envs, 1) == 0
+
+
+def evaluation_cut_short(loop: LoopRun) -> bool:
+    """Whether a resumed run starts where an evaluation fell due but none was recorded: a stop during the
+    evaluation wrote the checkpoint it resumes from. It is made first, as the run would have made it."""
+    host = loop.host
+    if host.env_steps == 0 or loop.run.eval_freq <= 0 or not evaluation_due(loop):
+        return False
+    timesteps = [seed.evaluations.timesteps for seed, active in zip(host.seeds, host.active, strict=True) if active]
+    return any(not len(steps) or steps[-1] != host.env_steps for steps in timesteps)
 
 
 class Start(NamedTuple):

@@ -18,6 +18,7 @@ from rlbench.algos.common.spelling import literal_mapping, positive_int
 from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.envs.make import check_env_runs
 from rlbench.errors import ConfigError
+from rlbench.run.memory import available_memory_bytes
 from rlbench.run.request import RunRequest
 from rlbench.store.schema import MAX_SEED
 from rlbench.types import EnvSpec
@@ -62,6 +63,7 @@ def check_run_numbers(request: RunRequest) -> None:
         ("--n-seeds", 1 if request.n_seeds is None else request.n_seeds),
     ):
         positive_int(value, name)
+    check_eval_episodes(request.eval_episodes, request.n_seeds or 1)
     if request.keep_checkpoints < 0:
         raise ConfigError(
             f"--keep-checkpoints: expected a non-negative integer (0 keeps all), got {request.keep_checkpoints}"
@@ -72,6 +74,31 @@ def check_run_numbers(request: RunRequest) -> None:
             "or negative to draw one"
         )
     check_log_folder(request.log_folder)
+
+
+# The device loop counts an evaluation's episodes, and places their results, in int32.
+MAX_EVAL_EPISODES = 2**31 - 1
+# What an evaluation keeps of each episode of each seed: its return and length in float32 and int32 on the
+# device, then float64 and int64 on the host (evaluations.npz, as RL Zoo's).
+EVAL_BYTES_PER_EPISODE = 4 + 4 + 8 + 8
+
+
+def check_eval_episodes(eval_episodes: int, n_seeds: int) -> None:
+    """Refuse an episode count one evaluation cannot hold (an evaluation of more than fits would fail after
+    training started, or, on the device, run in memory for as long as it ran)."""
+    if eval_episodes > MAX_EVAL_EPISODES:
+        raise ConfigError(
+            f"--eval-episodes {eval_episodes}: at most {MAX_EVAL_EPISODES:,} (2**31-1): the device loop counts "
+            "an evaluation's episodes in int32"
+        )
+    needed, available = eval_episodes * n_seeds * EVAL_BYTES_PER_EPISODE, available_memory_bytes()
+    if available is not None and needed > available:
+        seeds = f" x {n_seeds} seeds" if n_seeds > 1 else ""
+        raise ConfigError(
+            f"--eval-episodes {eval_episodes}: an evaluation keeps each episode's return and length "
+            f"({EVAL_BYTES_PER_EPISODE} B{seeds}: {needed / 2**30:.2f} GiB) but only {available / 2**30:.2f} GiB "
+            "is available; an evaluation averages a few episodes (5 by default, as RL Zoo)"
+        )
 
 
 def spaces_spec(spaces: Mapping[str, Any]) -> EnvSpec:

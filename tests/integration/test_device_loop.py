@@ -6,6 +6,7 @@ import hashlib
 import signal
 import subprocess
 import sys
+import time
 import zipfile
 
 import jax
@@ -21,10 +22,12 @@ from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.config.entry import RunConfig
 from rlbench.config.hyperparams import merge
 from rlbench.loggers.base import MultiLogger
+from rlbench.loop.device import runner as device_runner
 from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.run_state import SeedOutput
 from rlbench.loop.runner import train
 from rlbench.networks.mlp import NetworkConfig
+from rlbench.run import probe
 from rlbench.store.checkpoint import read_checkpoint
 from rlbench.tuning.study import make_storage
 from tests.conftest import REPO_ROOT, tiny_config
@@ -226,3 +229,96 @@ def test_an_optuna_study_on_a_jax_native_env_trains_its_trials_with_the_device_l
     done = optuna.load_study(storage=storage, study_name=study.study_name).get_trials()
     assert len(done) == 2 and all(trial.state.name in ("COMPLETE", "PRUNED") for trial in done)
     assert all(len(trial.intermediate_values) >= 1 for trial in done)  # the device loop's evaluations
+
+
+def test_an_evaluation_split_into_calls_gives_what_one_call_gives_bit_for_bit(tmp_path, monkeypatch):
+    """Issue 44 item 3: an evaluation runs in calls that return to the host (to poll for a stop); however it
+    is split, each vector step computes the same. 16-step calls (and chunks) against the default 1000: 7
+    episodes of 50 steps on 3 eval envs take at least 117 vector steps, so at least 8 calls each time."""
+    argv = [*DEVICE_TINY, "-n", "600", "--eval-freq", "200", "--eval-episodes", "7", "--n-eval-envs", "3"]
+    assert main([*argv, "--n-seeds", "2", "-f", str(tmp_path / "whole")]) == 0
+    monkeypatch.setattr(device_runner, "CHUNK_ENV_STEPS", 1)  # 16 vector steps: the floor of chunk_length
+    assert device_runner.chunk_length(3) == 16
+    assert main([*argv, "--n-seeds", "2", "-f", str(tmp_path / "split")]) == 0
+    for seed in (1, 2):
+        whole = tmp_path / "whole" / "sac" / f"gymnax_Pendulum-v1_{seed}"
+        split = tmp_path / "split" / "sac" / f"gymnax_Pendulum-v1_{seed}"
+        expected, got = np.load(whole / "evaluations.npz"), np.load(split / "evaluations.npz")
+        assert expected["results"].shape == (3, 7)
+        for name in ("timesteps", "results", "ep_lengths"):
+            np.testing.assert_array_equal(got[name], expected[name])
+        assert state_hash(split / "gymnax_Pendulum-v1.zip") == state_hash(whole / "gymnax_Pendulum-v1.zip")
+
+
+def test_a_chunk_takes_at_most_a_thousand_gradient_steps():
+    """Issue 44 item 3: one compiled chunk is bounded in gradient steps too, not only in env steps."""
+    assert device_runner.chunk_length(1) == 1000  # SAC's defaults: one gradient step per env step, as before
+    assert device_runner.chunk_length(128) == 128
+    assert device_runner.chunk_length(1, gradient_steps=64, train_freq=1) == 15  # was 1000 (64,000 gradient steps)
+    assert device_runner.chunk_length(128, gradient_steps=16, train_freq=1) == 62
+    assert device_runner.chunk_length(1, gradient_steps=5000, train_freq=1) == 1  # at least one vector step
+
+
+def test_sigterm_during_a_long_device_evaluation_checkpoints_and_exits_75_within_seconds(tmp_path):
+    """Issue 44 item 3: an evaluation of 2,000,000 episodes (hours) is accepted; a SIGTERM during it is answered
+    between two of its calls: the evaluation is dropped, the checkpoint written where it fell due, exit 75."""
+    argv = [*DEVICE_TINY, "-n", "8000", "--eval-freq", "100", "--eval-episodes", "2000000", "--verbose", "1"]
+    log, run_dir = tmp_path / "stopped.log", tmp_path / "sac" / "gymnax_Pendulum-v1_1"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path), *argv], cwd=REPO_ROOT, stdout=out, stderr=out
+        )
+        try:
+            monitor = run_dir / "0.monitor.csv"  # the first chunk's episode: the evaluation at 100 starts
+            first_chunk_ended = lambda: monitor.is_file() and monitor.read_text().count("\n") > 2  # noqa: E731
+            wait_for(log, lambda: proc.poll() is not None or first_chunk_ended())
+            time.sleep(2)  # its program compiles, then it runs
+            proc.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            assert proc.wait(timeout=60) == EXIT_INTERRUPTED, log.read_text()[-2000:]
+        finally:
+            proc.kill()
+    assert time.monotonic() - sent < 20, log.read_text()[-2000:]  # the first chunk and compilation: seconds
+    text = log.read_text()
+    assert "Stopped by SIGTERM at 100 env steps" in text and "Resume with:" in text
+    checkpoint = run_dir / "rl_model_100_steps.zip"
+    assert read_checkpoint(checkpoint).manifest.counters.env_steps == 100
+    assert not (run_dir / "evaluations.npz").exists()  # the evaluation cut short is not recorded
+
+
+def test_an_episode_count_an_evaluation_cannot_hold_exits_2_before_any_folder(tmp_path, capsys, monkeypatch):
+    """Issue 44 item 3: beyond int32 (the device loop's episode counters), or beyond the memory available for
+    the episodes' returns and lengths: one line, exit 2, nothing written."""
+    argv = [*DEVICE_TINY, "-n", "100", "-f", str(tmp_path)]
+    assert main([*argv, "--eval-episodes", str(2**31)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: --eval-episodes 2147483648: at most 2,147,483,647 (2**31-1): the device loop counts an "
+        "evaluation's episodes in int32"
+    )
+    monkeypatch.setattr(probe, "available_memory_bytes", lambda: 2**30)
+    assert main([*argv, "--eval-episodes", str(50_000_000)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --eval-episodes 50000000: an evaluation keeps each episode's return and length")
+    assert "(24 B: 1.12 GiB) but only 1.00 GiB is available" in err and "\n" not in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_env_kwargs_that_are_not_finite_or_make_inf_action_bounds_exit_2_before_any_folder(tmp_path, capsys):
+    """Issue 44 items 6 and 7: `max_torque: .nan` in a -conf file (gymnasium's ValueError traceback, exit 1),
+    `--env-kwargs max_torque:1e308` (float32 inf action bounds: a run folder, a diverged run) and `g:1e999`
+    (stored as inf, trained): one line each, exit 2, nothing written."""
+    conf = tmp_path / "conf.yml"
+    conf.write_text(f"{ENV}:\n  policy: MlpPolicy\n  env_kwargs:\n    max_torque: .nan\n")
+    runs = tmp_path / "runs"
+    cases = (
+        (["-conf", str(conf)], "--env-kwargs / env_kwargs: gymnax:Pendulum-v1's max_torque=nan is not finite"),
+        (["--env-kwargs", "max_torque:1e308"], "gymnax:Pendulum-v1 with max_torque=1e+308: action bounds"),
+        (["--env-kwargs", "g:1e999"], "--env-kwargs / env_kwargs: gymnax:Pendulum-v1's g=inf is not finite"),
+        (["--eval-freq", "100", "--eval-env-kwargs", "max_torque:1e308"], "--eval-env-kwargs: gymnax:Pendulum-v1"),
+    )
+    for extra, expected in cases:
+        assert main([*DEVICE_TINY, "-n", "100", "-f", str(runs), *extra]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("error: ") and expected in line, line
+    assert not runs.exists()

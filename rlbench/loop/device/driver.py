@@ -20,7 +20,7 @@ from rlbench.loop.divergence import verify_finite
 from rlbench.loop.evaluation import EvalResult, eval_env_seeds, record_evaluations
 from rlbench.loop.metrics_log import ProgressBar
 from rlbench.loop.run_state import LoopRun, TrainResult
-from rlbench.loop.training_loop import OnEval, OnIteration, run_loop
+from rlbench.loop.training_loop import OnEval, OnIteration, StopRequested, run_loop
 
 INT32_MAX = np.iinfo(np.int32).max
 
@@ -33,6 +33,7 @@ class DeviceRun:
     device: DevicePrograms
     carry: DeviceCarry
     chunk_length: int
+    eval_steps: int  # at most this many vector steps in one call of an evaluation
 
 
 def run_device_loop(
@@ -46,7 +47,7 @@ def run_device_loop(
             bar.trained(loop.host.env_steps)
         verify_finite(loop)  # every chunk's end: a diverged learner is caught within a chunk
 
-    evaluate = None if run.device.evaluate is None else (lambda loop: evaluate_on_device(run))
+    evaluate = None if run.device.evaluate is None else (lambda loop, stop: evaluate_on_device(run, stop))
     return run_loop(run.loop, on_eval, on_iteration, stop_requested, advance, evaluate)
 
 
@@ -97,14 +98,21 @@ def account_episodes(loop: LoopRun, reward: np.ndarray, done: np.ndarray) -> Non
                     monitor.episode(env_index, episode_return, length)
 
 
-def evaluate_on_device(run: DeviceRun) -> list[EvalResult | None]:
-    """Every seed's deterministic policy on its own eval envs, on the device; recorded as the host loop's."""
+def evaluate_on_device(run: DeviceRun, stop_requested: StopRequested | None) -> list[EvalResult | None] | None:
+    """Every seed's deterministic policy on its own eval envs, on the device, in calls of at most
+    run.eval_steps vector steps; recorded as the host loop's. None, with nothing recorded, when a stop is
+    requested before it ends: a compiled call cannot be interrupted, so the host looks between calls."""
     loop = run.loop
     axis = loop.axis
     verify_finite(loop)  # a diverged policy is not worth evaluating, nor a best_model
     seeds = uint32_seeds(eval_env_seeds(loop)).reshape(axis.n_seeds, loop.run.n_eval_envs)
-    outputs = run.device.evaluate(loop.state, axis.device(seeds))
-    returns, lengths = axis.host(outputs.returns), axis.host(outputs.lengths)
+    evaluation, done, max_steps = run.device.evaluate.start(axis.device(seeds)), False, np.int32(run.eval_steps)
+    while not done:
+        if stop_requested is not None and stop_requested():
+            return None
+        evaluation, done = run.device.evaluate.advance(loop.state, evaluation, max_steps)
+        done = bool(done)
+    returns, lengths = axis.host(evaluation.returns), axis.host(evaluation.lengths)
     results = [
         EvalResult(returns=returns[index].astype(np.float64), lengths=lengths[index].astype(np.int64))
         for index in range(axis.n_seeds)

@@ -13,7 +13,8 @@ key (the host loop draws them with numpy), so a run with learning_starts > 0 dif
 during the warm-up only in which random actions it takes.
 
 A chunk has one compiled length; `n_steps` (traced) of them run and the rest are skipped under a
-`lax.cond`, so the host can stop at any due point without another compilation.
+`lax.cond`, so the host can stop at any due point without another compilation. An evaluation runs in calls
+of at most `max_steps` (traced) vector steps, so that none outlasts the host's next look at a stop request.
 """
 
 from __future__ import annotations
@@ -159,50 +160,68 @@ def _collect_fn(learner: Learner, buffer: UniformBuffer, env: JaxEnv, n_envs: in
     return collect
 
 
-class EvalOutputs(NamedTuple):
-    returns: jax.Array  # [(n_seeds,) n_episodes] float32, env after env (env i's episodes together)
-    lengths: jax.Array  # [(n_seeds,) n_episodes] int32
+class Evaluation(NamedTuple):
+    """An evaluation under way, every leaf with the seed axis: its envs, each env's episodes counted so far and
+    the one it is in, and the returns and lengths of the counted ones ([(n_seeds,) n_episodes], env after env:
+    env i's episodes together)."""
+
+    envs: EnvCarry
+    counts: jax.Array  # [(n_seeds,) n_eval_envs] int32
+    episode_return: jax.Array  # float32
+    episode_length: jax.Array  # int32
+    returns: jax.Array  # [(n_seeds,) n_episodes] float32
+    lengths: jax.Array  # int32
+
+
+class EvalPrograms(NamedTuple):
+    """A deterministic evaluation in calls that each return to the host (which polls for a stop between
+    them): `start` resets the envs, `advance` runs up to `max_steps` vector steps of it."""
+
+    start: Any  # eval env seeds [(n_seeds,) n_eval_envs] int32 -> Evaluation
+    advance: Any  # (states, Evaluation (donated), max_steps int32) -> (Evaluation, done: bool scalar)
 
 
 def make_evaluate(learner: Learner, env: JaxEnv, axis: SeedAxis, n_eval_envs: int, n_episodes: int):
-    """(states, env seeds [(n_seeds,) n_eval_envs] int32) -> EvalOutputs: every seed's deterministic policy
-    for `n_episodes` whole episodes on envs reset from the given seeds, spread over the envs as SB3's
-    evaluate_policy spreads them (env i runs (n_episodes + i) // n_eval_envs; extra episodes are not counted)."""
+    """(start, advance) of every seed's deterministic policy for `n_episodes` whole episodes on envs reset
+    from the given seeds, spread over the envs as SB3's evaluate_policy spreads them (env i runs
+    (n_episodes + i) // n_eval_envs; extra episodes are not counted). Each vector step is the same computation
+    however the steps are split into calls, so the results are too."""
     targets = jnp.asarray([(n_episodes + i) // n_eval_envs for i in range(n_eval_envs)], jnp.int32)
     first_slot = jnp.asarray(np.concatenate([[0], np.cumsum(np.asarray(targets))[:-1]]), jnp.int32)
     evaluate_action = learner.acting.evaluate
 
-    def one_seed(state, seeds):
+    def start(seeds) -> Evaluation:
+        zeros = jnp.zeros(n_eval_envs, jnp.int32)
+        returns, lengths = jnp.zeros(n_episodes, jnp.float32), jnp.zeros(n_episodes, jnp.int32)
+        return Evaluation(reset_envs(env, seeds), zeros, zeros.astype(jnp.float32), zeros, returns, lengths)
+
+    def step(state, c: Evaluation) -> Evaluation:
+        envs, out = step_envs(env, c.envs, evaluate_action(state, c.envs.obs))
+        episode_return, length = c.episode_return + out.reward, c.episode_length + 1
+        ended = out.terminated | out.truncated
+        counted = ended & (c.counts < targets)
+        slot = jnp.where(counted, first_slot + c.counts, n_episodes)  # n_episodes: out of range, dropped
+        return Evaluation(
+            envs=envs,
+            counts=c.counts + counted,
+            episode_return=jnp.where(ended, 0.0, episode_return),
+            episode_length=jnp.where(ended, 0, length),
+            returns=c.returns.at[slot].set(episode_return, mode="drop"),
+            lengths=c.lengths.at[slot].set(length, mode="drop"),
+        )
+
+    def advance(state, evaluation: Evaluation, max_steps: jax.Array) -> tuple[Evaluation, jax.Array]:
         def running(c):
-            return (c["counts"] < targets).any()
+            return (c[0].counts < targets).any() & (c[1] < max_steps)
 
-        def step(c):
-            envs, out = step_envs(env, c["envs"], evaluate_action(state, c["envs"].obs))
-            episode_return, length = c["return"] + out.reward, c["length"] + 1
-            ended = out.terminated | out.truncated
-            counted = ended & (c["counts"] < targets)
-            slot = jnp.where(counted, first_slot + c["counts"], n_episodes)  # n_episodes: out of range, dropped
-            return {
-                "envs": envs,
-                "counts": c["counts"] + counted,
-                "return": jnp.where(ended, 0.0, episode_return),
-                "length": jnp.where(ended, 0, length),
-                "returns": c["returns"].at[slot].set(episode_return, mode="drop"),
-                "lengths": c["lengths"].at[slot].set(length, mode="drop"),
-            }
+        evaluation, _ = jax.lax.while_loop(running, lambda c: (step(state, c[0]), c[1] + 1), (evaluation, 0))
+        return evaluation, (evaluation.counts >= targets).all()
 
-        start = {
-            "envs": reset_envs(env, seeds),
-            "counts": jnp.zeros(n_eval_envs, jnp.int32),
-            "return": jnp.zeros(n_eval_envs, jnp.float32),
-            "length": jnp.zeros(n_eval_envs, jnp.int32),
-            "returns": jnp.zeros(n_episodes, jnp.float32),
-            "lengths": jnp.zeros(n_episodes, jnp.int32),
-        }
-        end = jax.lax.while_loop(running, step, start)
-        return EvalOutputs(end["returns"], end["lengths"])
+    def advance_all(states, evaluation: Evaluation, max_steps: jax.Array) -> tuple[Evaluation, jax.Array]:
+        evaluation, done = axis.map(advance, shared_argnums=(2,))(states, evaluation, max_steps)
+        return evaluation, jnp.all(done)
 
-    return axis.map(one_seed)
+    return axis.map(start), advance_all
 
 
 def initial_metrics(cfg: Any, learner: Learner, buffer: UniformBuffer, axis: SeedAxis, state, buffer_state):
@@ -223,7 +242,7 @@ class DevicePrograms(NamedTuple):
     """The device loop's compiled programs (its only `jax.jit` sites)."""
 
     chunk: Any  # (DeviceCarry, ChunkInputs) -> (DeviceCarry, ChunkOutputs), the carry donated
-    evaluate: Any  # (states, eval env seeds) -> EvalOutputs; None without evaluations
+    evaluate: EvalPrograms | None  # None without evaluations
     reset: Any  # env seeds [(n_seeds,) n_envs] int32 -> EnvCarry
 
 
@@ -240,7 +259,8 @@ def compile_device_programs(
 ) -> DevicePrograms:
     evaluate = None
     if eval_env is not None:
-        evaluate = jax.jit(make_evaluate(learner, eval_env, axis, n_eval_envs, n_eval_episodes))
+        start, advance = make_evaluate(learner, eval_env, axis, n_eval_envs, n_eval_episodes)
+        evaluate = EvalPrograms(jax.jit(start), jax.jit(advance, donate_argnums=1))
     return DevicePrograms(
         chunk=jax.jit(make_chunk(cfg, learner, buffer, env, axis, shape), donate_argnums=0),
         evaluate=evaluate,

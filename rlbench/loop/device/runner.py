@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlbench.algos.common.algorithm import Algorithm
+from rlbench.algos.common.fused import steps_per_update
 from rlbench.config.entry import RunConfig
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.ids import make_jax_env
@@ -26,13 +27,20 @@ from rlbench.loop.schedule import TrainSchedule
 from rlbench.store.checkpoint import Checkpoint
 
 # A chunk's length in vector steps: about CHUNK_ENV_STEPS env steps (the host wakes at least that often, for
-# signals and the progress bar), within [16, 1000] vector steps. One compiled length per n_envs; a chunk that
-# stops earlier (something falls due, the run ends) skips the rest of its scan.
+# signals and the progress bar), within [16, 1000] vector steps, and at most CHUNK_GRADIENT_STEPS gradient steps
+# (gradient_steps: 64 with train_freq: 1 would otherwise take 64,000 in one call, which no signal interrupts).
+# One compiled length per setting; a chunk that stops earlier (something falls due, the run ends) skips the
+# rest of its scan. An evaluation's calls take the same number of env steps.
 CHUNK_ENV_STEPS = 16_384
+CHUNK_GRADIENT_STEPS = 1_000
 
 
-def chunk_length(n_envs: int) -> int:
-    return min(1000, max(16, CHUNK_ENV_STEPS // n_envs))
+def chunk_length(n_envs: int, gradient_steps: int = 0, train_freq: int = 1) -> int:
+    """Vector steps of one chunk of `n_envs` envs that takes `gradient_steps` every `train_freq` vector steps."""
+    length = min(1000, max(16, CHUNK_ENV_STEPS // n_envs))
+    if gradient_steps > 0:
+        length = min(length, max(1, CHUNK_GRADIENT_STEPS * train_freq // gradient_steps))
+    return length
 
 
 def device_loop_refusal(vec_env: str, normalize: Any, env_wrappers: Sequence[Any], cfg: Any) -> str | None:
@@ -65,7 +73,8 @@ def train_seeds_on_device(
         eval_env = make_jax_env(run.env_id, run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs)
     n_seeds = len(outputs)
     programs = entry_points(algo, cfg, env.spec, n_seeds)
-    shape = RunShape(run.n_envs, cfg.learning_starts, cfg.train_freq, chunk_length(run.n_envs))
+    length = chunk_length(run.n_envs, steps_per_update(cfg), cfg.train_freq)
+    shape = RunShape(run.n_envs, cfg.learning_starts, cfg.train_freq, length)
     device = device_programs(programs, cfg, env, eval_env, shape, run.n_eval_envs, run.eval_episodes)
     carry, host = start_on_device(run, cfg, env.spec, programs, device, resume)
     schedule = TrainSchedule(cfg, programs.learner.acting, run.n_envs, n_seeds)
@@ -75,7 +84,10 @@ def train_seeds_on_device(
             Carry(carry.state, carry.buffer_state), host, saves, FiniteGuard(programs.axis), monitors,
         )  # fmt: skip
         return run_device_loop(
-            DeviceRun(loop, device, carry, shape.chunk_length), on_eval, on_iteration, stop_requested
+            DeviceRun(loop, device, carry, shape.chunk_length, chunk_length(run.n_eval_envs)),
+            on_eval,
+            on_iteration,
+            stop_requested,
         )
 
 
