@@ -41,6 +41,7 @@ from rlbench.bench.children import finish_child, start_child, stopping_children
 from rlbench.bench.peer_spelling import SBX_CLASSES, Untranslatable, peer_entry
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
+from rlbench.redact import printable
 from rlbench.report import plots
 from rlbench.report.escaping import as_markdown
 from rlbench.run.experiment import RunRequest, resolve
@@ -286,7 +287,8 @@ def recorded(state: dict) -> bool:
 def describe(state: dict) -> str:
     if state["state"] == DONE:
         return f"done in {state.get('wall_time_s', 0):.0f} s"
-    return f"{state['state']}" + (f": {state['error']}" if state.get("error") else "")
+    # the error is peer_cell.json's text: one printable line on the console (no terminal escape codes)
+    return f"{state['state']}" + (f": {printable(state['error'])}" if state.get("error") else "")
 
 
 def not_done(cells: Sequence[PeerCell]) -> Iterator[str]:

@@ -199,6 +199,23 @@ def test_a_forged_peer_cell_and_manifest_error_reach_the_bench_returns_report_as
     assert "SBX through RL Zoo (sbx 0.28.0 &lt;img src=x onerror=alert(1)&gt;&#124;), each cell" in report
 
 
+def test_a_forged_peer_cell_error_reaches_the_console_as_one_printable_line(tmp_path, capsys):
+    """peer_cell.json's error on the console (`sbx cell without a finished run: ...`): terminal escape codes and
+    line breaks shown escaped, so a forged file can neither draw on the terminal nor add lines."""
+    from rlbench.bench import peer as sbx
+    from rlbench.bench.returns import peer_code
+    from rlbench.sweep.grid import SweepSpec
+
+    spec = SweepSpec(name="r", algos=("sac",), envs=("Pendulum-v1",), seeds=(1,), n_timesteps=200, eval_freq=100)
+    cell = sbx.PeerCell(spec.cells()[0], tmp_path / "c1", "sac", {"n_timesteps": 200})
+    cell.folder.mkdir()
+    forged = {"state": "failed", "wall_time_s": 1.0, "error": "x\x1b[2J\nFORGED line"}
+    (cell.folder / sbx.STATE_FILE).write_text(json.dumps(forged))
+    assert peer_code([cell]) == 1
+    err = capsys.readouterr().err
+    assert err == "sbx cell without a finished run: sac/Pendulum-v1 seed 1 (failed: x\\x1b[2J\\nFORGED line)\n"
+
+
 def test_bench_returns_refuses_a_forged_manifest_node_in_one_line_before_writing(tmp_path):
     """The manifest's node and error checked as its other fields: exit 2, one line naming the cell and field,
     no report written (here `--report-only`, which reads the manifest and trains nothing)."""
