@@ -4,8 +4,10 @@ of files anything could have written (a parse failure of any kind is one Untrust
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,8 @@ from typing import Any, BinaryIO
 import yaml
 
 TEMP_SUFFIX = ".tmp"
+# atomic_writer's temporary files: mkstemp's `.<final name>.` prefix, 8 random characters, the suffix.
+TEMP_NAME = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
 
 
 def _file_mode() -> int:
@@ -33,17 +37,14 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
     temporary file is removed and `path` is untouched; if the process dies, a `.<name>.*.tmp` file
     remains, which `remove_stale_temporaries` cleans up. An OSError (a full disk, a quota) names `path`."""
     path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
-    except OSError as error:
-        raise _naming(error, path) from None
+    fd, tmp = _locked_temporary(path)
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as file:
             yield file
             file.flush()
             os.fsync(file.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)  # still open, so still locked: no cleaner removes it before it has its name
     except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(error, OSError) and str(path) not in str(error):
@@ -54,6 +55,30 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _locked_temporary(path: Path) -> tuple[int, str]:
+    """A new `.<name>.XXXXXXXX.tmp` beside `path`, locked (flock) until its descriptor closes, so that
+    `remove_stale_temporaries` in any process leaves it alone while its writer lives. A cleaner that locked it
+    between its creation and this lock has removed it: then another is made."""
+    while True:
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+        except OSError as error:
+            raise _naming(error, path) from None
+        with contextlib.suppress(OSError):  # a file system without locks: no cleaner can lock it either
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        if _still_named(fd, tmp):
+            return fd, tmp
+        os.close(fd)
+
+
+def _still_named(fd: int, name: str | Path) -> bool:
+    try:
+        named, held = os.stat(name, follow_symlinks=False), os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _naming(error: OSError, path: Path) -> OSError:
@@ -69,13 +94,35 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
-def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Delete temporary files that a killed writer left in `folder`; returns what was removed."""
+def remove_stale_temporaries(folder: Path, final_suffix: str = "") -> list[Path]:
+    """Delete the temporary files that writers killed mid-write left in `folder`; returns what was removed.
+    Only files named as `atomic_writer` names them (for final names ending in `final_suffix`), and only those
+    no live writer holds: each holds its lock until its file has its final name (a concurrent process's
+    writer included, on a file system with locks)."""
     removed = []
     for tmp in Path(folder).glob(f".*{TEMP_SUFFIX}"):
-        tmp.unlink(missing_ok=True)
-        removed.append(tmp)
+        written = TEMP_NAME.fullmatch(tmp.name)
+        if written and written.group(1).endswith(final_suffix) and _remove_unlocked(tmp):
+            removed.append(tmp)
     return removed
+
+
+def _remove_unlocked(tmp: Path) -> bool:
+    """Remove `tmp` if no process holds its lock; False when one does, or it cannot be opened or removed."""
+    try:
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # gone already, a link, or another user's
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not _still_named(fd, tmp):
+            return False
+        tmp.unlink()
+        return True
+    except OSError:  # BlockingIOError: its writer lives; or a folder this process cannot change
+        return False
+    finally:
+        os.close(fd)
 
 
 # -- reading files that anything could have written --------------------------------------------------------

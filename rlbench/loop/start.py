@@ -11,6 +11,7 @@ import jax
 from gymnasium.vector import VectorEnv
 
 from rlbench.config.entry import RunConfig
+from rlbench.files import remove_stale_temporaries
 from rlbench.loop.compiled import Carry, EntryPoints
 from rlbench.loop.saving import new_host_state, restore, restore_envs, train_after_new_transitions
 from rlbench.loop.schedule import TrainSchedule
@@ -23,6 +24,15 @@ def env_seeds(seeds: Sequence[int], offset: int, n_envs: int) -> list[int]:
     """Each env's seed, seed after seed: env j of seed s gets s + offset + j (as env.reset(seed=s + offset)
     seeds a single run's envs)."""
     return [seed + offset + j for seed in seeds for j in range(n_envs)]
+
+
+def remove_stale_writes(resume: Sequence[Checkpoint]) -> None:
+    """The temporary files that a writer killed mid-save left beside the checkpoints a run resumes (the old run
+    folders, which the run does not write again); a live writer's (a run still going there) are left alone."""
+    for folder in dict.fromkeys(checkpoint.path.parent for checkpoint in resume):
+        removed = remove_stale_temporaries(folder)
+        if removed:
+            print(f"Removed {len(removed)} temporary file(s) of a write that did not finish from {folder}")
 
 
 def first_learners(run: RunConfig, programs: EntryPoints) -> tuple[list[int], Any, jax.Array]:
@@ -51,6 +61,7 @@ def start(
     capacity = schedule.staging_capacity
     if resume is None:
         return carry, new_host_state(seeds, obs, act_key, spec, cfg.learning_starts, capacity, run.normalize)
+    remove_stale_writes(resume)
     template = axis.take(carry.state, 0)
     restored = restore(resume, seeds, template, programs.buffer, spec, run.n_envs, capacity, obs, run.normalize)
     host = restored.host

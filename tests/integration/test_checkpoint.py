@@ -16,6 +16,7 @@ import pytest
 from rlbench.algos.common import soft_acting as acting
 from rlbench.algos.registry import ALGORITHMS
 from rlbench.config.entry import RunConfig
+from rlbench.files import remove_stale_temporaries
 from rlbench.loop.runner import train
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.run.policy import load_policy
@@ -205,6 +206,25 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
     assert checkpoint.manifest.kind == "first" and checkpoint.state_bytes == b"first"
     small_checkpoint(tmp_path, "rl_model_10_steps.zip")
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_live_writer_s_temporary_file_is_left_alone_and_only_rlbench_s_are_removed(tmp_path):
+    """Issue 44 item 8: `-i` cleans the folder it resumes from, where the run that wrote it may still be writing
+    (another process): its temporary file is locked while it lives, and only a dead writer's is removed. A
+    hidden .tmp file not named as rlbench names its temporaries stays too."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILL_MID_SAVE, str(tmp_path)], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline().strip() == "stalled"
+        (tmp_path / ".notes.tmp").write_text("the user's")
+        [temporary] = tmp_path.glob(".best_model.zip.*.tmp")
+        assert remove_stale_temporaries(tmp_path) == [] and temporary.exists()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    assert remove_stale_temporaries(tmp_path) == [temporary] and not temporary.exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".notes.tmp", "best_model.zip"]
 
 
 def test_disk_full_during_a_save_raises_and_keeps_the_previous_file(tmp_path, monkeypatch):
