@@ -17,6 +17,7 @@ import numpy as np
 
 from rlbench.algos.common.finite import non_finite_paths
 from rlbench.algos.common.seed_axis import SeedAxis
+from rlbench.errors import DivergenceError
 from rlbench.loop import compiled
 from rlbench.store.host_state import host_metrics
 
@@ -38,6 +39,12 @@ class FiniteGuard:
         self.verified: Verified | None = None
 
     def start(self, env_steps: int, state: Any, metrics: dict[str, Any]) -> None:
+        """The state a run starts from is the first verified one: checked too, so that no message or divergence
+        checkpoint calls a state finite that never was (a resumed one is checked before the run starts)."""
+        finite = np.asarray(self.axis.host(self.all_finite(state)), bool).reshape(-1)
+        if not finite.all():
+            paths = non_finite_paths(self.axis.take(state, int(np.argmin(finite))))
+            raise DivergenceError(f"the learner state the run starts from holds NaN or inf ({', '.join(paths[:3])})")
         self.verified = Verified(env_steps, self.copy(state), host_metrics(metrics))
 
     def check(

@@ -11,6 +11,7 @@ learner state.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ import jax
 import numpy as np
 from gymnasium.vector import VectorEnv
 
+from rlbench.algos.common.finite import non_finite_paths
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import BufferState, UniformBuffer, buffer_from_arrays, buffer_to_arrays
@@ -272,7 +274,8 @@ class RunCheckpoints:
         compress: bool = True,
         divergence: Divergence | None = None,
     ) -> None:
-        """Seed `index`'s checkpoint of its `state` (no seed axis, checked finite by the caller); its slices of
+        """Seed `index`'s checkpoint of its `state` (no seed axis, checked finite by the caller; DivergenceError
+        and nothing written when it is not); its slices of
         `buffer_state` (with the seed axis; None leaves the replay buffer out) and of `records` (every env's
         episode record, None when the envs cannot be asked)."""
         rows = slice(index * self.n_envs, (index + 1) * self.n_envs)
@@ -294,6 +297,11 @@ class RunCheckpoints:
             raise EnvWorkerError(
                 f"the environments returned NaN or inf ({', '.join(non_finite)}); {path.name} is not written with them"
             )
+        non_finite = non_finite_paths(state)
+        if non_finite:  # the caller's check missed it (a failure between checks): never saved under a new name
+            raise DivergenceError(
+                f"the learner state holds NaN or inf ({', '.join(non_finite[:3])}); {path.name} is not written with it"
+            )
         manifest = Manifest(
             run=settings.description,
             kind=kind,
@@ -309,7 +317,8 @@ class RunCheckpoints:
         try:
             write_checkpoint(path, manifest, state_to_bytes(state), arrays, compress=compress)
         except OSError as error:  # disk full, quota, permissions: the previous checkpoints are intact
-            raise OSError(error.errno, f"could not write checkpoint {path}: {error.strerror or error}") from error
+            reason = os.strerror(error.errno) if error.errno else str(error)  # its message names the path already
+            raise OSError(error.errno, f"could not write checkpoint {path}: {reason}") from error
 
     def write_normalization(self, host: HostState) -> None:
         """Each training seed's `normalize` statistics beside its final model: <run>/<env>/vecnormalize.npz."""

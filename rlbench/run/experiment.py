@@ -38,6 +38,7 @@ from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.envs.make import check_env_id, env_file_name
 from rlbench.errors import ConfigError
 from rlbench.loop.device.runner import device_loop_refusal
+from rlbench.loop.device.start import check_saved_envs
 from rlbench.run.device import select_device
 from rlbench.run.layers import Layers, TrialLoader, checked_in_layers, entry_layers, trusted
 from rlbench.run.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
@@ -200,6 +201,8 @@ def seed_settings(request: RunRequest, algo: Algorithm, layers: Layers, learner:
         check_resume_state(checkpoint, algo, config, envs.spaces, learner.normalize)
         if request.eval_freq > 0:
             check_resume_evaluations(checkpoint, request.eval_episodes)
+    if is_jax_native(request.env) and resume_seeds:
+        check_saved_envs(request.env, envs.env_kwargs, learner.n_envs, resume_seeds)
     seed = first_seed(request, resume_seeds, layers.trial_seed, n_seeds)
     group_id = None
     if resume is not None and n_seeds > 1:

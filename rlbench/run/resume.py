@@ -27,6 +27,7 @@ from rlbench.store.expectations import resume_expectations
 from rlbench.store.learner_state import check_state_fits, state_size_bound
 from rlbench.store.manifest import Manifest, Spaces
 from rlbench.store.schema import Expected
+from rlbench.store.values import check_checkpoint_values
 
 
 def resume_path(path: Path) -> Path:
@@ -232,11 +233,12 @@ def check_resume_state(
     normalize: NormalizeConfig | None = None,
 ) -> None:
     """The saved learner state, `normalize` statistics and replay buffer must fit the resolved configuration
-    (B7, B8)."""
+    (B7, B8), and hold only values a checkpoint rlbench writes holds (finite, counters in range)."""
     spec = Spaces.from_json(spaces).spec
     learner = algo.make_learner(learner_config, spec)
     try:
         check_state_fits(learner.init_fn, resume.state_bytes)
+        check_checkpoint_values(resume)
         if normalize is not None:
             check_arrays(resume.group("normalize"), expected_shapes(spec.obs_dim, resume.manifest.run.n_envs))
     except ValueError as error:

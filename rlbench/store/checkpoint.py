@@ -228,7 +228,10 @@ def _read_members(
             if expected.learner_state:
                 check_state_readable(state_bytes)
         elif parse_arrays:
-            arrays[name.removesuffix(".npy")] = as_array(data, *header)
+            short = name.removesuffix(".npy")
+            arrays[short] = as_array(data, *header)
+            if short in expected.msgpack:
+                check_state_readable(arrays[short].tobytes(), name, expected.msgpack[short])
     return state_bytes, arrays
 
 

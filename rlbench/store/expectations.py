@@ -55,6 +55,7 @@ def resume_expectations(manifest: Manifest) -> Expected:
         closed=True,
         numbered={"host/episode_actions_": (manifest.run.n_envs, episode_actions)},
         learner_state=True,
+        msgpack={"host/device_envs": "env state"},
     )
 
 

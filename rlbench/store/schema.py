@@ -190,6 +190,9 @@ class Expected:
     closed: bool = False
     state_bytes: int | None = None  # the largest learner state the configuration can produce
     learner_state: bool = False  # state.msgpack must parse as a (flax msgpack) learner state, checked when read
+    # uint8 array members holding a state as flax msgpack, and what it is ("host/device_envs" -> "env state"):
+    # each must parse as state.msgpack must, checked when read.
+    msgpack: Mapping[str, str] = field(default_factory=dict)
     # Optional members numbered 0..count-1 after a prefix ("host/episode_actions_" -> (n_envs, shape)): matched
     # by name, so a forged count sizes nothing here.
     numbered: Mapping[str, tuple[int, Shape]] = field(default_factory=dict)

@@ -399,6 +399,17 @@ def test_full_disk_at_start_names_the_file_and_leaves_no_empty_file(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_full_disk_at_a_checkpoint_says_so_once_and_leaves_no_partial_file(tmp_path):
+    """Issue 44 item 8: the message repeated itself ("could not write checkpoint X: could not write X: ...")."""
+    wide = [*TINY[:-1], "policy_kwargs:dict(net_arch=[256, 256])"]  # a final model (~5 MB) the 1 MB disk cannot hold
+    result = in_tmpfs(tmp_path, "size=1m", 0, "--env", "Pendulum-v1", *wide, "--eval-freq", "-1")
+    assert result.returncode == 1, result.stderr
+    model = tmp_path / "mnt" / "logs" / "sac" / "Pendulum-v1_1" / "Pendulum-v1.zip"
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: could not write checkpoint {model}: No space left on device"], result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_read_only_log_folder_exits_2(tmp_path):
     result = in_tmpfs(tmp_path, "ro,size=64k", 0, "--env", "Pendulum-v1", *TINY)
     assert result.returncode == 2, result.stderr

@@ -6,22 +6,28 @@ against the envs this configuration builds."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rlbench.config.entry import RunConfig
-from rlbench.envs.jax_native.vector import EnvCarry
+from rlbench.envs.jax_native.ids import make_jax_env
+from rlbench.envs.jax_native.vector import EnvCarry, reset_envs
 from rlbench.errors import ConfigError
 from rlbench.loop.compiled import EntryPoints
 from rlbench.loop.device.program import DeviceCarry, DevicePrograms, initial_metrics
 from rlbench.loop.saving import new_host_state, restore, train_after_new_transitions
-from rlbench.loop.start import env_seeds, first_learners
+from rlbench.loop.start import env_seeds, first_learners, remove_stale_writes
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
-from rlbench.store.learner_state import state_from_bytes
+from rlbench.store.learner_state import restore_fitting, state_from_bytes, tree_shapes
+from rlbench.store.values import FORGED, tree_problem
 from rlbench.types import EnvSpec
+
+SAVED_ENVS = "the env state saved in host/device_envs.npy"  # how messages name it
 
 
 def start_on_device(
@@ -42,6 +48,7 @@ def start_on_device(
         host = new_host_state(seeds, axis.host(envs.obs), act_key, spec, cfg.learning_starts, n_envs)
         host.device_envs = envs
         return DeviceCarry(state, buffers, envs, act_key, metrics), host
+    remove_stale_writes(resume)
     restored = restore(
         resume, seeds, axis.take(state, 0), programs.buffer, spec, n_envs, n_envs, axis.host(envs.obs), None
     )
@@ -52,7 +59,7 @@ def start_on_device(
     else:
         buffers = axis.stack(restored.buffer_states)
     if restored.replay_envs and host.saved_device_envs and None not in host.saved_device_envs:
-        envs = saved_envs(envs, axis, host.saved_device_envs, resume)
+        envs = saved_envs(envs, axis, host.saved_device_envs)
     else:
         print("The checkpoints hold no envs for this n_envs: the envs start new episodes")
         for seed in host.seeds:
@@ -74,13 +81,38 @@ def uint32_seeds(seeds: Sequence[int]) -> np.ndarray:
     return np.asarray([seed % 2**32 for seed in seeds], np.uint32)
 
 
-def saved_envs(fresh: EnvCarry, axis, saved: list[bytes], resume: Sequence[Checkpoint]) -> EnvCarry:
-    """The envs as each seed's checkpoint holds them, checked leaf by leaf against freshly reset ones."""
+def saved_envs(fresh: EnvCarry, axis, saved: list[bytes]) -> EnvCarry:
+    """The envs as each seed's checkpoint holds them (checked by `check_saved_envs` when the run was resolved)."""
     template = axis.take(fresh, 0)
-    envs = []
-    for checkpoint, data in zip(resume, saved, strict=True):
+    return axis.stack([state_from_bytes(template, data, SAVED_ENVS) for data in saved])
+
+
+def check_saved_envs(env_id: str, env_kwargs: Mapping[str, Any], n_envs: int, resume: Sequence[Checkpoint]) -> None:
+    """ConfigError, before any run folder exists, unless each checkpoint's envs (host/device_envs), where a resume
+    restores them (the same n_envs), fit the envs this configuration builds leaf by leaf (structure, shapes,
+    dtypes), hold no NaN or inf, and count their episodes' steps within the time limit (a negative count would
+    switch it off)."""
+    env = make_jax_env(env_id, env_kwargs)
+    shapes = tree_shapes(lambda seeds: reset_envs(env, seeds), jax.ShapeDtypeStruct((n_envs,), jnp.uint32))
+    for checkpoint in resume:
+        host = checkpoint.group("host")
+        if "device_envs" not in host or len(host["obs"]) != n_envs:
+            continue  # the envs start new episodes
         try:
-            envs.append(state_from_bytes(template, data))
+            envs = restore_fitting(shapes, host["device_envs"].tobytes(), SAVED_ENVS)
         except ValueError as error:
-            raise ConfigError(f"cannot resume from {checkpoint.path}: host/device_envs: {error}") from None
-    return axis.stack(envs)
+            raise ConfigError(f"cannot resume from {checkpoint.path}: {error}") from None
+        problem = tree_problem(envs._replace(elapsed=None), counters=False) or _elapsed_problem(
+            np.asarray(envs.elapsed), env.max_episode_steps
+        )
+        if problem is not None:
+            raise ConfigError(f"cannot resume from {checkpoint.path}: host/device_envs.npy holds {problem} ({FORGED})")
+
+
+def _elapsed_problem(elapsed: np.ndarray, limit: int) -> str | None:
+    """The first env whose episode step count is outside [0, the time limit]; None when none is."""
+    outside = (elapsed < 0) | (elapsed > limit)
+    if not outside.any():
+        return None
+    index = int(np.argmax(outside))
+    return f"{int(elapsed[index])} at elapsed[{index}], an episode step count outside [0, {limit}] (the time limit)"
