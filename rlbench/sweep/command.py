@@ -17,6 +17,7 @@ import hashlib
 import math
 import shlex
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,13 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
 def seeds_from_args(args: argparse.Namespace) -> tuple[int, ...]:
     """--seeds N (1..N) or --seed-list, with the counts and numbers the grid needs checked."""
     check_seed_count(args)  # before the seeds are built: `--seeds 5000000000` is a tuple of 40 GB
-    seeds = tuple(dict.fromkeys(args.seed_list)) if args.seed_list is not None else tuple(range(1, args.seeds + 1))
+    seeds = tuple(args.seed_list) if args.seed_list is not None else tuple(range(1, args.seeds + 1))
+    repeated = sorted(seed for seed, count in Counter(seeds).items() if count > 1)
+    if repeated:  # one run per seed: a repeat would be dropped, the sweep smaller than the command says
+        raise ConfigError(
+            f"--seed-list: seed{'s' if len(repeated) > 1 else ''} {', '.join(map(str, repeated))} given more than "
+            "once; give each seed once (each seed is one run of every cell)"
+        )
     for name, value, lowest in (
         ("--eval-freq", args.eval_freq, 1),
         ("--eval-episodes", args.eval_episodes, 1),

@@ -140,6 +140,7 @@ def test_bad_input_exits_2_before_anything_is_written(tmp_path, capsys):
         (["--name", "../x"], "--name '../x'"),
         (["--params-for", "crossq", "gamma:0.9"], "--params-for crossq: not one of --algos"),
         (["-params", "gamma:dict("], "-params"),
+        (["--seed-list", "1", "3", "3"], "--seed-list: seed 3 given more than once; give each seed once"),
     ):
         assert sweep.main([*argv, "-f", str(log)]) == 2
         err = capsys.readouterr().err
