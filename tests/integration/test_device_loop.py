@@ -261,7 +261,8 @@ def test_a_chunk_takes_at_most_a_thousand_gradient_steps():
 
 def test_sigterm_during_a_long_device_evaluation_checkpoints_and_exits_75_within_seconds(tmp_path):
     """Issue 44 item 3: an evaluation of 2,000,000 episodes (hours) is accepted; a SIGTERM during it is answered
-    between two of its calls: the evaluation is dropped, the checkpoint written where it fell due, exit 75."""
+    between two of its calls: the evaluation is dropped, the checkpoint written where it fell due, exit 75; the
+    continuation makes that evaluation first."""
     argv = [*DEVICE_TINY, "-n", "8000", "--eval-freq", "100", "--eval-episodes", "2000000", "--verbose", "1"]
     log, run_dir = tmp_path / "stopped.log", tmp_path / "sac" / "gymnax_Pendulum-v1_1"
     with log.open("w") as out:
@@ -284,6 +285,11 @@ def test_sigterm_during_a_long_device_evaluation_checkpoints_and_exits_75_within
     checkpoint = run_dir / "rl_model_100_steps.zip"
     assert read_checkpoint(checkpoint).manifest.counters.env_steps == 100
     assert not (run_dir / "evaluations.npz").exists()  # the evaluation cut short is not recorded
+    # The continuation makes it first (here of 2 episodes), then goes on: 100 more env steps.
+    resume = ["--algo", "sac", "--env", ENV, "-i", str(checkpoint), "-f", str(tmp_path), "-n", "100"]
+    assert main([*resume, "--eval-freq", "100", "--eval-episodes", "2", "--verbose", "0"]) == 0
+    evaluations = np.load(tmp_path / "sac" / "gymnax_Pendulum-v1_2" / "evaluations.npz")
+    np.testing.assert_array_equal(evaluations["timesteps"], [100, 200])
 
 
 def test_an_episode_count_an_evaluation_cannot_hold_exits_2_before_any_folder(tmp_path, capsys, monkeypatch):
