@@ -87,13 +87,14 @@ class EpisodeTracker:
         self.returns[i] = 0.0
         self.lengths[i] = 0
 
-    def summary(self, window: int = 100) -> dict[str, float]:
+    def summary(self, window: int = 100) -> dict[str, float | int]:
+        # time/episodes is a count: an integer, as SB3 logs it ("1" in progress.csv, not "1.0")
         if not self.finished_returns:
-            return {"time/episodes": 0.0}
+            return {"time/episodes": 0}
         return {
             "rollout/ep_rew_mean": float(np.mean(self.finished_returns[-window:])),
             "rollout/ep_len_mean": float(np.mean(self.finished_lengths[-window:])),
-            "time/episodes": float(len(self.finished_returns)),
+            "time/episodes": len(self.finished_returns),
         }
 
 
