@@ -1,5 +1,8 @@
 """Errors the command line turns into exit codes (0 ok, 1 runtime failure, 2 usage/config, 75 interrupted)."""
 
+import argparse
+from typing import NoReturn
+
 
 class ConfigError(ValueError):
     """Bad user input (flag, hyperparameter, file, env id). Raised before anything is written; exit 2."""
@@ -19,3 +22,12 @@ class EvaluationError(RunFailure):
 
 class DivergenceError(RunFailure):
     """The learner state or its losses became non-finite (NaN or inf)."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line and exit 2: argparse prints the whole usage first (30
+    lines for train.py), burying the error; --help has it. Every command's parser is one (rlbench.cli.flags
+    builds train.py's, enjoy.py's, the sweep's and bench's; rlbench.report.plots its own)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}; see --help\n")

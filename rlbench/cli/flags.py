@@ -11,9 +11,10 @@ import argparse
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from rlbench.algos.registry import ALGORITHMS
+from rlbench.errors import OneLineParser
 from rlbench.run import compile_cache
 from rlbench.run.device import split_device
 
@@ -80,14 +81,6 @@ def add_flags(parser: Any, table: Iterable[Flag | Group]) -> None:
             add_bool_flag(parser, *item.names, help=item.options["help"])
         else:
             parser.add_argument(*item.names, **item.options)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse's parser, whose errors are one line and exit 2: argparse prints the whole usage first (30
-    lines for train.py), burying the error; --help has it."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}; see --help\n")
 
 
 def parser_from(table: Iterable[Flag | Group], **options: Any) -> argparse.ArgumentParser:

@@ -18,7 +18,6 @@ evaluated env steps are plotted as one curve per evaluation schedule.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlbench.errors import ConfigError
+from rlbench.errors import ConfigError, OneLineParser
 from rlbench.files import atomic_write_text
 from rlbench.report import statistics
 from rlbench.report.escaping import as_markdown, as_plot_text
@@ -247,7 +246,7 @@ def report_text(groups: list[Group], reps: int | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rlbench.report.plots", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m rlbench.report.plots", description=__doc__.splitlines()[0])
     p.add_argument("folders", nargs="+", type=Path, help="log folders (the -f of train.py)")
     p.add_argument("-l", "--labels", nargs="+", default=None, help="a label per folder, for legends and tables")
     p.add_argument("-o", "--output", type=Path, default=Path("plots"), help="folder for the PNG files")

@@ -385,6 +385,7 @@ def test_an_argparse_error_is_one_line_and_exit_2_in_every_command(tmp_path):
         ([f"{REPO_ROOT}/enjoy.py", "--bogus"], "enjoy.py: error: unrecognized arguments: --bogus"),
         (["-m", "rlbench.sweep", "--seeds", "2", "--seed-list", "1"], "python -m rlbench.sweep: error: argument"),
         (["-m", "rlbench.bench", "speed", "--bogus"], "python -m rlbench.bench speed: error: unrecognized arguments"),
+        (["-m", "rlbench.report.plots"], "python -m rlbench.report.plots: error: the following arguments are required"),
     ]
     for argv, start in commands:
         done = subprocess.run(
