@@ -1,11 +1,8 @@
 """train.py: clear errors before anything is written (RELIABILITY A1-A6, A8, A10, A12, H1), run folder layout."""
 
 import csv
-import os
 import re
 import shlex
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,7 +12,7 @@ from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.cli.train import main
 from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.envs.wrappers import trusted_modules
-from tests.conftest import REPO_ROOT
+from tests.integration.test_tracking import isolated_env, train_process
 from tests.run_files import wandb_run
 
 TINY = ["--verbose", "0", "-params", "policy_kwargs:dict(net_arch=[16, 16])", "batch_size:32", "learning_starts:50"]
@@ -230,19 +227,9 @@ def test_a_run_shorter_than_eval_freq_says_so_and_evaluates_its_final_model(tmp_
     """Issue 44 item 9: `-n 300` at the default --eval-freq 25000, with --track, evaluated nothing, wrote no
     evaluations.npz and no final_eval to W&B, and said nothing. Now a note at the start, and the final model
     evaluated at the end: evaluations.npz, a progress.csv row, W&B's history and summary (final_eval)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
-    env |= {"HOME": str(tmp_path), "WANDB_DIR": str(tmp_path), "WANDB_MODE": "offline"}
     argv = ["--algo", "sac", "--env", "Pendulum-v1", "-n", "300", "--eval-episodes", "2", "--seed", "3", "--track"]
     argv += ["-params", "policy_kwargs:dict(net_arch=[8])", "batch_size:8", "learning_starts:100"]
-    proc = subprocess.run(
-        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = train_process(tmp_path, *argv, env=isolated_env(tmp_path, WANDB_MODE="offline"))
     assert (
         "Note: no evaluation falls due before this run ends at 300 env steps (--eval-freq 25000): its final model "
         "is evaluated at its end instead (2 episodes)\n"
