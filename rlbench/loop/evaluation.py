@@ -144,19 +144,22 @@ def record_evaluations(loop: LoopRun, results: list[EvalResult]) -> list[EvalRes
     return recorded
 
 
+def eval_metrics(result: EvalResult) -> dict[str, float]:
+    """The eval/ metrics an evaluation logs: a scheduled one (the loop) and the final one (rlbench.run.final_eval)."""
+    return {
+        "eval/mean_reward": result.mean,
+        "eval/std_reward": result.std,
+        "eval/mean_ep_length": float(result.lengths.mean()),
+    }
+
+
 def record_evaluation(loop: LoopRun, index: int, result: EvalResult) -> None:
     """Seed `index`'s evaluation into its evaluations.npz and logger; its best model when it is a new best."""
     run, host, seed, output = loop.run, loop.host, loop.host.seeds[index], loop.outputs[index]
     seed.evaluations.append(host.env_steps, result.returns, result.lengths)
     if output.run_dir is not None:
         seed.evaluations.save(output.run_dir / "evaluations.npz")
-    eval_metrics = {
-        "eval/mean_reward": result.mean,
-        "eval/std_reward": result.std,
-        "eval/mean_ep_length": float(result.lengths.mean()),
-        STEP_KEY: host.env_steps,
-    }
-    loop.loggers[index].log(eval_metrics, host.env_steps)
+    loop.loggers[index].log({**eval_metrics(result), STEP_KEY: host.env_steps}, host.env_steps)
     single = not loop.axis.batched
     if run.verbose and single:
         print(f"Eval num_timesteps={host.env_steps}, episode_reward={result.mean:.2f} +/- {result.std:.2f}", flush=True)

@@ -19,7 +19,7 @@ from rlbench.config.entry import RunConfig
 from rlbench.envs.make import close_vector_env, make_vector_env
 from rlbench.loggers.base import STEP_KEY
 from rlbench.loggers.tracking import WandbTracker
-from rlbench.loop.evaluation import EVAL_SEED_OFFSET, EvalResult, evaluate
+from rlbench.loop.evaluation import EVAL_SEED_OFFSET, EvalResult, eval_metrics, evaluate
 from rlbench.loop.runner import TrainResult
 from rlbench.run.policy import load_policy
 from rlbench.store.checkpoint import Checkpoint, read_checkpoint
@@ -88,11 +88,7 @@ def record(
     steps, evaluations = result.env_steps, result.host.seeds[index].evaluations
     evaluations.append(steps, evaluation.returns, evaluation.lengths)
     evaluations.save(run_dir / "evaluations.npz")
-    metrics = {
-        "eval/mean_reward": evaluation.mean,
-        "eval/std_reward": evaluation.std,
-        "eval/mean_ep_length": float(evaluation.lengths.mean()),
-    }
+    metrics = eval_metrics(evaluation)
     append_progress_row(run_dir / "progress.csv", {**metrics, STEP_KEY: steps})
     if tracker is not None:
         tracker.log({**metrics, STEP_KEY: steps}, steps)
