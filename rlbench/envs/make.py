@@ -21,7 +21,6 @@ import functools
 import importlib
 import multiprocessing
 import os
-import reprlib
 import signal
 import sys
 import traceback
@@ -38,6 +37,7 @@ from gymnasium.vector.async_vector_env import AsyncState
 from rlbench.envs.bounds import non_finite_kwarg, unrescalable_bounds
 from rlbench.envs.jax_native.gym_env import JaxGymEnv, jax_env_spaces
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
+from rlbench.envs.jax_native.packages import shown_kwargs
 from rlbench.envs.replay import EpisodeRecorder
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError, EnvWorkerError
@@ -331,10 +331,10 @@ def check_env_runs(
     except gym.error.DependencyNotInstalled as error:  # the env's own package, not its kwargs
         raise ConfigError(missing_dependency(env_id, error)) from None
     except Exception as error:
-        # reprlib: a bounded text whatever the value (a YAML alias can make a small file a huge value).
-        shown = ", ".join(f"{k}={reprlib.repr(v)}" for k, v in env_kwargs.items()) or "no kwargs"
         message = " ".join(str(error).split())  # one line
-        raise ConfigError(f"{flag}: {env_id} fails with {shown}: {type(error).__name__}: {message}") from None
+        raise ConfigError(
+            f"{flag}: {env_id} fails with {shown_kwargs(env_kwargs)}: {type(error).__name__}: {message}"
+        ) from None
     finally:
         if env is not None:
             env.close()
@@ -353,8 +353,7 @@ def _jax_env_spaces(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> tu
             f"{flag}: {message.removeprefix('env_kwargs: ')}" if message.startswith("env_kwargs: ") else message
         ) from None
     if (unrescalable := unrescalable_bounds(jax_env.action_low, jax_env.action_high)) is not None:
-        shown = ", ".join(f"{k}={reprlib.repr(v)}" for k, v in env_kwargs.items()) or "no kwargs"
-        raise ConfigError(f"{flag}: {env_id} with {shown}: {unrescalable}")
+        raise ConfigError(f"{flag}: {env_id} with {shown_kwargs(env_kwargs)}: {unrescalable}")
     return jax_env_spaces(jax_env)
 
 

@@ -49,13 +49,17 @@ def unknown_kwarg_error(env_id: str, key: str, valid: Sequence[str]) -> ConfigEr
     return ConfigError(f"env_kwargs: {env_id} has no parameter {key!r}; valid: {', '.join(valid)}")
 
 
+def shown_kwargs(env_kwargs: Mapping[str, Any]) -> str:
+    """`k=v, ...` with each value bounded (reprlib: a YAML alias can make a small file a huge value)."""
+    return ", ".join(f"{k}={reprlib.repr(v)}" for k, v in env_kwargs.items()) or "no kwargs"
+
+
 def kwargs_error(env_id: str, env_kwargs: Mapping[str, Any], error: Exception) -> ConfigError:
     """ConfigError for kwargs the env accepted but cannot build or trace with (one line, values bounded)."""
     message = " ".join(str(error).split())
     if not env_kwargs:
         return ConfigError(f"environment {env_id!r} fails to build: {type(error).__name__}: {message}")
-    shown = ", ".join(f"{k}={reprlib.repr(v)}" for k, v in env_kwargs.items()) or "no kwargs"
-    return ConfigError(f"env_kwargs: {env_id} fails with {shown}: {type(error).__name__}: {message}")
+    return ConfigError(f"env_kwargs: {env_id} fails with {shown_kwargs(env_kwargs)}: {type(error).__name__}: {message}")
 
 
 def positive_int(env_id: str, key: str, value: Any) -> int:
