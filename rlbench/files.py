@@ -85,6 +85,15 @@ def _naming(error: OSError, path: Path) -> OSError:
     return OSError(error.errno, f"could not write {path}: {error.strerror or error}")
 
 
+@contextlib.contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """An OSError while writing `path` names the file."""
+    try:
+        yield
+    except OSError as error:
+        raise _naming(error, path) from None
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     with atomic_writer(path) as file:
         file.write(data)

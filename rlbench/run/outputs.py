@@ -8,12 +8,11 @@ start that fails or is stopped by a signal removes what it claimed.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import shlex
 import shutil
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import yaml
 
 from rlbench.config.literals import parse_key_values
 from rlbench.envs.make import env_file_name
-from rlbench.files import atomic_write_text
+from rlbench.files import atomic_write_text, naming
 from rlbench.redact import redact_values
 from rlbench.run.experiment import Experiment
 from rlbench.run.signals import start_step
@@ -190,15 +189,6 @@ def write_run_files(run_dir: Path, exp: Experiment, seed: int, outputs: RunOutpu
         if carried.timesteps:
             with naming(run_dir / "evaluations.npz"):
                 carried.save(run_dir / "evaluations.npz")
-
-
-@contextlib.contextmanager
-def naming(path: Path) -> Iterator[None]:
-    """An OSError while writing `path` names the file."""
-    try:
-        yield
-    except OSError as error:
-        raise OSError(error.errno, f"could not write {path}: {error.strerror or error}") from None
 
 
 def seed_command(exp: Experiment, seed: int, outputs: RunOutputs) -> str:
