@@ -103,15 +103,13 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
-def remove_stale_temporaries(folder: Path, final_suffix: str = "") -> list[Path]:
+def remove_stale_temporaries(folder: Path) -> list[Path]:
     """Delete the temporary files that writers killed mid-write left in `folder`; returns what was removed.
-    Only files named as `atomic_writer` names them (for final names ending in `final_suffix`), and only those
-    no live writer holds: each holds its lock until its file has its final name (a concurrent process's
-    writer included, on a file system with locks)."""
+    Only files named as `atomic_writer` names them, and only those no live writer holds: each holds its lock
+    until its file has its final name (a concurrent process's writer included, on a file system with locks)."""
     removed = []
     for tmp in Path(folder).glob(f".*{TEMP_SUFFIX}"):
-        written = TEMP_NAME.fullmatch(tmp.name)
-        if written and written.group(1).endswith(final_suffix) and _remove_unlocked(tmp):
+        if TEMP_NAME.fullmatch(tmp.name) and _remove_unlocked(tmp):
             removed.append(tmp)
     return removed
 
