@@ -82,6 +82,10 @@ def _still_named(fd: int, name: str | Path) -> bool:
 
 
 def _naming(error: OSError, path: Path) -> OSError:
+    """`error` naming `path`; itself when it does already (a write inside `naming`, through atomic_writer):
+    one 'could not write X', not two."""
+    if str(path) in str(error):
+        return error
     return OSError(error.errno, f"could not write {path}: {error.strerror or error}")
 
 

@@ -396,6 +396,7 @@ def test_full_disk_at_start_names_the_file_and_leaves_no_empty_file(tmp_path):
     result = in_tmpfs(tmp_path, "size=64k", 64 * 1024, "--env", "Pendulum-v1", *TINY)
     assert result.returncode == 1, result.stderr
     assert "could not write" in result.stderr and "config.yml: No space left on device" in result.stderr
+    assert result.stderr.count("could not write") == 1, result.stderr  # said once (issue 44 item 8)
     assert "Traceback" not in result.stderr
 
 
