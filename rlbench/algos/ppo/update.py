@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from flax import struct
 from flax.training.train_state import TrainState
 
-from rlbench.algos.common.steps import set_learning_rate
+from rlbench.algos.common.steps import fuse_steps, set_learning_rate
 from rlbench.algos.ppo.config import PPOConfig, minibatch_size
 from rlbench.algos.ppo.gae import generalized_advantages
 from rlbench.algos.ppo.losses import LossSettings, Minibatch, explained_variance, ppo_loss
@@ -76,7 +76,7 @@ def epoch_minibatches(flat: Minibatch, key: jax.Array | None, n_minibatches: int
     if key is not None:
         permutation = jax.random.permutation(key, flat.advantage.shape[0])
         flat = jax.tree.map(lambda x: x[permutation], flat)
-    return jax.tree.map(lambda x: x.reshape(n_minibatches, -1, *x.shape[1:]), flat)
+    return fuse_steps(flat, n_minibatches)
 
 
 def epoch_keys(key: jax.Array, n_epochs: int) -> tuple[jax.Array, jax.Array]:
