@@ -23,10 +23,21 @@ class Transition(NamedTuple):
     reward: jax.Array  # [...]
     next_obs: jax.Array  # [..., obs_dim]
     terminated: jax.Array  # [...] float 0/1
+    # [...] float 0/1, ended by a time limit and not terminated: staged only for on-policy learners, whose
+    # advantages stop at every episode end (GAE); None elsewhere (a replay buffer keeps no such column).
+    truncated: jax.Array | None = None
 
 
 class EnvSpec(NamedTuple):
-    """What the learner needs to know about an environment: flat observation and action sizes."""
+    """What the learner needs to know about an environment: flat observation and action sizes.
+
+    A Discrete action space of n actions is one action column holding the index (as a float, the loop's
+    action dtype): action_dim 1 and n_actions n. A Box has n_actions 0."""
 
     obs_dim: int
     action_dim: int
+    n_actions: int = 0
+
+    @property
+    def discrete(self) -> bool:
+        return self.n_actions > 0

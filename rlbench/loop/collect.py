@@ -25,6 +25,7 @@ class VectorStep:
     final_obs: np.ndarray
     reward: np.ndarray
     terminated: np.ndarray
+    truncated: np.ndarray
     done: np.ndarray
 
 
@@ -56,20 +57,29 @@ def episode_starts(loop: LoopRun) -> np.ndarray | None:
 
 
 def step(loop: LoopRun, action: np.ndarray) -> VectorStep:
-    """Step every env once (a failing env raises EnvWorkerError); the action is then spent."""
+    """Step every env once (a failing env raises EnvWorkerError); the action is then spent.
+
+    The envs get the action clipped to [-1, 1], their rescaled Box: an on-policy Gaussian's sample is
+    unbounded, and as SB3's PPO it is clipped for the env while the rollout keeps the sample (every other
+    learner's actions are in [-1, 1] already; a Discrete index is passed as it is)."""
     loop.host.next_action = None
-    next_obs, reward, terminated, truncated, infos = step_vector_env(loop.env, action.reshape(loop.env.num_envs, -1))
+    env_action = action.reshape(loop.env.num_envs, -1)
+    if not loop.spec.discrete:
+        env_action = np.clip(env_action, -1.0, 1.0)
+    next_obs, reward, terminated, truncated, infos = step_vector_env(loop.env, env_action)
     done = terminated | truncated
     final_obs = final_observations(next_obs, infos, done)
     by_seed = loop.by_seed
-    return VectorStep(by_seed(next_obs), by_seed(final_obs), by_seed(reward), by_seed(terminated), by_seed(done))
+    return VectorStep(
+        by_seed(next_obs), by_seed(final_obs), by_seed(reward), by_seed(terminated), by_seed(truncated), by_seed(done)
+    )
 
 
 def stage(loop: LoopRun, action: np.ndarray, step: VectorStep) -> None:
     """Stage the transitions for the next training iteration and move on: observations, the statistics of
     `normalize`, the counters, each env's episode (finished ones to the Monitor files)."""
     host = loop.host
-    host.pending.add(host.obs, action, step.reward, step.final_obs, step.terminated)
+    host.pending.add(host.obs, action, step.reward, step.final_obs, step.terminated, step.truncated)
     host.obs = step.next_obs
     if host.normalizer is not None:
         host.normalizer.observe_step(host.obs, step.reward, step.done)

@@ -26,16 +26,15 @@ import jax.numpy as jnp
 
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.finite import all_finite
-from rlbench.algos.common.fused import make_train, make_update
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization, normalize_obs
-from rlbench.buffers.uniform import UniformBuffer, make_uniform_buffer
 from rlbench.types import EnvSpec, Transition
 
 
 class Carry(NamedTuple):
-    """What a training iteration updates in place (donated): the learner states and replay buffers."""
+    """What a training iteration updates in place (donated): the learner states and their storage (replay
+    buffers; nothing for an on-policy learner)."""
 
     state: Any
     buffer_state: Any
@@ -66,11 +65,10 @@ class IterationOutputs(NamedTuple):
 
 @dataclass(frozen=True)
 class EntryPoints:
-    """A run's compiled entry points, all of them, with the learner, buffer and seed axis they were built
-    for: each one call into the device."""
+    """A run's compiled entry points, all of them, with the learner and seed axis they were built for: each
+    one call into the device. `train_some` is None for a learner without a replay buffer (on-policy)."""
 
     learner: Learner
-    buffer: UniformBuffer
     axis: SeedAxis
     init: Callable
     init_buffers: Callable
@@ -78,7 +76,7 @@ class EntryPoints:
     act_deterministic: Callable
     insert: Callable
     update: Callable  # (Carry, IterationInputs) -> (Carry, IterationOutputs)
-    train_some: Callable
+    train_some: Callable | None
     put_seed: Callable
     resample_exploration: Callable
 
@@ -100,11 +98,8 @@ def _entry_points(
     make_learner: Callable[[Any, EnvSpec], Learner], cfg: Any, spec: EnvSpec, n_seeds: int
 ) -> EntryPoints:
     axis = seed_axis(n_seeds)
-    buffer = make_uniform_buffer(cfg.buffer_size, spec)
     learner = make_learner(cfg, spec)
-    sample_and_train = make_train(cfg, buffer, learner.gradient_steps_fn)
-
-    acting = learner.acting
+    storage, acting = learner.storage, learner.acting
 
     # The policy acts on observations scaled by the statistics of `normalize` (None: as the env gives them).
     def act(state, obs, act_key, episode_start, normalization):
@@ -119,7 +114,7 @@ def _entry_points(
 
     def train_some(state, buffer_state, progress_remaining, normalization, n_steps):
         """train_freq in episodes (one seed): the first n_steps of steps_per_update(cfg) gradient steps."""
-        return sample_and_train(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
+        return learner.train_fn(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
 
     def put_seed(state, source, index):
         """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
@@ -127,26 +122,24 @@ def _entry_points(
 
     return EntryPoints(
         learner=learner,
-        buffer=buffer,
         axis=axis,
         init=jax.jit(learner.init_fn),
-        init_buffers=jax.jit(lambda: axis.broadcast(buffer.init_fn())),
+        init_buffers=jax.jit(lambda: axis.broadcast(storage.init_fn())),
         act=jax.jit(axis.map(act)),
         act_deterministic=jax.jit(axis.map(act_deterministic)),
-        insert=jax.jit(axis.map(buffer.add_fn), donate_argnums=0),
-        update=jax.jit(iteration(cfg, axis, buffer, learner), donate_argnums=0),
-        train_some=jax.jit(train_some, donate_argnums=0),
+        insert=jax.jit(axis.map(storage.insert_fn), donate_argnums=0),
+        update=jax.jit(iteration(axis, learner), donate_argnums=0),
+        train_some=None if learner.train_fn is None else jax.jit(train_some, donate_argnums=0),
         put_seed=jax.jit(put_seed, donate_argnums=0),
         resample_exploration=jax.jit(axis.map(acting.resample), donate_argnums=0),
     )
 
 
-def iteration(cfg: Any, axis: SeedAxis, buffer: UniformBuffer, learner: Learner):
-    """One training iteration of every seed, not yet compiled: insert, update, resample the exploration state
-    when the algorithm redraws it at a rollout's start (gSDE), act on the next observations with the updated
-    actor."""
-    update = make_update(cfg, buffer, learner.gradient_steps_fn)
-    acting = learner.acting
+def iteration(axis: SeedAxis, learner: Learner):
+    """One training iteration of every seed, not yet compiled: the learner's update on the new transitions,
+    resample the exploration state when the algorithm redraws it at a rollout's start (gSDE), act on the next
+    observations with the updated actor."""
+    update, acting = learner.update_fn, learner.acting
 
     def update_then_act(carry: Carry, inputs: IterationInputs) -> tuple[Carry, IterationOutputs]:
         # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.

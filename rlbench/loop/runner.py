@@ -121,7 +121,7 @@ def _train_on(run, algo, cfg, outputs, env, eval_env, resume, on_eval, on_iterat
     """`train_seeds` on envs already built: the run's first state, its loggers and Monitor files, the loop."""
     spec, n_seeds = env_spec(env), len(outputs)
     programs = entry_points(algo, cfg, spec, n_seeds)
-    schedule = TrainSchedule(cfg, programs.learner.acting, run.n_envs, n_seeds)
+    schedule = TrainSchedule(cfg, programs.learner, run.n_envs, n_seeds)
     carry, host = start(run, spec, env, programs, schedule, resume)
     with opened_outputs(run, outputs, programs) as (loggers, monitors, saves):
         loop = LoopRun(

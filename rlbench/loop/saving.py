@@ -74,7 +74,7 @@ def restore(
     resume: Sequence[Checkpoint],
     seeds: Sequence[int],
     template: Any,
-    buffer: UniformBuffer,
+    buffer: UniformBuffer | None,
     spec: EnvSpec,
     n_envs: int,
     capacity: int,
@@ -92,6 +92,8 @@ def restore(
         try:
             states.append(state_from_bytes(template, checkpoint.state_bytes))
             arrays = checkpoint.group("replay_buffer")
+            if arrays and buffer is None:
+                raise ValueError("it holds a replay buffer, and this algorithm keeps none (an on-policy learner)")
             buffers.append(buffer_from_arrays(buffer, arrays) if arrays else None)
         except ValueError as error:
             raise ConfigError(f"cannot resume from {checkpoint.path}: {error}") from None
@@ -280,6 +282,8 @@ class RunCheckpoints:
         episode record, None when the envs cannot be asked)."""
         rows = slice(index * self.n_envs, (index + 1) * self.n_envs)
         records = None if records is None else records[rows]
+        if not isinstance(buffer_state, BufferState):  # an on-policy learner's storage: empty, nothing to save
+            buffer_state = None
         buffer_state = None if buffer_state is None else self.axis.take(buffer_state, index)
         settings = self.settings[index]
         info, host_arrays = host.to_checkpoint(index, records)

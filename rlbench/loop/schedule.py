@@ -1,5 +1,8 @@
 """When the loop trains, and when the exploration state is redrawn (gSDE's matrices), as SB3 counts them.
 
+The learner says when it trains (`Learner.collection`): an off-policy learner's `train_freq`, an on-policy
+learner's rollout of `n_steps` vector steps (no warm-up: it trains on every full rollout).
+
 `train_freq` counts vector steps: the transitions of train_freq vector steps are staged, then one fused
 training iteration inserts them and trains, once more than `learning_starts` env steps were taken (or
 later after a resume without a replay buffer: `HostState.update_start`). Actions are uniform random while
@@ -15,26 +18,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlbench.algos.common.acting import Acting
 from rlbench.algos.common.fused import steps_per_update
+from rlbench.algos.common.learner import Learner
 from rlbench.store.host_state import HostState
 
 
 class TrainSchedule:
-    def __init__(self, cfg: Any, acting: Acting, n_envs: int, n_seeds: int):
-        self.cfg, self.acting, self.n_envs = cfg, acting, n_envs
-        self.episodic = cfg.train_freq_unit == "episode"
+    def __init__(self, cfg: Any, learner: Learner, n_envs: int, n_seeds: int):
+        self.cfg, self.acting, self.n_envs = cfg, learner.acting, n_envs
+        self.collection = learner.collection
+        self.episodic = self.collection.per_episode
         if self.episodic and n_seeds > 1:
             raise ValueError("train_freq in episodes trains each seed at its own episode ends: one seed per run")
 
     @property
     def staging_capacity(self) -> int:
         """The transitions staged for one training iteration (all envs of a seed)."""
-        return (1 if self.episodic else self.cfg.train_freq) * self.n_envs
+        return (1 if self.episodic else self.collection.vector_steps_per_update) * self.n_envs
 
     def random_actions(self, host: HostState) -> bool:
         """Whether this vector step acts uniformly at random (the warm-up before learning_starts)."""
-        return host.env_steps < self.cfg.learning_starts and self.acting.random_warmup
+        return host.env_steps < self.collection.learning_starts and self.acting.random_warmup
 
     def resample_due(self, host: HostState) -> bool:
         """Whether the exploration state is redrawn before this vector step acts (gSDE: `Acting.resample_due`).

@@ -11,6 +11,7 @@ import jax
 from gymnasium.vector import VectorEnv
 
 from rlbench.config.entry import RunConfig
+from rlbench.errors import ConfigError
 from rlbench.files import remove_stale_temporaries
 from rlbench.loop.compiled import Carry, EntryPoints
 from rlbench.loop.saving import new_host_state, restore, restore_envs, train_after_new_transitions
@@ -53,18 +54,26 @@ def start(
     resume: Sequence[Checkpoint] | None,
 ) -> tuple[Carry, HostState]:
     """The device carry and the host state a run starts from; the envs reset (or replayed, on resume)."""
-    axis, cfg = programs.axis, schedule.cfg
+    axis, storage = programs.axis, programs.learner.storage
+    learning_starts = programs.learner.collection.learning_starts
     seeds, state, act_key = first_learners(run, programs)
     carry = Carry(state, programs.init_buffers())
     flat_obs = env.reset(seed=env_seeds(seeds, 0, run.n_envs))[0]
     obs = flat_obs.reshape(axis.n_seeds, run.n_envs, -1)
     capacity = schedule.staging_capacity
+    stages_truncation = programs.learner.collection.stages_truncation
     if resume is None:
-        return carry, new_host_state(seeds, obs, act_key, spec, cfg.learning_starts, capacity, run.normalize)
+        host = new_host_state(seeds, obs, act_key, spec, learning_starts, capacity, run.normalize)
+        host.pending.stages_truncation = stages_truncation
+        return carry, host
     remove_stale_writes(resume)
     template = axis.take(carry.state, 0)
-    restored = restore(resume, seeds, template, programs.buffer, spec, run.n_envs, capacity, obs, run.normalize)
+    restored = restore(resume, seeds, template, storage.replay, spec, run.n_envs, capacity, obs, run.normalize)
     host = restored.host
+    if host.pending.stages_truncation != stages_truncation:
+        if host.pending.count and stages_truncation:
+            raise ConfigError(f"cannot resume from {resume[0].path}: its staged rollout lacks host/pending_truncated")
+        host.pending.stages_truncation = stages_truncation  # a forged extra column is dropped
     # The checkpoints' keys and actions, stacked per seed, in the device layout the loop passes on.
     host.act_key = axis.device(host.act_key)
     if host.next_action is not None:
@@ -73,7 +82,8 @@ def start(
         carry = Carry(axis.stack(restored.states), axis.stack(restored.buffer_states))
     else:
         carry = carry._replace(state=axis.stack(restored.states))
-        train_after_new_transitions(host, cfg.learning_starts, resume[0].path)
+        if storage.replay is not None:  # an on-policy learner keeps nothing between updates: nothing lost
+            train_after_new_transitions(host, learning_starts, resume[0].path)
     if restored.replay_envs:
         restore_envs(env, host, restored.records, env_seeds(seeds, host.env_steps, run.n_envs))
     return carry, host

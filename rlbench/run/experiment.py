@@ -184,18 +184,21 @@ def seed_settings(request: RunRequest, algo: Algorithm, layers: Layers, learner:
     resume, config = layers.resume, learner.learner_config
     resume_seeds = resume_group(resume, request.n_seeds, algo) if resume is not None else ()
     n_seeds = len(resume_seeds) if resume is not None else (request.n_seeds or 1)
-    if config.train_freq_unit == "episode" and n_seeds > 1:
+    built = algo.make_learner(config, envs.spec)  # what it stores and when it trains, not its programs
+    if built.collection.per_episode and n_seeds > 1:
         raise ConfigError(
             f"train_freq: {config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
             "its own episode ends, and the seeds of one process train together; train one seed per process"
         )
     if is_jax_native(request.env):
         refusal = device_loop_refusal(request.vec_env, learner.normalize, learner.env_wrappers, config)
+        if refusal is None and built.storage.replay is None:
+            refusal = f"--algo {request.algo}: on-policy learners train on gymnasium envs (the host loop) for now"
         if refusal is not None:
             raise ConfigError(f"{refusal} (--env {request.env} trains with the device loop)")
     check_open_files(n_seeds, learner.n_envs, request.vec_env)
-    check_buffer_memory(config.buffer_size, envs.spec, 0, n_seeds)  # its line is printed last, after the checks
-    check_learner_memory(algo, config, envs.spec, n_seeds)
+    check_buffer_memory(built.storage.replay_capacity, envs.spec, 0, n_seeds)  # its line is printed after the checks
+    check_learner_memory(built, envs.spec, n_seeds)
     for checkpoint in resume_seeds:
         check_spaces(checkpoint, envs.spaces, request.allow_space_bounds_mismatch, request.env)
         check_resume_state(checkpoint, algo, config, envs.spaces, learner.normalize)
@@ -237,14 +240,24 @@ def experiment(
 ) -> Experiment:
     """The checked settings as an Experiment; the buffer's size and notes printed (no error can follow)."""
     config = learner.learner_config
+    built = algo.make_learner(config, envs.spec)
+    replay_capacity, collection = built.storage.replay_capacity, built.collection
     if request.verbose:
-        print(buffer_summary(config.buffer_size, envs.spec, len(seeds.seeds)))
+        if replay_capacity:
+            print(buffer_summary(replay_capacity, envs.spec, len(seeds.seeds)))
         for note in learner.notes:
             print(note)
-    if learner.n_timesteps <= config.learning_starts:
+    if learner.n_timesteps <= collection.learning_starts:
         print(
-            f"Warning: n_timesteps {learner.n_timesteps} <= learning_starts {config.learning_starts}: this run "
+            f"Warning: n_timesteps {learner.n_timesteps} <= learning_starts {collection.learning_starts}: this run "
             "takes random actions only and no gradient step; raise -n or lower learning_starts (-params)",
+            file=sys.stderr,
+        )
+    rollout = collection.vector_steps_per_update * learner.n_envs
+    if not replay_capacity and learner.n_timesteps < rollout:
+        print(
+            f"Warning: n_timesteps {learner.n_timesteps} < one rollout (n_steps x n_envs = {rollout}): this run "
+            "collects no full rollout and takes no gradient step; raise -n or lower n_steps (-params)",
             file=sys.stderr,
         )
     return Experiment(

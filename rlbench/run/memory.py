@@ -10,10 +10,9 @@ from typing import Any
 
 import jax
 
-from rlbench.algos.common.fused import steps_per_update
+from rlbench.algos.common.learner import Learner
 from rlbench.buffers.uniform import bytes_per_transition
 from rlbench.errors import ConfigError
-from rlbench.networks.trunk import policy_name
 from rlbench.store.learner_state import state_array_bytes
 from rlbench.types import EnvSpec
 
@@ -81,23 +80,21 @@ def learner_state_bytes(algo: Any, cfg: Any, spec: EnvSpec) -> int:
     return state_array_bytes(algo.make_learner(cfg, spec).init_fn)
 
 
-def check_learner_memory(algo: Any, cfg: Any, spec: EnvSpec, n_seeds: int = 1) -> None:
+def check_learner_memory(learner: Learner, spec: EnvSpec, n_seeds: int = 1) -> None:
     """Refuse (exit 2) networks or batches whose update, for every seed, cannot fit beside the replay buffers."""
     available = available_memory_bytes()
     if available is None:
         return
-    learner = algo.make_learner(cfg, spec)
     state = state_array_bytes(learner.init_fn)
     # The state, its gradients and the updated state can be alive at once inside an update.
     needed = n_seeds * (3 * state + learner.activation_bytes)
-    free = available - n_seeds * cfg.buffer_size * bytes_per_transition(spec)
+    free = available - n_seeds * learner.storage.replay_capacity * bytes_per_transition(spec)
     if needed > free:
         raise ConfigError(
-            f"the learner needs about {needed / 2**30:.2f} GiB (state {state / 2**30:.2f} GiB for "
-            f"{policy_name(cfg.critic)} net_arch pi={list(cfg.actor.hidden)} qf={list(cfg.critic.hidden)}, "
-            f"temporaries for batch_size {cfg.batch_size} x gradient_steps {steps_per_update(cfg)}) but only "
-            f"{max(free, 0) / 2**30:.2f} GiB is "
-            "available beside the replay buffer; lower batch_size, net_arch or gradient_steps"
+            f"the learner needs about {needed / 2**30:.2f} GiB (state {state / 2**30:.2f} GiB, the temporaries "
+            f"of one training iteration {learner.activation_bytes / 2**30:.2f} GiB) but only "
+            f"{max(free, 0) / 2**30:.2f} GiB is available beside the replay buffer; lower batch_size, net_arch, "
+            "or gradient_steps (n_steps on-policy)"
             + (f" (for each of {n_seeds} seeds), or --n-seeds" if n_seeds > 1 else "")
         )
 

@@ -72,10 +72,13 @@ def load_resume_checkpoint(path: Path, algo: Algorithm) -> Checkpoint:
         entry.pop("env_wrapper", None)  # only the learner's size matters here; resolve() checks the wrappers
         _, _, learner_keys = split_entry(entry, str(path), trusted_wrapper_modules=())
         learner_config = algo.build_config(learner_keys, run.n_envs, str(path))
-        if manifest.replay_buffer:  # it is restored at its saved size (without one, -params may shrink it)
-            remedy = f"{path} restores its replay buffer at its saved buffer_size {learner_config.buffer_size:,}"
-            check_buffer_memory(learner_config.buffer_size, run.spaces.spec, verbose=0, remedy=remedy)
         learner = algo.make_learner(learner_config, run.spaces.spec)
+        capacity = learner.storage.replay_capacity
+        if manifest.replay_buffer and not capacity:
+            raise ConfigError(f"{path}: its manifest lists a replay buffer, and --algo {algo.name} keeps none")
+        if manifest.replay_buffer:  # it is restored at its saved size (without one, -params may shrink it)
+            remedy = f"{path} restores its replay buffer at its saved buffer_size {capacity:,}"
+            check_buffer_memory(capacity, run.spaces.spec, verbose=0, remedy=remedy)
         return dataclasses.replace(expected, state_bytes=state_size_bound(learner.init_fn))
 
     return read_checkpoint(path, expect=expect)
@@ -246,13 +249,18 @@ def check_resume_state(
     saved_buffer = resume.group("replay_buffer")
     if not saved_buffer:
         return
+    capacity = learner.storage.replay_capacity
+    if not capacity:
+        raise ConfigError(
+            f"cannot resume from {resume.path}: it holds a replay buffer, and --algo {algo.name} keeps none"
+        )
     saved_capacity = int(saved_buffer["capacity"])
-    if saved_capacity != learner_config.buffer_size:
+    if saved_capacity != capacity:
         raise ConfigError(
             f"cannot resume from {resume.path}: its replay buffer has buffer_size={saved_capacity}, "
-            f"the configuration {learner_config.buffer_size}; drop the buffer_size override"
+            f"the configuration {capacity}; drop the buffer_size override"
         )
     try:
-        check_buffer_arrays(learner_config.buffer_size, spec, saved_buffer)
+        check_buffer_arrays(capacity, spec, saved_buffer)
     except ValueError as error:
         raise ConfigError(f"cannot resume from {resume.path}: {error}") from None

@@ -33,6 +33,8 @@ def resume_expectations(manifest: Manifest) -> Expected:
     normalize_shapes = normalization_shapes(spec.obs_dim, manifest.run.n_envs)
     optional: dict[str, Shape | None] = {
         "host/next_action": (manifest.run.n_envs, spec.action_dim),
+        # An on-policy learner's staged rollout keeps its episodes' time limits (PendingTransitions).
+        "host/pending_truncated": (manifest.host.pending_count,),
         # As many as evaluations were run, of as many episodes as asked: stored, so the file bounds them.
         **dict.fromkeys(["host/eval_timesteps", "host/eval_results", "host/eval_ep_lengths"]),
         # The device loop's envs, as msgpack bytes (uncompressed: the file bounds them), checked against the
@@ -61,7 +63,8 @@ def resume_expectations(manifest: Manifest) -> Expected:
 
 def _host_shapes(manifest: Manifest) -> dict[str, Shape]:
     """The host/ members HostState.to_checkpoint writes."""
-    obs_dim, action_dim = manifest.run.spaces.spec
+    spec = manifest.run.spaces.spec
+    obs_dim, action_dim = spec.obs_dim, spec.action_dim
     n_envs, pending, episodes = manifest.run.n_envs, manifest.host.pending_count, manifest.counters.episodes
     shapes: dict[str, Shape] = {
         "host/obs": (n_envs, obs_dim),
@@ -89,7 +92,10 @@ def _buffer_shapes(manifest: Manifest) -> dict[str, Shape]:
     if not manifest.replay_buffer:
         return {}
     return {
-        "replay_buffer/rows": (UpTo(manifest.run.hyperparams["buffer_size"]), row_width(manifest.run.spaces.spec)),
+        "replay_buffer/rows": (
+            UpTo(manifest.run.hyperparams.get("buffer_size", 0)),
+            row_width(manifest.run.spaces.spec),
+        ),
         "replay_buffer/position": (),
         "replay_buffer/capacity": (),
     }

@@ -99,12 +99,16 @@ class EpisodeTracker:
 
 
 class PendingTransitions:
-    """Numpy staging for the transitions of one training iteration, per seed: [n_seeds, train_freq * n_envs, ...]."""
+    """Numpy staging for the transitions of one training iteration, per seed: [n_seeds, train_freq * n_envs, ...]
+    (an on-policy learner's whole rollout, n_steps * n_envs, step after step). `truncated` is staged, saved
+    and passed on only when `stages_truncation` (the learner's `Collection` says so: GAE stops at every
+    episode end; a replay buffer keeps no such column)."""
 
     FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
 
-    def __init__(self, n_seeds: int, capacity: int, spec: EnvSpec):
-        self.capacity = capacity
+    def __init__(self, n_seeds: int, capacity: int, spec: EnvSpec, stages_truncation: bool = False):
+        self.capacity, self.stages_truncation = capacity, stages_truncation
+        self.truncated = np.zeros((n_seeds, capacity), np.float32)
         self.obs = np.zeros((n_seeds, capacity, spec.obs_dim), np.float32)
         self.action = np.zeros((n_seeds, capacity, spec.action_dim), np.float32)
         self.reward = np.zeros((n_seeds, capacity), np.float32)
@@ -116,18 +120,29 @@ class PendingTransitions:
     def full(self) -> bool:
         return self.count == self.capacity
 
-    def add(self, obs, action, reward, next_obs, terminated) -> None:
+    @property
+    def saved_fields(self) -> tuple[str, ...]:
+        return (*self.FIELDS, "truncated") if self.stages_truncation else self.FIELDS
+
+    def add(self, obs, action, reward, next_obs, terminated, truncated) -> None:
         """One vector step of every seed: arrays [n_seeds, n_envs, ...]."""
         rows = slice(self.count, self.count + reward.shape[1])
         self.obs[:, rows], self.action[:, rows], self.reward[:, rows] = obs, action, reward
         self.next_obs[:, rows], self.terminated[:, rows] = next_obs, terminated
+        if self.stages_truncation:
+            self.truncated[:, rows] = truncated & ~terminated
         self.count += reward.shape[1]
 
     def take(self) -> Transition:
         self.count = 0
         # Copies: the arrays are refilled while the device may still be reading the last batch.
         return Transition(
-            self.obs.copy(), self.action.copy(), self.reward.copy(), self.next_obs.copy(), self.terminated.copy()
+            self.obs.copy(),
+            self.action.copy(),
+            self.reward.copy(),
+            self.next_obs.copy(),
+            self.terminated.copy(),
+            self.truncated.copy() if self.stages_truncation else None,
         )
 
 
@@ -200,7 +215,7 @@ class HostState:
             "finished_lengths": np.array(seed.episodes.finished_lengths, np.int64),
             **{
                 f"pending_{name}": getattr(self.pending, name)[index, : self.pending.count]
-                for name in PendingTransitions.FIELDS
+                for name in self.pending.saved_fields
             },
             **{f"eval_{name}": value for name, value in seed.evaluations.arrays().items()},
         }
@@ -255,10 +270,11 @@ def _saved_pending(
     saved: list[tuple[HostInfo, dict[str, np.ndarray]]], spec: EnvSpec, capacity: int
 ) -> PendingTransitions:
     """The transitions the seeds had collected since their last update."""
-    pending = PendingTransitions(len(saved), capacity, spec)
+    stages_truncation = "pending_truncated" in saved[0][1]  # checked against the learner by the caller
+    pending = PendingTransitions(len(saved), capacity, spec, stages_truncation)
     pending.count = saved[0][0].pending_count
     for index, (_, arrays) in enumerate(saved):
-        for name in PendingTransitions.FIELDS:
+        for name in pending.saved_fields:
             getattr(pending, name)[index, : pending.count] = arrays[f"pending_{name}"]
     return pending
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rlbench.algos.common.fused import VARIABLE_STEPS_PER_UPDATE
-from rlbench.algos.common.soft_acting import soft_acting
+from rlbench.algos.sac.update import make_learner
 from rlbench.loop.saving import new_host_state
 from rlbench.loop.schedule import TrainSchedule
 from rlbench.networks.actor import GSDEConfig
@@ -14,7 +14,7 @@ from tests.conftest import tiny_sac_config
 
 
 def schedule_of(cfg, n_envs: int, n_seeds: int) -> TrainSchedule:
-    return TrainSchedule(cfg, soft_acting(cfg.gsde), n_envs, n_seeds)
+    return TrainSchedule(cfg, make_learner(cfg, EnvSpec(obs_dim=3, action_dim=1)), n_envs, n_seeds)
 
 
 def host_with(schedule: TrainSchedule, env_steps: int, finished_lengths=(), running_length=0, staged=0):

@@ -1,23 +1,70 @@
-"""The interface every algorithm module returns: pure functions that the runner jits once each.
+"""The interface every algorithm module returns: pure functions that the runner jits once each, for
+off-policy learners (a replay buffer sampled with replacement) and on-policy ones (each rollout used once).
 
-A learner needs no replay buffer: `fused.make_update` joins its gradient steps to a buffer for
-training, and its acting (rlbench.algos.common.acting) reads only the actor and the exploration state.
+The loop stages the transitions of `Collection.vector_steps_per_update` vector steps on the host, then makes
+one device call: `update(state, storage_state, new, progress_remaining, first_step, normalization)`. How the
+learner reads its data is its own: an off-policy learner inserts `new` into its replay buffer and samples
+its gradient steps' batches from it (rlbench.algos.common.fused); PPO takes `new` as its rollout, GAE and
+epochs of minibatches (rlbench.algos.ppo.update), and keeps nothing between calls. `Storage` is what the
+loop holds for it on the device between calls, and what a checkpoint saves of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import jax
 
 from rlbench.algos.common.acting import Acting
 from rlbench.algos.common.footprint import update_activation_bytes
-from rlbench.algos.common.fused import SCHEDULE_METRICS, StepFn, make_gradient_steps
+from rlbench.algos.common.fused import SCHEDULE_METRICS, StepFn, make_gradient_steps, make_train, make_update
+from rlbench.buffers.uniform import UniformBuffer, make_uniform_buffer
 from rlbench.types import EnvSpec, Metrics, Transition
 
 S = TypeVar("S")
+
+# (state, storage state, new transitions [n, ...], progress_remaining, first_step, normalization)
+#   -> (state, storage state, metrics)
+UpdateFn = Callable[[S, Any, Transition, jax.Array, jax.Array, Any], tuple[S, Any, Metrics]]
+
+
+class Collection(NamedTuple):
+    """How a learner's experience is collected and when it trains: the loop's schedule, the memory check and
+    the checkpoint ask the learner, not its config's keys."""
+
+    vector_steps_per_update: int  # train_freq (off-policy, in steps or episodes) or n_steps (a rollout)
+    learning_starts: int  # env steps of warm-up before the first update (0 on-policy)
+    per_episode: bool  # train_freq in episodes: train at the end of every train_freq-th episode (one env)
+    stages_truncation: bool  # the staged transitions keep `truncated` (GAE stops at every episode end)
+
+
+@dataclass(frozen=True)
+class Storage:
+    """What waits on the device between updates, per seed: a replay buffer, or nothing (on-policy: the
+    rollout arrives with the update that consumes it). `replay` is the buffer a checkpoint saves."""
+
+    init_fn: Callable[[], Any]
+    insert_fn: Callable[[Any, Transition], Any]  # new transitions without training (warm-up, per episode)
+    replay: UniformBuffer | None
+
+    @property
+    def replay_capacity(self) -> int:
+        return 0 if self.replay is None else self.replay.capacity
+
+
+def replay_storage(buffer: UniformBuffer) -> Storage:
+    return Storage(init_fn=buffer.init_fn, insert_fn=buffer.add_fn, replay=buffer)
+
+
+def no_storage() -> Storage:
+    """An on-policy learner's: nothing is kept between updates, and nothing is inserted without one."""
+
+    def insert(storage_state: Any, new: Transition) -> Any:
+        raise TypeError("an on-policy learner trains on every rollout: transitions are never inserted alone")
+
+    return Storage(init_fn=tuple, insert_fn=insert, replay=None)
 
 
 @dataclass(frozen=True)
@@ -25,6 +72,16 @@ class Learner(Generic[S]):
     """Pure functions of one algorithm bound to its config and networks.
 
     init_fn(key) -> state
+    update_fn: one training iteration on the new transitions (module docstring); `first_step` (int32
+        scalar, shared by all seeds) is the gradient steps done before the call.
+    storage, collection: what the loop keeps for the learner, and when it trains (above).
+    acting: how the state acts (explore, evaluate, warm-up, exploration state).
+    parameters(state): the networks' parameters (the check that a tuning trial ended finite).
+    activation_bytes: an upper estimate of one training iteration's temporaries (the memory check).
+
+    Off-policy learners also have, for `bench`, the tests and train_freq in episodes:
+    train_fn(state, storage_state, progress_remaining, first_step, normalization, n_steps) -> (state, metrics):
+        the gradient steps of one iteration sampled from the replay buffer, only the first `n_steps` run.
     gradient_steps_fn(state, batches [n, B, ...], keys [n], progress_remaining, first_step) -> (state, metrics):
         n gradient steps fused in one `lax.scan`. `first_step` (int32 scalar) is the number of gradient
         steps done before the call, `state.step` of a single run; it decides which steps update the
@@ -34,21 +91,22 @@ class Learner(Generic[S]):
     critic_step_fn, actor_step_fn (state, batch [B, ...], key) -> (state, metrics): one gradient step's
         two halves, unfused; the speed benchmark reads their cost (FLOPs) from XLA separately, because
         the actor half runs only every `policy_delay` steps.
-    acting: how the state acts (explore, evaluate, warm-up, exploration state).
-    parameters(state): the networks' parameters (the check that a tuning trial ended finite).
-    activation_bytes: an upper estimate of one training iteration's temporaries (the memory check).
 
     Every learner state has the fields `step` (int32 gradient steps done), `key` and `exploration`.
     """
 
     init_fn: Callable[[jax.Array], S]
-    gradient_steps_fn: Callable[[S, Transition, jax.Array, jax.Array, jax.Array], tuple[S, Metrics]]
+    update_fn: UpdateFn
+    storage: Storage
+    collection: Collection
     metric_names: tuple[str, ...]
-    critic_step_fn: StepFn
-    actor_step_fn: StepFn
     acting: Acting
     parameters: Callable[[S], Any]
     activation_bytes: int
+    train_fn: Callable[..., tuple[S, Metrics]] | None = None
+    gradient_steps_fn: Callable[[S, Transition, jax.Array, jax.Array, jax.Array], tuple[S, Metrics]] | None = None
+    critic_step_fn: StepFn | None = None
+    actor_step_fn: StepFn | None = None
 
 
 def actor_and_critic_params(state: Any) -> Any:
@@ -68,9 +126,20 @@ def assemble_learner(
     """A Learner from an algorithm's two steps: the fusion and the metric bookkeeping are shared."""
     if getattr(cfg, "gsde", None) is not None:
         actor_step, actor_metric_names = with_exploration_std(actor_step), (*actor_metric_names, "train/std")
+    buffer = make_uniform_buffer(cfg.buffer_size, spec)
+    gradient_steps = make_gradient_steps(cfg, critic_step, actor_step, actor_metric_names)
     return Learner(
         init_fn=init_fn,
-        gradient_steps_fn=make_gradient_steps(cfg, critic_step, actor_step, actor_metric_names),
+        update_fn=make_update(cfg, buffer, gradient_steps),
+        storage=replay_storage(buffer),
+        collection=Collection(
+            vector_steps_per_update=cfg.train_freq,
+            learning_starts=cfg.learning_starts,
+            per_episode=cfg.train_freq_unit == "episode",
+            stages_truncation=False,
+        ),
+        train_fn=make_train(cfg, buffer, gradient_steps),
+        gradient_steps_fn=gradient_steps,
         metric_names=(*critic_metric_names, *actor_metric_names, *SCHEDULE_METRICS),
         critic_step_fn=critic_step,
         actor_step_fn=actor_step,

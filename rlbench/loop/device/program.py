@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlbench.algos.common.fused import make_train
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.uniform import UniformBuffer
@@ -77,7 +76,7 @@ class RunShape(NamedTuple):
 
 def make_chunk(cfg: Any, learner: Learner, buffer: UniformBuffer, env: JaxEnv, axis: SeedAxis, shape: RunShape):
     """(DeviceCarry, ChunkInputs) -> (DeviceCarry, ChunkOutputs): up to `shape.chunk_length` vector steps."""
-    train = make_train(cfg, buffer, learner.gradient_steps_fn)
+    train = learner.train_fn
     collect = _collect_fn(learner, buffer, env, shape.n_envs)
 
     def learn(state, buffer_state, progress_remaining, first_step, training):
@@ -227,7 +226,7 @@ def make_evaluate(learner: Learner, env: JaxEnv, axis: SeedAxis, n_eval_envs: in
 def initial_metrics(cfg: Any, learner: Learner, buffer: UniformBuffer, axis: SeedAxis, state, buffer_state):
     """Training metrics of the structure the update returns, all NaN (zeros for integers): what the carry
     holds until the first training step (the host only reads a chunk's metrics when it trained)."""
-    train = make_train(cfg, buffer, learner.gradient_steps_fn)
+    train = learner.train_fn
 
     def metrics(state, buffer_state):
         return train(state, buffer_state, jnp.float32(1.0), jnp.int32(0), None)[1]

@@ -77,7 +77,7 @@ def train_seeds_on_device(
     shape = RunShape(run.n_envs, cfg.learning_starts, cfg.train_freq, length)
     device = device_programs(programs, cfg, env, eval_env, shape, run.n_eval_envs, run.eval_episodes)
     carry, host = start_on_device(run, cfg, env.spec, programs, device, resume)
-    schedule = TrainSchedule(cfg, programs.learner.acting, run.n_envs, n_seeds)
+    schedule = TrainSchedule(cfg, programs.learner, run.n_envs, n_seeds)
     with opened_outputs(run, outputs, programs) as (loggers, monitors, saves):
         loop = LoopRun(
             run, env.spec, None, None, programs, schedule, list(outputs), loggers,
@@ -102,5 +102,13 @@ def device_programs(
     n_eval_episodes: int,
 ) -> DevicePrograms:
     return compile_device_programs(
-        cfg, programs.learner, programs.buffer, programs.axis, env, eval_env, shape, n_eval_envs, n_eval_episodes
+        cfg,
+        programs.learner,
+        programs.learner.storage.replay,
+        programs.axis,
+        env,
+        eval_env,
+        shape,
+        n_eval_envs,
+        n_eval_episodes,
     )

@@ -42,20 +42,30 @@ def start_on_device(
     axis, n_envs = programs.axis, run.n_envs
     seeds, state, act_key = first_learners(run, programs)
     buffers = programs.init_buffers()
-    metrics = initial_metrics(cfg, programs.learner, programs.buffer, axis, state, buffers)
+    metrics = initial_metrics(cfg, programs.learner, programs.learner.storage.replay, axis, state, buffers)
     envs = new_envs(device, axis, seeds, 0, n_envs)
     if resume is None:
-        host = new_host_state(seeds, axis.host(envs.obs), act_key, spec, cfg.learning_starts, n_envs)
+        host = new_host_state(
+            seeds, axis.host(envs.obs), act_key, spec, programs.learner.collection.learning_starts, n_envs
+        )
         host.device_envs = envs
         return DeviceCarry(state, buffers, envs, act_key, metrics), host
     remove_stale_writes(resume)
     restored = restore(
-        resume, seeds, axis.take(state, 0), programs.buffer, spec, n_envs, n_envs, axis.host(envs.obs), None
+        resume,
+        seeds,
+        axis.take(state, 0),
+        programs.learner.storage.replay,
+        spec,
+        n_envs,
+        n_envs,
+        axis.host(envs.obs),
+        None,
     )
     host = restored.host
     host.act_key, host.next_action = axis.device(host.act_key), None  # the device loop acts inside its chunk
     if restored.buffer_states is None:
-        train_after_new_transitions(host, cfg.learning_starts, resume[0].path)
+        train_after_new_transitions(host, programs.learner.collection.learning_starts, resume[0].path)
     else:
         buffers = axis.stack(restored.buffer_states)
     if restored.replay_envs and host.saved_device_envs and None not in host.saved_device_envs:
