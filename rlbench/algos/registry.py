@@ -7,12 +7,18 @@ import difflib
 
 from rlbench.algos.common.algorithm import Algorithm, with_foreign_keys
 from rlbench.algos.crossq.algorithm import CROSSQ
+from rlbench.algos.ppo.algorithm import A2C, PPO
 from rlbench.algos.sac.algorithm import DROQ, SAC
 from rlbench.algos.td3.algorithm import DDPG, TD3
 from rlbench.algos.tqc.algorithm import TQC
 from rlbench.errors import ConfigError
 
-ALGORITHMS: dict[str, Algorithm] = with_foreign_keys((SAC, DROQ, CROSSQ, TQC, TD3, DDPG))
+ALGORITHMS: dict[str, Algorithm] = with_foreign_keys((SAC, DROQ, CROSSQ, TQC, TD3, DDPG, PPO, A2C))
+
+
+def acting_in(space: str) -> list[str]:
+    """The algorithms that act in an action space of this kind ("Box", "Discrete")."""
+    return [name for name, algo in ALGORITHMS.items() if space in algo.action_spaces]
 
 
 def get_algo(name: str) -> Algorithm:

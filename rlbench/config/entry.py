@@ -62,7 +62,6 @@ RUN_KEYS = (
 NOT_SUPPORTED_KEYS = (
     "vec_env_wrapper",
     "callback",
-    "n_steps",
     "replay_buffer_class",
 )
 

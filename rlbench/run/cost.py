@@ -18,10 +18,14 @@ from rlbench.types import EnvSpec, Transition
 SI_PREFIXES = (("G", 1e9), ("M", 1e6), ("k", 1e3))
 
 
+def parameter_count(tree: Any) -> int:
+    return sum(leaf.size for leaf in jax.tree_util.tree_leaves(tree))
+
+
 def parameter_counts(learner: Any) -> tuple[int, int]:
     """(actor, critics) trained parameters: every critic of the ensemble, no target network or statistic."""
     shapes = jax.eval_shape(lambda key: learner.parameters(learner.init_fn(key)), jax.random.key(0))
-    return tuple(sum(leaf.size for leaf in jax.tree_util.tree_leaves(part)) for part in shapes)
+    return tuple(parameter_count(part) for part in shapes)
 
 
 def batch_shapes(spec: EnvSpec, batch_size: int) -> Transition:
@@ -58,6 +62,9 @@ def learner_summary(algo: Any, cfg: Any, spec: EnvSpec) -> str:
     """One line: the learner's parameters and the work of one gradient step, so that a costly network
     shows before it trains."""
     learner = algo.make_learner(cfg, spec)
+    if learner.critic_step_fn is None:  # on-policy: one network pair and one optimizer
+        shapes = jax.eval_shape(lambda key: learner.parameters(learner.init_fn(key)), jax.random.key(0))
+        return f"Learner: {si(parameter_count(shapes))} parameters (policy and value networks)"
     actor, critics = parameter_counts(learner)
     flop = gradient_step_gflop(learner, cfg, spec) * 1e9
     return (

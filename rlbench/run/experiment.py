@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from rlbench.algos.common.algorithm import Algorithm
+from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.spelling import positive_int
-from rlbench.algos.registry import get_algo
+from rlbench.algos.registry import acting_in, get_algo
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.config.entry import (
     RunConfig,
@@ -184,18 +185,7 @@ def seed_settings(request: RunRequest, algo: Algorithm, layers: Layers, learner:
     resume, config = layers.resume, learner.learner_config
     resume_seeds = resume_group(resume, request.n_seeds, algo) if resume is not None else ()
     n_seeds = len(resume_seeds) if resume is not None else (request.n_seeds or 1)
-    built = algo.make_learner(config, envs.spec)  # what it stores and when it trains, not its programs
-    if built.collection.per_episode and n_seeds > 1:
-        raise ConfigError(
-            f"train_freq: {config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
-            "its own episode ends, and the seeds of one process train together; train one seed per process"
-        )
-    if is_jax_native(request.env):
-        refusal = device_loop_refusal(request.vec_env, learner.normalize, learner.env_wrappers, config)
-        if refusal is None and built.storage.replay is None:
-            refusal = f"--algo {request.algo}: on-policy learners train on gymnasium envs (the host loop) for now"
-        if refusal is not None:
-            raise ConfigError(f"{refusal} (--env {request.env} trains with the device loop)")
+    built = check_learner_fits(request, algo, learner, envs, n_seeds)
     check_open_files(n_seeds, learner.n_envs, request.vec_env)
     check_buffer_memory(built.storage.replay_capacity, envs.spec, 0, n_seeds)  # its line is printed after the checks
     check_learner_memory(built, envs.spec, n_seeds)
@@ -214,6 +204,37 @@ def seed_settings(request: RunRequest, algo: Algorithm, layers: Layers, learner:
         seed_range = f"seeds{seed}-{seed + n_seeds - 1}"
         group_id = f"{request.algo}_{env_file_name(request.env)}_{seed_range}_{uuid.uuid4().hex[:8]}"
     return Seeds(tuple(seed + index for index in range(n_seeds)), resume_seeds, group_id)
+
+
+def check_learner_fits(
+    request: RunRequest, algo: Algorithm, learner: LearnerSettings, envs: Envs, n_seeds: int
+) -> Learner:
+    """The learner (its sizes and schedule; nothing traced), once its settings fit the env, the loop and the
+    seeds: the action space it acts in, `normalize`, train_freq in episodes, the device loop's limits."""
+    config = learner.learner_config
+    if envs.spec.discrete and "Discrete" not in algo.action_spaces:
+        raise ConfigError(
+            f"--env {request.env} has a Discrete action space, and --algo {algo.name} acts in Box spaces only; "
+            f"algorithms for Discrete actions: {', '.join(acting_in('Discrete'))}"
+        )
+    built = algo.make_learner(config, envs.spec)  # what it stores and when it trains, not its programs
+    if built.storage.replay is None and learner.normalize is not None:
+        raise ConfigError(
+            f"normalize: not available for --algo {algo.name} yet (an on-policy rollout must keep the observations "
+            "as normalized when it was collected); remove normalize from the entry or -params"
+        )
+    if built.collection.per_episode and n_seeds > 1:
+        raise ConfigError(
+            f"train_freq: {config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
+            "its own episode ends, and the seeds of one process train together; train one seed per process"
+        )
+    if is_jax_native(request.env):
+        refusal = device_loop_refusal(request.vec_env, learner.normalize, learner.env_wrappers, config)
+        if refusal is None and built.storage.replay is None:
+            refusal = f"--algo {request.algo}: on-policy learners train on gymnasium envs (the host loop) for now"
+        if refusal is not None:
+            raise ConfigError(f"{refusal} (--env {request.env} trains with the device loop)")
+    return built
 
 
 def first_seed(request: RunRequest, resume_seeds: tuple[Checkpoint, ...], trial_seed: int | None, n_seeds: int) -> int:

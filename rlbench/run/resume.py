@@ -194,7 +194,7 @@ def check_resume_overrides(
             "network family cannot change on resume (the saved parameters fit no other); resume with the saved policy"
         )
     saved_precision = saved.get("precision", "float32")  # checkpoints from before the key: float32
-    if resolved.get("precision") != saved_precision:
+    if "precision" in algo.keys.keys and resolved.get("precision") != saved_precision:
         raise ConfigError(
             f"-params precision: {resolved.get('precision')!r} differs from {saved_precision!r} saved in "
             f"{resume.path}; precision cannot change on resume (a bfloat16 learner state also holds bfloat16 copies of "

@@ -4,7 +4,7 @@ rollout, or the distribution's mode for evaluation."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +20,7 @@ class PPOState(struct.PyTreeNode):
     key: jax.Array
     step: jax.Array  # int32 gradient steps taken (steps skipped by target_kl not counted)
     n_updates: jax.Array  # int32 SB3's train/n_updates: epochs started
+    exploration: Any = None  # every learner state's acting state (rlbench.algos.common.acting): none for PPO yet
 
 
 class Exploration(NamedTuple):

@@ -124,7 +124,7 @@ def make_update(cfg: PPOConfig, n_envs: int):
 
         start = StepCarry(policy=policy, going=jnp.array(True), steps_taken=jnp.zeros((), jnp.int32))
         end, (metrics, ran) = jax.lax.scan(epoch, start, keys)
-        state = PPOState(
+        state = state.replace(
             policy=end.policy,
             key=key,
             step=state.step + end.steps_taken,

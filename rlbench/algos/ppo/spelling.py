@@ -1,0 +1,215 @@
+"""PPO's and A2C's hyperparameter keys as RL Zoo's ppo.yml and a2c.yml write them, read into a checked
+PPOConfig, and written back (config.yml, checkpoints): build_config(config_to_hyperparams(cfg)) == cfg.
+
+A2C is PPO with A2C's preset (rlbench.algos.ppo.config): its file keys `use_rms_prop`, `rms_prop_eps`
+select the optimizer, and a2c.yml's entries set no batch_size or n_epochs (one full-rollout step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rlbench.algos.common.config import KeySet
+from rlbench.algos.common.schedules import LinearSchedule, Schedule
+from rlbench.algos.common.spelling import literal_mapping, number, parse_activation, parse_schedule, unknown_key
+from rlbench.algos.ppo.config import PPOConfig, a2c_config
+from rlbench.errors import ConfigError
+from rlbench.networks.actor_critic import ActorCriticNetConfig
+
+COMMON_KEYS = (
+    "learning_rate",
+    "n_steps",
+    "gamma",
+    "gae_lambda",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "normalize_advantage",
+    "policy",
+    "policy_kwargs",
+    "use_sde",
+    "sde_sample_freq",
+)
+POLICY_KWARGS = ("net_arch", "activation_fn", "ortho_init", "log_std_init", "share_features_extractor")
+# Read and refused when switched on (sde_sample_freq, as SB3, means nothing without use_sde).
+NOT_YET = {"use_sde": "gSDE for PPO and A2C is not available yet; set use_sde: False (or remove it)"}
+PPO_KEYS = KeySet(
+    keys=(*COMMON_KEYS, "batch_size", "n_epochs", "clip_range", "clip_range_vf", "target_kl"),
+    policy_kwargs=POLICY_KWARGS,
+)
+A2C_KEYS = KeySet(keys=(*COMMON_KEYS, "use_rms_prop", "rms_prop_eps"), policy_kwargs=POLICY_KWARGS)
+ARCHITECTURE_KEYS = ("net_arch", "activation_fn")  # what a resume cannot change: the saved parameters' shapes
+
+
+def read_ppo(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
+    """A checked PPOConfig from the learner keys of a merged ppo.yml entry (ConfigError, exit 2, naming the key)."""
+    kwargs = checked_keys(params, PPO_KEYS, where)
+    values = read_common(params, kwargs, n_envs)
+    for key, low in (("batch_size", 1), ("n_epochs", 1)):
+        if key in params:
+            values[key] = number(params, key, int, low)
+    if "clip_range" in params:
+        values["clip_range"] = parse_schedule("clip_range", params["clip_range"])
+    if params.get("clip_range_vf") is not None:
+        values["clip_range_vf"] = parse_schedule("clip_range_vf", params["clip_range_vf"])
+    if params.get("target_kl") is not None:
+        values["target_kl"] = number(params, "target_kl", float, 0, low_open=True)
+    return checked(PPOConfig(**values), where)
+
+
+def read_a2c(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
+    """A checked A2C config (a PPOConfig with A2C's preset) from the learner keys of a merged a2c.yml entry."""
+    kwargs = checked_keys(params, A2C_KEYS, where)
+    values = read_common(params, kwargs, n_envs)
+    if "use_rms_prop" in params:
+        values["optimizer"] = "rmsprop" if boolean(params, "use_rms_prop") else "adam"
+    if "rms_prop_eps" in params:
+        values["optimizer_eps"] = number(params, "rms_prop_eps", float, 0, low_open=True)
+    return checked(a2c_config(**values), where)
+
+
+def checked_keys(params: Mapping[str, Any], key_set: KeySet, where: str) -> dict[str, Any]:
+    """policy_kwargs as a dict, after refusing any key (top level or inside it) the algorithm does not read."""
+    for key in params:
+        if key not in key_set.keys:
+            raise unknown_key(key, key_set.keys, where)
+        if key in NOT_YET and params[key] not in (None, False):
+            raise ConfigError(f"{key}: {NOT_YET[key]} (from {where})")
+    kwargs = literal_mapping(params.get("policy_kwargs"), "policy_kwargs")
+    for key in kwargs:
+        if key not in key_set.policy_kwargs:
+            raise unknown_key(key, key_set.policy_kwargs, "policy_kwargs")
+    return kwargs
+
+
+def read_common(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int) -> dict[str, Any]:
+    """The keys PPO and A2C share."""
+    values: dict[str, Any] = {"n_envs": n_envs, "network": read_network(kwargs)}
+    if "learning_rate" in params:
+        values["learning_rate"] = parse_schedule("learning_rate", params["learning_rate"])
+    if "n_steps" in params:
+        values["n_steps"] = number(params, "n_steps", int, 1)
+    if "gamma" in params:
+        values["gamma"] = number(params, "gamma", float, 0, 1)
+    if "gae_lambda" in params:
+        values["gae_lambda"] = number(params, "gae_lambda", float, 0, 1)
+    for key in ("ent_coef", "vf_coef", "max_grad_norm"):
+        if key in params:
+            values[key] = number(params, key, float, 0)
+    if "normalize_advantage" in params:
+        values["normalize_advantage"] = boolean(params, "normalize_advantage")
+    policy = params.get("policy", "MlpPolicy")
+    if policy != "MlpPolicy":
+        raise ConfigError(
+            f"policy: {policy!r} is not supported for PPO and A2C yet (image and dict observations); valid: MlpPolicy"
+        )
+    return values
+
+
+def read_network(kwargs: Mapping[str, Any]) -> ActorCriticNetConfig:
+    default = ActorCriticNetConfig()
+    pi, vf = parse_actor_critic_arch(kwargs.get("net_arch", {"pi": list(default.pi), "vf": list(default.vf)}))
+    if kwargs.get("share_features_extractor", True) is not True:
+        # With flat observations SB3's features extractor is Flatten, with no parameters: shared or not, the
+        # networks are the same. Anything but True is refused rather than silently read.
+        raise ConfigError("policy_kwargs.share_features_extractor: only True (the default) is read (flat obs)")
+    return ActorCriticNetConfig(
+        pi=pi,
+        vf=vf,
+        activation=parse_activation(kwargs.get("activation_fn", default.activation)),  # type: ignore[arg-type]
+        ortho_init=boolean(kwargs, "ortho_init", default.ortho_init),
+        log_std_init=number({"log_std_init": kwargs.get("log_std_init", default.log_std_init)}, "log_std_init", float),
+    )
+
+
+def parse_actor_critic_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """SB3's on-policy net_arch: a list (both networks), dict(pi=[...], vf=[...]), or the older list-wrapped
+    [dict(pi=[...], vf=[...])] -> (policy widths, value widths)."""
+    if isinstance(value, list | tuple) and len(value) == 1 and isinstance(value[0], Mapping):
+        value = value[0]
+    if isinstance(value, Mapping):
+        if set(value) != {"pi", "vf"}:
+            raise ConfigError(f"net_arch: a dict needs exactly the keys pi and vf, got {sorted(value)}")
+        return widths(value["pi"], "['pi']"), widths(value["vf"], "['vf']")
+    shared = widths(value, "")
+    return shared, shared
+
+
+def widths(value: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in value
+    ):
+        raise ConfigError(f"net_arch{where}: expected a list of positive integers, got {value!r}")
+    return tuple(value)
+
+
+def boolean(params: Mapping[str, Any], key: str, default: bool | None = None) -> bool:
+    value = params.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: expected True or False, got {value!r}")
+    return value
+
+
+def checked(cfg: PPOConfig, where: str) -> PPOConfig:
+    """What no single key shows: the rollout against the minibatch, advantage normalization of one sample."""
+    rollout = cfg.n_steps * cfg.n_envs
+    if cfg.batch_size is not None and cfg.batch_size > rollout:
+        raise ConfigError(
+            f"batch_size: {cfg.batch_size} is larger than the rollout's n_steps x n_envs = {cfg.n_steps} x "
+            f"{cfg.n_envs} = {rollout} samples (from {where})"
+        )
+    if cfg.batch_size is not None and rollout % cfg.batch_size:
+        raise ConfigError(
+            f"batch_size: {cfg.batch_size} does not divide the rollout's n_steps x n_envs = {rollout} samples; "
+            f"rlbench fuses equal minibatches, choose a divisor of {rollout} (from {where})"
+        )
+    if rollout == 1 and cfg.normalize_advantage:
+        raise ConfigError(
+            f"n_steps x n_envs = 1 with normalize_advantage: one sample has no std; raise n_steps or set "
+            f"normalize_advantage: False (from {where})"
+        )
+    return cfg
+
+
+def schedule_spelling(schedule: Schedule) -> float | str:
+    return f"lin_{schedule.start}" if isinstance(schedule, LinearSchedule) else schedule.value
+
+
+def ppo_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
+    """The inverse of read_ppo, in file spelling: what config.yml stores, sorted."""
+    out = common_hyperparams(cfg) | {
+        "batch_size": cfg.batch_size,
+        "n_epochs": cfg.n_epochs,
+        "clip_range": schedule_spelling(cfg.clip_range),
+        "clip_range_vf": None if cfg.clip_range_vf is None else schedule_spelling(cfg.clip_range_vf),
+        "target_kl": cfg.target_kl,
+    }
+    return dict(sorted(out.items()))
+
+
+def a2c_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
+    """The inverse of read_a2c, in file spelling."""
+    out = common_hyperparams(cfg) | {"use_rms_prop": cfg.optimizer == "rmsprop", "rms_prop_eps": cfg.optimizer_eps}
+    return dict(sorted(out.items()))
+
+
+def common_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
+    net = cfg.network
+    return {
+        "learning_rate": schedule_spelling(cfg.learning_rate),
+        "n_steps": cfg.n_steps,
+        "gamma": cfg.gamma,
+        "gae_lambda": cfg.gae_lambda,
+        "ent_coef": cfg.ent_coef,
+        "vf_coef": cfg.vf_coef,
+        "max_grad_norm": cfg.max_grad_norm,
+        "normalize_advantage": cfg.normalize_advantage,
+        "policy": "MlpPolicy",
+        "policy_kwargs": {
+            "net_arch": {"pi": list(net.pi), "vf": list(net.vf)},
+            "activation_fn": net.activation,
+            "ortho_init": net.ortho_init,
+            "log_std_init": net.log_std_init,
+        },
+    }
