@@ -60,6 +60,24 @@ TD3_OU_TINY = [
     "noise_type:'ornstein-uhlenbeck'",
     "noise_std:0.5",
 ]
+# PPO with a rollout of 64 vector steps of 2 envs (128 env steps): the checkpoint (250 env steps) falls mid-way
+# through the second rollout, which the checkpoint holds as staged transitions (with their time limits).
+PPO_TINY = [
+    "--algo",
+    "ppo",
+    "--env",
+    "Pendulum-v1",
+    "--seed",
+    "7",
+    "--log-interval",
+    "-2",
+    "-params",
+    "use_sde:False",
+    "n_steps:64",
+    "batch_size:32",
+    "n_epochs:2",
+    "policy_kwargs:dict(net_arch=[16])",
+]
 
 
 def train_process(log_folder, *argv, check=True):
@@ -94,6 +112,7 @@ def state_hash(path):
         # mid-episode, and the resumed run must count the episodes and their steps as the first one did.
         ("sac", SAC_TINY, ["train_freq:[1, 'episode']", "gradient_steps:-1"]),
         ("td3", TD3_OU_TINY, ["n_envs:2", "train_freq:3", "gradient_steps:2"]),
+        ("ppo", PPO_TINY, ["n_envs:2", "learning_rate:lin_1e-3", "clip_range:lin_0.2"]),
     ],
 )
 def test_resume_from_a_checkpoint_is_bit_identical_to_never_stopping(tmp_path, algo, argv, extra):
