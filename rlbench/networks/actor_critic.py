@@ -16,7 +16,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from rlbench.networks.distributions import ActionDistribution, Categorical, DiagGaussian
+from rlbench.networks.distributions import ActionDistribution, Categorical, DiagGaussian, StateDependentGaussian
 from rlbench.networks.mlp import ACTIVATIONS, Activation
 
 HIDDEN_GAIN = math.sqrt(2.0)
@@ -82,6 +82,7 @@ class ActorCritic(nn.Module):
     config: ActorCriticNetConfig
     action_dim: int
     discrete: bool
+    gsde: bool = False  # state-dependent exploration: log_std [latent_dim, action_dim] (SB3's full_std)
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[ActionDistribution, jax.Array]:
@@ -92,5 +93,10 @@ class ActorCritic(nn.Module):
         value = OrthoDense(1, VALUE_GAIN, cfg.ortho_init, name="value_head")(value_latent).squeeze(-1)
         if self.discrete:
             return Categorical(logits=head), value
-        log_std = self.param("log_std", nn.initializers.constant(cfg.log_std_init), (self.action_dim,))
+        log_std_init = nn.initializers.constant(cfg.log_std_init)
+        if self.gsde:
+            log_std = self.param("log_std", log_std_init, (policy_latent.shape[-1], self.action_dim))
+            latent = jax.lax.stop_gradient(policy_latent)
+            return StateDependentGaussian(mean=head, latent=latent, std=jnp.exp(log_std)), value
+        log_std = self.param("log_std", log_std_init, (self.action_dim,))
         return DiagGaussian(mean=head, log_std=log_std), value

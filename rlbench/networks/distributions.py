@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from flax import struct
 
 HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
+GSDE_EPSILON = 1e-6  # added to gSDE's variance, as SB3's StateDependentNoiseDistribution
 
 
 class DiagGaussian(struct.PyTreeNode):
@@ -59,7 +60,43 @@ class Categorical(struct.PyTreeNode):
         return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
 
 
-ActionDistribution = DiagGaussian | Categorical
+class StateDependentGaussian(struct.PyTreeNode):
+    """gSDE for on-policy actors (Raffin et al. 2021; SB3's StateDependentNoiseDistribution with full_std and
+    no squashing): a = mean + latent W, W_ij ~ N(0, std_ij^2) held for a while (the learner state keeps one W
+    per env). Given s and one W the action is Gaussian with sigma^2 = latent^2 @ std^2 + 1e-6 per dimension,
+    the density of log_prob and entropy. `latent` (the policy network's last features) carries no gradient
+    into the noise (SB3's learn_features=False)."""
+
+    mean: jax.Array  # [B, action_dim]
+    latent: jax.Array  # [B, latent_dim], gradient stopped
+    std: jax.Array  # [latent_dim, action_dim] = exp(log_std)
+
+    def log_std(self) -> jax.Array:
+        return 0.5 * jnp.log(self.latent**2 @ self.std**2 + GSDE_EPSILON)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        return DiagGaussian(self.mean, self.log_std()).log_prob(action)
+
+    def entropy(self) -> jax.Array:
+        return DiagGaussian(self.mean, self.log_std()).entropy()
+
+    def exploration_matrices(self, key: jax.Array, n: int) -> jax.Array:
+        """n matrices W [n, latent_dim, action_dim] (one per env)."""
+        return self.std * jax.random.normal(key, (n, *self.std.shape), self.std.dtype)
+
+    def explore(self, matrices: jax.Array) -> jax.Array:
+        """The actions with held matrices, one per row ([B, latent_dim, action_dim])."""
+        return self.mean + jnp.einsum("bl,bla->ba", self.latent, matrices)
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        """One fresh W for the whole batch (enjoy.py --stochastic)."""
+        return self.mean + self.latent @ self.exploration_matrices(key, 1)[0]
+
+    def mode(self) -> jax.Array:
+        return self.mean
+
+
+ActionDistribution = DiagGaussian | Categorical | StateDependentGaussian
 
 
 def clip_to_bounds(action: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:

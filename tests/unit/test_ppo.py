@@ -23,7 +23,7 @@ from rlbench.algos.ppo.losses import (
     ppo_loss,
     value_loss,
 )
-from rlbench.algos.ppo.state import explore, init_state
+from rlbench.algos.ppo.state import init_state, sample_for_rollout
 from rlbench.algos.ppo.update import (
     StepCarry,
     epoch_keys,
@@ -186,7 +186,7 @@ def test_orthogonal_init_has_sb3_gains_and_log_std_init():
 def collected_rollout(cfg: PPOConfig, state, discrete=False, seed=0) -> RolloutState:
     """n_steps x N_ENVS steps acted by `state` on random observations, with a termination and a truncation."""
     rollout = init_rollout(cfg.n_steps, N_ENVS, OBS_DIM, () if discrete else (ACTION_DIM,))
-    key, act = jax.random.key(seed), jax.jit(explore)
+    key, act = jax.random.key(seed), jax.jit(sample_for_rollout)
     for t in range(cfg.n_steps):
         key, obs_key, act_key, reward_key = jax.random.split(key, 4)
         obs = jax.random.normal(obs_key, (N_ENVS, OBS_DIM))
@@ -368,7 +368,7 @@ def test_ppo_learns_a_one_step_bandit():
     @jax.jit
     def collect(state, key):
         def act(rollout, step_key):
-            acted = explore(state, obs, step_key)
+            acted = sample_for_rollout(state, obs, step_key)
             ones = jnp.ones(N_ENVS)
             step = RolloutStep(
                 obs,

@@ -16,6 +16,7 @@ from rlbench.algos.ppo.learner import make_learner, staged_rollout
 from rlbench.algos.registry import get_algo
 from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.errors import ConfigError
+from rlbench.networks.distributions import StateDependentGaussian
 from rlbench.types import EnvSpec, Transition
 from tests.unit.test_ppo import sb3_gae_loop
 
@@ -184,7 +185,7 @@ def test_a2c_reads_sb3s_a2c_defaults():
         ("ppo", {"gae_lambda": 1.5}, 1, "gae_lambda: 1.5 is out of range"),
         ("ppo", {"clip_range": 0}, 1, "clip_range: expected a finite number > 0"),
         ("ppo", {"clip_range": "lin_-0.2"}, 1, "clip_range: expected a finite number > 0"),
-        ("ppo", {"use_sde": True}, 1, "use_sde: gSDE for PPO and A2C is not available yet"),
+        ("ppo", {"use_sde": "yes"}, 1, "use_sde: expected True or False"),
         ("ppo", {"policy": "CnnPolicy"}, 1, "policy: 'CnnPolicy' is not supported for PPO and A2C yet"),
         ("ppo", {"tau": 0.01}, 1, "tau: a key of sac, droq, tqc, td3, ddpg; --algo ppo does not read it"),
         ("a2c", {"n_epochs": 4}, 1, "n_epochs: a key of ppo; --algo a2c does not read it"),
@@ -217,3 +218,55 @@ def test_every_rl_zoo_entry_builds_or_names_what_rlbench_lacks(algo):
             assert any(name in str(error) for name in lacking), (env_id, error)
             refused += 1
     assert built >= 10, (built, refused)
+
+
+# --- gSDE ------------------------------------------------------------------------------------------------
+
+
+def test_state_dependent_gaussian_density_and_entropy_by_hand():
+    mean = jnp.array([[0.5, -1.0]])
+    latent = jnp.array([[1.0, 2.0, -1.0]])
+    std = jnp.array([[0.5, 1.0], [0.1, 0.2], [2.0, 0.0]])
+    distribution = StateDependentGaussian(mean=mean, latent=latent, std=std)
+    # sigma_j^2 = sum_i latent_i^2 std_ij^2 + 1e-6: j=0: 0.25 + 0.04 + 4 = 4.29; j=1: 1 + 0.16 + 0 = 1.16
+    sigma = np.sqrt(np.array([4.29, 1.16]) + 1e-6)
+    action = np.array([1.0, 0.0])
+    z = (action - np.array([0.5, -1.0])) / sigma
+    want = np.sum(-0.5 * z**2 - np.log(sigma) - 0.5 * np.log(2 * np.pi))
+    np.testing.assert_allclose(distribution.log_prob(jnp.asarray(action)[None])[0], want, rtol=1e-6)
+    np.testing.assert_allclose(
+        distribution.entropy()[0], np.sum(0.5 + 0.5 * np.log(2 * np.pi) + np.log(sigma)), rtol=1e-6
+    )
+    matrices = jnp.stack([std * 0.5])  # one env's held W
+    np.testing.assert_allclose(distribution.explore(matrices), mean + latent @ (std * 0.5), rtol=1e-6)
+
+
+def test_gsde_acts_with_each_envs_held_matrix_and_resamples_on_sb3s_schedule():
+    cfg = ppo_config(use_sde=True, sde_sample_freq=4, policy_kwargs={"net_arch": [8], "log_std_init": -1.0})
+    learner = make_learner(cfg, SPEC)
+    state = learner.init_fn(jax.random.key(0))
+    assert state.exploration.matrices.shape == (N_ENVS, 8, SPEC.action_dim)
+    obs = jax.random.normal(jax.random.key(1), (N_ENVS, 3))
+    first, _, _ = learner.acting.explore(state, obs, jax.random.key(2), jnp.zeros(N_ENVS, bool))
+    again, _, _ = learner.acting.explore(state, obs, jax.random.key(3), jnp.zeros(N_ENVS, bool))
+    np.testing.assert_array_equal(first, again)  # the held matrices, not the acting key, make the noise
+    distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)
+    for env in range(N_ENVS):
+        want = distribution.mean[env] + distribution.latent[env] @ state.exploration.matrices[env]
+        np.testing.assert_allclose(first[env], want, rtol=1e-5)
+    assert [learner.acting.resample_due(n) for n in range(9)] == [True, False, False, False, True] + [False] * 3 + [
+        True
+    ]
+    resampled = learner.acting.resample(state)
+    assert not np.allclose(resampled.exploration.matrices, state.exploration.matrices)
+    only_at_start = make_learner(ppo_config(use_sde=True), SPEC).acting
+    assert [only_at_start.resample_due(n) for n in range(5)] == [True, False, False, False, False]
+
+
+def test_gsde_reads_and_writes_back_and_is_refused_on_discrete_actions():
+    algorithm = get_algo("ppo")
+    cfg = ppo_config(use_sde=True, sde_sample_freq=4)
+    assert algorithm.build_config(algorithm.config_to_hyperparams(cfg), N_ENVS, "again") == cfg
+    assert ppo_config(sde_sample_freq=4).sde_sample_freq == -1  # SB3 reads it only with use_sde
+    with pytest.raises(ConfigError, match="use_sde: gSDE explores in continuous"):
+        make_learner(cfg, EnvSpec(obs_dim=3, action_dim=1, n_actions=2))

@@ -44,6 +44,8 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     target_kl: float | None = None  # stop the update once a minibatch's approx_kl > 1.5 * target_kl
+    use_sde: bool = False  # gSDE: state-dependent exploration with held matrices (Box actions)
+    sde_sample_freq: int = -1  # new matrices every n vector steps of a rollout; -1: at each rollout's start only
     optimizer: Optimizer = "adam"
     optimizer_eps: float = 1e-5  # SB3's ActorCriticPolicy sets Adam's eps to 1e-5; A2C's rms_prop_eps
     rms_prop_alpha: float = 0.99  # RMSprop's decay of the squared-gradient average (A2C)

@@ -23,16 +23,22 @@ import jax.numpy as jnp
 from rlbench.algos.common.acting import Acting
 from rlbench.algos.common.learner import Collection, Learner, no_storage
 from rlbench.algos.ppo.config import PPOConfig, minibatch_size
-from rlbench.algos.ppo.state import PPOState, init_state
+from rlbench.algos.ppo.state import PPOState, init_state, resample_exploration
 from rlbench.algos.ppo.update import LOSS_METRICS, make_update
 from rlbench.buffers.normalization import Normalization, normalize_obs
 from rlbench.buffers.rollout import RolloutState, RolloutStep
+from rlbench.errors import ConfigError
 from rlbench.networks.actor_critic import ActorCritic
 from rlbench.types import EnvSpec, Metrics, Transition
 
 
 def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
-    network = ActorCritic(cfg.network, spec.n_actions if spec.discrete else spec.action_dim, spec.discrete)
+    if cfg.use_sde and spec.discrete:
+        raise ConfigError(
+            "use_sde: gSDE explores in continuous (Box) action spaces, not Discrete ones; set use_sde: False"
+        )
+    n_outputs = spec.n_actions if spec.discrete else spec.action_dim
+    network = ActorCritic(cfg.network, n_outputs, spec.discrete, gsde=cfg.use_sde)
     update_rollout = make_update(cfg, cfg.n_envs)
 
     def update(
@@ -59,7 +65,7 @@ def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
             vector_steps_per_update=cfg.n_steps, learning_starts=0, per_episode=False, stages_truncation=True
         ),
         metric_names=metric_names,
-        acting=ppo_acting(spec.discrete),
+        acting=ppo_acting(spec.discrete, cfg.sde_sample_freq if cfg.use_sde else None),
         parameters=lambda state: state.policy.params,
         activation_bytes=activation_bytes(cfg, spec),
     )
@@ -94,7 +100,10 @@ def staged_rollout(
     return RolloutState(steps=rollout, last_obs=final_obs[-1], position=position)
 
 
-def ppo_acting(discrete: bool) -> Acting:
+def ppo_acting(discrete: bool, sde_sample_freq: int | None) -> Acting:
+    """Acting in a Discrete or Box space; with gSDE (`sde_sample_freq` set) from the held matrices, redrawn
+    at every rollout's start and every sde_sample_freq vector steps into it when that is positive (SB3)."""
+
     def as_env_action(action: jax.Array) -> jax.Array:
         """A Discrete index as the loop's one float column; a Box action as it is."""
         return action.astype(jnp.float32)[:, None] if discrete else action
@@ -102,18 +111,36 @@ def ppo_acting(discrete: bool) -> Acting:
     def explore(state: PPOState, obs: jax.Array, key: jax.Array, episode_start: jax.Array):
         key, draw = jax.random.split(key)
         distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)
+        if state.exploration is not None:  # gSDE: the env's held matrix, no fresh draw
+            return distribution.explore(state.exploration.matrices), state.exploration, key
         return as_env_action(distribution.sample(draw)), state.exploration, key
 
     def sample(state: PPOState, obs: jax.Array, key: jax.Array):
-        action, _, key = explore(state, obs, key, jnp.zeros(obs.shape[:1], bool))
-        return (action if discrete else jnp.clip(action, -1.0, 1.0)), key
+        key, draw = jax.random.split(key)
+        distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)
+        action = distribution.sample(draw)
+        return (as_env_action(action) if discrete else jnp.clip(action, -1.0, 1.0)), key
 
     def evaluate(state: PPOState, obs: jax.Array) -> jax.Array:
         distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)
         mode = distribution.mode()
         return as_env_action(mode) if discrete else jnp.clip(mode, -1.0, 1.0)
 
-    return Acting(explore=explore, sample=sample, evaluate=evaluate, random_warmup=False)
+    if sde_sample_freq is None:
+        return Acting(explore=explore, sample=sample, evaluate=evaluate, random_warmup=False)
+
+    def resample_due(vector_steps_in_rollout: Any) -> Any:
+        n = vector_steps_in_rollout
+        return (n == 0) | (sde_sample_freq > 0 and n % sde_sample_freq == 0)
+
+    return Acting(
+        explore=explore,
+        sample=sample,
+        evaluate=evaluate,
+        random_warmup=False,
+        resample_due=resample_due,
+        resample=resample_exploration,
+    )
 
 
 def activation_bytes(cfg: PPOConfig, spec: EnvSpec) -> int:

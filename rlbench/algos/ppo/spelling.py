@@ -32,8 +32,6 @@ COMMON_KEYS = (
     "sde_sample_freq",
 )
 POLICY_KWARGS = ("net_arch", "activation_fn", "ortho_init", "log_std_init", "share_features_extractor")
-# Read and refused when switched on (sde_sample_freq, as SB3, means nothing without use_sde).
-NOT_YET = {"use_sde": "gSDE for PPO and A2C is not available yet; set use_sde: False (or remove it)"}
 PPO_KEYS = KeySet(
     keys=(*COMMON_KEYS, "batch_size", "n_epochs", "clip_range", "clip_range_vf", "target_kl"),
     policy_kwargs=POLICY_KWARGS,
@@ -74,8 +72,6 @@ def checked_keys(params: Mapping[str, Any], key_set: KeySet, where: str) -> dict
     for key in params:
         if key not in key_set.keys:
             raise unknown_key(key, key_set.keys, where)
-        if key in NOT_YET and params[key] not in (None, False):
-            raise ConfigError(f"{key}: {NOT_YET[key]} (from {where})")
     kwargs = literal_mapping(params.get("policy_kwargs"), "policy_kwargs")
     for key in kwargs:
         if key not in key_set.policy_kwargs:
@@ -90,21 +86,26 @@ def read_common(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: in
         values["learning_rate"] = parse_schedule("learning_rate", params["learning_rate"])
     if "n_steps" in params:
         values["n_steps"] = number(params, "n_steps", int, 1)
-    if "gamma" in params:
-        values["gamma"] = number(params, "gamma", float, 0, 1)
-    if "gae_lambda" in params:
-        values["gae_lambda"] = number(params, "gae_lambda", float, 0, 1)
+    for key in ("gamma", "gae_lambda"):
+        if key in params:
+            values[key] = number(params, key, float, 0, 1)
     for key in ("ent_coef", "vf_coef", "max_grad_norm"):
         if key in params:
             values[key] = number(params, key, float, 0)
-    if "normalize_advantage" in params:
-        values["normalize_advantage"] = boolean(params, "normalize_advantage")
-    policy = params.get("policy", "MlpPolicy")
+    for key in ("normalize_advantage", "use_sde"):
+        if key in params:
+            values[key] = boolean(params, key)
+    if values.get("use_sde") and params.get("sde_sample_freq") is not None:  # SB3 reads it only with use_sde
+        values["sde_sample_freq"] = number(params, "sde_sample_freq", int, -1)
+    check_policy(params.get("policy", "MlpPolicy"))
+    return values
+
+
+def check_policy(policy: Any) -> None:
     if policy != "MlpPolicy":
         raise ConfigError(
             f"policy: {policy!r} is not supported for PPO and A2C yet (image and dict observations); valid: MlpPolicy"
         )
-    return values
 
 
 def read_network(kwargs: Mapping[str, Any]) -> ActorCriticNetConfig:
@@ -205,6 +206,8 @@ def common_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
         "vf_coef": cfg.vf_coef,
         "max_grad_norm": cfg.max_grad_norm,
         "normalize_advantage": cfg.normalize_advantage,
+        "use_sde": cfg.use_sde,
+        "sde_sample_freq": cfg.sde_sample_freq,
         "policy": "MlpPolicy",
         "policy_kwargs": {
             "net_arch": {"pi": list(net.pi), "vf": list(net.vf)},

@@ -1,16 +1,16 @@
 """PPO's learner state (one train state for the policy and value networks: SB3 trains both with one
-optimizer on the summed loss) and how it acts: a sample with its value and log-probability for the
-rollout, or the distribution's mode for evaluation."""
+optimizer on the summed loss) and its exploration state: gSDE's matrices, one per env, when use_sde."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 from flax.training.train_state import TrainState
 
+from rlbench.algos.common.soft_acting import Exploration
 from rlbench.algos.ppo.config import PPOConfig, make_optimizer
 from rlbench.networks.actor_critic import ActorCritic
 
@@ -20,11 +20,11 @@ class PPOState(struct.PyTreeNode):
     key: jax.Array
     step: jax.Array  # int32 gradient steps taken (steps skipped by target_kl not counted)
     n_updates: jax.Array  # int32 SB3's train/n_updates: epochs started
-    exploration: Any = None  # every learner state's acting state (rlbench.algos.common.acting): none for PPO yet
+    exploration: Exploration | None = None  # gSDE's held matrices [n_envs, latent, action] (None without)
 
 
-class Exploration(NamedTuple):
-    """What acting returns for the rollout: the action as sampled (unclipped), V(obs), log pi(action|obs)."""
+class RolloutSample(NamedTuple):
+    """An action as a rollout stores it (the sample, unclipped) with V(obs) and log pi(action | obs)."""
 
     action: jax.Array
     value: jax.Array
@@ -36,23 +36,31 @@ def init_state(cfg: PPOConfig, network: ActorCritic, obs_dim: int, key: jax.Arra
     params = network.init(init_key, jnp.zeros((1, obs_dim), jnp.float32))["params"]
     policy = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer(cfg))
     zero = jnp.zeros((), jnp.int32)
+    exploration = None
+    if cfg.use_sde:  # the key is split only then: without gSDE the key stream is the one it always was
+        key, exploration_key = jax.random.split(key)
+        exploration = draw_matrices(params, exploration_key, cfg.n_envs)
     # An int32 counter, not TrainState's Python 0: a weakly typed leaf would change type after the
     # first update and make the next call trace again.
-    return PPOState(policy=policy.replace(step=zero), key=key, step=zero, n_updates=zero)
+    return PPOState(policy=policy.replace(step=zero), key=key, step=zero, n_updates=zero, exploration=exploration)
 
 
-def explore(state: PPOState, obs: jax.Array, key: jax.Array) -> Exploration:
-    """A sampled action per row of obs [B, obs_dim], as stored in the rollout."""
+def draw_matrices(params: dict, key: jax.Array, n_envs: int) -> Exploration:
+    """gSDE's matrices W ~ N(0, exp(log_std)^2), one per env, and the key of the next draw."""
+    key, draw = jax.random.split(key)
+    std = jnp.exp(params["log_std"])
+    return Exploration(std * jax.random.normal(draw, (n_envs, *std.shape), std.dtype), key)
+
+
+def resample_exploration(state: PPOState) -> PPOState:
+    """New matrices from the std as it is now (SB3's reset_noise: every rollout's start, every sde_sample_freq)."""
+    exploration = state.exploration
+    matrices = draw_matrices(state.policy.params, exploration.key, exploration.matrices.shape[0])
+    return state.replace(exploration=matrices)
+
+
+def sample_for_rollout(state: PPOState, obs: jax.Array, key: jax.Array) -> RolloutSample:
+    """A sampled action per row of obs [B, obs_dim] with its value and log-probability (fresh noise)."""
     distribution, value = state.policy.apply_fn({"params": state.policy.params}, obs)
     action = distribution.sample(key)
-    return Exploration(action=action, value=value, log_prob=distribution.log_prob(action))
-
-
-def value_of(state: PPOState, obs: jax.Array) -> jax.Array:
-    """V(obs) [B]: the bootstrap of a truncated episode's final observation (RolloutStep.final_value)."""
-    return state.policy.apply_fn({"params": state.policy.params}, obs)[1]
-
-
-def deterministic_action(state: PPOState, obs: jax.Array) -> jax.Array:
-    distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)
-    return distribution.mode()
+    return RolloutSample(action=action, value=value, log_prob=distribution.log_prob(action))
