@@ -107,6 +107,23 @@ class VecNormalizeStats:
             clip_reward=cfg.clip_reward,
         )
 
+    def scaled_obs(self, obs: np.ndarray) -> np.ndarray:
+        """Observations [n_seeds, n_envs, obs_dim] scaled with the statistics as they are now, in float32 with
+        the float32 statistics of `device()`: what an on-policy learner acts on and stores (SB3's VecNormalize
+        gives PPO its scaled observations)."""
+        stats = self.device()
+        if stats.obs_mean is None:
+            return obs
+        scaled = (obs.astype(np.float32) - stats.obs_mean[:, None]) / stats.obs_std[:, None]
+        return np.clip(scaled, -stats.clip_obs, stats.clip_obs)
+
+    def scaled_rewards(self, reward: np.ndarray) -> np.ndarray:
+        """Rewards [n_seeds, n_envs] scaled as VecNormalize scales them (float64, then float32), as they are now."""
+        if not self.config.norm_reward:
+            return reward
+        scaled = reward / np.sqrt(self.ret.var[:, None] + self.config.epsilon)
+        return np.clip(scaled, -self.config.clip_reward, self.config.clip_reward).astype(np.float32)
+
     def scale_reward(self, reward: np.ndarray, seed_index: int = 0) -> np.ndarray:
         """Rewards divided by sqrt(var(R) + epsilon) and clipped (VecNormalize.normalize_reward), frozen."""
         scaled = reward / np.sqrt(self.ret.var[seed_index] + self.config.epsilon)

@@ -40,8 +40,9 @@ def act(loop: LoopRun) -> np.ndarray:
     else:
         if loop.schedule.resample_due(host):  # gSDE: new exploration matrices
             loop.state = programs.resample_exploration(loop.state)
+        obs, normalization = loop.policy_inputs()
         device_action, exploration, host.act_key = programs.act(
-            loop.state, axis.device(host.obs), host.act_key, episode_starts(loop), loop.normalization()
+            loop.state, obs, host.act_key, episode_starts(loop), normalization
         )
         loop.state = loop.state.replace(exploration=exploration)
         action = axis.host(device_action)
@@ -79,10 +80,13 @@ def stage(loop: LoopRun, action: np.ndarray, step: VectorStep) -> None:
     """Stage the transitions for the next training iteration and move on: observations, the statistics of
     `normalize`, the counters, each env's episode (finished ones to the Monitor files)."""
     host = loop.host
-    host.pending.add(host.obs, action, step.reward, step.final_obs, step.terminated, step.truncated)
+    if host.normalizer is not None and loop.programs.learner.collection.stages_rollout:
+        staged_step_as_seen(loop, action, step)
+    else:
+        host.pending.add(host.obs, action, step.reward, step.final_obs, step.terminated, step.truncated)
+        if host.normalizer is not None:
+            host.normalizer.observe_step(step.next_obs, step.reward, step.done)
     host.obs = step.next_obs
-    if host.normalizer is not None:
-        host.normalizer.observe_step(host.obs, step.reward, step.done)
     host.env_steps += loop.run.n_envs
     host.vector_steps += 1
     for index, seed in enumerate(host.seeds):
@@ -90,3 +94,14 @@ def stage(loop: LoopRun, action: np.ndarray, step: VectorStep) -> None:
         for env_index, episode_return, length in seed.episodes.step(step.reward[index], step.done[index]):
             if monitor is not None:
                 monitor.episode(env_index, episode_return, length)
+
+
+def staged_step_as_seen(loop: LoopRun, action: np.ndarray, step: VectorStep) -> None:
+    """An on-policy rollout's step with `normalize`, as SB3's VecNormalize gives it to PPO: the observation the
+    policy acted on, scaled with the statistics it acted with; then the statistics move with this step, and
+    the reward and the observation the step ended in are scaled with the moved ones."""
+    normalizer, pending = loop.host.normalizer, loop.host.pending
+    obs = normalizer.scaled_obs(loop.host.obs)  # bit for bit what the policy acted on (LoopRun.policy_inputs)
+    normalizer.observe_step(step.next_obs, step.reward, step.done)
+    final_obs, reward = normalizer.scaled_obs(step.final_obs), normalizer.scaled_rewards(step.reward)
+    pending.add(obs, action, reward, final_obs, step.terminated, step.truncated)

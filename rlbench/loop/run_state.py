@@ -114,6 +114,15 @@ class LoopRun:
         normalizer = self.host.normalizer
         return None if normalizer is None else self.axis.device(normalizer.device())
 
+    def policy_inputs(self) -> tuple[Any, Normalization | None]:
+        """(the current observations for the device, the statistics it scales them with). An on-policy learner
+        with `normalize` gets them scaled here, on the host (and no statistics): the rollout stages the very
+        array the policy acted on (rlbench.loop.collect.stage), as SB3's PPO stores VecNormalize's output."""
+        normalizer = self.host.normalizer
+        if normalizer is not None and self.programs.learner.collection.stages_rollout:
+            return self.axis.device(normalizer.scaled_obs(self.host.obs)), None
+        return self.axis.device(self.host.obs), self.normalization()
+
     def by_seed(self, flat: np.ndarray) -> np.ndarray:
         """[n_seeds * n, ...] -> [n_seeds, n, ...]: the vector env's rows, seed after seed."""
         return flat.reshape(self.axis.n_seeds, -1, *flat.shape[1:])

@@ -61,7 +61,7 @@ def start(
     flat_obs = env.reset(seed=env_seeds(seeds, 0, run.n_envs))[0]
     obs = flat_obs.reshape(axis.n_seeds, run.n_envs, -1)
     capacity = schedule.staging_capacity
-    stages_truncation = programs.learner.collection.stages_truncation
+    stages_truncation = programs.learner.collection.stages_rollout
     if resume is None:
         host = new_host_state(seeds, obs, act_key, spec, learning_starts, capacity, run.normalize)
         host.pending.stages_truncation = stages_truncation

@@ -18,7 +18,7 @@ def train_if_due(loop: LoopRun, episode_ended: bool) -> bool:
         return False
     new = loop.axis.device(host.pending.take())
     if schedule.fused_update_due(host):
-        obs, normalization = loop.axis.device(host.obs), loop.normalization()
+        obs, normalization = loop.policy_inputs()
         inputs = IterationInputs(
             new, progress_remaining(loop), obs, host.act_key, normalization, loop.training, episode_starts(loop)
         )

@@ -218,11 +218,6 @@ def check_learner_fits(
             f"algorithms for Discrete actions: {', '.join(acting_in('Discrete'))}"
         )
     built = algo.make_learner(config, envs.spec)  # what it stores and when it trains, not its programs
-    if built.storage.replay is None and learner.normalize is not None:
-        raise ConfigError(
-            f"normalize: not available for --algo {algo.name} yet (an on-policy rollout must keep the observations "
-            "as normalized when it was collected); remove normalize from the entry or -params"
-        )
     if built.collection.per_episode and n_seeds > 1:
         raise ConfigError(
             f"train_freq: {config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "

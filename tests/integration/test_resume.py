@@ -72,7 +72,6 @@ PPO_TINY = [
     "--log-interval",
     "-2",
     "-params",
-    "use_sde:False",
     "n_steps:64",
     "batch_size:32",
     "n_epochs:2",
@@ -112,7 +111,9 @@ def state_hash(path):
         # mid-episode, and the resumed run must count the episodes and their steps as the first one did.
         ("sac", SAC_TINY, ["train_freq:[1, 'episode']", "gradient_steps:-1"]),
         ("td3", TD3_OU_TINY, ["n_envs:2", "train_freq:3", "gradient_steps:2"]),
-        ("ppo", PPO_TINY, ["n_envs:2", "learning_rate:lin_1e-3", "clip_range:lin_0.2"]),
+        ("ppo", PPO_TINY, ["n_envs:2", "use_sde:False", "learning_rate:lin_1e-3", "clip_range:lin_0.2"]),
+        # gSDE's held matrices and a rollout staged as the policy saw it (normalize) both continue.
+        ("ppo", PPO_TINY, ["n_envs:2", "normalize:True", "use_sde:True", "sde_sample_freq:4"]),
     ],
 )
 def test_resume_from_a_checkpoint_is_bit_identical_to_never_stopping(tmp_path, algo, argv, extra):

@@ -59,7 +59,7 @@ def test_staged_rollout_reads_values_and_log_probs_row_by_row(spec):
     learner = make_learner(cfg, spec)
     state = learner.init_fn(jax.random.key(1))
     new = staged(spec=spec)
-    rollout = staged_rollout(state, new, N_STEPS, spec, None)
+    rollout = staged_rollout(state, new, N_STEPS, spec)
     apply = state.policy.apply_fn
     for t in range(N_STEPS):
         for env in range(N_ENVS):
@@ -90,7 +90,7 @@ def test_advantages_of_staged_transitions_match_sb3s_loop():
             if not ended[t, env]:
                 obs[t + 1, env] = next_obs[t, env]
     new = new._replace(obs=jnp.asarray(obs.reshape(-1, 3)))
-    rollout = staged_rollout(state, new, N_STEPS, SPEC, None)
+    rollout = staged_rollout(state, new, N_STEPS, SPEC)
     _, last_value = state.policy.apply_fn({"params": state.policy.params}, rollout.last_obs)
     got = generalized_advantages(rollout.steps, last_value, cfg.gamma, cfg.gae_lambda)
     want, _ = sb3_gae_loop(rollout.steps, last_value, ended[-1], cfg.gamma, cfg.gae_lambda)
@@ -270,3 +270,28 @@ def test_gsde_reads_and_writes_back_and_is_refused_on_discrete_actions():
     assert ppo_config(sde_sample_freq=4).sde_sample_freq == -1  # SB3 reads it only with use_sde
     with pytest.raises(ConfigError, match="use_sde: gSDE explores in continuous"):
         make_learner(cfg, EnvSpec(obs_dim=3, action_dim=1, n_actions=2))
+
+
+def test_an_on_policy_rollout_is_scaled_on_the_host_as_vecnormalize_scales_it():
+    """With normalize an on-policy learner acts on observations scaled on the host, and the rollout stages
+    that array (rlbench.loop.run_state.LoopRun.policy_inputs): float32 with the float32 statistics the device
+    uses elsewhere, to within an ulp of the device's own scaling; rewards as VecNormalize (float64)."""
+    from rlbench.buffers.normalization import NormalizeConfig, normalize_obs
+    from rlbench.envs.obs_normalizer import VecNormalizeStats
+
+    rng = np.random.default_rng(0)
+    stats = VecNormalizeStats.new(NormalizeConfig(clip_obs=3.0), n_seeds=2, n_envs=3, obs_dim=4)
+    stats.observe_reset(rng.normal(2.0, 5.0, (2, 3, 4)))
+    for _ in range(5):
+        stats.observe_step(rng.normal(2.0, 5.0, (2, 3, 4)), rng.normal(0, 10, (2, 3)), rng.random((2, 3)) < 0.2)
+    obs, reward = rng.normal(2.0, 20.0, (2, 3, 4)), rng.normal(0, 50, (2, 3))
+    host_obs, host_reward = stats.scaled_obs(obs), stats.scaled_rewards(reward)
+    device = stats.device()
+    for seed in range(2):
+        per_seed = jax.tree.map(lambda x, i=seed: x[i], device)
+        want = (obs[seed] - stats.obs.mean[seed]) / np.sqrt(stats.obs.var[seed] + 1e-8)
+        np.testing.assert_allclose(host_obs[seed], np.clip(want, -3, 3), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(host_obs[seed], normalize_obs(obs[seed], per_seed), rtol=1e-6, atol=1e-7)
+        want_reward = np.clip(reward[seed] / np.sqrt(stats.ret.var[seed] + 1e-8), -10, 10).astype(np.float32)
+        np.testing.assert_array_equal(host_reward[seed], want_reward)
+    assert np.abs(host_obs).max() == 3.0 and host_obs.dtype == np.float32

@@ -37,7 +37,10 @@ class Collection(NamedTuple):
     vector_steps_per_update: int  # train_freq (off-policy, in steps or episodes) or n_steps (a rollout)
     learning_starts: int  # env steps of warm-up before the first update (0 on-policy)
     per_episode: bool  # train_freq in episodes: train at the end of every train_freq-th episode (one env)
-    stages_truncation: bool  # the staged transitions keep `truncated` (GAE stops at every episode end)
+    # The staged transitions are a rollout: they keep `truncated` (GAE stops at every episode end), and with
+    # `normalize` the observations and rewards as the policy saw them (scaled when collected, as SB3's
+    # VecNormalize hands them to PPO), where a replay buffer keeps them as the envs returned them.
+    stages_rollout: bool
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,7 @@ def assemble_learner(
             vector_steps_per_update=cfg.train_freq,
             learning_starts=cfg.learning_starts,
             per_episode=cfg.train_freq_unit == "episode",
-            stages_truncation=False,
+            stages_rollout=False,
         ),
         train_fn=make_train(cfg, buffer, gradient_steps),
         gradient_steps_fn=gradient_steps,

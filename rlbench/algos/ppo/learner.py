@@ -25,7 +25,7 @@ from rlbench.algos.common.learner import Collection, Learner, no_storage
 from rlbench.algos.ppo.config import PPOConfig, minibatch_size
 from rlbench.algos.ppo.state import PPOState, init_state, resample_exploration
 from rlbench.algos.ppo.update import LOSS_METRICS, make_update
-from rlbench.buffers.normalization import Normalization, normalize_obs
+from rlbench.buffers.normalization import Normalization
 from rlbench.buffers.rollout import RolloutState, RolloutStep
 from rlbench.errors import ConfigError
 from rlbench.networks.actor_critic import ActorCritic
@@ -49,7 +49,8 @@ def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
         first_step: jax.Array,
         normalization: Normalization | None,
     ) -> tuple[PPOState, Any, Metrics]:
-        rollout = staged_rollout(state, new, cfg.n_steps, spec, normalization)
+        # The loop stages a rollout as the policy saw it (scaled when collected, with `normalize`): not again.
+        rollout = staged_rollout(state, new, cfg.n_steps, spec)
         state, metrics = update_rollout(state, rollout, progress_remaining)
         return state, storage_state, metrics
 
@@ -62,7 +63,7 @@ def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
         update_fn=update,
         storage=no_storage(),
         collection=Collection(
-            vector_steps_per_update=cfg.n_steps, learning_starts=0, per_episode=False, stages_truncation=True
+            vector_steps_per_update=cfg.n_steps, learning_starts=0, per_episode=False, stages_rollout=True
         ),
         metric_names=metric_names,
         acting=ppo_acting(spec.discrete, cfg.sde_sample_freq if cfg.use_sde else None),
@@ -71,13 +72,11 @@ def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
     )
 
 
-def staged_rollout(
-    state: PPOState, new: Transition, n_steps: int, spec: EnvSpec, normalization: Normalization | None
-) -> RolloutState:
+def staged_rollout(state: PPOState, new: Transition, n_steps: int, spec: EnvSpec) -> RolloutState:
     """The staged transitions [n_steps * n_envs, ...] (step after step) as a rollout [n_steps, n_envs, ...]
     with V(obs), log pi(action | obs) and V(final obs) from the state's parameters."""
     steps = jax.tree.map(lambda x: x.reshape(n_steps, -1, *x.shape[1:]), new)
-    obs, final_obs = normalize_obs(steps.obs, normalization), normalize_obs(steps.next_obs, normalization)
+    obs, final_obs = steps.obs, steps.next_obs
     action = steps.action[..., 0].astype(jnp.int32) if spec.discrete else steps.action
     apply = state.policy.apply_fn
     variables = {"params": state.policy.params}
