@@ -24,15 +24,22 @@ EVAL_METRICS = ("eval/mean_reward", "eval/std_reward", "eval/mean_ep_length", ST
 
 
 def log_due(loop: LoopRun, start: float, start_steps: int) -> None:
-    """Each training seed logs once log_interval more of its episodes have ended (SB3's rhythm)."""
+    """Each training seed logs once log_interval more of its episodes have ended, or, on-policy, after every
+    log_interval-th rollout's update (SB3's rhythms: OffPolicyAlgorithm's and OnPolicyAlgorithm's)."""
     run, host = loop.run, loop.host
     if run.log_interval <= 0:
         return
-    due = [
-        index
-        for index, seed in enumerate(host.seeds)
-        if seed.failed is None and len(seed.episodes.finished_returns) - seed.episodes_at_last_log >= run.log_interval
-    ]
+    iterations = rollouts_done(loop)
+    if iterations is None:
+        due = [
+            index
+            for index, seed in enumerate(host.seeds)
+            if seed.failed is None
+            and len(seed.episodes.finished_returns) - seed.episodes_at_last_log >= run.log_interval
+        ]
+    else:
+        ends_a_logged_rollout = host.pending.count == 0 and iterations > 0 and iterations % run.log_interval == 0
+        due = [index for index, seed in enumerate(host.seeds) if seed.failed is None] if ends_a_logged_rollout else []
     if not due:
         return
     for index in due:
@@ -42,6 +49,8 @@ def log_due(loop: LoopRun, start: float, start_steps: int) -> None:
     # As SB3's: env steps (per seed, as a single run's) per second, and whole seconds since this process began
     # training, both integers as SB3 logs them.
     times = {"time/fps": int((host.env_steps - start_steps) / elapsed), "time/time_elapsed": int(elapsed)}
+    if iterations is not None:
+        times["time/iterations"] = iterations
     for index in due:
         seed = host.seeds[index]
         if seed.failed is None:
@@ -117,3 +126,11 @@ class ProgressBar:
             rate="-" if rate is None else f"{rate * self.n_seeds:.0f}",  # env steps of all seeds
             eta="-" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta)),
         )
+
+
+def rollouts_done(loop: LoopRun) -> int | None:
+    """The rollouts collected so far, SB3's time/iterations (an on-policy learner trains on each one); None for
+    an off-policy learner."""
+    if not loop.programs.learner.collection.stages_rollout:
+        return None
+    return loop.host.env_steps // loop.schedule.staging_capacity

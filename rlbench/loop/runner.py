@@ -138,7 +138,8 @@ def opened_outputs(
     """Each seed's logger and Monitor file (closed on the way out), and the run's checkpoint writer."""
     settings = [output.checkpoints for output in outputs]
     saves = RunCheckpoints(None if None in settings else settings, programs.axis, run.n_envs)
-    metric_names = [*ROLLOUT_METRICS, *EVAL_METRICS, *programs.learner.metric_names]
+    on_policy = ("time/iterations",) if programs.learner.collection.stages_rollout else ()  # SB3's rollouts count
+    metric_names = [*ROLLOUT_METRICS, *on_policy, *EVAL_METRICS, *programs.learner.metric_names]
     if len(outputs) > 1:
         metric_names.append(DIVERGED_METRIC)
     loggers = [output.make_logger(metric_names) for output in outputs]

@@ -278,7 +278,7 @@ def experiment(
         )
     return Experiment(
         algo=algo,
-        run=run_config(request, learner, envs, seeds.seeds[0]),
+        run=run_config(request, algo, learner, envs, seeds.seeds[0]),
         learner_config=config,
         hyperparams=resolved_hyperparams(algo, learner, envs),
         spaces=envs.spaces,
@@ -290,7 +290,7 @@ def experiment(
     )
 
 
-def run_config(request: RunRequest, learner: LearnerSettings, envs: Envs, seed: int) -> RunConfig:
+def run_config(request: RunRequest, algo: Algorithm, learner: LearnerSettings, envs: Envs, seed: int) -> RunConfig:
     return RunConfig(
         env_id=request.env,
         n_timesteps=learner.n_timesteps,
@@ -304,7 +304,7 @@ def run_config(request: RunRequest, learner: LearnerSettings, envs: Envs, seed: 
         eval_freq=request.eval_freq,
         eval_episodes=request.eval_episodes,
         n_eval_envs=request.n_eval_envs,
-        log_interval=4 if request.log_interval == -1 else request.log_interval,
+        log_interval=algo.log_interval if request.log_interval == -1 else request.log_interval,
         verbose=request.verbose,
         progress=request.progress,
         normalize=learner.normalize,

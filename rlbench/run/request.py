@@ -41,7 +41,7 @@ class RunRequest:
     eval_freq: int = 25_000
     eval_episodes: int = 5
     n_eval_envs: int = 1
-    log_interval: int = -1  # -1: every 4 episodes; < -1: never
+    log_interval: int = -1  # -1: the algorithm's (SB3's: 4 episodes off-policy, PPO 1 rollout, A2C 100); < -1: never
     verbose: int = 1
     progress: bool = False
     trial_id: int | None = None

@@ -38,6 +38,8 @@ class Algorithm:
     preset: Mapping[str, Any] = field(default_factory=dict)  # hyperparameters (file spelling) below the file entry
     architecture_keys: tuple[str, ...] = ARCHITECTURE_KEYS  # policy_kwargs a resume cannot change
     action_spaces: tuple[str, ...] = ("Box",)  # the gymnasium action spaces it acts in
+    # SB3's learn(log_interval) default: episodes between logs off-policy (4), rollouts on-policy (PPO 1, A2C 100)
+    log_interval: int = 4
     # The keys other algorithms read and this one does not, with those algorithms (set by the registry), so that
     # an entry moved from one algorithm to another is refused naming the algorithm its key belongs to.
     foreign_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -17,9 +17,9 @@ from rlbench.algos.ppo.spelling import (
 ON_POLICY_SPACES = ("Box", "Discrete")
 PPO = Algorithm(
     "ppo", PPO_KEYS, read_ppo, ppo_hyperparams, make_learner, PPO_SPACE,
-    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, log_interval=1,
 )  # fmt: skip
 A2C = Algorithm(
     "a2c", A2C_KEYS, read_a2c, a2c_hyperparams, make_learner, A2C_SPACE,
-    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, log_interval=100,
 )  # fmt: skip
