@@ -354,3 +354,23 @@ def test_the_soft_open_file_limit_is_raised_when_the_hard_one_allows():
         assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 756
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_vmapped_ppo_seeds_train_as_separate_runs_with_those_seeds():
+    """PPO under --n-seeds (one vmapped update per rollout for all seeds): after three rollouts of 16 steps x
+    2 envs and their updates, each seed's learner state is a single run's with that seed (to float32
+    rounding: vmapped matrix products may round differently)."""
+    keys = {"n_steps": 16, "batch_size": 16, "n_epochs": 2, "policy_kwargs": {"net_arch": [16]}}
+    cfg = ALGORITHMS["ppo"].build_config(keys, 2, "test")
+    run = RunConfig(env_id="Pendulum-v1", n_timesteps=96, n_envs=2, eval_freq=-1, verbose=0, seed=7)
+    group = train_seeds(run, ALGORITHMS["ppo"], cfg, [SeedOutput(NO_LOG) for _ in range(2)])
+    assert np.asarray(group.state.n_updates).tolist() == [6, 6]  # 3 rollouts x 2 epochs, each seed
+    singles = [
+        train(RunConfig(**{**vars(run), "seed": 7 + index}), ALGORITHMS["ppo"], cfg, NO_LOG) for index in range(2)
+    ]
+    for index, single in enumerate(singles):
+        seed_state = jax.tree.map(lambda x, i=index: x[i], group.state)
+        for ours, theirs in zip(leaves(seed_state), leaves(single.state), strict=True):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+    first, second = (leaves(single.state.policy.params)[0] for single in singles)
+    assert not np.allclose(first, second)  # the seeds really differ
