@@ -227,10 +227,36 @@ def test_each_epoch_covers_every_sample_exactly_once_in_a_fresh_order():
     assert orders[0].tolist() != orders[1].tolist()
 
 
-def test_batch_size_must_divide_the_rollout():
+def test_batch_size_fits_in_the_rollout():
     assert minibatch_size(PPOConfig(batch_size=4), 16) == 4 and minibatch_size(a2c_config(), 10) == 10
-    with pytest.raises(ValueError, match="must divide"):
-        minibatch_size(PPOConfig(batch_size=5), 16)
+    assert minibatch_size(PPOConfig(batch_size=5), 16) == 5  # a last minibatch of 1 (SB3's)
+    with pytest.raises(ValueError, match="must be in"):
+        minibatch_size(PPOConfig(batch_size=17), 16)
+
+
+def test_a_batch_size_that_does_not_divide_ends_each_epoch_with_sb3s_smaller_minibatch():
+    """10 samples in minibatches of 4: SB3 takes permutation[0:4], [4:8], [8:10]. The fused epoch pads the last
+    to 4 with weight 0, and its loss (advantage normalization included) is the loss of its 2 samples alone."""
+    cfg, state, rollout = ppo_setup(n_steps=5, batch_size=4)
+    flat = rollout_samples(cfg, state.policy, rollout)  # 5 steps x 2 envs
+    key = jax.random.key(9)
+    minibatches = epoch_minibatches(flat, key, 3, 4)
+    order = np.asarray(jax.random.permutation(key, 10))
+    np.testing.assert_array_equal(np.asarray(minibatches.weight), [[1] * 4, [1] * 4, [1, 1, 0, 0]])
+    last = jax.tree.map(lambda x: x[2], minibatches)
+    alone = jax.tree.map(lambda x: x[order[8:]], flat)
+    np.testing.assert_array_equal(last.advantage[:2], alone.advantage)
+    settings = loss_settings(cfg, jnp.float32(1.0))
+    padded_loss, padded_metrics = ppo_loss(state.policy.params, state.policy.apply_fn, last, settings)
+    alone_loss, alone_metrics = ppo_loss(state.policy.params, state.policy.apply_fn, alone, settings)
+    np.testing.assert_allclose(padded_loss, alone_loss, rtol=1e-6)
+    for name in alone_metrics:
+        np.testing.assert_allclose(padded_metrics[name], alone_metrics[name], rtol=1e-5, atol=1e-7, err_msg=name)
+    grad = jax.grad(lambda p, b: ppo_loss(p, state.policy.apply_fn, b, settings)[0])
+    assert_params_close(grad(state.policy.params, last), grad(state.policy.params, alone), tol=1e-5)
+    update = jax.jit(make_update(cfg, N_ENVS))
+    updated, metrics = update(state, rollout, jnp.float32(1.0))
+    assert int(metrics["train/n_updates"]) == cfg.n_epochs and int(updated.step) == 3 * cfg.n_epochs
 
 
 def looped_update(cfg: PPOConfig, state, rollout, progress):

@@ -73,14 +73,12 @@ def a2c_config(**overrides: object) -> PPOConfig:
 
 
 def minibatch_size(cfg: PPOConfig, rollout_size: int) -> int:
-    """The samples per gradient step for a rollout of `rollout_size` (n_steps * n_envs) samples.
-
-    The fused epoch scans equal minibatches, so batch_size must divide the rollout (SB3 would end each
-    epoch with a smaller one): checked here, before anything is traced.
-    """
+    """The samples per gradient step for a rollout of `rollout_size` (n_steps * n_envs) samples: batch_size,
+    or the whole rollout (A2C). One that does not divide the rollout ends each epoch with a smaller minibatch,
+    as SB3's (rlbench.algos.ppo.update pads it to this size)."""
     size = rollout_size if cfg.batch_size is None else cfg.batch_size
-    if not 1 <= size <= rollout_size or rollout_size % size:
-        raise ValueError(f"batch_size {size} must divide the rollout's {rollout_size} samples")
+    if not 1 <= size <= rollout_size:
+        raise ValueError(f"batch_size {size} must be in [1, the rollout's {rollout_size} samples]")
     return size
 
 

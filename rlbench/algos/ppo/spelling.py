@@ -7,6 +7,7 @@ select the optimizer, and a2c.yml's entries set no batch_size or n_epochs (one f
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -161,9 +162,10 @@ def checked(cfg: PPOConfig, where: str) -> PPOConfig:
             f"{cfg.n_envs} = {rollout} samples (from {where})"
         )
     if cfg.batch_size is not None and rollout % cfg.batch_size:
-        raise ConfigError(
-            f"batch_size: {cfg.batch_size} does not divide the rollout's n_steps x n_envs = {rollout} samples; "
-            f"rlbench fuses equal minibatches, choose a divisor of {rollout} (from {where})"
+        warnings.warn(  # SB3's warning: the last minibatch of each epoch is smaller than the others
+            f"batch_size: {cfg.batch_size} does not divide the rollout's n_steps x n_envs = {rollout} samples: "
+            f"each epoch ends with a minibatch of {rollout % cfg.batch_size} (from {where})",
+            stacklevel=3,
         )
     if rollout == 1 and cfg.normalize_advantage:
         raise ConfigError(

@@ -70,13 +70,23 @@ def minibatch_step(
     return jax.lax.cond(carry.going, compute, skip, carry)
 
 
-def epoch_minibatches(flat: Minibatch, key: jax.Array | None, n_minibatches: int) -> Minibatch:
-    """[N, ...] samples -> [n_minibatches, N / n_minibatches, ...] in the order of a fresh permutation
-    (`key`), or in rollout order when `key` is None (one full-batch minibatch: the order changes nothing)."""
+def epoch_minibatches(
+    flat: Minibatch, key: jax.Array | None, n_minibatches: int, batch_size: int | None = None
+) -> Minibatch:
+    """[N, ...] samples -> [n_minibatches, B, ...] in the order of a fresh permutation (`key`), or in rollout
+    order when `key` is None (one full-batch minibatch: the order changes nothing). B is N / n_minibatches, or
+    `batch_size` when it does not divide N: the last minibatch then holds the N mod B samples left (SB3's)
+    and padding, weighted 0 (Minibatch.weight)."""
+    n = flat.advantage.shape[0]
     if key is not None:
-        permutation = jax.random.permutation(key, flat.advantage.shape[0])
+        permutation = jax.random.permutation(key, n)
         flat = jax.tree.map(lambda x: x[permutation], flat)
-    return fuse_steps(flat, n_minibatches)
+    if batch_size is None or n_minibatches * batch_size == n:
+        return fuse_steps(flat, n_minibatches)
+    padding = n_minibatches * batch_size - n
+    padded = jax.tree.map(lambda x: jnp.concatenate([x, jnp.zeros((padding, *x.shape[1:]), x.dtype)]), flat)
+    weight = (jnp.arange(n + padding) < n).astype(jnp.float32)
+    return fuse_steps(padded._replace(weight=weight), n_minibatches)
 
 
 def epoch_keys(key: jax.Array, n_epochs: int) -> tuple[jax.Array, jax.Array]:
@@ -108,7 +118,8 @@ def loss_settings(cfg: PPOConfig, progress_remaining: jax.Array) -> LossSettings
 def make_update(cfg: PPOConfig, n_envs: int):
     """update(state, rollout, progress_remaining) -> (state, metrics) for rollouts of cfg.n_steps x n_envs."""
     rollout_size = cfg.n_steps * n_envs
-    n_minibatches = rollout_size // minibatch_size(cfg, rollout_size)
+    batch_size = minibatch_size(cfg, rollout_size)
+    n_minibatches = -(-rollout_size // batch_size)  # a last, smaller minibatch when batch_size does not divide
     shuffles = cfg.batch_size is not None
 
     def update(state: PPOState, rollout: RolloutState, progress_remaining: jax.Array) -> tuple[PPOState, Metrics]:
@@ -119,7 +130,7 @@ def make_update(cfg: PPOConfig, n_envs: int):
         key, keys = epoch_keys(state.key, cfg.n_epochs)
 
         def epoch(carry: StepCarry, epoch_key: jax.Array):
-            minibatches = epoch_minibatches(flat, epoch_key if shuffles else None, n_minibatches)
+            minibatches = epoch_minibatches(flat, epoch_key if shuffles else None, n_minibatches, batch_size)
             return jax.lax.scan(lambda c, b: minibatch_step(cfg, settings, c, b), carry, minibatches)
 
         start = StepCarry(policy=policy, going=jnp.array(True), steps_taken=jnp.zeros((), jnp.int32))
