@@ -1,7 +1,9 @@
 """Building gymnasium vector environments the training loop can trust.
 
 - Actions are rescaled from [-1, 1] to the Box bounds here, and only here (`RescaleAction` on each
-  env): the learner, the buffer and the random warm-up all work in [-1, 1].
+  env): the learner, the buffer and the random warm-up all work in [-1, 1]. A Discrete env takes the
+  action's index instead, in one action column (rlbench.envs.discrete), and is not rescaled. No other
+  action space is accepted.
 - Vector envs run in SAME_STEP autoreset mode: on an episode end `step` returns the first
   observation of the next episode, and the true final observation in `info["final_obs"]`, which the
   loop stores as `next_obs` so a truncated transition bootstraps from where it really ended.
@@ -35,6 +37,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from gymnasium.vector.async_vector_env import AsyncState
 
 from rlbench.envs.bounds import non_finite_kwarg, unrescalable_bounds
+from rlbench.envs.discrete import MAX_ACTIONS, IndexActions, action_count
 from rlbench.envs.jax_native.gym_env import JaxGymEnv, jax_env_spaces
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
 from rlbench.envs.jax_native.packages import shown_kwargs
@@ -94,7 +97,7 @@ def make_single_env(
     record_episodes: bool = False,
     render_mode: str | None = None,
 ) -> gym.Env:
-    """One env with flat float32 Box observations and a [-1, 1] Box action space.
+    """One env with flat float32 Box observations and a [-1, 1] Box action space (or a Discrete env's index).
 
     `wrappers` (checked by `rlbench.envs.wrappers.parse_env_wrappers`) wrap the env in order right after
     `gym.make`, as RL Zoo's env_wrapper; `packages` are imported first (they register custom envs, also in
@@ -131,13 +134,16 @@ def make_single_env(
 
 
 def flat_box_in_unit_actions(env: gym.Env, env_id: str) -> gym.Env:
-    """`env` with flat Box observations and a [-1, 1] Box action space; ConfigError for other spaces."""
-    if not isinstance(env.action_space, gym.spaces.Box):
-        raise ConfigError(f"{env_id}: rlbench's learners need a continuous (Box) action space, got {env.action_space}")
+    """`env` with flat Box observations and a [-1, 1] Box action space, or a Discrete env taking its action's
+    index (rlbench.envs.discrete); ConfigError for other spaces."""
     if not isinstance(env.observation_space, gym.spaces.Box):
         raise ConfigError(f"{env_id}: rlbench needs a Box observation space, got {env.observation_space}")
     if len(env.observation_space.shape) != 1:
         env = gym.wrappers.FlattenObservation(env)
+    if isinstance(env.action_space, gym.spaces.Discrete):
+        return index_actions(env, env_id)
+    if not isinstance(env.action_space, gym.spaces.Box) or not np.issubdtype(env.action_space.dtype, np.floating):
+        raise ConfigError(f"{env_id}: rlbench supports Box (float) and Discrete action spaces, got {env.action_space}")
     low, high = env.action_space.low, env.action_space.high
     if (unrescalable := unrescalable_bounds(low, high)) is not None:
         raise ConfigError(f"{env_id}: {unrescalable}")
@@ -145,6 +151,16 @@ def flat_box_in_unit_actions(env: gym.Env, env_id: str) -> gym.Env:
         ones = np.ones(env.action_space.shape, np.float32)  # float32 bounds: no precision warning
         env = gym.wrappers.RescaleAction(env, min_action=-ones, max_action=ones)
     return env
+
+
+def index_actions(env: gym.Env, env_id: str) -> IndexActions:
+    """A Discrete env taking its action's index; ConfigError for more actions than the index column holds."""
+    if env.action_space.n > MAX_ACTIONS:
+        raise ConfigError(
+            f"{env_id}: {env.action_space} has more actions than rlbench's learners index exactly "
+            f"(at most 2**{MAX_ACTIONS.bit_length() - 1}: the index travels as a float32)"
+        )
+    return IndexActions(env)
 
 
 @contextlib.contextmanager
@@ -174,7 +190,8 @@ class QuietBulletConnect(gym.Wrapper):
 
 
 def original_spaces(env: gym.Env) -> tuple[gym.spaces.Box, gym.spaces.Box]:
-    """(observation space, action space before rlbench's rescaling to [-1, 1]) of a single env."""
+    """(observation space, action space before rlbench's rescaling to [-1, 1]) of a single env. A Discrete
+    env's is its index space, Box(0, n-1, (1,), int64): the manifest records its n that way."""
     action_space = env.action_space
     inner = env
     while isinstance(inner, gym.Wrapper):
@@ -219,9 +236,11 @@ def check_autoreset_mode(env: VectorEnv) -> None:
 
 
 def env_spec(env: VectorEnv) -> EnvSpec:
+    action_space = env.single_action_space
     return EnvSpec(
         obs_dim=int(np.prod(env.single_observation_space.shape)),
-        action_dim=int(np.prod(env.single_action_space.shape)),
+        action_dim=int(np.prod(action_space.shape)),
+        n_actions=action_count(str(action_space.dtype), action_space.high.ravel()),
     )
 
 
@@ -325,7 +344,7 @@ def check_env_runs(
         env = make_single_env(env_id, env_kwargs, wrappers, packages)
         spaces = original_spaces(env)
         env.reset(seed=0)
-        env.step(np.zeros(env.action_space.shape, env.action_space.dtype))  # the middle of [-1, 1]
+        env.step(np.zeros(env.action_space.shape, env.action_space.dtype))  # the middle of [-1, 1], or action 0
     except ConfigError:
         raise
     except gym.error.DependencyNotInstalled as error:  # the env's own package, not its kwargs

@@ -20,6 +20,7 @@ from rlbench.envs.make import check_env_runs
 from rlbench.errors import ConfigError
 from rlbench.run.memory import available_memory_bytes
 from rlbench.run.request import RunRequest
+from rlbench.store.manifest import Spaces
 from rlbench.store.schema import MAX_SEED
 from rlbench.types import EnvSpec
 
@@ -102,8 +103,8 @@ def check_eval_episodes(eval_episodes: int, n_seeds: int) -> None:
 
 
 def spaces_spec(spaces: Mapping[str, Any]) -> EnvSpec:
-    """The observation and action sizes of spaces as describe_space records them."""
-    return EnvSpec(int(np.prod(spaces["observation"]["shape"])), int(np.prod(spaces["action"]["shape"])))
+    """The EnvSpec of spaces as describe_space records them, read as a manifest's are (Spaces.spec)."""
+    return Spaces.from_json(spaces).spec
 
 
 def describe_space(space: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from rlbench import __version__
+from rlbench.envs.discrete import action_count
 from rlbench.store.schema import check_manifest
 from rlbench.types import EnvSpec
 
@@ -49,7 +50,8 @@ class Spaces:
 
     @property
     def spec(self) -> EnvSpec:
-        return EnvSpec(self.observation.size, self.action.size)
+        """The learner's sizes; an integer action space is a Discrete env's index (rlbench.envs.discrete)."""
+        return EnvSpec(self.observation.size, self.action.size, action_count(self.action.dtype, self.action.high))
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Spaces:

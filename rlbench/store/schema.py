@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from rlbench.envs.discrete import INTEGER_DTYPES, MAX_ACTIONS
+
 INT64_MAX = 2**63 - 1  # every integer setting fits 64 bits (rlbench.algos.common.spelling.INT_MAX)
 MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
 
@@ -256,8 +258,8 @@ BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 
 def check_manifest(manifest: Mapping[str, Any]) -> None:
     """Check every key and value of a manifest read back (MANIFEST_SCHEMA), then what its types cannot say:
-    the warmup generator's state, the group, how each env's episode began, the seeds' range and the spaces'
-    sizes. Raises ManifestError naming the first key that does not fit."""
+    the warmup generator's state, the group, how each env's episode began, the seeds' range, the spaces'
+    sizes and a Discrete action space's count. Raises ManifestError naming the first key that does not fit."""
     check_schema(manifest, MANIFEST_SCHEMA)
     try:  # numpy knows which values a PCG64 state may hold
         np.random.default_rng().bit_generator.state = manifest["host"]["warmup_rng"]
@@ -271,6 +273,26 @@ def check_manifest(manifest: Mapping[str, Any]) -> None:
     if last_seed > MAX_SEED:
         raise ManifestError(f"manifest seed: seeds are in [0, 2**32-1], the checkpoint's run goes up to {last_seed}")
     space_sizes(manifest)
+    _check_discrete_action(manifest["spaces"]["action"])
+
+
+def _check_discrete_action(space: Mapping[str, Any]) -> None:
+    """An integer action space is a Discrete env's index space (rlbench.envs.discrete): shape [1], low [0], and
+    high n-1 for its n actions, which sizes the learner's output (a forged n would size a huge one)."""
+    if space["dtype"] not in INTEGER_DTYPES:
+        return
+    discrete = f"an integer ({space['dtype']}) action space is a Discrete env's action index"
+    if space["shape"] != [1]:
+        raise ManifestError(f"manifest spaces.action.shape: {discrete}, of shape [1], got {_shown(space['shape'])}")
+    if space["low"] != [0]:
+        raise ManifestError(f"manifest spaces.action.low: {discrete}, from [0], got {_shown(space['low'])}")
+    (high,) = space["high"]
+    # Compared before float(): a 400-digit JSON integer overflows it. NaN and inf fail the comparison.
+    if not (0 <= high < MAX_ACTIONS and float(high).is_integer()):
+        raise ManifestError(
+            f"manifest spaces.action.high: {discrete}, up to an integer n-1 in [0, 2**{MAX_ACTIONS.bit_length() - 1}) "
+            f"for n actions, got {_shown(high)}"
+        )
 
 
 def _check_group(group: Mapping[str, Any]) -> None:
