@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""PPO's speed beside SBX's, side by side in one invocation (issue 45): for each env, rlbench's PPO and SBX's
+PPO (benchmarks/sbx_ppo_speed.py in the peer's venv) with RL Zoo 2.9.2's entry for that env, alternated
+`--rounds` times so that machine noise hits both, each timed after a warm-up that pays for compilation.
+
+    python benchmarks/ppo_speed.py --peer .venv-peer/bin/python --case CartPole-v1 20000 --case HalfCheetah-v4 8192
+
+rlbench is timed in this process: a first training run of two rollouts compiles its programs, a second run
+with the same settings (whose compiled programs are reused) is timed whole (env creation included). SBX is
+timed as its own learn() after a first learn() of two rollouts. Prints one JSON line per measurement and a
+summary line per env, with the machine (CPU model and flags).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rlbench.bench.speed import machine  # noqa: E402
+from rlbench.cli.train import main as train  # noqa: E402
+
+
+def cpu_flags() -> list[str]:
+    """The CPU flags that decide matrix-product speed (bfloat16 paths)."""
+    flags = Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split()
+    return sorted(f for f in flags if f.startswith(("avx512", "amx", "avx2", "fma")))
+
+
+def rollout_of(env_id: str) -> int:
+    entry = yaml.safe_load((REPO / "hyperparams" / "ppo.yml").read_text())[env_id]
+    return int(entry.get("n_steps", 2048)) * int(entry.get("n_envs", 1))
+
+
+def rlbench_rate(env_id: str, steps: int) -> float:
+    with tempfile.TemporaryDirectory() as folder:
+        argv = ["--algo", "ppo", "--env", env_id, "-f", folder, "--eval-freq", "-1", "--verbose", "0", "--seed", "0"]
+        quiet = contextlib.redirect_stdout(io.StringIO())
+        with quiet:
+            assert train([*argv, "-n", str(2 * rollout_of(env_id))]) == 0  # compiles
+        start = time.perf_counter()
+        with quiet:
+            assert train([*argv, "-n", str(steps)]) == 0
+        return steps / (time.perf_counter() - start)
+
+
+def sbx_rate(peer: str, env_id: str, steps: int) -> dict:
+    command = [peer, str(REPO / "benchmarks" / "sbx_ppo_speed.py"), "--env", env_id, "--steps", str(steps)]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env, timeout=3600)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--peer", required=True, help="the Python of a venv with sbx-rl (and gymnasium[mujoco])")
+    parser.add_argument("--case", nargs=2, action="append", metavar=("ENV", "STEPS"), required=True)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    print(json.dumps({"machine": machine(), "cpu_flags": cpu_flags()}), flush=True)
+    for env_id, steps in args.case:
+        ours, theirs = [], []
+        for _ in range(args.rounds):
+            ours.append(rlbench_rate(env_id, int(steps)))
+            print(
+                json.dumps({"system": "rlbench", "algo": "ppo", "env": env_id, "env_steps_per_s": round(ours[-1], 1)})
+            )
+            theirs.append(sbx_rate(args.peer, env_id, int(steps))["env_steps_per_s"])
+            print(
+                json.dumps({"system": "sbx", "algo": "ppo", "env": env_id, "env_steps_per_s": theirs[-1]}), flush=True
+            )
+        best_ours, best_theirs = max(ours), max(theirs)
+        summary = {"env": env_id, "steps": int(steps), "rlbench": round(best_ours, 1), "sbx": best_theirs}
+        print(json.dumps({**summary, "ratio": round(best_ours / best_theirs, 2)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Peer speed reference for PPO: SBX's PPO with an RL Zoo entry (rlbench's hyperparams/ppo.yml, which is RL Zoo
+2.9.2's ppo.yml unchanged), timed after a warm-up that pays for compilation. Run in the peer's venv by
+benchmarks/ppo_speed.py, which times rlbench beside it in the same invocation:
+
+    /tmp/sbx-venv/bin/python benchmarks/sbx_ppo_speed.py --env CartPole-v1 --steps 20000
+
+RL Zoo's string values (policy_kwargs) are evaluated here as RL Zoo evaluates them: this script is the peer's
+benchmark, run on rlbench's own file, never rlbench code. Prints one JSON line: env-steps/s.
+"""
+
+import argparse
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import flax.linen
+import numpy as np
+import yaml
+from sbx import PPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
+
+# RL Zoo's policy_kwargs name torch's nn.ReLU; SBX's networks take the JAX function of that name.
+nn = SimpleNamespace(ReLU=flax.linen.relu, Tanh=flax.linen.tanh, ELU=flax.linen.elu, LeakyReLU=flax.linen.leaky_relu)
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--env", default="CartPole-v1")
+parser.add_argument("--steps", type=int, default=20000, help="env steps timed after the warm-up")
+parser.add_argument("--warmup", type=int, default=0, help="env steps of the warm-up (default: two rollouts)")
+args = parser.parse_args()
+
+entry = yaml.safe_load((Path(__file__).resolve().parents[1] / "hyperparams" / "ppo.yml").read_text())[args.env]
+n_envs = int(entry.pop("n_envs", 1))
+normalize = entry.pop("normalize", False)
+for key in ("n_timesteps", "policy"):
+    entry.pop(key, None)
+for key in ("learning_rate", "clip_range"):
+    if isinstance(entry.get(key), str) and entry[key].startswith("lin_"):
+        start = float(entry[key][4:])
+        entry[key] = lambda progress, start=start: progress * start
+if isinstance(entry.get("policy_kwargs"), str):
+    entry["policy_kwargs"] = eval(entry["policy_kwargs"])  # RL Zoo's own spelling, as RL Zoo reads it
+env = make_vec_env(args.env, n_envs=n_envs, seed=0)
+if normalize:
+    env = VecNormalize(env, gamma=entry.get("gamma", 0.99))
+model = PPO("MlpPolicy", env, verbose=0, seed=0, **entry)
+rollout = model.n_steps * n_envs
+model.learn(total_timesteps=args.warmup or 2 * rollout)  # compilation
+start = time.perf_counter()
+model.learn(total_timesteps=args.steps, reset_num_timesteps=False)
+seconds = time.perf_counter() - start
+print(json.dumps({
+    "system": "sbx", "algo": "ppo", "env": args.env, "n_envs": n_envs, "rollout": rollout,
+    "steps": int(model.num_timesteps), "env_steps_per_s": round(args.steps / seconds, 1),
+    "sbx_version": __import__("sbx").__version__, "numpy": np.__version__,
+}))  # fmt: skip
