@@ -135,7 +135,7 @@ MANIFEST_SCHEMA = {
     "n_envs": AtLeast(1),
     "replay_buffer": bool,
     "kind": str,
-    "hyperparams": {"buffer_size": AtLeast(1)},
+    "hyperparams": {"buffer_size": OrNone(AtLeast(1))},  # absent for a learner without a replay buffer
     "spaces": {"observation": _SPACE, "action": _SPACE},
     "counters": {"env_steps": int, "gradient_steps": int, "episodes": int},
     "host": {

@@ -32,7 +32,7 @@ class PPOConfig:
 
     learning_rate: Schedule = ConstantSchedule(3e-4)  # noqa: RUF009 (frozen, so a shared default is safe)
     n_steps: int = 2048  # vector steps per rollout
-    n_envs: int = 1  # envs per seed: a rollout holds n_steps * n_envs samples
+    rollout_envs: int = 1  # n_envs of each seed: a rollout holds n_steps * rollout_envs samples
     batch_size: int | None = 64
     n_epochs: int = 10
     gamma: float = 0.99

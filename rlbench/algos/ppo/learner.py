@@ -39,7 +39,7 @@ def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
         )
     n_outputs = spec.n_actions if spec.discrete else spec.action_dim
     network = ActorCritic(cfg.network, n_outputs, spec.discrete, gsde=cfg.use_sde)
-    update_rollout = make_update(cfg, cfg.n_envs)
+    update_rollout = make_update(cfg, cfg.rollout_envs)
 
     def update(
         state: PPOState,
@@ -145,7 +145,7 @@ def ppo_acting(discrete: bool, sde_sample_freq: int | None) -> Acting:
 def activation_bytes(cfg: PPOConfig, spec: EnvSpec) -> int:
     """An upper estimate of one update's temporaries: the rollout's arrays and its flattened, permuted copies
     (x 4), and each minibatch step's activations and their gradients (x 3) for both networks."""
-    rollout = cfg.n_steps * cfg.n_envs
+    rollout = cfg.n_steps * cfg.rollout_envs
     per_sample = 2 * spec.obs_dim + spec.action_dim + 8
     widths = sum(cfg.network.pi) + sum(cfg.network.vf) + spec.obs_dim + max(spec.action_dim, spec.n_actions)
     batch = minibatch_size(cfg, rollout)

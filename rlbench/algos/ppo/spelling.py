@@ -82,7 +82,7 @@ def checked_keys(params: Mapping[str, Any], key_set: KeySet, where: str) -> dict
 
 def read_common(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int) -> dict[str, Any]:
     """The keys PPO and A2C share."""
-    values: dict[str, Any] = {"n_envs": n_envs, "network": read_network(kwargs)}
+    values: dict[str, Any] = {"rollout_envs": n_envs, "network": read_network(kwargs)}
     if "learning_rate" in params:
         values["learning_rate"] = parse_schedule("learning_rate", params["learning_rate"])
     if "n_steps" in params:
@@ -155,11 +155,11 @@ def boolean(params: Mapping[str, Any], key: str, default: bool | None = None) ->
 
 def checked(cfg: PPOConfig, where: str) -> PPOConfig:
     """What no single key shows: the rollout against the minibatch, advantage normalization of one sample."""
-    rollout = cfg.n_steps * cfg.n_envs
+    rollout = cfg.n_steps * cfg.rollout_envs
     if cfg.batch_size is not None and cfg.batch_size > rollout:
         raise ConfigError(
             f"batch_size: {cfg.batch_size} is larger than the rollout's n_steps x n_envs = {cfg.n_steps} x "
-            f"{cfg.n_envs} = {rollout} samples (from {where})"
+            f"{cfg.rollout_envs} = {rollout} samples (from {where})"
         )
     if cfg.batch_size is not None and rollout % cfg.batch_size:
         warnings.warn(  # SB3's warning: the last minibatch of each epoch is smaller than the others

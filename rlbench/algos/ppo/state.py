@@ -39,7 +39,7 @@ def init_state(cfg: PPOConfig, network: ActorCritic, obs_dim: int, key: jax.Arra
     exploration = None
     if cfg.use_sde:  # the key is split only then: without gSDE the key stream is the one it always was
         key, exploration_key = jax.random.split(key)
-        exploration = draw_matrices(params, exploration_key, cfg.n_envs)
+        exploration = draw_matrices(params, exploration_key, cfg.rollout_envs)
     # An int32 counter, not TrainState's Python 0: a weakly typed leaf would change type after the
     # first update and make the next call trace again.
     return PPOState(policy=policy.replace(step=zero), key=key, step=zero, n_updates=zero, exploration=exploration)

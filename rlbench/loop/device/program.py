@@ -12,7 +12,7 @@ state, which is the same computation. The one difference: the warm-up's uniform 
 key (the host loop draws them with numpy), so a run with learning_starts > 0 differs from the host loop's
 during the warm-up only in which random actions it takes.
 
-A chunk has one compiled length; `n_steps` (traced) of them run and the rest are skipped under a
+A chunk has one compiled length; `steps_to_run` (traced) of them run and the rest are skipped under a
 `lax.cond`, so the host can stop at any due point without another compilation. An evaluation runs in calls
 of at most `max_steps` (traced) vector steps, so that none outlasts the host's next look at a stop request.
 """
@@ -50,14 +50,14 @@ class ChunkInputs(NamedTuple):
     the run's length and which seeds train (None for one seed)."""
 
     vector_steps: jax.Array  # int32
-    n_steps: jax.Array  # int32, <= the chunk length
+    steps_to_run: jax.Array  # int32 vector steps, <= the chunk length
     update_start: jax.Array  # int32
     n_timesteps: jax.Array  # float32: the run's length, for progress_remaining (learning-rate schedules)
     training: Any = None  # [n_seeds] bool
 
 
 class ChunkOutputs(NamedTuple):
-    """Per vector step of the chunk ([chunk length, (n_seeds,) n_envs]; steps past n_steps are zeros): each
+    """Per vector step of the chunk ([chunk length, (n_seeds,) n_envs]; steps past steps_to_run are zeros): each
     env's reward and whether its episode ended there; and whether any training ran."""
 
     reward: jax.Array
@@ -113,7 +113,9 @@ def make_chunk(cfg: Any, learner: Learner, buffer: UniformBuffer, env: JaxEnv, a
                 return scan_carry, zeros
 
             return jax.lax.cond(
-                index < inputs.n_steps, lambda: vector_step(scan_carry, inputs, inputs.vector_steps + index), skipped
+                index < inputs.steps_to_run,
+                lambda: vector_step(scan_carry, inputs, inputs.vector_steps + index),
+                skipped,
             )
 
         carry, (reward, done, due) = jax.lax.scan(step_or_skip, carry, jnp.arange(shape.chunk_length))
