@@ -45,7 +45,7 @@ def run_cli(tmp_path, *argv):
         (["-n", "-5"], r"n_timesteps.*positive integer"),
         (["-params", "buffer_size:100000000000"], r"replay buffer needs .* GiB .* available"),
         (["-conf", "missing.yml"], r"hyperparameter file not found: missing.yml"),
-        (["--algo", "td3", "-params", "ent_coef:auto"], r"error: ent_coef: a key of sac, droq, crossq, tqc;"),
+        (["--algo", "td3", "-params", "ent_coef:auto"], r"error: ent_coef: a key of sac, droq, crossq, tqc, ppo, a2c;"),
         (["-params", "noise_type:'normal'"], r"error: noise_type: a key of td3, ddpg; --algo sac does not read it"),
         (["--algo", "ddpg", "-params", "noise_std:-1", "noise_type:'normal'"], r"error: noise_std: -1.0 is out of"),
         (["--algo", "td3", "-params", "noise_type:'pink'", "noise_std:0.1"], r"error: noise_type: expected one of"),

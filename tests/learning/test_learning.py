@@ -163,3 +163,19 @@ def test_sac_on_brax_hopper_with_the_device_loop_learns_to_hop_longer(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     returns = np.load(tmp_path / "sac" / "brax_hopper_1" / "evaluations.npz")["results"].mean(axis=1)
     assert len(returns) == 4 and max(returns[1:]) >= returns[0] + 100, returns
+
+
+@pytest.mark.slow
+def test_ppo_solves_cartpole_with_rl_zoos_entry_on_every_seed(tmp_path):
+    # RL Zoo 2.9.2's own ppo.yml CartPole-v1 entry and budget (8 envs, n_steps 32, 20 epochs, 1e5 steps), three
+    # seeds as one --n-seeds run; discrete actions (Categorical). 2026-12-05: every seed at 500 (~25 s).
+    finals = final_evals(tmp_path, "ppo", 100_000, [1, 2, 3], env="CartPole-v1")
+    assert min(finals.values()) >= 475, finals
+
+
+@pytest.mark.slow
+def test_a2c_solves_cartpole_with_rl_zoos_entry_on_every_seed(tmp_path):
+    # RL Zoo 2.9.2's own a2c.yml CartPole-v1 entry and budget (8 envs, SB3's A2C: n_steps 5, RMSprop, 5e5 steps).
+    # 2026-12-05: every seed at 500 (~60 s of CPU for the three).
+    finals = final_evals(tmp_path, "a2c", 500_000, [1, 2, 3], env="CartPole-v1")
+    assert min(finals.values()) >= 475, finals

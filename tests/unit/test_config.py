@@ -12,6 +12,7 @@ from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.config.hyperparams import merge
 from rlbench.config.literals import LiteralError, parse_key_values, parse_value
 from rlbench.errors import ConfigError
+from tests.conftest import off_policy_algorithms
 
 
 @pytest.mark.parametrize(
@@ -101,7 +102,8 @@ def test_temperature_loss_is_read_written_back_and_refused_by_name(algo):
 
 
 def test_saved_hyperparams_rebuild_the_same_config():
-    for name, spec in ALGORITHMS.items():
+    for name in off_policy_algorithms():
+        spec = ALGORITHMS[name]
         for precision in ("float32", "bfloat16"):
             cfg = spec.build_config(merge(spec.preset, {"learning_rate": "lin_1e-3", "precision": precision}), 1, name)
             assert cfg.actor.precision == cfg.critic.precision == precision
@@ -148,7 +150,7 @@ def test_crossq_layer_norm_with_batch_norm_warns():
         build_crossq_config({"policy_kwargs": {"batch_norm": True, "layer_norm": True}}, 1, "test")
 
 
-@pytest.mark.parametrize("algo", list(ALGORITHMS))
+@pytest.mark.parametrize("algo", off_policy_algorithms())  # PPO's and A2C's: tests/unit/test_ppo_learner.py
 def test_every_shipped_entry_builds_its_algorithms_config(algo):
     spec = ALGORITHMS[algo]
     table = hyperparams.read_file(hyperparams.default_file(algo))

@@ -10,7 +10,7 @@ import optax
 import pytest
 
 from rlbench.algos.common.steps import make_adam
-from rlbench.algos.registry import ALGORITHMS, get_algo
+from rlbench.algos.registry import get_algo
 from rlbench.config.hyperparams import merge
 from rlbench.errors import ConfigError
 from rlbench.networks.actor import SquashedGaussianActor
@@ -18,6 +18,7 @@ from rlbench.networks.critic import CriticEnsemble
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.networks.simba import SimbaTrunk
 from rlbench.networks.trunk import trunk_units
+from tests.conftest import off_policy_algorithms
 
 SIMBA = NetworkConfig(family="simba", hidden=(3,))
 
@@ -78,7 +79,7 @@ def config(algo, **entry):
     return spec.build_config(merge(spec.preset, entry), 1, algo)
 
 
-@pytest.mark.parametrize("algo", list(ALGORITHMS))
+@pytest.mark.parametrize("algo", off_policy_algorithms())
 def test_simba_policy_in_every_algorithm_and_back_to_its_spelling(algo):
     cfg = config(algo, policy="SimbaPolicy", policy_kwargs={"net_arch": [64, 64]})
     assert cfg.actor.family == cfg.critic.family == "simba"

@@ -167,8 +167,16 @@ def test_the_config_is_written_back_as_it_was_read():
 @pytest.mark.parametrize(
     "algo,params,message",
     [
-        ("td3", {"ent_coef": "auto"}, r"^ent_coef: a key of sac, droq, crossq, tqc; --algo td3 does not read it"),
-        ("ddpg", {"use_sde": True}, r"^use_sde: a key of sac, droq, crossq, tqc; --algo ddpg does not read it"),
+        (
+            "td3",
+            {"ent_coef": "auto"},
+            r"^ent_coef: a key of sac, droq, crossq, tqc, ppo, a2c; --algo td3 does not read it",
+        ),
+        (
+            "ddpg",
+            {"use_sde": True},
+            r"^use_sde: a key of sac, droq, crossq, tqc, ppo, a2c; --algo ddpg does not read it",
+        ),
         ("sac", {"noise_type": "normal"}, r"^noise_type: a key of td3, ddpg; --algo sac does not read it"),
         ("crossq", {"target_policy_noise": 0.1}, r"^target_policy_noise: a key of td3, ddpg; --algo crossq"),
         ("td3", {"noise_type": "normal", "noise_std": -0.1}, r"^noise_std: -0.1 is out of range \[0, inf\]"),
