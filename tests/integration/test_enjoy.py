@@ -486,3 +486,27 @@ def test_env_id_with_a_malformed_module_is_one_line(logs, capsys, env_id):
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(f"error: environment {env_id!r}: ") and "is not a module name" in err, err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "env_id,extra",
+    [("CartPole-v1", []), ("Pendulum-v1", ["use_sde:False"])],
+    ids=["discrete", "box"],
+)
+def test_a_ppo_model_plays_its_mode_and_a_sampled_policy(tmp_path, capsys, env_id, extra):
+    """PPO on a Discrete (CartPole: Categorical, argmax) and a Box env (Pendulum: Gaussian mean, clipped):
+    enjoy.py rebuilds the actor-critic from the checkpoint; deterministic play repeats, --stochastic samples."""
+    argv = ["-f", str(tmp_path), "--algo", "ppo", "--env", env_id, "-n", "256", "--eval-freq", "-1"]
+    tiny = ["-params", "n_envs:2", "n_steps:64", "batch_size:32", "n_epochs:2", "policy_kwargs:dict(net_arch=[16])"]
+    assert train([*argv, "--verbose", "0", *tiny, *extra]) == 0
+
+    def returns(*more):
+        play = ["--algo", "ppo", "--env", env_id, "-f", str(tmp_path), "--no-render", "-n", "300", *more]
+        assert enjoy(play) == 0
+        out = capsys.readouterr().out
+        assert "(ppo, 256 env steps)" in out
+        return out.split("Mean reward: ")[1]
+
+    assert returns("--seed", "1") == returns("--seed", "1")
+    sampled = [returns("--stochastic", "--seed", str(seed)) for seed in (1, 2)]
+    assert sampled[0] != sampled[1]
