@@ -166,7 +166,11 @@ def test_grid_report_then_rerun_skips(tmp_path, capsys, ray_session):
 @pytest.mark.parametrize(
     ("flag", "bad", "expected"),
     [
-        ("--algos", "sacc", "unknown algorithm 'sacc'; did you mean 'sac'? (valid: sac, droq, crossq, tqc, td3, ddpg)"),
+        (
+            "--algos",
+            "sacc",
+            "unknown algorithm 'sacc'; did you mean 'sac'? (valid: sac, droq, crossq, tqc, td3, ddpg, ppo, a2c)",
+        ),
         ("--envs", "Pendulum-v9", "environment 'Pendulum-v9' not found"),
         ("--params-for", "droq", "--params-for droq: not one of --algos (sac)"),
         ("--params-for", "sac", "--params-for sac: expected KEY:VALUE overrides after the algorithm"),
