@@ -131,7 +131,7 @@ def test_a_bad_value_fails_its_cell_alone_and_runs_come_back_through_ray_without
 def test_bad_input_exits_2_before_anything_is_written(tmp_path, capsys):
     log = tmp_path / "logs"
     for argv, message in (
-        (["--algos", "ppo"], "ppo"),
+        (["--algos", "trpo"], "trpo"),
         (["--envs", "Pendulum-v9"], "Pendulum-v9"),
         (["--grid", "policy_delay"], "--grid 'policy_delay': expected KEY:VALUE1,VALUE2"),
         (["--grid", "policy_delay:1,1"], "listed twice"),
