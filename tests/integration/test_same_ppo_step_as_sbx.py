@@ -87,7 +87,7 @@ def given_to_sbx(spec: EnvSpec, policy, batch) -> dict[str, np.ndarray]:
     cfg = config()
     return {
         **{f"init/{name}": value for name, value in flat(policy.params).items()},
-        **{f"batch/{name}": np.asarray(value) for name, value in batch._asdict().items()},
+        **{f"batch/{name}": np.asarray(value) for name, value in batch._asdict().items() if value is not None},
         "discrete": np.asarray(spec.discrete),
         "n_actions": np.asarray(spec.n_actions if spec.discrete else spec.action_dim),
         "net_arch/pi": np.asarray(cfg.network.pi),
