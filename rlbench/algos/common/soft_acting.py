@@ -37,12 +37,12 @@ def resample_exploration(state: Any) -> Any:
     return state.replace(exploration=draw_exploration(state.actor, exploration.key, exploration.matrices.shape[0]))
 
 
-def resample_due(vector_steps_in_rollout: Any, gsde: GSDEConfig) -> Any:
+def resample_due(vector_steps_in_rollout: Any, sample_freq: int) -> Any:
     """SB3's schedule: at the start of every rollout (the train_freq vector steps between two training
     iterations) and, with sde_sample_freq > 0, every sde_sample_freq vector steps into it. A Python int gives
     a bool (the host loop), a traced int32 a traced bool (the device loop's scan)."""
     n = vector_steps_in_rollout
-    return (n == 0) | (gsde.sample_freq > 0 and n % gsde.sample_freq == 0)
+    return (n == 0) | (sample_freq > 0 and n % sample_freq == 0)
 
 
 def sample(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -81,6 +81,6 @@ def soft_acting(gsde: GSDEConfig | None) -> Acting:
         sample=sample,
         evaluate=act_deterministic,
         random_warmup=not gsde.at_warmup,
-        resample_due=lambda vector_steps_in_rollout: resample_due(vector_steps_in_rollout, gsde),
+        resample_due=lambda vector_steps_in_rollout: resample_due(vector_steps_in_rollout, gsde.sample_freq),
         resample=resample_exploration,
     )

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 
 from rlbench.algos.common.acting import Acting
 from rlbench.algos.common.learner import Collection, Learner, no_storage
+from rlbench.algos.common.soft_acting import resample_due
 from rlbench.algos.ppo.config import PPOConfig, minibatch_size
 from rlbench.algos.ppo.state import PPOState, init_state, resample_exploration
 from rlbench.algos.ppo.update import LOSS_METRICS, make_update
@@ -128,16 +129,12 @@ def ppo_acting(discrete: bool, sde_sample_freq: int | None) -> Acting:
     if sde_sample_freq is None:
         return Acting(explore=explore, sample=sample, evaluate=evaluate, random_warmup=False)
 
-    def resample_due(vector_steps_in_rollout: Any) -> Any:
-        n = vector_steps_in_rollout
-        return (n == 0) | (sde_sample_freq > 0 and n % sde_sample_freq == 0)
-
     return Acting(
         explore=explore,
         sample=sample,
         evaluate=evaluate,
         random_warmup=False,
-        resample_due=resample_due,
+        resample_due=lambda vector_steps_in_rollout: resample_due(vector_steps_in_rollout, sde_sample_freq),
         resample=resample_exploration,
     )
 
