@@ -32,7 +32,7 @@ class IndexActions(gym.ActionWrapper):
         if not isinstance(space, gym.spaces.Discrete):
             raise TypeError(f"IndexActions wraps a Discrete action space, got {space}")
         self.n, self.start = int(space.n), int(space.start)
-        self.action_space = gym.spaces.Box(low=0, high=self.n - 1, shape=(1,), dtype=np.int64)
+        self.action_space = index_space(self.n)
 
     def action(self, action: Any) -> np.int64:
         values = np.asarray(action, np.float64)
@@ -42,6 +42,11 @@ class IndexActions(gym.ActionWrapper):
         if not 0 <= index < self.n:  # NaN fails this too
             raise ValueError(f"action index {values.reshape(())} is not one of Discrete({self.n})'s 0..{self.n - 1}")
         return np.int64(self.start + int(index))
+
+
+def index_space(n: int) -> gym.spaces.Box:
+    """The action space of a Discrete(n) env's index, as the loop and the manifest see it."""
+    return gym.spaces.Box(low=0, high=n - 1, shape=(1,), dtype=np.int64)
 
 
 def action_count(dtype: str, high: Sequence[float]) -> int:

@@ -37,7 +37,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from gymnasium.vector.async_vector_env import AsyncState
 
 from rlbench.envs.bounds import non_finite_kwarg, unrescalable_bounds
-from rlbench.envs.discrete import MAX_ACTIONS, IndexActions, action_count
+from rlbench.envs.discrete import MAX_ACTIONS, IndexActions, action_count, index_space
 from rlbench.envs.jax_native.gym_env import JaxGymEnv, jax_env_spaces
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
 from rlbench.envs.jax_native.packages import shown_kwargs
@@ -373,7 +373,10 @@ def _jax_env_spaces(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> tu
         ) from None
     if (unrescalable := unrescalable_bounds(jax_env.action_low, jax_env.action_high)) is not None:
         raise ConfigError(f"{flag}: {env_id} with {shown_kwargs(env_kwargs)}: {unrescalable}")
-    return jax_env_spaces(jax_env)
+    observation_space, action_space = jax_env_spaces(jax_env)
+    if jax_env.spec.discrete:  # as original_spaces gives a wrapped Discrete env's
+        return observation_space, index_space(jax_env.spec.n_actions)
+    return observation_space, action_space
 
 
 def final_observations(next_obs: np.ndarray, infos: Mapping[str, Any], done: np.ndarray) -> np.ndarray:

@@ -224,9 +224,9 @@ def check_learner_fits(
             "its own episode ends, and the seeds of one process train together; train one seed per process"
         )
     if is_jax_native(request.env):
-        refusal = device_loop_refusal(request.vec_env, learner.normalize, learner.env_wrappers, config)
-        if refusal is None and built.storage.replay is None:
-            refusal = f"--algo {request.algo}: on-policy learners train on gymnasium envs (the host loop) for now"
+        refusal = device_loop_refusal(
+            request.vec_env, learner.normalize, learner.env_wrappers, built.collection, config
+        )
         if refusal is not None:
             raise ConfigError(f"{refusal} (--env {request.env} trains with the device loop)")
     return built

@@ -186,7 +186,7 @@ def test_jax_native_ids():
     ("env_id", "kwargs", "expected"),
     [
         ("gymnax:Pendulm-v1", None, "did you mean gymnax:Pendulum-v1"),
-        ("gymnax:CartPole-v1", None, "rlbench's learners need a Box action space"),
+        ("gymnax:Breakout-MinAtar", None, "does not know this env's termination condition yet .*gymnax:CartPole-v1"),
         ("gymnax:Pendulum-v1", {"max_tork": 1.0}, "has no parameter 'max_tork'; valid: max_steps_in_episode"),
         ("gymnax:Pendulum-v1", {"max_torque": "strong"}, "max_torque must be a number"),
         ("gymnax:PointRobot-misc", {"dense_reward": 1}, "dense_reward must be True or False, got 1"),
@@ -197,6 +197,32 @@ def test_bad_jax_env_ids_and_kwargs_are_config_errors(env_id, kwargs, expected):
     with pytest.raises(ConfigError, match=expected) as caught:
         make_jax_env(env_id, kwargs)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Acrobot-v1", "MountainCar-v0"])
+def test_a_discrete_gymnax_env_terminates_where_gymnax_does_without_its_time_limit(name):
+    """rlbench's reading of termination equals gymnax's is_terminal with the time limit out of reach, step by
+    step along random-action episodes (each a few dozen steps for CartPole; Acrobot and MountainCar rarely
+    end at random, so their states are pushed: every state is checked, ended or not)."""
+    import gymnax
+
+    jax_env = make_jax_env(f"gymnax:{name}")
+    assert jax_env.spec == EnvSpec(obs_dim=jax_env.spec.obs_dim, action_dim=1, n_actions=jax_env.spec.n_actions)
+    assert jax_env.spec.n_actions == {"CartPole-v1": 2, "Acrobot-v1": 3, "MountainCar-v0": 3}[name]
+    env, params = gymnax.make(name)
+    no_limit = params.replace(max_steps_in_episode=10**9)
+    state, _ = jax_env.reset(jax.random.key(0))
+    key, ends = jax.random.key(1), 0
+    for _ in range(200):
+        key, act_key, step_key = jax.random.split(key, 3)
+        index = jax.random.randint(act_key, (1,), 0, jax_env.spec.n_actions).astype(jnp.float32)
+        state, _, _, terminated = jax_env.step(state, index, step_key)
+        assert bool(terminated) == bool(env.is_terminal(state, no_limit))
+        if terminated:
+            ends += 1
+            state, _ = jax_env.reset(step_key)
+    if name == "CartPole-v1":
+        assert ends >= 5
 
 
 def test_check_env_id_refuses_an_unknown_jax_env_with_close_matches():

@@ -80,9 +80,12 @@ class JaxGymEnv(gym.Env):
         return np.asarray(self.jax_env.render(state))
 
 
-def jax_env_spaces(jax_env: JaxEnv) -> tuple[gym.spaces.Box, gym.spaces.Box]:
-    """(observation space: unbounded flat float32, action space: the env's bounds)."""
+def jax_env_spaces(jax_env: JaxEnv) -> tuple[gym.spaces.Box, gym.spaces.Space]:
+    """(observation space: unbounded flat float32, action space: the env's bounds, or Discrete(n): the host
+    loop wraps it as any Discrete env, rlbench.envs.discrete.IndexActions)."""
     observation_space = gym.spaces.Box(-np.inf, np.inf, (jax_env.spec.obs_dim,), np.float32)
+    if jax_env.spec.discrete:
+        return observation_space, gym.spaces.Discrete(jax_env.spec.n_actions)
     return observation_space, gym.spaces.Box(jax_env.action_low, jax_env.action_high, dtype=np.float32)
 
 

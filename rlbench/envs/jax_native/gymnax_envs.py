@@ -1,9 +1,11 @@
-"""gymnax's continuous-action envs as JaxEnvs (`gymnax:Pendulum-v1`).
+"""gymnax's classic-control envs as JaxEnvs (`gymnax:Pendulum-v1`, `gymnax:CartPole-v1`).
 
 gymnax's own `step` autoresets and its `is_terminal` counts the time limit as an end, both of which rlbench's
 vector layer does itself (a time limit truncates, it does not terminate). So the env is stepped with
 `step_env` (no autoreset) and its termination is rlbench's reading of each env's `is_terminal` without the
-time limit: only the envs read that way are run. Env kwargs are fields of the env's EnvParams.
+time limit: only the envs read that way are run. Env kwargs are fields of the env's EnvParams. A Discrete
+env takes its action as the index in the loop's one float action column (rlbench.envs.discrete), cast to
+gymnax's integer action here.
 """
 
 from __future__ import annotations
@@ -38,11 +40,24 @@ def _mountain_car_goal(state: Any, params: Any) -> jax.Array:
     return (state.position >= params.goal_position) & (state.velocity >= params.goal_velocity)
 
 
-# Each continuous-action env's termination, read from its is_terminal with the time limit taken out
-# (gymnax 0.0.9): a time limit alone ends Pendulum, Reacher, Swimmer and PointRobot episodes.
+def _cart_pole_fell(state: Any, params: Any) -> jax.Array:
+    cart_out = (state.x < -params.x_threshold) | (state.x > params.x_threshold)
+    pole_out = (state.theta < -params.theta_threshold_radians) | (state.theta > params.theta_threshold_radians)
+    return cart_out | pole_out
+
+
+def _acrobot_swung_up(state: Any, params: Any) -> jax.Array:
+    return -jnp.cos(state.joint_angle1) - jnp.cos(state.joint_angle2 + state.joint_angle1) > 1.0
+
+
+# Each env's termination, read from its is_terminal with the time limit taken out (gymnax 0.0.9): a time
+# limit alone ends Pendulum, Reacher, Swimmer and PointRobot episodes.
 TERMINATION: dict[str, Callable[[Any, Any], jax.Array]] = {
     "Pendulum-v1": _never,
     "MountainCarContinuous-v0": _mountain_car_goal,
+    "CartPole-v1": _cart_pole_fell,
+    "Acrobot-v1": _acrobot_swung_up,
+    "MountainCar-v0": _mountain_car_goal,
     "Reacher-misc": _never,
     "Swimmer-misc": _never,
     "PointRobot-misc": _never,
@@ -53,15 +68,12 @@ def make_gymnax_env(env_id: str, name: str, env_kwargs: dict[str, Any]) -> JaxEn
     gymnax = import_env_package(env_id, *JAX_ENV_PREFIXES["gymnax"])
     if name not in gymnax.registered_envs:
         raise unknown_env_error(env_id, gymnax.registered_envs, sorted(TERMINATION))
-    env, params = gymnax.make(name)
-    space = env.action_space(env.default_params)
-    if type(space).__name__ != "Box":
-        raise ConfigError(
-            f"environment {env_id!r}: rlbench's learners need a Box action space, got {type(space).__name__} "
-            f"(gymnax's continuous-action envs: {', '.join('gymnax:' + n for n in sorted(TERMINATION))})"
-        )
     if name not in TERMINATION:
-        raise ConfigError(f"environment {env_id!r}: rlbench does not know this env's termination condition yet")
+        raise ConfigError(
+            f"environment {env_id!r}: rlbench does not know this env's termination condition yet "
+            f"(gymnax envs it runs: {', '.join('gymnax:' + n for n in sorted(TERMINATION))})"
+        )
+    env, params = gymnax.make(name)
     params = _with_kwargs(env_id, params, env_kwargs)
     return _jax_env(env_id, env, params, TERMINATION[name], env_kwargs)
 
@@ -83,6 +95,7 @@ def _with_kwargs(env_id: str, params: Any, env_kwargs: dict[str, Any]) -> Any:
 def _jax_env(env_id: str, env: Any, params: Any, terminated: Callable, env_kwargs: dict[str, Any]) -> JaxEnv:
     space = env.action_space(params)
     action_shape = tuple(space.shape) or (1,)
+    n_actions = int(space.n) if type(space).__name__ == "Discrete" else 0
 
     def reset_raw(key: jax.Array) -> tuple[Any, jax.Array]:
         obs, state = env.reset_env(key, params)
@@ -92,6 +105,8 @@ def _jax_env(env_id: str, env: Any, params: Any, terminated: Callable, env_kwarg
 
     def step(state: Any, action: jax.Array, key: jax.Array) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
         action = jnp.reshape(action, space.shape)
+        if n_actions:  # the index, exact in float32 (n < 2**24)
+            action = action.astype(jnp.int32)
         obs, state, reward, _, _ = env.step_env(key, state, action, params)  # its `done` counts the time limit
         state = conformed(state, state_shape)
         return state, jnp.ravel(obs).astype(jnp.float32), jnp.asarray(reward, jnp.float32), terminated(state, params)
@@ -100,12 +115,15 @@ def _jax_env(env_id: str, env: Any, params: Any, terminated: Callable, env_kwarg
         jax.eval_shape(step, state_shape, jax.ShapeDtypeStruct(space.shape, jnp.float32), jax.random.key(0))
     except Exception as error:
         raise kwargs_error(env_id, env_kwargs, error) from None
-    with np.errstate(over="ignore"):  # bounds beyond float32 (max_torque: 1e308) become inf: refused by the probe
-        low = np.broadcast_to(np.asarray(space.low, np.float32), action_shape).copy()
-        high = np.broadcast_to(np.asarray(space.high, np.float32), action_shape).copy()
+    if n_actions:  # the index column's bounds (rlbench.envs.discrete)
+        low, high = np.zeros(1, np.float32), np.full(1, n_actions - 1, np.float32)
+    else:
+        with np.errstate(over="ignore"):  # bounds beyond float32 (max_torque: 1e308) become inf: refused by the probe
+            low = np.broadcast_to(np.asarray(space.low, np.float32), action_shape).copy()
+            high = np.broadcast_to(np.asarray(space.high, np.float32), action_shape).copy()
     return JaxEnv(
         env_id=env_id,
-        spec=EnvSpec(obs_dim=int(obs_shape.shape[0]), action_dim=int(np.prod(action_shape))),
+        spec=EnvSpec(obs_dim=int(obs_shape.shape[0]), action_dim=int(np.prod(action_shape)), n_actions=n_actions),
         action_low=low,
         action_high=high,
         max_episode_steps=int(params.max_steps_in_episode),

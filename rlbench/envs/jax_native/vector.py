@@ -54,7 +54,8 @@ def restart_envs(env: JaxEnv, carry: EnvCarry) -> EnvCarry:
 
 
 def step_envs(env: JaxEnv, carry: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep]:
-    """Step every env with actions [n, action_dim] in [-1, 1] (clipped there, then rescaled to the bounds)."""
+    """Step every env with actions [n, action_dim] in [-1, 1] (clipped there, then rescaled to the bounds), or
+    a Discrete env's action indices [n, 1]."""
     return step_envs_in_bounds(env, carry, unit_to_bounds(env, actions))
 
 
@@ -64,7 +65,10 @@ def step_envs_in_bounds(env: JaxEnv, carry: EnvCarry, actions: jax.Array) -> tup
 
 
 def unit_to_bounds(env: JaxEnv, actions: jax.Array) -> jax.Array:
-    """[-1, 1] -> [low, high] in float32, as gymnasium's RescaleAction computes it."""
+    """[-1, 1] -> [low, high] in float32, as gymnasium's RescaleAction computes it; a Discrete env's index as
+    it is (the host loop passes it unscaled too: rlbench.envs.discrete)."""
+    if env.spec.discrete:
+        return jnp.asarray(actions, jnp.float32)
     low = jnp.asarray(env.action_low, jnp.float32)
     high = jnp.asarray(env.action_high, jnp.float32)
     unit = jnp.clip(jnp.asarray(actions, jnp.float32), -1.0, 1.0)

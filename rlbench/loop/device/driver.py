@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 
 from rlbench.loop.compiled import Carry, device_copy
@@ -69,10 +70,24 @@ def run_chunk(run: DeviceRun) -> bool:
     account_episodes(loop, reward, done)
     host.env_steps += n_steps * loop.run.n_envs
     host.vector_steps += n_steps
+    if run.carry.rollout is not None:
+        stage_on_host(loop, run.carry.rollout)
     trained = bool(outputs.trained)
     if trained:  # a copy: the carry's arrays are donated to the next chunk
         host.metrics = device_copy(run.carry.metrics)
     return trained
+
+
+def stage_on_host(loop: LoopRun, rollout) -> None:
+    """An on-policy learner's rollout staged so far, into the host state where the host loop stages it, so that
+    a checkpoint holds it (and a resume, on either loop, continues it). Chunks end at rollout ends (runner.
+    chunk_length) unless something falls due mid-rollout: only then does anything cross."""
+    pending, steps_in = loop.host.pending, loop.host.vector_steps % loop.schedule.collection.vector_steps_per_update
+    pending.count = steps_in * loop.run.n_envs
+    if pending.count:
+        staged = jax.device_get(rollout)
+        for name in pending.saved_fields:
+            getattr(pending, name)[:, : pending.count] = loop.axis.host(getattr(staged, name))[:, : pending.count]
 
 
 def steps_until_due(loop: LoopRun, chunk_length: int) -> int:

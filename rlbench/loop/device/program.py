@@ -12,6 +12,11 @@ state, which is the same computation. The one difference: the warm-up's uniform 
 key (the host loop draws them with numpy), so a run with learning_starts > 0 differs from the host loop's
 during the warm-up only in which random actions it takes.
 
+An on-policy learner (PPO, A2C: `Collection.stages_rollout`) keeps no buffer: each vector step writes its
+transitions (truncation included) into the rollout staged on the device, row for row where the host loop's
+PendingTransitions holds them, and every n_steps vector steps the learner's `update_fn` takes the whole
+rollout, as the host loop's training iteration takes the staged one: the same function on the same arrays.
+
 A chunk has one compiled length; `steps_to_run` (traced) of them run and the rest are skipped under a
 `lax.cond`, so the host can stop at any due point without another compilation. An evaluation runs in calls
 of at most `max_steps` (traced) vector steps, so that none outlasts the host's next look at a stop request.
@@ -35,13 +40,16 @@ from rlbench.types import Transition
 
 class DeviceCarry(NamedTuple):
     """What the chunks update in place (donated), every leaf with the seed axis when there are several seeds:
-    learner states, replay buffers, the training envs, the act keys, and the last training metrics."""
+    learner states, replay buffers, the training envs, the act keys, the last training metrics, and an
+    on-policy learner's rollout staged so far ([(n_seeds,) n_steps * n_envs, ...] step after step, with
+    `truncated`; None off-policy)."""
 
     state: Any
     buffer_state: Any
     envs: EnvCarry
     act_key: jax.Array
     metrics: dict[str, jax.Array]
+    rollout: Transition | None = None
 
 
 class ChunkInputs(NamedTuple):
@@ -66,7 +74,8 @@ class ChunkOutputs(NamedTuple):
 
 
 class RunShape(NamedTuple):
-    """The settings a chunk is compiled for."""
+    """The settings a chunk is compiled for; `train_freq` is the vector steps between updates (an on-policy
+    learner's n_steps)."""
 
     n_envs: int
     learning_starts: int
@@ -76,33 +85,40 @@ class RunShape(NamedTuple):
 
 def make_chunk(cfg: Any, learner: Learner, buffer: UniformBuffer, env: JaxEnv, axis: SeedAxis, shape: RunShape):
     """(DeviceCarry, ChunkInputs) -> (DeviceCarry, ChunkOutputs): up to `shape.chunk_length` vector steps."""
-    train = learner.train_fn
-    collect = _collect_fn(learner, buffer, env, shape.n_envs)
+    stages_rollout = learner.collection.stages_rollout
+    collect = _collect_fn(learner, _insert_fn(stages_rollout, buffer, shape.n_envs), env, shape.n_envs)
 
-    def learn(state, buffer_state, progress_remaining, first_step, training):
-        updated, metrics = train(state, buffer_state, progress_remaining, first_step, None)
+    def learn(state, buffer_state, rollout, progress_remaining, first_step, training):
+        if stages_rollout:  # the host loop's training iteration on the staged rollout
+            updated, buffer_state, metrics = learner.update_fn(
+                state, buffer_state, rollout, progress_remaining, first_step, None
+            )
+        else:
+            updated, metrics = learner.train_fn(state, buffer_state, progress_remaining, first_step, None)
         if training is not None:  # several seeds: one that diverged stays at its last finite state
             updated = jax.lax.cond(training, lambda: updated, lambda: state)
-        return updated, metrics
+        return updated, buffer_state, metrics
 
     def vector_step(carry: DeviceCarry, inputs: ChunkInputs, vector_steps: jax.Array):
         env_steps = vector_steps * shape.n_envs  # before this step
         warming_up = env_steps < shape.learning_starts
-        state, buffer_state, envs, act_key, reward, done = axis.map(collect, shared_argnums=(4, 5))(
-            carry.state, carry.buffer_state, carry.envs, carry.act_key, warming_up, vector_steps % shape.train_freq
+        stored = carry.rollout if stages_rollout else carry.buffer_state
+        state, stored, envs, act_key, reward, done = axis.map(collect, shared_argnums=(4, 5))(
+            carry.state, stored, carry.envs, carry.act_key, warming_up, vector_steps % shape.train_freq
         )
+        rollout, buffer_state = (stored, carry.buffer_state) if stages_rollout else (None, stored)
         env_steps = env_steps + shape.n_envs
         due = ((vector_steps + 1) % shape.train_freq == 0) & (env_steps > inputs.update_start)
         progress_remaining = (1.0 - env_steps / inputs.n_timesteps).astype(jnp.float32)
 
         def trained():
             first_step = axis.first(state.step)  # seeds advance in lockstep: the actor branch stays a branch
-            return axis.map(learn, shared_argnums=(2, 3))(
-                state, buffer_state, progress_remaining, first_step, inputs.training
+            return axis.map(learn, shared_argnums=(3, 4))(
+                state, buffer_state, rollout, progress_remaining, first_step, inputs.training
             )
 
-        state, metrics = jax.lax.cond(due, trained, lambda: (state, carry.metrics))
-        return DeviceCarry(state, buffer_state, envs, act_key, metrics), (reward, done, due)
+        state, buffer_state, metrics = jax.lax.cond(due, trained, lambda: (state, buffer_state, carry.metrics))
+        return DeviceCarry(state, buffer_state, envs, act_key, metrics, rollout), (reward, done, due)
 
     def chunk(carry: DeviceCarry, inputs: ChunkInputs) -> tuple[DeviceCarry, ChunkOutputs]:
         n_seeds_envs = carry.envs.elapsed.shape  # [(n_seeds,) n_envs]
@@ -124,8 +140,26 @@ def make_chunk(cfg: Any, learner: Learner, buffer: UniformBuffer, env: JaxEnv, a
     return chunk
 
 
-def _collect_fn(learner: Learner, buffer: UniformBuffer, env: JaxEnv, n_envs: int):
-    """One seed's vector step of experience: act, step its envs, insert the transitions."""
+def _insert_fn(stages_rollout: bool, buffer: UniformBuffer | None, n_envs: int):
+    """(stored, transitions [n_envs, ...], vector steps into the rollout) -> stored: into the replay buffer, or
+    an on-policy learner's staged rollout at the rows the host loop's PendingTransitions fill."""
+    if not stages_rollout:
+        # A replay buffer keeps no truncation column: the time limit is in `terminated` = 0 already.
+        return lambda buffer_state, new, steps_in_rollout: buffer.add_fn(buffer_state, new._replace(truncated=None))
+
+    def stage(rollout: Transition, transition: Transition, steps_in_rollout: jax.Array) -> Transition:
+        row = steps_in_rollout * n_envs
+        return jax.tree.map(
+            lambda staged, new: jax.lax.dynamic_update_slice_in_dim(staged, new.astype(staged.dtype), row, 0),
+            rollout,
+            transition,
+        )
+
+    return stage
+
+
+def _collect_fn(learner: Learner, insert, env: JaxEnv, n_envs: int):
+    """One seed's vector step of experience: act, step its envs, insert (or stage) the transitions."""
     acting, action_dim = learner.acting, env.spec.action_dim
 
     def act(state, envs: EnvCarry, act_key, warming_up, steps_in_rollout):
@@ -144,8 +178,9 @@ def _collect_fn(learner: Learner, buffer: UniformBuffer, env: JaxEnv, n_envs: in
             return explore()
         return jax.lax.cond(warming_up, uniform, explore)
 
-    def collect(state, buffer_state, envs: EnvCarry, act_key, warming_up, steps_in_rollout):
+    def collect(state, stored, envs: EnvCarry, act_key, warming_up, steps_in_rollout):
         action, exploration, act_key = act(state, envs, act_key, warming_up, steps_in_rollout)
+        # step_envs clips a Box action to [-1, 1] for the env; the rollout keeps the sample (SB3's PPO).
         next_envs, step = step_envs(env, envs, action)
         transition = Transition(
             obs=envs.obs,
@@ -153,10 +188,11 @@ def _collect_fn(learner: Learner, buffer: UniformBuffer, env: JaxEnv, n_envs: in
             reward=step.reward,
             next_obs=step.final_obs,  # the true last observation of an episode that ended
             terminated=step.terminated.astype(jnp.float32),  # a time limit bootstraps: never across a reset
+            truncated=step.truncated.astype(jnp.float32),  # not terminated (vector.py): GAE bootstraps there
         )
-        buffer_state = buffer.add_fn(buffer_state, transition)
+        stored = insert(stored, transition, steps_in_rollout)
         done = step.terminated | step.truncated
-        return state.replace(exploration=exploration), buffer_state, next_envs, act_key, step.reward, done
+        return state.replace(exploration=exploration), stored, next_envs, act_key, step.reward, done
 
     return collect
 
@@ -225,15 +261,16 @@ def make_evaluate(learner: Learner, env: JaxEnv, axis: SeedAxis, n_eval_envs: in
     return axis.map(start), advance_all
 
 
-def initial_metrics(cfg: Any, learner: Learner, buffer: UniformBuffer, axis: SeedAxis, state, buffer_state):
+def initial_metrics(learner: Learner, axis: SeedAxis, state, buffer_state, rollout: Transition | None):
     """Training metrics of the structure the update returns, all NaN (zeros for integers): what the carry
     holds until the first training step (the host only reads a chunk's metrics when it trained)."""
-    train = learner.train_fn
 
-    def metrics(state, buffer_state):
-        return train(state, buffer_state, jnp.float32(1.0), jnp.int32(0), None)[1]
+    def metrics(state, buffer_state, rollout):
+        if rollout is not None:
+            return learner.update_fn(state, buffer_state, rollout, jnp.float32(1.0), jnp.int32(0), None)[2]
+        return learner.train_fn(state, buffer_state, jnp.float32(1.0), jnp.int32(0), None)[1]
 
-    shapes = jax.eval_shape(axis.map(metrics), state, buffer_state)
+    shapes = jax.eval_shape(axis.map(metrics), state, buffer_state, rollout)
     return jax.tree.map(
         lambda s: jnp.full(s.shape, jnp.nan if jnp.issubdtype(s.dtype, jnp.floating) else 0, s.dtype), shapes
     )

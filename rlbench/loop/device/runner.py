@@ -12,6 +12,7 @@ from typing import Any
 
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.fused import steps_per_update
+from rlbench.algos.common.learner import Collection
 from rlbench.config.entry import RunConfig
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.ids import make_jax_env
@@ -35,15 +36,21 @@ CHUNK_ENV_STEPS = 16_384
 CHUNK_GRADIENT_STEPS = 1_000
 
 
-def chunk_length(n_envs: int, gradient_steps: int = 0, train_freq: int = 1) -> int:
-    """Vector steps of one chunk of `n_envs` envs that takes `gradient_steps` every `train_freq` vector steps."""
+def chunk_length(n_envs: int, gradient_steps: int = 0, train_freq: int = 1, rollout_steps: int = 0) -> int:
+    """Vector steps of one chunk of `n_envs` envs that takes `gradient_steps` every `train_freq` vector steps,
+    or, on-policy, whole rollouts of `rollout_steps` vector steps (at least one): a chunk then ends where a
+    rollout does, and the partial rollout crosses to the host only when something falls due mid-rollout."""
     length = min(1000, max(16, CHUNK_ENV_STEPS // n_envs))
+    if rollout_steps > 0:
+        return max(1, length // rollout_steps) * rollout_steps
     if gradient_steps > 0:
         length = min(length, max(1, CHUNK_GRADIENT_STEPS * train_freq // gradient_steps))
     return length
 
 
-def device_loop_refusal(vec_env: str, normalize: Any, env_wrappers: Sequence[Any], cfg: Any) -> str | None:
+def device_loop_refusal(
+    vec_env: str, normalize: Any, env_wrappers: Sequence[Any], collection: Collection, cfg: Any
+) -> str | None:
     """Why a run's settings do not fit the device loop (one line: the setting and what to do), or None."""
     if vec_env != "dummy":
         return f"--vec-env {vec_env}: a JAX-native env steps on the device, inside the training program; drop it"
@@ -51,7 +58,7 @@ def device_loop_refusal(vec_env: str, normalize: Any, env_wrappers: Sequence[Any
         return "normalize: not available on the device loop yet (JAX-native envs); remove it from the entry"
     if env_wrappers:
         return "env_wrapper: gymnasium wrappers cannot wrap a JAX-native env on the device loop; remove them"
-    if cfg.train_freq_unit == "episode":
+    if collection.per_episode:
         return f"train_freq: {cfg.train_freq} episode(s): the device loop trains every train_freq vector steps"
     return None
 
@@ -73,8 +80,12 @@ def train_seeds_on_device(
         eval_env = make_jax_env(run.env_id, run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs)
     n_seeds = len(outputs)
     programs = entry_points(algo, cfg, env.spec, n_seeds)
-    length = chunk_length(run.n_envs, steps_per_update(cfg), cfg.train_freq)
-    shape = RunShape(run.n_envs, cfg.learning_starts, cfg.train_freq, length)
+    collection = programs.learner.collection
+    if collection.stages_rollout:
+        length = chunk_length(run.n_envs, rollout_steps=collection.vector_steps_per_update)
+    else:
+        length = chunk_length(run.n_envs, steps_per_update(cfg), cfg.train_freq)
+    shape = RunShape(run.n_envs, collection.learning_starts, collection.vector_steps_per_update, length)
     device = device_programs(programs, cfg, env, eval_env, shape, run.n_eval_envs, run.eval_episodes)
     carry, host = start_on_device(run, cfg, env.spec, programs, device, resume)
     schedule = TrainSchedule(cfg, programs.learner, run.n_envs, n_seeds)

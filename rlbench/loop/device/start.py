@@ -25,7 +25,7 @@ from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
 from rlbench.store.learner_state import restore_fitting, state_from_bytes, tree_shapes
 from rlbench.store.values import FORGED, tree_problem
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, Transition
 
 SAVED_ENVS = "the env state saved in host/device_envs.npy"  # how messages name it
 
@@ -39,35 +39,30 @@ def start_on_device(
     resume: Sequence[Checkpoint] | None,
 ) -> tuple[DeviceCarry, HostState]:
     """The device carry and host state a run starts from (ConfigError when a checkpoint does not fit)."""
-    axis, n_envs = programs.axis, run.n_envs
+    axis, n_envs, collection = programs.axis, run.n_envs, programs.learner.collection
     seeds, state, act_key = first_learners(run, programs)
     buffers = programs.init_buffers()
-    metrics = initial_metrics(cfg, programs.learner, programs.learner.storage.replay, axis, state, buffers)
     envs = new_envs(device, axis, seeds, 0, n_envs)
+    # Off-policy, each vector step inserts its transitions: nothing is ever staged on the host.
+    capacity = n_envs * (collection.vector_steps_per_update if collection.stages_rollout else 1)
     if resume is None:
-        host = new_host_state(
-            seeds, axis.host(envs.obs), act_key, spec, programs.learner.collection.learning_starts, n_envs
-        )
+        host = new_host_state(seeds, axis.host(envs.obs), act_key, spec, collection.learning_starts, capacity)
+        host.pending.stages_truncation = collection.stages_rollout
         host.device_envs = envs
-        return DeviceCarry(state, buffers, envs, act_key, metrics), host
+        return _carry(programs, state, buffers, envs, act_key, host), host
     remove_stale_writes(resume)
-    restored = restore(
-        resume,
-        seeds,
-        axis.take(state, 0),
-        programs.learner.storage.replay,
-        spec,
-        n_envs,
-        n_envs,
-        axis.host(envs.obs),
-        None,
-    )
+    template = axis.take(state, 0)
+    replay = programs.learner.storage.replay
+    restored = restore(resume, seeds, template, replay, spec, n_envs, capacity, axis.host(envs.obs), None)
     host = restored.host
     host.act_key, host.next_action = axis.device(host.act_key), None  # the device loop acts inside its chunk
-    if restored.buffer_states is None:
-        train_after_new_transitions(host, programs.learner.collection.learning_starts, resume[0].path)
-    else:
+    if host.pending.count and not host.pending.stages_truncation and collection.stages_rollout:
+        raise ConfigError(f"cannot resume from {resume[0].path}: its staged rollout lacks host/pending_truncated")
+    host.pending.stages_truncation = collection.stages_rollout
+    if restored.buffer_states is not None:
         buffers = axis.stack(restored.buffer_states)
+    elif replay is not None:  # an on-policy learner keeps nothing between updates: nothing lost
+        train_after_new_transitions(host, collection.learning_starts, resume[0].path)
     if restored.replay_envs and host.saved_device_envs and None not in host.saved_device_envs:
         envs = saved_envs(envs, axis, host.saved_device_envs)
     else:
@@ -77,7 +72,19 @@ def start_on_device(
                 seed.episodes.restart(i)
         envs = new_envs(device, axis, seeds, host.env_steps, n_envs)
     host.saved_device_envs, host.device_envs, host.obs = None, envs, axis.host(envs.obs)
-    return DeviceCarry(axis.stack(restored.states), buffers, envs, host.act_key, metrics), host
+    return _carry(programs, axis.stack(restored.states), buffers, envs, host.act_key, host), host
+
+
+def _carry(programs: EntryPoints, state, buffers, envs: EnvCarry, act_key, host: HostState) -> DeviceCarry:
+    """The device carry, with an on-policy learner's rollout staged as the host state holds it (a resume mid-
+    rollout continues it; a new run's is zeros)."""
+    rollout = None
+    if programs.learner.collection.stages_rollout:
+        pending = host.pending
+        staged = (pending.obs, pending.action, pending.reward, pending.next_obs, pending.terminated, pending.truncated)
+        rollout = jax.device_put(programs.axis.device(Transition(*staged)))
+    metrics = initial_metrics(programs.learner, programs.axis, state, buffers, rollout)
+    return DeviceCarry(state, buffers, envs, act_key, metrics, rollout)
 
 
 def new_envs(device: DevicePrograms, axis, seeds: Sequence[int], offset: int, n_envs: int) -> EnvCarry:
