@@ -179,3 +179,19 @@ def test_a2c_solves_cartpole_with_rl_zoos_entry_on_every_seed(tmp_path):
     # 2026-12-05: every seed at 500 (~60 s of CPU for the three).
     finals = final_evals(tmp_path, "a2c", 500_000, [1, 2, 3], env="CartPole-v1")
     assert min(finals.values()) >= 475, finals
+
+
+# RL Zoo 2.9.2's ppo.yml CartPole-v1 entry, given on the command line: its files name gymnasium's ids only.
+ZOO_CARTPOLE_PPO = [
+    "-params", "n_envs:8", "n_steps:32", "batch_size:256", "gae_lambda:0.8", "gamma:0.98", "n_epochs:20",
+    "ent_coef:0.0", "learning_rate:lin_0.001", "clip_range:lin_0.2",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_ppo_on_the_device_loop_solves_gymnax_cartpole_on_every_seed(tmp_path):
+    # RL Zoo's CartPole-v1 entry and budget (1e5 steps) on gymnax's CartPole-v1, the whole run on the device
+    # loop, three seeds as one --n-seeds run (one compiled chunk for all). The same threshold as gymnasium's.
+    # 2026-12-05: every seed at 500 (~18 s).
+    finals = final_evals(tmp_path, "ppo", 100_000, [1, 2, 3], *ZOO_CARTPOLE_PPO, env="gymnax:CartPole-v1")
+    assert min(finals.values()) >= 475, finals
