@@ -4,6 +4,10 @@ PPO (benchmarks/sbx_ppo_speed.py in the peer's venv) with RL Zoo 2.9.2's entry f
 `--rounds` times so that machine noise hits both, each timed after a warm-up that pays for compilation.
 
     python benchmarks/ppo_speed.py --peer .venv-peer/bin/python --case CartPole-v1 20000 --case HalfCheetah-v4 8192
+    python benchmarks/ppo_speed.py --peer .venv-peer/bin/python --case gymnax:CartPole-v1 200000
+
+A JAX-native id (`gymnax:CartPole-v1`) trains on rlbench's device loop with RL Zoo's entry for the gymnasium id
+of the same name (given as -params: RL Zoo's files name gymnasium's ids), beside SBX's PPO on gymnasium's env.
 
 rlbench is timed in this process: a first training run of two rollouts compiles its programs, a second run
 with the same settings (whose compiled programs are reused) is timed whole (env creation included). SBX is
@@ -39,14 +43,28 @@ def cpu_flags() -> list[str]:
     return sorted(f for f in flags if f.startswith(("avx512", "amx", "avx2", "fma")))
 
 
+def zoo_entry(env_id: str) -> dict:
+    """RL Zoo's ppo.yml entry of the gymnasium id (`gymnax:CartPole-v1` -> `CartPole-v1`)."""
+    return yaml.safe_load((REPO / "hyperparams" / "ppo.yml").read_text())[env_id.rpartition(":")[2]]
+
+
 def rollout_of(env_id: str) -> int:
-    entry = yaml.safe_load((REPO / "hyperparams" / "ppo.yml").read_text())[env_id]
+    entry = zoo_entry(env_id)
     return int(entry.get("n_steps", 2048)) * int(entry.get("n_envs", 1))
+
+
+def zoo_params(env_id: str) -> list[str]:
+    """-params with the gymnasium id's entry, for a JAX-native id (none for a gymnasium id: its entry applies)."""
+    if ":" not in env_id:
+        return []
+    entry = {key: value for key, value in zoo_entry(env_id).items() if key not in ("n_timesteps", "policy")}
+    return ["-params", *(f"{key}:{value}" for key, value in entry.items())]
 
 
 def rlbench_rate(env_id: str, steps: int) -> float:
     with tempfile.TemporaryDirectory() as folder:
         argv = ["--algo", "ppo", "--env", env_id, "-f", folder, "--eval-freq", "-1", "--verbose", "0", "--seed", "0"]
+        argv += zoo_params(env_id)
         quiet = contextlib.redirect_stdout(io.StringIO())
         with quiet:
             assert train([*argv, "-n", str(2 * rollout_of(env_id))]) == 0  # compiles
@@ -57,7 +75,8 @@ def rlbench_rate(env_id: str, steps: int) -> float:
 
 
 def sbx_rate(peer: str, env_id: str, steps: int) -> dict:
-    command = [peer, str(REPO / "benchmarks" / "sbx_ppo_speed.py"), "--env", env_id, "--steps", str(steps)]
+    gym_id = env_id.rpartition(":")[2]  # SBX trains on gymnasium's env of the same name
+    command = [peer, str(REPO / "benchmarks" / "sbx_ppo_speed.py"), "--env", gym_id, "--steps", str(steps)]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
     done = subprocess.run(command, capture_output=True, text=True, check=True, env=env, timeout=3600)
     return json.loads(done.stdout.strip().splitlines()[-1])
