@@ -38,7 +38,7 @@ from pathlib import Path
 import yaml
 
 from rlbench.bench.children import finish_child, start_child, stopping_children
-from rlbench.bench.peer_spelling import SBX_CLASSES, Untranslatable, peer_entry
+from rlbench.bench.peer_spelling import PEER_DIFFERENCES, SBX_CLASSES, Untranslatable, peer_entry
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.redact import printable
@@ -333,6 +333,9 @@ def report_lines(cells: Sequence[PeerCell], peer: Peer | None) -> list[str]:
         "hyperparameters in RL Zoo's spelling (`sbx.yml` in its folder).",
         "",
     ]
+    for algo in dict.fromkeys(cell.cell.algo for cell in cells if cell.entry is not None):
+        if algo in PEER_DIFFERENCES:  # what no setting can say: the comparison is read knowing it
+            lines += [f"`sbx {algo}` differs where no setting says so: {PEER_DIFFERENCES[algo]}.", ""]
     missing = list(not_done(cells))
     if missing:
         lines += [f"SBX cells without a finished run: {as_markdown(', '.join(missing))}", ""]  # peer_cell.json's errors

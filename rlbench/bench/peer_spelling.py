@@ -6,17 +6,32 @@ rlbench reads RL Zoo's files and writes its resolved entry back in the same spel
 `peer_entry` turns that entry into the RL Zoo hyperparameter entry with which SBX trains the same learner
 (`python -m rl_zoo3.train --conf-file`, with SBX's classes as RL Zoo's algorithms): every setting is
 written out, so neither side's defaults decide anything. A setting SBX 0.28 cannot express (a bfloat16
-learner, an activation other than ReLU, gSDE, a target update interval, CrossQ with quantile critics, a
-key this table does not know) is refused by name: `Untranslatable`, reported per cell, never dropped.
+learner, an activation other than SBX's own, gSDE, a target update interval, CrossQ with quantile critics,
+PPO's clip_range_vf or target_kl, a key this table does not know) is refused by name: `Untranslatable`,
+reported per cell, never dropped. SBX 0.28 has no A2C (`missing_peers`: the commands refuse it at once).
+
+PPO: SBX's PPO takes RL Zoo's keys (n_steps, batch_size, n_epochs, gamma, gae_lambda, clip_range and
+learning_rate with their `lin_` schedules, ent_coef, vf_coef, max_grad_norm, normalize_advantage, normalize,
+policy_kwargs net_arch, ortho_init and log_std_init). It differs from SB3's and rlbench's PPO where no key
+can say so (PEER_DIFFERENCES, printed in the report): its `ortho_init=True` initialises only the action
+head orthogonally (gain 0.01), the other layers with flax's default; each of its two optimizers clips its
+own network's gradient norm; it normalizes advantages with the population std. Its `use_sde` repeats one
+noise key instead of gSDE's state-dependent noise, its `clip_range_vf` is unused and its `target_kl` adapts
+the learning rate instead of stopping the epochs: those are refused. Its activation is tanh (an RL Zoo
+YAML entry cannot name a flax function), and it takes no stats_window_size (SB3's 100).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+SBX_VERSION = "0.28"  # the peer these tables describe
+
 # rlbench's --algo -> RL Zoo's --algo with SBX's classes (DroQ is SAC with a dropout and layer-norm critic).
-PEER_ALGOS = {"sac": "sac", "droq": "sac", "tqc": "tqc", "crossq": "crossq", "td3": "td3", "ddpg": "ddpg"}
+PEER_ALGOS = {
+    "sac": "sac", "droq": "sac", "tqc": "tqc", "crossq": "crossq", "td3": "td3", "ddpg": "ddpg", "ppo": "ppo",
+}  # fmt: skip
 # SBX's classes by RL Zoo's algorithm name: what the peer's process puts in RL Zoo's table (SBX 0.28).
 SBX_CLASSES = {"sac": "SAC", "tqc": "TQC", "crossq": "CrossQ", "td3": "TD3", "ddpg": "DDPG", "ppo": "PPO"}
 
@@ -46,14 +61,18 @@ OWN_KEYS = {
     "crossq": (),
     "td3": ("tau", "target_policy_noise", "target_noise_clip", "noise_std"),
     "ddpg": ("tau", "noise_std"),
+    "ppo": ("n_steps", "n_epochs", "gae_lambda", "clip_range", "vf_coef", "max_grad_norm", "normalize_advantage"),
 }
 # What SBX's DDPG constructor does not take: TD3's tricks, which it fixes off, and stats_window_size, which stays
-# SB3's 100. rlbench's DDPG must have the same values; they are left out of the entry.
+# SB3's 100. rlbench's DDPG must have the same values; they are left out of the entry. SBX's PPO takes no
+# stats_window_size either.
 DDPG_FIXED = {"policy_delay": 1, "target_policy_noise": 0.0, "target_noise_clip": 0.0, "stats_window_size": 100}
+FIXED = {"ddpg": DDPG_FIXED, "ppo": {"stats_window_size": 100}}
 SAME_POLICY_KWARGS = ("net_arch", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs")
 OWN_POLICY_KWARGS = {
     "tqc": ("n_quantiles",),
     "crossq": ("batch_norm", "batch_norm_actor", "batch_norm_momentum", "renorm_warmup_steps"),
+    "ppo": ("ortho_init", "log_std_init"),  # SBX's ortho_init is not SB3's: PEER_DIFFERENCES
 }
 # Settings SBX has one value of: any other is refused, with the reason.
 ONLY_VALUE = {
@@ -62,7 +81,26 @@ ONLY_VALUE = {
     "use_sde": (False, "SBX's SAC-family policies only repeat one noise key (no state-dependent exploration)"),
     "temperature_loss": ("log_alpha", "SBX 0.28 minimises -log(alpha) * (log_prob + target_entropy)"),
 }
+# An algorithm's own only values, over ONLY_VALUE's; a value of None is left out of the entry (SBX's default).
+OWN_ONLY_VALUE = {
+    "ppo": {
+        "use_sde": (False, "SBX's PPO repeats one noise key instead of gSDE's state-dependent noise"),
+        "clip_range_vf": (None, "SBX 0.28's PPO leaves clip_range_vf unused: its value loss is never clipped"),
+        "target_kl": (None, "SBX's PPO adapts the learning rate to target_kl; rlbench, as SB3, stops the epochs"),
+    },
+}
 ONLY_POLICY_KWARG = {"activation_fn": ("relu", "an RL Zoo YAML entry cannot name a flax activation; SBX's is relu")}
+OWN_ONLY_POLICY_KWARG = {
+    "ppo": {"activation_fn": ("tanh", "an RL Zoo YAML entry cannot name a flax activation; SBX's PPO's is tanh")},
+}
+# What the peer's learner does differently where no setting can say so: the report prints it beside the runs.
+PEER_DIFFERENCES = {
+    "ppo": "SBX's PPO initialises its networks with flax's defaults, with ortho_init only its action head "
+    "orthogonally (gain 0.01), where SB3's and rlbench's initialise every layer orthogonally (gains sqrt(2), "
+    "0.01 and 1; PyTorch's defaults without ortho_init); each of its two optimizers clips its own network's "
+    "gradient norm to max_grad_norm (SB3's and rlbench's: the joint norm); it normalizes advantages with the "
+    "population std (SB3's and rlbench's: the sample std)",
+}
 GSDE_KEYS = ("sde_sample_freq", "use_sde_at_warmup")
 GSDE_POLICY_KWARGS = ("log_std_init", "use_expln", "full_std", "clip_mean")
 QUANTILE_CROSSQ = "CrossQ with quantile critics (CrossQ + TQC): SBX's CrossQ has none"
@@ -76,21 +114,26 @@ class Untranslatable(ValueError):
         self.settings = settings
 
 
-def peer_entry(algo: str, resolved: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def peer_entry(algo: str, resolved: Mapping[str, Any], activation_by_name: bool = False) -> tuple[str, dict[str, Any]]:
     """(RL Zoo's --algo, the hyperparameter entry) that trains `algo`'s resolved entry with SBX; Untranslatable
-    naming every setting it cannot express."""
+    naming every setting it cannot express. `activation_by_name`: the entry is for a script that builds SBX's
+    learner itself (`bench speed`'s PPO peer), not for RL Zoo, so policy_kwargs.activation_fn stays rlbench's
+    name of a flax.linen function (relu, tanh, ...), which that script looks up."""
     if algo not in PEER_ALGOS:
         raise Untranslatable([f"--algo {algo} (no SBX algorithm for it here; known: {', '.join(PEER_ALGOS)})"])
     refused: list[str] = []
     entry: dict[str, Any] = {}
-    for key, value in _without_ddpg_fixed(algo, resolved, refused).items():
+    only = {**ONLY_VALUE, **OWN_ONLY_VALUE.get(algo, {})}
+    for key, value in _without_fixed(algo, resolved, refused).items():
         if key == "policy_kwargs":
-            entry[key] = peer_policy_kwargs(algo, value or {}, refused)
-        elif key in ONLY_VALUE and value != ONLY_VALUE[key][0]:
-            refused.append(f"{key}={value!r} ({ONLY_VALUE[key][1]})")
+            entry[key] = peer_policy_kwargs(algo, value or {}, refused, activation_by_name)
+        elif key in only and value != only[key][0]:
+            refused.append(f"{key}={value!r} ({only[key][1]})")
+        elif key in only and only[key][0] is None:
+            continue  # None: the setting is off, as SBX's default has it
         elif key in SAME_KEYS or key in OWN_KEYS[algo]:
             entry[key] = value
-        elif key in ONLY_VALUE or key in GSDE_KEYS:
+        elif key in only or key in GSDE_KEYS:
             continue  # SBX's only value (gSDE's keys come with use_sde, refused above)
         elif key in SPELLED:
             SPELLED[key](entry, value, resolved, refused)
@@ -101,23 +144,38 @@ def peer_entry(algo: str, resolved: Mapping[str, Any]) -> tuple[str, dict[str, A
     return PEER_ALGOS[algo], dict(sorted(entry.items()))
 
 
-def _without_ddpg_fixed(algo: str, resolved: Mapping[str, Any], refused: list[str]) -> Mapping[str, Any]:
-    """DDPG's entry without the keys SBX's DDPG fixes itself (refused where rlbench's values differ)."""
-    if algo != "ddpg":
-        return resolved
-    for key, fixed in DDPG_FIXED.items():
+def _without_fixed(algo: str, resolved: Mapping[str, Any], refused: list[str]) -> Mapping[str, Any]:
+    """The entry without the keys SBX's class fixes itself (refused where rlbench's values differ)."""
+    fixed_values = FIXED.get(algo, {})
+    for key, fixed in fixed_values.items():
         if key in resolved and resolved[key] != fixed:
-            refused.append(f"{key}={resolved[key]!r} (SBX's DDPG has {key}={fixed!r})")
-    return {key: value for key, value in resolved.items() if key not in DDPG_FIXED}
+            refused.append(f"{key}={resolved[key]!r} (SBX's {algo.upper()} has {key}={fixed!r})")
+    return {key: value for key, value in resolved.items() if key not in fixed_values}
 
 
-def peer_policy_kwargs(algo: str, kwargs: Mapping[str, Any], refused: list[str]) -> dict[str, Any]:
+def missing_peers(algos: Iterable[str]) -> str | None:
+    """One line refusing `--peer` for the algorithms SBX has no class for (A2C), None when it has all."""
+    missing = [algo for algo in dict.fromkeys(algos) if algo not in PEER_ALGOS]
+    if not missing:
+        return None
+    return (
+        f"--peer: SBX {SBX_VERSION} has no {', '.join(algo.upper() for algo in missing)}, so nothing can train "
+        f"{' '.join(missing)} beside rlbench; run it without --peer (SBX's peers here: {', '.join(PEER_ALGOS)})"
+    )
+
+
+def peer_policy_kwargs(
+    algo: str, kwargs: Mapping[str, Any], refused: list[str], activation_by_name: bool = False
+) -> dict[str, Any]:
     out = {}
+    only = {**ONLY_POLICY_KWARG, **OWN_ONLY_POLICY_KWARG.get(algo, {})}
     for key, value in kwargs.items():
         name = f"policy_kwargs.{key}={value!r}"
-        if key in ONLY_POLICY_KWARG:
-            if value != ONLY_POLICY_KWARG[key][0]:
-                refused.append(f"{name} ({ONLY_POLICY_KWARG[key][1]})")
+        if key == "activation_fn" and activation_by_name:
+            out[key] = value
+        elif key in only:
+            if value != only[key][0]:
+                refused.append(f"{name} ({only[key][1]})")
         elif key in SAME_POLICY_KWARGS or key in OWN_POLICY_KWARGS.get(algo, ()):
             out[key] = value
         elif key in GSDE_POLICY_KWARGS:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from rlbench.bench import peer as sbx
 from rlbench.bench.children import ChildrenStopped
+from rlbench.bench.peer_spelling import missing_peers
 from rlbench.cli.flags import flag, parser_from, seeds_group, shared
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError, RunFailure
@@ -286,6 +287,8 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         spec = check_args(args)
+        if args.peer and (refusal := missing_peers(spec.algos)):  # A2C: before anything is trained or written
+            raise ConfigError(refusal)
         plots.import_plot_packages()  # the report's curves: before hours of training, not after
         manifest = recorded_manifest(spec, args.log_folder)  # another grid under this name: refused here
         peer = sbx.probe_peer(args.peer, args.peer_device) if args.peer else None

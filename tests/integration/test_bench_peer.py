@@ -326,3 +326,104 @@ def test_a_stopped_bench_kills_its_peers_and_exits_75_with_the_command_that_cont
         bench.kill()
         for pid in filter(alive, peers):
             os.kill(pid, signal.SIGKILL)
+
+
+# -- PPO beside SBX's PPO; A2C, which SBX does not have, refused at once ------------------------------------------
+
+CARTPOLE_PPO = {  # RL Zoo's ppo.yml CartPole-v1 entry as rlbench resolves it, in RL Zoo's spelling for SBX
+    "batch_size": 256,
+    "clip_range": "lin_0.2",
+    "ent_coef": 0.0,
+    "gae_lambda": 0.8,
+    "gamma": 0.98,
+    "learning_rate": "lin_0.001",
+    "max_grad_norm": 0.5,
+    "n_envs": 8,
+    "n_epochs": 20,
+    "n_steps": 32,
+    "n_timesteps": 512,
+    "normalize_advantage": True,
+    "policy": "MlpPolicy",
+    "policy_kwargs": {"log_std_init": 0.0, "net_arch": {"pi": [64, 64], "vf": [64, 64]}, "ortho_init": True},
+    "use_sde": False,
+    "vf_coef": 0.5,
+}
+
+
+def test_ppo_cells_get_rl_zoos_entry_and_what_sbx_cannot_express_is_refused_by_name(tmp_path):
+    """PPO's cells: CartPole-v1's entry written out whole for SBX (tanh, SBX's PPO's activation, and SB3's
+    stats_window_size are SBX's own and left out; the clipped value loss and target_kl are off, and so left out);
+    Pendulum-v1's refused for its gSDE. The report says where SBX's PPO differs with no setting to say so."""
+    from rlbench.bench import peer as sbx
+    from rlbench.run.request import RunRequest
+    from rlbench.sweep.grid import SweepSpec
+
+    spec = SweepSpec(name="returns", algos=("ppo",), envs=("CartPole-v1", "Pendulum-v1"), seeds=(1,),
+                     n_timesteps=512, eval_freq=256)  # fmt: skip
+    cartpole, pendulum = sbx.plan_cells(spec, RunRequest(n_timesteps=512), tmp_path / "sweep")
+    assert (cartpole.zoo_algo, cartpole.entry) == ("ppo", CARTPOLE_PPO)
+    assert pendulum.entry is None and pendulum.refusal == (
+        "SBX cannot express use_sde=True (SBX's PPO repeats one noise key instead of gSDE's state-dependent noise)"
+    )
+    report = "\n".join(sbx.report_lines([cartpole, pendulum], None))
+    assert "`sbx ppo` differs where no setting says so: SBX's PPO initialises its networks with flax's" in report
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ppo_settings_sbx_cannot_express_are_named():
+    from rlbench.bench.peer_spelling import Untranslatable, peer_entry
+    from rlbench.run.experiment import RunRequest, resolve
+
+    params = ("clip_range_vf:0.2", "target_kl:0.02", "policy_kwargs:dict(activation_fn=nn.ReLU)")
+    exp = resolve(RunRequest(algo="ppo", env="CartPole-v1", params=params, n_timesteps=512, verbose=0))
+    with pytest.raises(Untranslatable) as refused:
+        peer_entry("ppo", exp.hyperparams)
+    assert [setting.split(" (")[0] for setting in refused.value.settings] == [
+        "clip_range_vf=0.2",
+        "policy_kwargs.activation_fn='relu'",
+        "target_kl=0.02",
+    ]
+    assert "SBX's PPO adapts the learning rate to target_kl" in str(refused.value)
+    # bench speed's peer builds SBX's PPO itself: the activation goes by its flax name, not refused
+    assert (
+        peer_entry("ppo", {**exp.hyperparams, "clip_range_vf": None, "target_kl": None}, activation_by_name=True)[1][
+            "policy_kwargs"
+        ]["activation_fn"]
+        == "relu"
+    )
+
+
+def test_a2c_beside_the_peer_is_one_line_exit_2_before_anything(tmp_path, capsys):
+    """SBX 0.28 has no A2C: `--algos ... a2c --peer` is refused before the peer is probed or anything written
+    (any --peer, even one that is not a Python with SBX)."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    args = ["returns", "--algos", "ppo", "a2c", "--envs", "CartPole-v1", "-f", str(folder / "logs")]
+    assert bench_main([*args, "--output", str(folder / "returns.md"), "--peer", str(tmp_path / "no-python")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --peer: SBX 0.28 has no A2C, so nothing can train a2c beside rlbench; run it without --peer (SBX's "
+        "peers here: sac, droq, tqc, crossq, td3, ddpg, ppo)"
+    ]
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.slow  # one rlbench cell on Ray, then one SBX process through RL Zoo
+def test_ppo_trains_beside_sbx_ppo_with_rl_zoos_entry(peer_python, tmp_path, capsys, ray_session):
+    """`bench returns --algos ppo --envs CartPole-v1 --peer`: two rollouts of RL Zoo's entry (8 envs x 32 steps)
+    for each system, evaluated at the same steps; RL Zoo trained SBX's PPO with the entry rlbench resolved."""
+    log, output = tmp_path / "logs", tmp_path / "returns.md"
+    argv = ["returns", "--algos", "ppo", "--envs", "CartPole-v1", "--seeds", "1", "-f", str(log), "--output"]
+    argv += [str(output), "-n", "512", "--eval-freq", "256", "--eval-episodes", "2", "--peer", peer_python]
+    assert bench_main(argv) == 0
+    assert "sbx ppo CartPole-v1 seed 1: done in" in capsys.readouterr().out
+    report = output.read_text()
+    assert "| CartPole-v1 | sbx ppo | 1 | 512 |" in report and "| CartPole-v1 | rlbench ppo | 1 | 512 |" in report
+    assert "`sbx ppo` differs where no setting says so" in report
+    (cell,) = (log / "sweeps" / "returns" / "sbx").iterdir()
+    run = cell / "ppo" / "CartPole-v1_1"
+    (rlbench_run,) = (log / "ppo").glob("CartPole-v1_*")
+    for folder in (run, rlbench_run):
+        with np.load(folder / "evaluations.npz") as data:
+            assert list(data["timesteps"]) == [256, 512] and data["results"].shape == (2, 2)
+    config = zoo_yaml(run / "CartPole-v1" / "config.yml")
+    assert {key: config[key] for key in CARTPOLE_PPO} == CARTPOLE_PPO

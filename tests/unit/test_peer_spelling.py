@@ -147,7 +147,7 @@ def test_settings_the_peer_cannot_express_are_refused_by_name():
         ("sac", {**resolved("sac", {}), "temperature_loss": "alpha"}, "temperature_loss='alpha'"),
         ("sac", {**resolved("sac", {}), "some_new_key": 1}, "some_new_key=1 (no RL Zoo spelling"),
         ("sac", resolved("sac", {"gamma": 0.9}, normalize={"gamma": 0.99}), "normalize.gamma=0.99"),
-        ("ppo", {}, "--algo ppo"),
+        ("a2c", {}, "--algo a2c"),
         ("ddpg", resolved("ddpg", {"policy_delay": 2}), "policy_delay=2 (SBX's DDPG has policy_delay=1)"),
     ],
 )
