@@ -15,6 +15,9 @@ compile time and peak memory are its own, and adds:
   (the best of a few square and network-shaped float32 products, measured once per invocation);
 - `peak_rss_mib` (host) and, on a GPU, `peak_device_mib`.
 
+On-policy learners (`--algos ppo a2c`) train RL Zoo's entry for the env instead (rlbench.bench.on_policy_row:
+their rollout, minibatches and FLOP per minibatch step); their peer is SBX's PPO on the same entry.
+
 `--first-step` measures instead the time to the first gradient step (`first_grad_step_s`: building the
 envs and learner, every compilation, the random warm-up, up to the end of the first update), cold (an
 empty compilation cache) then warm (the cache the cold process filled), each in a fresh process.
@@ -32,15 +35,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
 
+from rlbench.bench.cases import cases_from, check_algos, host_twin, on_policy_algos
 from rlbench.bench.children import rlbench_row_in_subprocess, row_from, run_child, stopping_children
+from rlbench.bench.on_policy_row import ON_POLICY, on_policy_peer_row, on_policy_row
+from rlbench.bench.on_policy_row import PEER_SCRIPT as ON_POLICY_PEER_SCRIPT
 from rlbench.bench.row import first_step_row, rlbench_row
 from rlbench.bench.seed_packing import packing_rows
 from rlbench.cli.flags import flag, parser_from, shared
-from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.errors import ConfigError
 from rlbench.networks.trunk import POLICIES
 from rlbench.report.returns import cpu_model
@@ -149,12 +153,6 @@ def machine() -> dict:
     return info
 
 
-DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed, critic widths)
-    ("sac", 1, 1, 3000, [256, 256]),
-    ("sac", 8, 8, 4000, [256, 256]),
-    ("droq", 1, 20, 300, [256, 256]),
-    ("crossq", 1, 1, 1000, [1024, 1024]),
-]
 PRECISIONS = ("float32", "bfloat16")
 
 
@@ -175,6 +173,25 @@ FLAGS = (
         help="override the cases, e.g. --case sac 1 1 3000 (critic widths from --qf)",
     ),
     flag("--qf", type=int, nargs="+", default=None, help="critic widths for --case rows"),
+    shared(
+        "algos",
+        default=None,
+        help="instead of --case: each algorithm's default cases (off-policy: DEFAULT_CASES', or 1 env x 1 gradient "
+        "step; on-policy, ppo and a2c: RL Zoo's entry for --env from hyperparams/<algo>.yml)",
+    ),
+    flag(
+        "--steps",
+        type=int,
+        default=None,
+        help="env steps timed in each --algos row (default: the case's; on-policy: 16 rollouts, rounded up to whole "
+        "rollouts)",
+    ),
+    flag(
+        "--peer-on-policy-script",
+        type=Path,
+        default=ON_POLICY_PEER_SCRIPT,
+        help="the peer's benchmark script for ppo rows (default: benchmarks/sbx_ppo_entry_speed.py)",
+    ),
     flag(
         "--policy",
         default="MlpPolicy",
@@ -236,11 +253,11 @@ def measure(argv: list[str] | None = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
     cache = compile_cache.enable(args.compile_cache)
-    if args.peer and not (Path(args.peer).exists() and args.peer_script.exists()):
-        p.error(
-            f"--peer {args.peer} / --peer-script {args.peer_script}: not found (both must exist to run SBX "
-            "side by side; see ../shared/bench/README.md for the peer's venv)"
-        )
+    if args.one_row is None and args.one_first_step is None:
+        try:
+            check_algos(p, args)
+        except ConfigError as error:
+            return exit_code(error)
     if args.n_seeds and args.policy != "MlpPolicy":
         p.error("--policy: only MlpPolicy with --n-seeds (the packing rows do not pass it on)")
     try:
@@ -248,7 +265,9 @@ def measure(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         return exit_code(error)
     if args.one_row is not None:
-        print(json.dumps(rlbench_row(**json.loads(args.one_row))), flush=True)
+        case = json.loads(args.one_row)
+        row = on_policy_row(**case) if case["algo"] in ON_POLICY else rlbench_row(**case)
+        print(json.dumps(row), flush=True)
         return 0
     if args.one_first_step is not None:
         print(json.dumps(first_step_row(**json.loads(args.one_first_step))), flush=True)
@@ -285,25 +304,6 @@ class Emitter:
                 file.write(json.dumps(row) + "\n")
 
 
-def host_twin(env_id: str) -> str | None:
-    """For a JAX-native id, the gymnasium env it mirrors, whose rows (rlbench's host loop, the --peer's) follow
-    the device loop's: gymnax's classic-control envs are gymnasium's, under the same names. None: no twin."""
-    if not is_jax_native(env_id):
-        return None
-    prefix, _, name = env_id.partition(":")
-    return name if prefix == "gymnax" and name in gym.registry else None
-
-
-def cases_from(args: argparse.Namespace) -> list[tuple]:
-    """(algo, n_envs, gradient_steps, steps, critic widths) of each case: --case's, or DEFAULT_CASES."""
-    if not args.case:
-        return DEFAULT_CASES
-    return [
-        (a, int(e), int(g), int(s), args.qf or [1024, 1024] if a == "crossq" else args.qf or [256, 256])
-        for a, e, g, s in args.case
-    ]
-
-
 def packing_cases(args: argparse.Namespace) -> Iterator[dict]:
     """--n-seeds: each case's packings (packing_rows)."""
     peer = (args.peer, args.peer_script) if args.peer else None
@@ -315,8 +315,27 @@ def packing_cases(args: argparse.Namespace) -> Iterator[dict]:
 
 def throughput_cases(args: argparse.Namespace, matmul_gflops: dict | None) -> Iterator[dict]:
     """Each case's rlbench rows (one per precision, --repeats times, each followed by the --peer's), or with
-    --first-step its cold and warm rows."""
+    --first-step its cold and warm rows; then the on-policy rows."""
     peak = {dtype: max(rates.values()) for dtype, rates in (matmul_gflops or {}).items()}
+    yield from off_policy_rows(args, peak)
+    yield from on_policy_rows(args)
+
+
+def on_policy_rows(args: argparse.Namespace) -> Iterator[dict]:
+    """Each --algos on-policy algorithm's row on --env (--repeats times, each followed by the --peer's). Their
+    FLOP are not counted (rlbench.bench.on_policy_row): no fraction of the peak."""
+    for algo in on_policy_algos(args):
+        for _ in range(args.repeats):
+            case = {"algo": algo, "env_id": args.env, "steps": args.steps, "update_seconds": args.update_seconds}
+            yield rlbench_row_in_subprocess(case, args.device)
+            if args.peer:
+                yield on_policy_peer_row(
+                    args.peer, args.peer_on_policy_script, algo, args.env, args.steps, args.peer_device
+                )
+
+
+def off_policy_rows(args: argparse.Namespace, peak: dict) -> Iterator[dict]:
+    """The off-policy cases' rows (throughput_cases)."""
     for algo, n_envs, gradient_steps, steps, qf in cases_from(args):
         for _ in range(1 if args.first_step else args.repeats):
             for precision in args.precision:

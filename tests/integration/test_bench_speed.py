@@ -300,3 +300,138 @@ def test_policy_reaches_the_rlbench_row_and_the_peer(tmp_path):
     assert argv[argv.index("--policy") + 1] == "SimbaPolicy"
     argv = peer_row(sys.executable, peer, "sac", "Pendulum-v1", 1, 1, 40, [32, 32], "cpu")["argv"]
     assert "--policy" not in argv  # MlpPolicy: the peer's default, so older peer scripts still run
+
+
+# -- on-policy rows: PPO and A2C train RL Zoo's entry for the env ----------------------------------------------
+
+
+PPO_PEER_STAND_IN = """
+import json, os, sys
+args = sys.argv[1:]
+value = lambda flag: args[args.index(flag) + 1]
+print("peer warm-up chatter")
+print(json.dumps({"system": "stand-in", "env": value("--env"), "steps": int(value("--steps")),
+                  "entry": json.loads(value("--entry")), "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}))
+"""
+
+
+def test_ppo_row_end_to_end_with_rl_zoos_entry(tmp_path, capsys):
+    """`--algos ppo --env CartPole-v1`: one row in a fresh process trains RL Zoo's entry (8 envs x 32 steps: a
+    rollout of 256, one minibatch of 256, 20 epochs: 20 minibatch steps per rollout), --steps rounded up to a
+    whole rollout; the peer script is handed the same entry in RL Zoo's spelling (a stand-in here)."""
+    peer = tmp_path / "peer.py"
+    peer.write_text(PPO_PEER_STAND_IN)
+    output = tmp_path / "rows.jsonl"
+    argv = ["--algos", "ppo", "--env", "CartPole-v1", "--steps", "200", "--device", "cpu", "--update-seconds", "0.2"]
+    argv += ["--peer", sys.executable, "--peer-on-policy-script", str(peer), "--output", str(output)]
+    assert speed_main(argv) == 0
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    assert capsys.readouterr().out.splitlines() == [json.dumps(r) for r in rows]
+    _, ours, theirs = rows
+    case = {key: ours[key] for key in ("system", "loop", "algo", "env", "n_envs", "rollout", "batch_size")}
+    assert case == {"system": "rlbench", "loop": "host", "algo": "ppo", "env": "CartPole-v1", "n_envs": 8,
+                    "rollout": 256, "batch_size": 256}  # fmt: skip
+    assert (ours["grad_steps_per_rollout"], ours["steps"]) == (20, 256)  # counted by the learner state's `step`
+    assert ours["grad_steps_per_s"] == pytest.approx(ours["env_steps_per_s"] * 20 / 256, rel=0.01)
+    assert ours["update_only_grad_steps_per_s"] > 0 and ours["update_compile_s"] > 0
+    assert ours["loop_efficiency"] == pytest.approx(ours["grad_steps_per_s"] / ours["update_only_grad_steps_per_s"],
+                                                    abs=2e-3)  # fmt: skip
+    # A loop's body counted once by XLA, and no minibatch step exposed by the learner: not counted, not faked.
+    assert ours["gflop_per_grad_step"] == ours["achieved_gflops"] == "n/a" and "fraction_of_peak" not in ours
+    assert (theirs["system"], theirs["env"], theirs["steps"], theirs["cuda_visible"]) == ("stand-in", "CartPole-v1",
+                                                                                          256, "")  # fmt: skip
+    assert theirs["entry"] == {
+        "batch_size": 256,
+        "clip_range": "lin_0.2",
+        "ent_coef": 0.0,
+        "gae_lambda": 0.8,
+        "gamma": 0.98,
+        "learning_rate": "lin_0.001",
+        "max_grad_norm": 0.5,
+        "n_envs": 8,
+        "n_epochs": 20,
+        "n_steps": 32,
+        "n_timesteps": 100_000,
+        "normalize_advantage": True,
+        "policy": "MlpPolicy",
+        "policy_kwargs": {
+            "activation_fn": "tanh",
+            "log_std_init": 0.0,
+            "net_arch": {"pi": [64, 64], "vf": [64, 64]},
+            "ortho_init": True,
+        },
+        "use_sde": False,
+        "vf_coef": 0.5,
+    }
+
+
+def test_a_peer_that_cannot_express_the_entry_is_a_refused_row_not_a_run(tmp_path):
+    """RL Zoo's Pendulum-v1 PPO entry explores with gSDE, which SBX's PPO only imitates (one repeated noise key):
+    the peer's row names the setting, and nothing is started (the script does not exist)."""
+    from rlbench.bench.on_policy_row import on_policy_peer_row
+
+    row = on_policy_peer_row(sys.executable, tmp_path / "absent.py", "ppo", "Pendulum-v1", None)
+    assert (row["system"], row["algo"], row["env"], row["rollout"], row["steps"]) == ("peer", "ppo", "Pendulum-v1",
+                                                                                      4096, 16 * 4096)  # fmt: skip
+    assert row["refused"].startswith("SBX cannot express use_sde=True (SBX's PPO repeats one noise key")
+    assert "error" not in row
+
+
+UNKNOWN = "error: unknown algorithm 'ppa'; did you mean 'ppo'? (valid: sac, droq, crossq, tqc, td3, ddpg, ppo, a2c)"
+NO_A2C = (
+    "error: --peer: SBX 0.28 has no A2C, so nothing can train a2c beside rlbench; run it without --peer (SBX's peers "
+    "here: sac, droq, tqc, crossq, td3, ddpg, ppo)"
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"), [(["--algos", "ppa"], UNKNOWN), (["--algos", "ppo", "a2c", "--peer", sys.executable], NO_A2C)]
+)
+def test_an_unknown_algorithm_or_a2c_beside_the_peer_is_one_line_exit_2(tmp_path, capsys, extra, line):
+    output = tmp_path / "rows.jsonl"
+    assert speed_main([*extra, "--device", "cpu", "--output", str(output)]) == 2
+    assert capsys.readouterr().err.splitlines() == [line]
+    assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (
+            ["--case", "ppo", "8", "20", "1000"],
+            "--case ppo: on-policy rows train RL Zoo's entry for --env; use --algos",
+        ),
+        (["--algos", "ppo", "--precision", "bfloat16"], "--precision: not with on-policy rows (ppo)"),
+        (["--algos", "a2c", "--n-seeds", "2"], "--n-seeds: not with on-policy rows (a2c)"),
+        (["--algos", "ppo", "--first-step"], "--first-step: not with on-policy rows (ppo)"),
+        (["--algos", "sac", "--case", "sac", "1", "1", "10"], "--algos and --case: one or the other"),
+    ],
+)
+def test_flags_the_on_policy_rows_do_not_take_are_usage_errors(capsys, extra, named):
+    with pytest.raises(SystemExit) as exited:
+        speed_main([*extra, "--device", "cpu"])
+    assert exited.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_algos_selects_each_algorithms_default_cases_with_steps():
+    """--algos: the off-policy algorithms' DEFAULT_CASES (else one env and one gradient step), with --steps; the
+    on-policy ones are rows of their own (cases_from leaves them out)."""
+    from rlbench.bench.speed import build_parser, cases_from
+
+    args = build_parser().parse_args(["--algos", "sac", "td3", "ppo", "--steps", "500"])
+    assert cases_from(args) == [("sac", 1, 1, 500, [256, 256]), ("sac", 8, 8, 500, [256, 256]),
+                                ("td3", 1, 1, 500, [256, 256])]  # fmt: skip
+
+
+@pytest.mark.slow  # SBX's PPO in the peer's venv: its imports and compilation, about 15 s
+def test_ppo_row_beside_sbx_ppo_on_the_same_entry(peer_python, tmp_path):
+    """The real peer: benchmarks/sbx_ppo_entry_speed.py builds SBX's PPO from the translated entry and times
+    it as rlbench's row is timed (two rollouts of warm-up, then whole rollouts)."""
+    output = tmp_path / "rows.jsonl"
+    argv = ["--algos", "ppo", "--env", "CartPole-v1", "--steps", "512", "--device", "cpu", "--update-seconds", "0.2"]
+    assert speed_main([*argv, "--peer", peer_python, "--output", str(output)]) == 0
+    _, ours, theirs = [json.loads(line) for line in output.read_text().splitlines()]
+    for row in (ours, theirs):
+        assert (row["n_envs"], row["rollout"], row["batch_size"], row["steps"]) == (8, 256, 256, 512)
+        assert row["grad_steps_per_rollout"] == 20 and row["env_steps_per_s"] > 0
+    assert (theirs["system"], theirs["sbx_version"], theirs["device"]) == ("sbx", "0.28.0", "cpu")

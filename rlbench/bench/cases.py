@@ -1,0 +1,86 @@
+"""Which rows `bench speed` measures: the off-policy cases (--case, --algos or DEFAULT_CASES), the on-policy
+algorithms among --algos, and the checks of those choices before anything is measured."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import gymnasium as gym
+
+from rlbench.algos.registry import get_algo
+from rlbench.bench.on_policy_row import ON_POLICY
+from rlbench.bench.peer_spelling import missing_peers
+from rlbench.envs.jax_native.ids import is_jax_native
+from rlbench.errors import ConfigError
+
+DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed, critic widths)
+    ("sac", 1, 1, 3000, [256, 256]),
+    ("sac", 8, 8, 4000, [256, 256]),
+    ("droq", 1, 20, 300, [256, 256]),
+    ("crossq", 1, 1, 1000, [1024, 1024]),
+]
+
+
+def host_twin(env_id: str) -> str | None:
+    """For a JAX-native id, the gymnasium env it mirrors, whose rows (rlbench's host loop, the --peer's) follow
+    the device loop's: gymnax's classic-control envs are gymnasium's, under the same names. None: no twin."""
+    if not is_jax_native(env_id):
+        return None
+    prefix, _, name = env_id.partition(":")
+    return name if prefix == "gymnax" and name in gym.registry else None
+
+
+def check_algos(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The algorithms and flags of the rows asked for, before anything is measured: an unknown algorithm or
+    `--peer` with one SBX does not have (A2C) raises ConfigError (one line, exit 2); a flag the on-policy rows do
+    not take, or a peer script not found, is a usage error."""
+    if args.algos and args.case:
+        p.error("--algos and --case: one or the other (--case names the off-policy cases one by one)")
+    algos = list(args.algos or [case[0] for case in args.case or DEFAULT_CASES])
+    for algo in algos:
+        get_algo(algo)
+    on_policy = [algo for algo in algos if algo in ON_POLICY]
+    if args.case and on_policy:
+        p.error(f"--case {on_policy[0]}: on-policy rows train RL Zoo's entry for --env; use --algos {on_policy[0]}")
+    if on_policy:
+        refused = {"--n-seeds": args.n_seeds, "--first-step": args.first_step,
+                   "--policy": args.policy != "MlpPolicy", "--precision": args.precision != ["float32"]}  # fmt: skip
+        for name, given in refused.items():
+            if given:
+                p.error(
+                    f"{name}: not with on-policy rows ({', '.join(on_policy)}), which train RL Zoo's entry as it is"
+                )
+    if args.peer and (refusal := missing_peers(algos)):
+        raise ConfigError(refusal)
+    scripts = ([args.peer_script] if len(on_policy) < len(algos) else []) + (
+        [args.peer_on_policy_script] if on_policy else []
+    )
+    if args.peer and not (Path(args.peer).exists() and all(script.exists() for script in scripts)):
+        p.error(
+            f"--peer {args.peer} / {' / '.join(map(str, scripts))}: not found (all must exist to run SBX side by "
+            "side; see ../shared/bench/README.md for the peer's venv)"
+        )
+
+
+def cases_from(args: argparse.Namespace) -> list[tuple]:
+    """(algo, n_envs, gradient_steps, steps, critic widths) of each off-policy case: --case's, --algos' (their
+    DEFAULT_CASES, else 1 env x 1 gradient step, with --steps), or DEFAULT_CASES."""
+    if args.algos:
+        cases = []
+        for algo in (a for a in dict.fromkeys(args.algos) if a not in ON_POLICY):
+            qf = args.qf or ([1024, 1024] if algo == "crossq" else [256, 256])
+            defaults = [case for case in DEFAULT_CASES if case[0] == algo] or [(algo, 1, 1, 3000, qf)]
+            cases += [(a, e, g, args.steps or s, args.qf or q) for a, e, g, s, q in defaults]
+        return cases
+    if not args.case:
+        return DEFAULT_CASES
+    return [
+        (a, int(e), int(g), int(s), args.qf or [1024, 1024] if a == "crossq" else args.qf or [256, 256])
+        for a, e, g, s in args.case
+    ]
+
+
+def on_policy_algos(args: argparse.Namespace) -> list[str]:
+    """The on-policy algorithms among --algos, once each, in order."""
+    return [algo for algo in dict.fromkeys(args.algos or []) if algo in ON_POLICY]

@@ -1,0 +1,203 @@
+"""One `bench speed` row of an on-policy learner (PPO, A2C), measured in this process (`--one-row`), and the
+SBX peer's row of the same case.
+
+An on-policy row trains RL Zoo's entry for the env as train.py reads it (hyperparams/<algo>.yml: n_envs,
+n_steps, batch_size, n_epochs, normalize, networks, schedules), resolved and launched as train.py's runs
+(rlbench.run.experiment, rlbench.run.launch) with seed 0, no evaluation, no run folder. The first rollout
+compiles acting and the update; the second is warm-up; then `steps` env steps (rounded up to whole rollouts)
+are timed between two `on_iteration` marks, each blocking on the learner state. A gradient step is one
+minibatch step (PPO: n_epochs x ceil(rollout / batch_size) per rollout; A2C: one), counted by the learner
+state's `step` over the timed window (so a target_kl that stops epochs early is counted as it ran). The
+compiled update is then timed alone on a fixed random rollout (no env, no host work); `update_compile_s` is
+the time to compile it there, or to load it from the compilation cache when that holds it.
+
+`gflop_per_grad_step` is "n/a" on these rows: XLA's cost analysis counts a loop's body once (PPO's update on
+CartPole-v1's entry: 0.021 GFLOP for its 20 minibatch steps, one step being 0.014), and a learner exposes no
+minibatch step of its own to count (off-policy learners expose theirs: critic_step_fn, actor_step_fn).
+
+The peer (`--peer`) is SBX's PPO built by benchmarks/sbx_ppo_entry_speed.py in the peer's venv from the same
+resolved entry in RL Zoo's spelling (rlbench.bench.peer_spelling), timed the same way; a setting SBX cannot
+express makes the peer's row a refusal naming it. SBX has no A2C: `bench speed` refuses `--peer` with a2c.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlbench.bench.children import row_from, run_child
+from rlbench.bench.peer_spelling import Untranslatable, peer_entry
+
+ON_POLICY = ("ppo", "a2c")
+WARMUP_ROLLOUTS = 2  # the first compiles acting and the update; the second runs them compiled
+DEFAULT_ROLLOUTS = 16  # timed when --steps is not given
+PEER_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sbx_ppo_entry_speed.py"
+NOT_COUNTED = "n/a"  # the FLOP of a minibatch step: see the module docstring
+
+
+def on_policy_experiment(algo: str, env_id: str, device: str = "auto"):
+    """The row's run, resolved as train.py resolves `--algo ALGO --env ENV` (the file's entry and its
+    n_timesteps, which the row replaces), with seed 0, no evaluation, quiet."""
+    from rlbench.run.experiment import RunRequest, resolve
+
+    request = RunRequest(algo=algo, env=env_id, seed=0, eval_freq=-1, verbose=0, device=device)
+    return resolve(request)
+
+
+def rollout_size(exp, learner) -> int:
+    """Env steps per update: the learner's vector steps per update (n_steps) times the run's envs."""
+    return learner.collection.vector_steps_per_update * exp.run.n_envs
+
+
+def timed_steps(rollout: int, steps: int | None) -> int:
+    """`steps` rounded up to whole rollouts (a rollout is trained on whole); None: DEFAULT_ROLLOUTS."""
+    return rollout * (DEFAULT_ROLLOUTS if steps is None else max(1, -(-steps // rollout)))
+
+
+def on_policy_row(algo: str, env_id: str, steps: int | None = None, update_seconds: float = 5.0) -> dict:
+    """Train WARMUP_ROLLOUTS rollouts, time `steps` env steps (whole rollouts), then the update alone."""
+    from rlbench.bench.row import peak_device_memory
+
+    exp = on_policy_experiment(algo, env_id)
+    learner = exp.algo.make_learner(exp.learner_config, exp.env_spec)
+    rollout = rollout_size(exp, learner)
+    warmup, steps = WARMUP_ROLLOUTS * rollout, timed_steps(rollout, steps)
+    exp = dataclasses.replace(exp, run=dataclasses.replace(exp.run, n_timesteps=warmup + steps))
+    marks = timed_rollouts(exp, warmup, steps)
+    seconds = marks["end"] - marks["start"]
+    timed = marks["end_steps"] - marks["start_steps"]
+    grad_steps = marks["end_grad_steps"] - marks["start_grad_steps"]
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    compile_s, bare = update_only_rate(learner, exp, update_seconds)
+    grad_steps_per_s = grad_steps / seconds
+    return {
+        **on_policy_case(algo, env_id, exp, rollout),
+        "grad_steps_per_rollout": round(grad_steps * rollout / timed, 2),
+        "steps": timed,
+        "env_steps_per_s": round(timed / seconds, 1),
+        "grad_steps_per_s": round(grad_steps_per_s, 1),
+        "update_compile_s": round(compile_s, 2),
+        "update_only_grad_steps_per_s": round(bare, 1),
+        "loop_efficiency": round(grad_steps_per_s / bare, 3),
+        "gflop_per_grad_step": NOT_COUNTED,
+        "achieved_gflops": NOT_COUNTED,
+        "peak_rss_mib": round(peak_rss_mib, 1),
+        **peak_device_memory(),
+    }
+
+
+def on_policy_case(algo: str, env_id: str, exp, rollout: int) -> dict:
+    """The fields that say which case a row measured: the entry's envs, rollout and minibatch size."""
+    from rlbench.envs.jax_native.ids import is_jax_native
+
+    return {
+        "system": "rlbench",
+        "loop": "device" if is_jax_native(env_id) else "host",
+        "algo": algo,
+        "env": env_id,
+        "n_envs": exp.run.n_envs,
+        "rollout": rollout,
+        "batch_size": exp.learner_config.batch_size or rollout,  # None: the whole rollout (A2C)
+        "precision": "float32",
+    }
+
+
+def timed_rollouts(exp, warmup: int, steps: int) -> dict[str, float]:
+    """Train `exp`, marking (blocking on the state) the start and end of the `steps` env steps after `warmup`,
+    with the learner's gradient steps at each. On-policy, `on_iteration` follows each update, so every mark is
+    at a rollout's end."""
+    from rlbench.bench.row import train_in_process
+
+    marks: dict[str, float] = {}
+
+    def mark(name: str, env_steps: int, state) -> None:
+        jax.block_until_ready(state)
+        marks[name], marks[f"{name}_steps"] = time.perf_counter(), env_steps
+        marks[f"{name}_grad_steps"] = int(np.sum(state.step))
+
+    def on_iteration(env_steps: int, state) -> None:
+        if env_steps >= warmup and "start" not in marks:
+            mark("start", env_steps, state)
+        if env_steps >= warmup + steps and "end" not in marks:
+            mark("end", env_steps, state)
+
+    train_in_process(exp, on_iteration)
+    return marks
+
+
+def random_rollout(exp, rollout: int):
+    """The staged transitions of one rollout [rollout, ...]: random observations and rewards, valid actions (a
+    Discrete index column, or a Box action in [-1, 1]), a few episode ends."""
+    from rlbench.types import Transition
+
+    spec, rng = exp.env_spec, np.random.default_rng(0)
+    if spec.discrete:
+        action = rng.integers(0, spec.n_actions, size=(rollout, 1)).astype(np.float32)
+    else:
+        action = rng.uniform(-1, 1, size=(rollout, spec.action_dim)).astype(np.float32)
+    return Transition(
+        obs=jnp.asarray(rng.normal(size=(rollout, spec.obs_dim)), jnp.float32),
+        action=jnp.asarray(action),
+        reward=jnp.asarray(rng.normal(size=rollout), jnp.float32),
+        next_obs=jnp.asarray(rng.normal(size=(rollout, spec.obs_dim)), jnp.float32),
+        terminated=jnp.asarray(rng.uniform(size=rollout) < 0.01, jnp.float32),
+        truncated=jnp.asarray(rng.uniform(size=rollout) < 0.01, jnp.float32),
+    )
+
+
+def update_only_rate(learner, exp, seconds: float = 5.0) -> tuple[float, float]:
+    """(seconds to compile the update, gradient steps/s of the compiled update alone on one fixed random
+    rollout, called again and again for `seconds`; its gradient steps counted by the state's `step`)."""
+    rollout = random_rollout(exp, rollout_size(exp, learner))
+    state = jax.jit(learner.init_fn)(jax.random.PRNGKey(0))
+    args = (learner.storage.init_fn(), rollout, jnp.asarray(1.0), jnp.asarray(0, jnp.int32), None)
+    start = time.perf_counter()
+    update = jax.jit(learner.update_fn, donate_argnums=0).lower(state, *args).compile()
+    compile_s = time.perf_counter() - start
+    state, _, _ = update(state, *args)
+    first = int(jax.block_until_ready(state).step)
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        state, _, _ = update(state, *args)
+        calls += 1
+    last = int(jax.block_until_ready(state).step)
+    return compile_s, (last - first) / (time.perf_counter() - start)
+
+
+# -- the peer --------------------------------------------------------------------------------------
+
+
+def peer_case(algo: str, env_id: str, steps: int | None, device: str = "auto") -> tuple[dict, dict | str]:
+    """(the case's fields, the peer's entry in RL Zoo's spelling or why SBX cannot train it), resolved in this
+    process as the rlbench row resolves it (the same file entry)."""
+    exp = on_policy_experiment(algo, env_id, device=device)
+    rollout = rollout_size(exp, exp.algo.make_learner(exp.learner_config, exp.env_spec))
+    case = {**on_policy_case(algo, env_id, exp, rollout), "system": "peer", "steps": timed_steps(rollout, steps)}
+    del case["loop"], case["precision"]
+    try:
+        return case, peer_entry(algo, exp.hyperparams, activation_by_name=True)[1]
+    except Untranslatable as error:
+        return case, str(error)
+
+
+def on_policy_peer_row(
+    python: str, script: Path, algo: str, env_id: str, steps: int | None, device: str = "cpu"
+) -> dict:
+    """The peer's row: SBX's PPO trained on the translated entry by `script` in the peer's Python, or a refusal
+    naming what SBX cannot express (not an error: nothing failed)."""
+    case, entry = peer_case(algo, env_id, steps)
+    if isinstance(entry, str):
+        return {**case, "device": device, "refused": entry}
+    command = [python, str(script), "--env", env_id, "--steps", str(case["steps"]), "--entry", json.dumps(entry)]
+    # As the off-policy peer's: no GPU for a CPU row, no pre-allocation of the GPU's memory for a GPU row.
+    env = {"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"} if device == "cpu" else {}
+    env = env or {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    return {**row_from(run_child(command, env={**os.environ, **env}), case), "device": device}
