@@ -176,8 +176,8 @@ FLAGS = (
     shared(
         "algos",
         default=None,
-        help="instead of --case: each algorithm's default cases (off-policy: DEFAULT_CASES', or 1 env x 1 gradient "
-        "step; on-policy, ppo and a2c: RL Zoo's entry for --env from hyperparams/<algo>.yml)",
+        help="instead of --case: each algorithm's cases (off-policy: its DEFAULT_CASES, else 1 env x 1 gradient "
+        "step; on-policy, ppo and a2c: RL Zoo's entry for --env in hyperparams/<algo>.yml)",
     ),
     flag(
         "--steps",
@@ -322,15 +322,18 @@ def throughput_cases(args: argparse.Namespace, matmul_gflops: dict | None) -> It
 
 
 def on_policy_rows(args: argparse.Namespace) -> Iterator[dict]:
-    """Each --algos on-policy algorithm's row on --env (--repeats times, each followed by the --peer's). Their
-    FLOP are not counted (rlbench.bench.on_policy_row): no fraction of the peak."""
+    """Each --algos on-policy algorithm's rows on --env and its host twin (--repeats times, each followed by the
+    --peer's, on the gymnasium env). Their FLOP are not counted (rlbench.bench.on_policy_row): no fraction of
+    the peak."""
+    twin = host_twin(args.env)
     for algo in on_policy_algos(args):
         for _ in range(args.repeats):
-            case = {"algo": algo, "env_id": args.env, "steps": args.steps, "update_seconds": args.update_seconds}
-            yield rlbench_row_in_subprocess(case, args.device)
+            for env_id in (args.env, *([twin] if twin else [])):
+                case = {"algo": algo, "env_id": env_id, "steps": args.steps, "update_seconds": args.update_seconds}
+                yield rlbench_row_in_subprocess(case, args.device)
             if args.peer:
                 yield on_policy_peer_row(
-                    args.peer, args.peer_on_policy_script, algo, args.env, args.steps, args.peer_device
+                    args.peer, args.peer_on_policy_script, algo, twin or args.env, args.steps, args.peer_device
                 )
 
 
