@@ -4,6 +4,11 @@ with the same rollout, minibatch and epoch settings and the same networks, side 
 (issue 45). Both step the same physics, so the difference is each trainer's loop and update.
 
     python benchmarks/brax_ppo_speed.py --env inverted_pendulum --envs 128 --unroll 16 --minibatches 4 --epochs 4
+    python benchmarks/brax_ppo_speed.py --env halfcheetah --envs 2048 --unroll 20 --minibatches 32 --epochs 8 \
+        --n-seeds 10 --steps 2000000        (scripts/gpu_bench.sh's ppo phase, on a GPU)
+
+With --n-seeds K, rlbench trains K seeds vmapped in one run (aggregate env-steps/s: K x steps / time); Brax's
+trainer trains one seed per run, so K seeds take K of its runs (its aggregate is its own rate).
 
 Settings mapped: Brax collects batch_size x num_minibatches unrolls of `unroll_length` per training step; with
 batch_size x num_minibatches == num_envs that is one unroll of every env, i.e. rlbench's n_steps = unroll_length
@@ -99,14 +104,14 @@ def rlbench_rate(env_name: str, args: argparse.Namespace, steps: int) -> float:
     ]  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
         argv = ["--algo", "ppo", "--env", f"brax:{env_name}", "-f", folder, "--eval-freq", "-1", "--verbose", "0"]
-        argv += ["--seed", "0", "-params", *params]
+        argv += ["--seed", "0", "--n-seeds", str(args.n_seeds), "-params", *params]
         quiet = contextlib.redirect_stdout(io.StringIO())
         with quiet:
             assert train([*argv, "-n", str(2 * rollout)]) == 0  # compiles
         start = time.perf_counter()
         with quiet:
             assert train([*argv, "-n", str(steps)]) == 0
-        return steps / (time.perf_counter() - start)
+        return args.n_seeds * steps / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -117,14 +122,16 @@ def main() -> None:
     parser.add_argument("--unroll", type=int, default=16)
     parser.add_argument("--minibatches", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--n-seeds", type=int, default=1, help="rlbench's seeds, vmapped in one run")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    settings = {k: getattr(args, k) for k in ("env", "steps", "envs", "unroll", "minibatches", "epochs")}
+    names = ("env", "steps", "envs", "unroll", "minibatches", "epochs", "n_seeds")
+    settings = {name: getattr(args, name) for name in names}
     print(json.dumps({"machine": machine(), "cpu_flags": cpu_flags(), "settings": settings}), flush=True)
     ours, theirs = [], []
     for _ in range(args.rounds):
         ours.append(rlbench_rate(args.env, args, args.steps))
-        print(json.dumps({"system": "rlbench", "env_steps_per_s": round(ours[-1], 1)}), flush=True)
+        print(json.dumps({"system": "rlbench", "aggregate_env_steps_per_s": round(ours[-1], 1)}), flush=True)
         theirs.append(brax_sps(args.env, args, args.steps))
         print(json.dumps({"system": "brax", "env_steps_per_s": round(theirs[-1], 1)}), flush=True)
     best = {"rlbench": round(max(ours), 1), "brax": round(max(theirs), 1)}

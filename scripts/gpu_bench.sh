@@ -32,6 +32,10 @@
 #                  100k env steps each, the three runs at once on the GPU (evaluation every 10k, 5 episodes); each
 #                  run's evaluations.npz and config.yml are copied under $OUT/zoo_returns/ at the end (also what a
 #                  run cut short by the budget evaluated so far).
+#   ppo            issue 45: device-loop PPO on brax:halfcheetah, 2048 envs x 10 vmapped seeds, unroll 20, 32
+#                  minibatches, 8 epochs, beside Brax's own PPO trainer with the same settings and networks
+#                  (benchmarks/brax_ppo_speed.py: aggregate env-steps/s; Brax's trainer runs one seed per run).
+# Issue 45's call: run(command="PHASES='ppo' bash scripts/gpu_bench.sh", carry=[".whl"], timeout_s=590).
 # Issue 36's call: run(command="PHASES='device_loop' bash scripts/gpu_bench.sh", carry=[".whl"], timeout_s=590).
 # Issue 18's call: run(command="PHASES='zoo_returns' bash scripts/gpu_bench.sh", carry=[".whl"], timeout_s=590).
 # Issue 17's call: run(command="PHASES='sweep' bash scripts/gpu_bench.sh", carry=[".whl"]).
@@ -171,6 +175,18 @@ if wanted zoo_returns; then
       mkdir -p "$to" && cp "$run"/evaluations.npz "$run"/HalfCheetah-v4/config.yml "$to"/ 2>/dev/null
     done
     echo "== zoo_returns: done after $((SECONDS - start))s in all"
+  fi
+fi
+if wanted ppo; then
+  s=$(left)
+  if ((s < 150)); then
+    echo "skipped ppo: ${s}s left"
+  else
+    echo "== ppo: rlbench device loop (10 seeds vmapped) beside Brax's PPO trainer, brax:halfcheetah (up to $((s - 20))s)"
+    timeout $((s - 20)) python3 benchmarks/brax_ppo_speed.py --env halfcheetah --envs 2048 --unroll 20 \
+      --minibatches 32 --epochs 8 --n-seeds 10 --steps 2000000 --rounds 1 >"$out/ppo_brax.jsonl" 2>"$out/ppo_brax.log"
+    echo "== ppo: exit $? after $((SECONDS - start))s in all"
+    cat "$out/ppo_brax.jsonl"
   fi
 fi
 ls -l "$out"
