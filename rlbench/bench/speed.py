@@ -16,7 +16,8 @@ compile time and peak memory are its own, and adds:
 - `peak_rss_mib` (host) and, on a GPU, `peak_device_mib`.
 
 On-policy learners (`--algos ppo a2c`) train RL Zoo's entry for the env instead (rlbench.bench.on_policy_row:
-their rollout, minibatches and FLOP per minibatch step); their peer is SBX's PPO on the same entry.
+their rollout and minibatch steps; their FLOP are not counted, "n/a"); their peer is SBX's PPO on the same
+entry (SBX has no A2C: `--peer` with a2c is refused).
 
 `--first-step` measures instead the time to the first gradient step (`first_grad_step_s`: building the
 envs and learner, every compilation, the random warm-up, up to the end of the first update), cold (an
