@@ -427,3 +427,16 @@ def test_ppo_trains_beside_sbx_ppo_with_rl_zoos_entry(peer_python, tmp_path, cap
             assert list(data["timesteps"]) == [256, 512] and data["results"].shape == (2, 2)
     config = zoo_yaml(run / "CartPole-v1" / "config.yml")
     assert {key: config[key] for key in CARTPOLE_PPO} == CARTPOLE_PPO
+
+
+def test_ppo_normalize_reaches_sbx_as_vec_normalizes_arguments():
+    """RL Zoo's MountainCar-v0 PPO entry normalizes observations and rewards: the peer's entry carries
+    VecNormalize's arguments, with the entry's gamma (RL Zoo sets it so), and the rest of the entry as it is."""
+    from rlbench.bench.peer_spelling import peer_entry
+    from rlbench.run.experiment import RunRequest, resolve
+
+    exp = resolve(RunRequest(algo="ppo", env="MountainCar-v0", n_timesteps=1024, verbose=0))
+    algo, entry = peer_entry("ppo", exp.hyperparams)
+    assert algo == "ppo" and entry["normalize"] == {"norm_obs": True, "norm_reward": True, "clip_obs": 10.0,
+                                                    "clip_reward": 10.0, "gamma": 0.99, "epsilon": 1e-8}  # fmt: skip
+    assert (entry["n_envs"], entry["n_steps"], entry["n_epochs"], entry["gae_lambda"]) == (16, 16, 4, 0.98)
