@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from rlbench.config.entry import RunConfig
 from rlbench.loggers.base import STEP_KEY
 from rlbench.loop.divergence import verify_finite
@@ -54,9 +56,17 @@ def log_due(loop: LoopRun, start: float, start_steps: int) -> None:
     for index in due:
         seed = host.seeds[index]
         if seed.failed is None:
-            values = {name: float(value[index]) for name, value in metrics.items()}
+            values = {name: logged_value(name, value[index]) for name, value in metrics.items()}
             summary = seed.episodes.summary(run.stats_window_size)
             loop.loggers[index].log(summary | times | values | {STEP_KEY: host.env_steps}, host.env_steps)
+
+
+COUNTS = ("train/n_updates",)  # SB3 logs these as integers; the host keeps every metric as float64
+
+
+def logged_value(name: str, value: float) -> int | float:
+    """A metric as SB3 logs it: a count as an int (700, not 700.0), anything else as a float."""
+    return int(value) if name in COUNTS and np.isfinite(value) else float(value)
 
 
 class TrainingRate:
