@@ -12,11 +12,24 @@ from typing import Any
 
 import optuna
 
-from rlbench.algos.common.algorithm import SearchSpace
-from rlbench.algos.registry import ALGORITHMS
+from rlbench.tuning.search_spaces import SearchSpace
+from rlbench.tuning.search_spaces.crossq import CROSSQ_SPACE
+from rlbench.tuning.search_spaces.ppo import A2C_SPACE, PPO_SPACE
+from rlbench.tuning.search_spaces.sac import DROQ_SPACE, SAC_SPACE
+from rlbench.tuning.search_spaces.td3 import TD3_SPACE
+from rlbench.tuning.search_spaces.tqc import TQC_SPACE
 
-# Each algorithm's space lives in its folder (rlbench/algos/<algo>/search_space.py).
-SPACES: dict[str, SearchSpace] = {name: algo.search_space for name, algo in ALGORITHMS.items()}
+# RL Zoo's space of each algorithm, by its --algo name (every registered algorithm has one: tests/unit/test_tuning.py).
+SPACES: dict[str, SearchSpace] = {
+    "sac": SAC_SPACE,
+    "droq": DROQ_SPACE,
+    "crossq": CROSSQ_SPACE,
+    "tqc": TQC_SPACE,
+    "td3": TD3_SPACE,
+    "ddpg": TD3_SPACE,  # RL Zoo samples DDPG in TD3's space
+    "ppo": PPO_SPACE,
+    "a2c": A2C_SPACE,
+}
 
 
 def sample(algo: str, trial: optuna.Trial) -> dict[str, Any]:

@@ -199,7 +199,13 @@ def test_invalid_or_non_finite_trials_fail_and_the_study_goes_on(tmp_path, monke
     assert states == [TrialState.FAIL, TrialState.FAIL, TrialState.COMPLETE]
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq", "droq", "td3"])
+def test_every_algorithm_has_rl_zoos_search_space_joined_by_its_name():
+    from rlbench.algos.registry import ALGORITHMS
+
+    assert set(spaces.SPACES) == set(ALGORITHMS)
+
+
+@pytest.mark.parametrize("algo", ["sac", "crossq", "droq", "td3", "tqc", "ddpg", "ppo", "a2c"])
 def test_every_sampled_combination_is_a_valid_config(algo):
     """The spaces sample in transformed coordinates; each draw must convert to a config the algorithm accepts."""
     from rlbench.algos.registry import get_algo

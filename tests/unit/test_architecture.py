@@ -158,6 +158,14 @@ def test_no_algorithm_folder_imports_another():
     assert not offenders, offenders
 
 
+def test_the_learners_hold_no_search_space():
+    """RL Zoo's Optuna spaces are the boundary's (rlbench/tuning/search_spaces), joined to the learners by name."""
+    offenders = [
+        str(path.relative_to(PACKAGE)) for path in (PACKAGE / "algos").rglob("*.py") if "suggest_" in path.read_text()
+    ]
+    assert not offenders, offenders
+
+
 def algorithm_specific_fields() -> set[str]:
     """The config fields some algorithms have and the shared base (ActorCriticConfig) has not."""
     from rlbench.algos.common.config import ActorCriticConfig

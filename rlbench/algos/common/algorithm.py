@@ -3,28 +3,20 @@
 It is the whole contract. Outside rlbench/algos nothing knows an algorithm but through it: its config (key
 set, file spelling, validation: `build_config`, `config_to_hyperparams`), its learner (`make_learner`: init,
 fused gradient steps, metrics, acting and exploration state, parameters, memory estimate), the policy_kwargs
-that shape its networks (what a resume must keep), its preset and its Optuna search space.
+that shape its networks (what a resume must keep) and its preset. Its Optuna search space is the boundary's,
+joined by name (rlbench.tuning.spaces).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from rlbench.algos.common.config import ARCHITECTURE_KEYS, ActorCriticConfig, KeySet
 from rlbench.algos.common.learner import Learner
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
-
-
-class SearchSpace(NamedTuple):
-    """An Optuna search space: `suggest(trial)` samples raw parameters (log scales, powers of two, ...)
-    and `to_hyperparams(trial.params)` turns them into hyperparameters in file spelling, so a stored
-    trial is rebuilt without sampling again."""
-
-    suggest: Callable[[Any], None]
-    to_hyperparams: Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -34,7 +26,6 @@ class Algorithm:
     read_config: Callable[[Mapping[str, Any], int, str], ActorCriticConfig]  # (learner keys, n_envs, where)
     config_to_hyperparams: Callable[[Any], dict[str, Any]]  # its inverse, in file spelling
     make_learner: Callable[[Any, EnvSpec], Learner[Any]]
-    search_space: SearchSpace
     preset: Mapping[str, Any] = field(default_factory=dict)  # hyperparameters (file spelling) below the file entry
     architecture_keys: tuple[str, ...] = ARCHITECTURE_KEYS  # policy_kwargs a resume cannot change
     action_spaces: tuple[str, ...] = ("Box",)  # the gymnasium action spaces it acts in

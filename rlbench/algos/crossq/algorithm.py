@@ -2,9 +2,6 @@
 
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.crossq.config import CROSSQ_PRESET, KEYS, build_config, config_to_hyperparams
-from rlbench.algos.crossq.search_space import CROSSQ_SPACE
 from rlbench.algos.crossq.update import make_learner
 
-CROSSQ = Algorithm(
-    "crossq", KEYS, build_config, config_to_hyperparams, make_learner, CROSSQ_SPACE, preset=CROSSQ_PRESET
-)
+CROSSQ = Algorithm("crossq", KEYS, build_config, config_to_hyperparams, make_learner, preset=CROSSQ_PRESET)

@@ -3,7 +3,6 @@ Discrete action spaces."""
 
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.ppo.learner import make_learner
-from rlbench.algos.ppo.search_space import A2C_SPACE, PPO_SPACE
 from rlbench.algos.ppo.spelling import (
     A2C_KEYS,
     ARCHITECTURE_KEYS,
@@ -16,10 +15,10 @@ from rlbench.algos.ppo.spelling import (
 
 ON_POLICY_SPACES = ("Box", "Discrete")
 PPO = Algorithm(
-    "ppo", PPO_KEYS, read_ppo, ppo_hyperparams, make_learner, PPO_SPACE,
+    "ppo", PPO_KEYS, read_ppo, ppo_hyperparams, make_learner,
     architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, log_interval=1,
 )  # fmt: skip
 A2C = Algorithm(
-    "a2c", A2C_KEYS, read_a2c, a2c_hyperparams, make_learner, A2C_SPACE,
+    "a2c", A2C_KEYS, read_a2c, a2c_hyperparams, make_learner,
     architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, log_interval=100,
 )  # fmt: skip

@@ -2,8 +2,7 @@
 
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.sac.config import DROQ_PRESET, KEYS, build_config, config_to_hyperparams
-from rlbench.algos.sac.search_space import DROQ_SPACE, SAC_SPACE
 from rlbench.algos.sac.update import make_learner
 
-SAC = Algorithm("sac", KEYS, build_config, config_to_hyperparams, make_learner, SAC_SPACE)
-DROQ = Algorithm("droq", KEYS, build_config, config_to_hyperparams, make_learner, DROQ_SPACE, preset=DROQ_PRESET)
+SAC = Algorithm("sac", KEYS, build_config, config_to_hyperparams, make_learner)
+DROQ = Algorithm("droq", KEYS, build_config, config_to_hyperparams, make_learner, preset=DROQ_PRESET)

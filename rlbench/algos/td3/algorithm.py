@@ -2,8 +2,7 @@
 
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.td3.config import DDPG_PRESET, KEYS, build_config, config_to_hyperparams
-from rlbench.algos.td3.search_space import TD3_SPACE
 from rlbench.algos.td3.update import make_learner
 
-TD3 = Algorithm("td3", KEYS, build_config, config_to_hyperparams, make_learner, TD3_SPACE)
-DDPG = Algorithm("ddpg", KEYS, build_config, config_to_hyperparams, make_learner, TD3_SPACE, preset=DDPG_PRESET)
+TD3 = Algorithm("td3", KEYS, build_config, config_to_hyperparams, make_learner)
+DDPG = Algorithm("ddpg", KEYS, build_config, config_to_hyperparams, make_learner, preset=DDPG_PRESET)

@@ -2,7 +2,6 @@
 
 from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.tqc.config import KEYS, build_config, config_to_hyperparams
-from rlbench.algos.tqc.search_space import TQC_SPACE
 from rlbench.algos.tqc.update import make_learner
 
-TQC = Algorithm("tqc", KEYS, build_config, config_to_hyperparams, make_learner, TQC_SPACE)
+TQC = Algorithm("tqc", KEYS, build_config, config_to_hyperparams, make_learner)

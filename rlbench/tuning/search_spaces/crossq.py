@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlbench.algos.common.algorithm import SearchSpace
+from rlbench.tuning.search_spaces import SearchSpace
 
 
 def suggest_crossq(trial: Any) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlbench.algos.common.algorithm import SearchSpace
+from rlbench.tuning.search_spaces import SearchSpace
 
 NET_ARCH = {"tiny": [64], "small": [64, 64], "medium": [256, 256]}
 
@@ -45,8 +45,11 @@ def suggest_ppo(trial: Any) -> None:
 
 
 def ppo_hyperparams(p: Mapping[str, Any]) -> dict[str, Any]:
+    # RL Zoo passes a batch_size above the rollout on to SB3, which then takes the whole rollout as its one
+    # minibatch (RL Zoo's converter has the cap as a TODO); rlbench refuses that batch_size, so the space caps
+    # it at n_steps, which fits any n_envs, instead of failing about a third of its trials.
     return shared_hyperparams(p) | {
-        "batch_size": 2 ** p["batch_size_pow"],
+        "batch_size": 2 ** min(p["batch_size_pow"], p["n_steps_pow"]),
         "n_steps": 2 ** p["n_steps_pow"],
         "clip_range": p["clip_range"],
         "n_epochs": p["n_epochs"],

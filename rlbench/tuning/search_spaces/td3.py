@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlbench.algos.common.algorithm import SearchSpace
-from rlbench.algos.common.search_space import off_policy_hyperparams, suggest_off_policy
+from rlbench.tuning.search_spaces import SearchSpace
+from rlbench.tuning.search_spaces.off_policy import off_policy_hyperparams, suggest_off_policy
 
 NOISE_TYPES = ("ornstein-uhlenbeck", "normal", None)  # RL Zoo's choices (None: no noise)
 
