@@ -1,15 +1,16 @@
-"""One `bench speed` row of an on-policy learner (PPO, A2C), measured in this process (`--one-row`), and the
-SBX peer's row of the same case.
+"""One `bench speed` row of an on-policy learner (PPO, A2C), measured in this process (`--one-row`), and the SBX
+peer's row of the same case.
 
-An on-policy row trains RL Zoo's entry for the env as train.py reads it (hyperparams/<algo>.yml: n_envs,
-n_steps, batch_size, n_epochs, normalize, networks, schedules), resolved and launched as train.py's runs
-(rlbench.run.experiment, rlbench.run.launch) with seed 0, no evaluation, no run folder. The first rollout
-compiles acting and the update; the second is warm-up; then `steps` env steps (rounded up to whole rollouts)
-are timed between two `on_iteration` marks, each blocking on the learner state. A gradient step is one
-minibatch step (PPO: n_epochs x ceil(rollout / batch_size) per rollout; A2C: one), counted by the learner
-state's `step` over the timed window (so a target_kl that stops epochs early is counted as it ran). The
-compiled update is then timed alone on a fixed random rollout (no env, no host work); `update_compile_s` is
-the time to compile it there, or to load it from the compilation cache when that holds it.
+An on-policy row trains RL Zoo's entry for the env as train.py reads it (hyperparams/<algo>.yml: n_envs, n_steps,
+batch_size, n_epochs, normalize, networks, schedules), resolved and launched as train.py's runs
+(rlbench.run.experiment, rlbench.run.launch) with seed 0, no evaluation, no run folder; on a JAX-native env, its
+gymnasium twin's entry (`bench speed` passes it: RL Zoo's files name gymnasium's ids). The first rollout
+compiles acting and the update; the second is warm-up (on the device loop: its first chunk, at least); then
+`steps` env steps (rounded up to whole rollouts) are timed between two `on_iteration` marks, each blocking on the
+learner state. A gradient step is one minibatch step (PPO: n_epochs x ceil(rollout / batch_size) per rollout;
+A2C: one), counted by the learner state's `step` over the timed window (so a target_kl that stops epochs early is
+counted as it ran). The compiled update is then timed alone on a fixed random rollout (no env, no host work);
+`update_compile_s` is the time to compile it there, or to load it from the compilation cache when that holds it.
 
 `gflop_per_grad_step` is "n/a" on these rows: XLA's cost analysis counts a loop's body once (PPO's update on
 CartPole-v1's entry: 0.021 GFLOP for its 20 minibatch steps, one step being 0.014), and a learner exposes no
@@ -43,12 +44,16 @@ PEER_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sbx_ppo_entr
 NOT_COUNTED = "n/a"  # the FLOP of a minibatch step: see the module docstring
 
 
-def on_policy_experiment(algo: str, env_id: str, device: str = "auto"):
+def on_policy_experiment(algo: str, env_id: str, device: str = "auto", entry_env: str | None = None):
     """The row's run, resolved as train.py resolves `--algo ALGO --env ENV` (the file's entry and its
-    n_timesteps, which the row replaces), with seed 0, no evaluation, quiet."""
+    n_timesteps, which the row replaces), with seed 0, no evaluation, quiet. With `entry_env` (a JAX-native
+    env's gymnasium twin: RL Zoo's files name gymnasium's ids), that env's entry, resolved, is the row's."""
     from rlbench.run.experiment import RunRequest, resolve
 
-    request = RunRequest(algo=algo, env=env_id, seed=0, eval_freq=-1, verbose=0, device=device)
+    entry = None
+    if entry_env is not None and entry_env != env_id:
+        entry = on_policy_experiment(algo, entry_env, device).hyperparams
+    request = RunRequest(algo=algo, env=env_id, seed=0, eval_freq=-1, verbose=0, device=device, entry=entry)
     return resolve(request)
 
 
@@ -57,19 +62,37 @@ def rollout_size(exp, learner) -> int:
     return learner.collection.vector_steps_per_update * exp.run.n_envs
 
 
+def warmup_steps(exp, learner) -> int:
+    """WARMUP_ROLLOUTS rollouts; on the device loop (a JAX-native env), at least its first chunk of whole
+    rollouts, which compiles the whole training program and after which the host first hears from it
+    (`on_iteration` follows each chunk; a chunk ends early only at the run's end here, with no evaluation or
+    checkpoint due)."""
+    from rlbench.envs.jax_native.ids import is_jax_native
+    from rlbench.loop.device.runner import chunk_length
+
+    warmup = WARMUP_ROLLOUTS * rollout_size(exp, learner)
+    if not is_jax_native(exp.run.env_id):
+        return warmup
+    vector_steps = chunk_length(exp.run.n_envs, rollout_steps=learner.collection.vector_steps_per_update)
+    return max(warmup, vector_steps * exp.run.n_envs)
+
+
 def timed_steps(rollout: int, steps: int | None) -> int:
     """`steps` rounded up to whole rollouts (a rollout is trained on whole); None: DEFAULT_ROLLOUTS."""
     return rollout * (DEFAULT_ROLLOUTS if steps is None else max(1, -(-steps // rollout)))
 
 
-def on_policy_row(algo: str, env_id: str, steps: int | None = None, update_seconds: float = 5.0) -> dict:
-    """Train WARMUP_ROLLOUTS rollouts, time `steps` env steps (whole rollouts), then the update alone."""
+def on_policy_row(
+    algo: str, env_id: str, steps: int | None = None, update_seconds: float = 5.0, entry_env: str | None = None
+) -> dict:
+    """Train WARMUP_ROLLOUTS rollouts, time `steps` env steps (whole rollouts), then the update alone; with
+    `entry_env`, that env's entry (on_policy_experiment)."""
     from rlbench.bench.row import peak_device_memory
 
-    exp = on_policy_experiment(algo, env_id)
+    exp = on_policy_experiment(algo, env_id, entry_env=entry_env)
     learner = exp.algo.make_learner(exp.learner_config, exp.env_spec)
     rollout = rollout_size(exp, learner)
-    warmup, steps = WARMUP_ROLLOUTS * rollout, timed_steps(rollout, steps)
+    warmup, steps = warmup_steps(exp, learner), timed_steps(rollout, steps)
     exp = dataclasses.replace(exp, run=dataclasses.replace(exp.run, n_timesteps=warmup + steps))
     marks = timed_rollouts(exp, warmup, steps)
     seconds = marks["end"] - marks["start"]
@@ -80,6 +103,7 @@ def on_policy_row(algo: str, env_id: str, steps: int | None = None, update_secon
     grad_steps_per_s = grad_steps / seconds
     return {
         **on_policy_case(algo, env_id, exp, rollout),
+        **({"entry_of": entry_env} if entry_env not in (None, env_id) else {}),
         "grad_steps_per_rollout": round(grad_steps * rollout / timed, 2),
         "steps": timed,
         "env_steps_per_s": round(timed / seconds, 1),

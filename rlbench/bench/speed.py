@@ -323,15 +323,15 @@ def throughput_cases(args: argparse.Namespace, matmul_gflops: dict | None) -> It
 
 
 def on_policy_rows(args: argparse.Namespace) -> Iterator[dict]:
-    """Each --algos on-policy algorithm's rows on --env and its host twin (--repeats times, each followed by the
-    --peer's, on the gymnasium env). Their FLOP are not counted (rlbench.bench.on_policy_row): no fraction of
-    the peak."""
+    """Each --algos on-policy algorithm's rows on --env and its host twin, both with the twin's file entry (RL
+    Zoo's files name gymnasium's ids), --repeats times, each followed by the --peer's on the twin. Their FLOP are
+    not counted (rlbench.bench.on_policy_row): no fraction of the peak."""
     twin = host_twin(args.env)
     for algo in on_policy_algos(args):
         for _ in range(args.repeats):
             for env_id in (args.env, *([twin] if twin else [])):
                 case = {"algo": algo, "env_id": env_id, "steps": args.steps, "update_seconds": args.update_seconds}
-                yield rlbench_row_in_subprocess(case, args.device)
+                yield rlbench_row_in_subprocess({**case, "entry_env": twin}, args.device)
             if args.peer:
                 yield on_policy_peer_row(
                     args.peer, args.peer_on_policy_script, algo, twin or args.env, args.steps, args.peer_device

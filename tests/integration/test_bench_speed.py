@@ -435,3 +435,19 @@ def test_ppo_row_beside_sbx_ppo_on_the_same_entry(peer_python, tmp_path):
         assert (row["n_envs"], row["rollout"], row["batch_size"], row["steps"]) == (8, 256, 256, 512)
         assert row["grad_steps_per_rollout"] == 20 and row["env_steps_per_s"] > 0
     assert (theirs["system"], theirs["sbx_version"], theirs["device"]) == ("sbx", "0.28.0", "cpu")
+
+
+@pytest.mark.slow  # the device loop's first chunk (7936 env steps) is its warm-up: about 20 s for both rows
+def test_ppo_on_a_jax_native_env_trains_its_gymnasium_twins_entry(tmp_path):
+    """`--algos ppo --env gymnax:CartPole-v1`: the device-loop row and its host twin's both train RL Zoo's
+    CartPole-v1 entry (RL Zoo's files name gymnasium's ids), the device row timed after its first chunk."""
+    pytest.importorskip("gymnax")
+    output = tmp_path / "rows.jsonl"
+    argv = ["--algos", "ppo", "--env", "gymnax:CartPole-v1", "--steps", "256", "--device", "cpu"]
+    assert speed_main([*argv, "--update-seconds", "0.2", "--output", str(output)]) == 0
+    _, device, host = [json.loads(line) for line in output.read_text().splitlines()]
+    assert (device["loop"], device["env"], device["entry_of"], host["loop"], host["env"]) == (
+        "device", "gymnax:CartPole-v1", "CartPole-v1", "host", "CartPole-v1"
+    )  # fmt: skip
+    for row in (device, host):
+        assert (row["n_envs"], row["rollout"], row["grad_steps_per_rollout"], row["steps"]) == (8, 256, 20, 256)
