@@ -207,7 +207,7 @@ def peer_case(algo: str, env_id: str, steps: int | None, device: str = "auto") -
     case = {**on_policy_case(algo, env_id, exp, rollout), "system": "peer", "steps": timed_steps(rollout, steps)}
     del case["loop"], case["precision"]
     try:
-        return case, peer_entry(algo, exp.hyperparams, activation_by_name=True)[1]
+        return case, peer_entry(algo, exp.hyperparams)[1]
     except Untranslatable as error:
         return case, str(error)
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import yaml
 
 from rlbench.bench.children import finish_child, start_child, stopping_children
-from rlbench.bench.peer_spelling import PEER_DIFFERENCES, SBX_CLASSES, Untranslatable, peer_entry
+from rlbench.bench.peer_spelling import NAMED_ACTIVATIONS, PEER_DIFFERENCES, SBX_CLASSES, Untranslatable, peer_entry
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.redact import printable
@@ -72,8 +72,18 @@ import os, runpy, sys
 cores = [int(core) for core in sys.argv[1].split(",") if core]
 if cores:
     os.sched_setaffinity(0, cores)
-import sbx, rl_zoo3.utils
-rl_zoo3.utils.ALGOS.update({{name: getattr(sbx, cls) for name, cls in {SBX_CLASSES!r}.items()}})
+import sbx, rl_zoo3.utils, flax.linen
+ACTIVATIONS = {{name: getattr(flax.linen, name) for name in {NAMED_ACTIVATIONS!r}}}
+class NamedActivation(sbx.PPO):
+    # SBX's PPO with policy_kwargs.activation_fn given by its flax name (an RL Zoo YAML entry can name no flax
+    # function): the name is looked up in a fixed table, nothing is evaluated.
+    def __init__(self, *args, policy_kwargs=None, **kwargs):
+        name = (policy_kwargs or {{}}).get("activation_fn")
+        if isinstance(name, str):
+            policy_kwargs = {{**policy_kwargs, "activation_fn": ACTIVATIONS[name]}}
+        super().__init__(*args, policy_kwargs=policy_kwargs, **kwargs)
+classes = {{name: getattr(sbx, cls) for name, cls in {SBX_CLASSES!r}.items()}}
+rl_zoo3.utils.ALGOS.update({{**classes, "ppo": NamedActivation}})
 sys.argv = ["rl_zoo3.train", *sys.argv[2:]]
 runpy.run_module("rl_zoo3.train", run_name="__main__", alter_sys=True)
 """

@@ -17,14 +17,17 @@ can say so (PEER_DIFFERENCES, printed in the report): its `ortho_init=True` init
 head orthogonally (gain 0.01), the other layers with flax's default; each of its two optimizers clips its
 own network's gradient norm; it normalizes advantages with the population std. Its `use_sde` repeats one
 noise key instead of gSDE's state-dependent noise, its `clip_range_vf` is unused and its `target_kl` adapts
-the learning rate instead of stopping the epochs: those are refused. Its activation is tanh (an RL Zoo
-YAML entry cannot name a flax function), and it takes no stats_window_size (SB3's 100).
+the learning rate instead of stopping the epochs: those are refused. Its activation goes by flax.linen
+name (an RL Zoo YAML entry cannot name a flax function; the peer's process looks the name up in a fixed table),
+and it takes no stats_window_size (SB3's 100).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from rlbench.networks.mlp import ACTIVATIONS
 
 SBX_VERSION = "0.28"  # the peer these tables describe
 
@@ -90,9 +93,10 @@ OWN_ONLY_VALUE = {
     },
 }
 ONLY_POLICY_KWARG = {"activation_fn": ("relu", "an RL Zoo YAML entry cannot name a flax activation; SBX's is relu")}
-OWN_ONLY_POLICY_KWARG = {
-    "ppo": {"activation_fn": ("tanh", "an RL Zoo YAML entry cannot name a flax activation; SBX's PPO's is tanh")},
-}
+# PPO's activation goes to the peer by its flax.linen name (RL Zoo's MuJoCo entries use ReLU, SBX's PPO's default
+# is tanh): the peer's bootstrap (rlbench.bench.peer) and bench speed's PPO script look it up in this table.
+NAMED_ACTIVATIONS = tuple(ACTIVATIONS)
+BY_NAME_POLICY_KWARGS = {"ppo": ("activation_fn",)}
 # What the peer's learner does differently where no setting can say so: the report prints it beside the runs.
 PEER_DIFFERENCES = {
     "ppo": "SBX's PPO initialises its networks with flax's defaults, with ortho_init only its action head "
@@ -114,11 +118,10 @@ class Untranslatable(ValueError):
         self.settings = settings
 
 
-def peer_entry(algo: str, resolved: Mapping[str, Any], activation_by_name: bool = False) -> tuple[str, dict[str, Any]]:
+def peer_entry(algo: str, resolved: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(RL Zoo's --algo, the hyperparameter entry) that trains `algo`'s resolved entry with SBX; Untranslatable
-    naming every setting it cannot express. `activation_by_name`: the entry is for a script that builds SBX's
-    learner itself (`bench speed`'s PPO peer), not for RL Zoo, so policy_kwargs.activation_fn stays rlbench's
-    name of a flax.linen function (relu, tanh, ...), which that script looks up."""
+    naming every setting it cannot express. PPO's policy_kwargs.activation_fn stays rlbench's name of a
+    flax.linen function (relu, tanh, ...), which the peer looks up in NAMED_ACTIVATIONS."""
     if algo not in PEER_ALGOS:
         raise Untranslatable([f"--algo {algo} (no SBX algorithm for it here; known: {', '.join(PEER_ALGOS)})"])
     refused: list[str] = []
@@ -126,7 +129,7 @@ def peer_entry(algo: str, resolved: Mapping[str, Any], activation_by_name: bool 
     only = {**ONLY_VALUE, **OWN_ONLY_VALUE.get(algo, {})}
     for key, value in _without_fixed(algo, resolved, refused).items():
         if key == "policy_kwargs":
-            entry[key] = peer_policy_kwargs(algo, value or {}, refused, activation_by_name)
+            entry[key] = peer_policy_kwargs(algo, value or {}, refused)
         elif key in only and value != only[key][0]:
             refused.append(f"{key}={value!r} ({only[key][1]})")
         elif key in only and only[key][0] is None:
@@ -164,14 +167,12 @@ def missing_peers(algos: Iterable[str]) -> str | None:
     )
 
 
-def peer_policy_kwargs(
-    algo: str, kwargs: Mapping[str, Any], refused: list[str], activation_by_name: bool = False
-) -> dict[str, Any]:
+def peer_policy_kwargs(algo: str, kwargs: Mapping[str, Any], refused: list[str]) -> dict[str, Any]:
     out = {}
-    only = {**ONLY_POLICY_KWARG, **OWN_ONLY_POLICY_KWARG.get(algo, {})}
+    only = ONLY_POLICY_KWARG
     for key, value in kwargs.items():
         name = f"policy_kwargs.{key}={value!r}"
-        if key == "activation_fn" and activation_by_name:
+        if key in BY_NAME_POLICY_KWARGS.get(algo, ()):
             out[key] = value
         elif key in only:
             if value != only[key][0]:

@@ -344,15 +344,20 @@ CARTPOLE_PPO = {  # RL Zoo's ppo.yml CartPole-v1 entry as rlbench resolves it, i
     "n_timesteps": 512,
     "normalize_advantage": True,
     "policy": "MlpPolicy",
-    "policy_kwargs": {"log_std_init": 0.0, "net_arch": {"pi": [64, 64], "vf": [64, 64]}, "ortho_init": True},
+    "policy_kwargs": {
+        "activation_fn": "tanh",  # by its flax name: the peer's process looks it up (rlbench.bench.peer)
+        "log_std_init": 0.0,
+        "net_arch": {"pi": [64, 64], "vf": [64, 64]},
+        "ortho_init": True,
+    },
     "use_sde": False,
     "vf_coef": 0.5,
 }
 
 
 def test_ppo_cells_get_rl_zoos_entry_and_what_sbx_cannot_express_is_refused_by_name(tmp_path):
-    """PPO's cells: CartPole-v1's entry written out whole for SBX (tanh, SBX's PPO's activation, and SB3's
-    stats_window_size are SBX's own and left out; the clipped value loss and target_kl are off, and so left out);
+    """PPO's cells: CartPole-v1's entry written out whole for SBX (its activation by flax name; SB3's
+    stats_window_size is SBX's own and left out; the clipped value loss and target_kl are off, and so left out);
     Pendulum-v1's refused for its gSDE. The report says where SBX's PPO differs with no setting to say so."""
     from rlbench.bench import peer as sbx
     from rlbench.run.request import RunRequest
@@ -378,19 +383,11 @@ def test_ppo_settings_sbx_cannot_express_are_named():
     exp = resolve(RunRequest(algo="ppo", env="CartPole-v1", params=params, n_timesteps=512, verbose=0))
     with pytest.raises(Untranslatable) as refused:
         peer_entry("ppo", exp.hyperparams)
-    assert [setting.split(" (")[0] for setting in refused.value.settings] == [
-        "clip_range_vf=0.2",
-        "policy_kwargs.activation_fn='relu'",
-        "target_kl=0.02",
-    ]
+    assert [setting.split(" (")[0] for setting in refused.value.settings] == ["clip_range_vf=0.2", "target_kl=0.02"]
     assert "SBX's PPO adapts the learning rate to target_kl" in str(refused.value)
-    # bench speed's peer builds SBX's PPO itself: the activation goes by its flax name, not refused
-    assert (
-        peer_entry("ppo", {**exp.hyperparams, "clip_range_vf": None, "target_kl": None}, activation_by_name=True)[1][
-            "policy_kwargs"
-        ]["activation_fn"]
-        == "relu"
-    )
+    # The activation goes by its flax name (RL Zoo's MuJoCo entries: ReLU), which the peer looks up
+    allowed = {**exp.hyperparams, "clip_range_vf": None, "target_kl": None}
+    assert peer_entry("ppo", allowed)[1]["policy_kwargs"]["activation_fn"] == "relu"
 
 
 def test_a2c_beside_the_peer_is_one_line_exit_2_before_anything(tmp_path, capsys):
