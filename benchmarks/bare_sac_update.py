@@ -21,9 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlbench.algos.registry import ALGORITHMS
-from rlbench.bench.speed import HALF_CHEETAH_SPEC, bench_config, random_batches
+from rlbench.bench.row import bench_config, random_batches
 from rlbench.networks.actor import LOG_STD_MAX, LOG_STD_MIN, sample_action
 from rlbench.types import EnvSpec
+
+HALF_CHEETAH_SPEC = (17, 6)  # HalfCheetah-v4's observation and action sizes
 
 OBS_DIM, ACTION_DIM = HALF_CHEETAH_SPEC
 WIDTH, GAMMA, TAU, LR = 256, 0.99, 0.005, 3e-4

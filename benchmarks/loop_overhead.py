@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlbench.algos.registry import ALGORITHMS
-from rlbench.bench.speed import bench_config, random_batches, rlbench_row
+from rlbench.bench.row import bench_config, random_batches, rlbench_row
 from rlbench.envs.make import env_spec, final_observations, make_single_env, make_vector_env, step_vector_env
 from rlbench.loop import compiled
 from rlbench.loop.finiteness import FiniteGuard
@@ -106,7 +106,7 @@ def loop_rows(algo: str, n: int) -> dict[str, float]:
 
     def stage():
         real_next_obs = final_observations(next_obs, infos, done)
-        host.pending.add(host.obs, action, reward[None], real_next_obs[None], terminated[None])
+        host.pending.add(host.obs, action, reward[None], real_next_obs[None], terminated[None], truncated[None])
         return axis.device(host.pending.take())
 
     rows["stage: final obs, pending.add, take (copies)"] = best_ms(stage, n)

@@ -36,8 +36,11 @@ from rlbench.algos.common.quantiles import (
 )
 from rlbench.algos.common.soft_learner import make_soft_learner
 from rlbench.algos.registry import ALGORITHMS
-from rlbench.bench.speed import HALF_CHEETAH_SPEC, bench_config, machine, update_only_rate
+from rlbench.bench.row import bench_config, update_only_rate
+from rlbench.bench.speed import machine
 from rlbench.types import EnvSpec
+
+HALF_CHEETAH_SPEC = (17, 6)  # HalfCheetah-v4's observation and action sizes
 
 
 def sorted_target(n_target):
