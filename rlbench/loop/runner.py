@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from rlbench.algos.common.algorithm import Algorithm
@@ -27,7 +26,7 @@ from rlbench.loop.evaluation import EVAL_SEED_OFFSET, EvalResult
 from rlbench.loop.finiteness import FiniteGuard
 from rlbench.loop.metrics_log import EVAL_METRICS, ROLLOUT_METRICS, TrainingRate
 from rlbench.loop.run_state import LoopRun, SeedOutput, TrainResult
-from rlbench.loop.saving import CheckpointSettings, RunCheckpoints
+from rlbench.loop.saving import RunCheckpoints
 from rlbench.loop.schedule import TrainSchedule
 from rlbench.loop.start import start
 from rlbench.loop.training_loop import run_loop
@@ -45,35 +44,8 @@ __all__ = [
     "TrainResult",
     "TrainingRate",
     "entry_points",
-    "train",
     "train_seeds",
 ]
-
-
-def train(
-    run: RunConfig,
-    algo: Algorithm,
-    cfg: Any,
-    make_logger: Callable[[Sequence[str]], Logger],
-    run_dir: Path | None = None,
-    on_eval: Callable[[int, EvalResult], None] | None = None,
-    on_iteration: Callable[[int, Any], None] | None = None,
-    checkpoints: CheckpointSettings | None = None,
-    resume: Checkpoint | None = None,
-    stop_requested: Callable[[], str | None] | None = None,
-) -> TrainResult:
-    """Train one seed (`run.seed`): `train_seeds` with a single SeedOutput (a one-seed run has no seed
-    axis on the device: its state and buffer are exactly a single learner's)."""
-    return train_seeds(
-        run,
-        algo,
-        cfg,
-        [SeedOutput(make_logger, run_dir, checkpoints)],
-        on_eval=None if on_eval is None else lambda env_steps, results: on_eval(env_steps, results[0]),
-        on_iteration=on_iteration,
-        resume=None if resume is None else [resume],
-        stop_requested=stop_requested,
-    )
 
 
 def train_seeds(

@@ -74,12 +74,6 @@ def buffer_summary(capacity: int, spec: EnvSpec, n_seeds: int = 1) -> str:
     )
 
 
-def learner_state_bytes(algo: Any, cfg: Any, spec: EnvSpec) -> int:
-    """Bytes of the learner state (parameters, optimizer moments, targets, statistics), from its
-    abstract shapes: nothing is allocated or computed."""
-    return state_array_bytes(algo.make_learner(cfg, spec).init_fn)
-
-
 def check_learner_memory(learner: Learner, spec: EnvSpec, n_seeds: int = 1) -> None:
     """Refuse (exit 2) networks or batches whose update, for every seed, cannot fit beside the replay buffers."""
     available = available_memory_bytes()

@@ -52,7 +52,6 @@ from rlbench.store.schema import ARCHIVE_SCHEMA, Expected, ManifestError, check_
 
 FORMAT_VERSION = 3  # 1: the foundation's .msgpack + .json pair, without host state; 2: before the
 # bfloat16 W^T copies moved into each network's train state (rlbench/algos/common/train_state.py)
-SUFFIX = ".zip"
 MANIFEST = "manifest.json"
 PERIODIC_PATTERN = re.compile(r"^rl_model_(\d+)_steps\.zip$")
 MAX_MANIFEST_BYTES = 64 << 20  # far above any real manifest (its per-env episode starts grow with n_envs)

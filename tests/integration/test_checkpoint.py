@@ -17,7 +17,6 @@ from rlbench.algos.common import soft_acting as acting
 from rlbench.algos.registry import ALGORITHMS
 from rlbench.config.entry import RunConfig
 from rlbench.files import remove_stale_temporaries
-from rlbench.loop.runner import train
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.run.policy import load_policy
 from rlbench.store.checkpoint import (
@@ -32,6 +31,7 @@ from rlbench.store.learner_state import state_from_bytes
 from rlbench.store.manifest import Counters
 from tests.conftest import REPO_ROOT, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
+from tests.loop_runs import train
 from tests.unit.test_manifest import describe_run, example_manifest
 
 

@@ -17,6 +17,7 @@ from rlbench.loggers.base import MultiLogger
 from rlbench.loop import runner
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
+from tests.loop_runs import train
 
 ARGS = ["--env", "Pendulum-v1", "-n", "400", "--eval-freq", "200", "--eval-episodes", "2", "--verbose", "0"]
 ARGS += ["-params", *TINY_LEARNER]
@@ -66,7 +67,7 @@ def test_a_second_run_in_the_process_reuses_the_compiled_programs_and_ends_bit_i
 
     def trained_leaves(cfg, seed=0):
         run = RunConfig(env_id="Pendulum-v1", n_timesteps=120, seed=seed, eval_freq=-1, verbose=0)
-        state = runner.train(run, ALGORITHMS["sac"], cfg, lambda names: MultiLogger([])).state
+        state = train(run, ALGORITHMS["sac"], cfg, lambda names: MultiLogger([])).state
         keys_as_data = lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x  # noqa: E731
         return [np.asarray(keys_as_data(leaf)) for leaf in jax.tree.leaves(state)]
 

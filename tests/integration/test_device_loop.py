@@ -25,7 +25,6 @@ from rlbench.loggers.base import MultiLogger
 from rlbench.loop.device import runner as device_runner
 from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.run_state import SeedOutput
-from rlbench.loop.runner import train
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.run import probe
 from rlbench.store.checkpoint import read_checkpoint
@@ -33,6 +32,7 @@ from rlbench.tuning.study import make_storage
 from tests.conftest import REPO_ROOT, tiny_config
 from tests.integration.test_env_semantics import Q_CONFIG, q_value
 from tests.integration.test_resume import wait_for
+from tests.loop_runs import train
 
 pytest.importorskip("gymnax")
 

@@ -11,9 +11,9 @@ from rlbench.cli.train import main
 from rlbench.config.entry import RunConfig
 from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.run_state import SeedOutput
-from rlbench.loop.runner import train
 from rlbench.store.checkpoint import read_checkpoint
 from tests.integration.test_device_loop import NO_LOG, state_hash
+from tests.loop_runs import train
 
 pytest.importorskip("gymnax")
 

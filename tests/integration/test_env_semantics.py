@@ -18,10 +18,10 @@ from rlbench.config.entry import RunConfig
 from rlbench.envs.make import check_autoreset_mode, check_env_runs, make_single_env
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.loggers.base import MultiLogger
-from rlbench.loop.runner import train
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_config, tiny_sac_config
+from tests.loop_runs import train
 
 NO_LOG = lambda names: MultiLogger([])  # noqa: E731
 

@@ -20,10 +20,11 @@ from rlbench.config.entry import RunConfig
 from rlbench.envs.make import check_env_runs
 from rlbench.errors import ConfigError
 from rlbench.loggers.base import MultiLogger
-from rlbench.loop.runner import TrainingRate, train
+from rlbench.loop.runner import TrainingRate
 from rlbench.store.checkpoint import read_checkpoint
 from rlbench.store.manifest import Divergence
 from tests.conftest import REPO_ROOT, tiny_sac_config
+from tests.loop_runs import train
 
 TINY = [
     "--algo",

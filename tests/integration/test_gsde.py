@@ -12,11 +12,11 @@ from rlbench.algos.sac.update import make_learner as make_sac
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train_main
 from rlbench.config.entry import RunConfig
-from rlbench.loop.runner import train
 from rlbench.networks.actor import GSDEConfig
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
+from tests.loop_runs import train
 
 
 def test_the_training_loop_resamples_on_sb3s_schedule():

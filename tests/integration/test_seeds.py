@@ -19,7 +19,7 @@ from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import EXIT_INTERRUPTED
 from rlbench.config.entry import RunConfig
 from rlbench.loggers.csv import CSVLogger
-from rlbench.loop.runner import FAILED_FILE, SeedOutput, train, train_seeds
+from rlbench.loop.runner import FAILED_FILE, SeedOutput, train_seeds
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.run.memory import check_open_files
 from rlbench.run.outputs import claim_run_dirs
@@ -29,6 +29,7 @@ from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
 from tests.integration.test_resume import run_dir, state_hash, wait_for
 from tests.integration.test_tracking import isolated_env
+from tests.loop_runs import train
 from tests.run_files import wandb_run
 from tests.unit.test_manifest import describe_run
 

@@ -19,10 +19,10 @@ from rlbench.cli.train import main as train
 from rlbench.config.entry import RunConfig, entry_env_wrappers, normalize_entry, split_entry
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.loggers.base import MultiLogger
-from rlbench.loop.runner import train as run_loop
 from rlbench.networks.actor import GSDEConfig
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_sac_config
+from tests.loop_runs import train as run_loop
 
 TIME_FEATURE = "sb3_contrib.common.wrappers.TimeFeatureWrapper"
 NO_TRAINING = ["learning_starts:1000", "policy_kwargs:dict(net_arch=[8])"]

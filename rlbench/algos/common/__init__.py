@@ -1,1 +1,2 @@
-"""Pieces shared by SAC, DroQ and CrossQ: losses, the gradient-step helper, Polyak averaging, schedules."""
+"""What two or more learners share: the Algorithm record and the Learner contract, config fields and RL Zoo
+spellings, losses, target networks, schedules, the fused iteration, and the SAC family's learner (soft_*.py)."""

@@ -61,7 +61,7 @@ class CriticObjective(NamedTuple):
     target(next_q, next_log_prob, reward, terminated, alpha, gamma) -> the TD target (stop_gradient);
     loss(q, target) -> the critic loss;
     value(q) -> [B], the critics' estimate of Q(s, a) that the actor maximises.
-    SAC's below; TQC's in rlbench/algos/tqc/losses.py."""
+    SAC's below (SOFT_Q); the quantile critics' in rlbench/algos/common/quantiles.py."""
 
     target: Callable[..., jax.Array]
     loss: Callable[[jax.Array, jax.Array], jax.Array]
