@@ -133,17 +133,15 @@ class PendingTransitions:
             self.truncated[:, rows] = truncated & ~terminated
         self.count += reward.shape[1]
 
+    def rows(self) -> Transition:
+        """Every staging row, [n_seeds, capacity, ...] (those past `count` hold old or zero values), as views."""
+        truncated = self.truncated if self.stages_truncation else None
+        return Transition(self.obs, self.action, self.reward, self.next_obs, self.terminated, truncated)
+
     def take(self) -> Transition:
         self.count = 0
         # Copies: the arrays are refilled while the device may still be reading the last batch.
-        return Transition(
-            self.obs.copy(),
-            self.action.copy(),
-            self.reward.copy(),
-            self.next_obs.copy(),
-            self.terminated.copy(),
-            self.truncated.copy() if self.stages_truncation else None,
-        )
+        return jax.tree.map(np.copy, self.rows())
 
 
 @dataclass

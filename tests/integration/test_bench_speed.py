@@ -20,6 +20,7 @@ from rlbench.bench.speed import machine
 from rlbench.bench.speed import main as speed_main
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT
+from tests.integration.test_bench_peer import CARTPOLE_PPO
 
 
 def dense_macs(widths):
@@ -340,29 +341,7 @@ def test_ppo_row_end_to_end_with_rl_zoos_entry(tmp_path, capsys):
     assert ours["gflop_per_grad_step"] == ours["achieved_gflops"] == "n/a" and "fraction_of_peak" not in ours
     assert (theirs["system"], theirs["env"], theirs["steps"], theirs["cuda_visible"]) == ("stand-in", "CartPole-v1",
                                                                                           256, "")  # fmt: skip
-    assert theirs["entry"] == {
-        "batch_size": 256,
-        "clip_range": "lin_0.2",
-        "ent_coef": 0.0,
-        "gae_lambda": 0.8,
-        "gamma": 0.98,
-        "learning_rate": "lin_0.001",
-        "max_grad_norm": 0.5,
-        "n_envs": 8,
-        "n_epochs": 20,
-        "n_steps": 32,
-        "n_timesteps": 100_000,
-        "normalize_advantage": True,
-        "policy": "MlpPolicy",
-        "policy_kwargs": {
-            "activation_fn": "tanh",
-            "log_std_init": 0.0,
-            "net_arch": {"pi": [64, 64], "vf": [64, 64]},
-            "ortho_init": True,
-        },
-        "use_sde": False,
-        "vf_coef": 0.5,
-    }
+    assert theirs["entry"] == {**CARTPOLE_PPO, "n_timesteps": 100_000}  # the file's budget: no -n here
 
 
 def test_a_peer_that_cannot_express_the_entry_is_a_refused_row_not_a_run(tmp_path):

@@ -25,7 +25,7 @@ from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
 from rlbench.store.learner_state import restore_fitting, state_from_bytes, tree_shapes
 from rlbench.store.values import FORGED, tree_problem
-from rlbench.types import EnvSpec, Transition
+from rlbench.types import EnvSpec
 
 SAVED_ENVS = "the env state saved in host/device_envs.npy"  # how messages name it
 
@@ -80,9 +80,7 @@ def _carry(programs: EntryPoints, state, buffers, envs: EnvCarry, act_key, host:
     rollout continues it; a new run's is zeros)."""
     rollout = None
     if programs.learner.collection.stages_rollout:
-        pending = host.pending
-        staged = (pending.obs, pending.action, pending.reward, pending.next_obs, pending.terminated, pending.truncated)
-        rollout = jax.device_put(programs.axis.device(Transition(*staged)))
+        rollout = jax.device_put(programs.axis.device(host.pending.rows()))
     metrics = initial_metrics(programs.learner, programs.axis, state, buffers, rollout)
     return DeviceCarry(state, buffers, envs, act_key, metrics, rollout)
 
