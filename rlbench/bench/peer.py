@@ -99,8 +99,10 @@ class Peer:
 def probe_peer(python: str, device: str = "cpu") -> Peer:
     """The peer at `python`, or ConfigError (exit 2) naming the path and what is missing."""
     hint = f"expected the python of a virtual environment with sbx and rl_zoo3 ({INSTALL})"
+    given, python = python, os.path.abspath(python)  # the peer runs in a folder of its own; no symlink resolved:
+    # a venv's python is a link to the base interpreter, and resolving it would leave the venv
     if not Path(python).is_file() or not os.access(python, os.X_OK):
-        raise ConfigError(f"--peer {python}: not an executable file; {hint}")
+        raise ConfigError(f"--peer {given}: not an executable file; {hint}")
     try:
         with tempfile.TemporaryDirectory(prefix="rlbench-peer-probe-") as empty:
             command = [python, *ISOLATED, "-c", PROBE]
@@ -108,11 +110,11 @@ def probe_peer(python: str, device: str = "cpu") -> Peer:
         answer = json.loads(done.stdout.strip().splitlines()[-1])
         missing, versions = list(answer["missing"]), dict(answer["versions"])
     except subprocess.TimeoutExpired:
-        raise ConfigError(f"--peer {python}: no answer within {PROBE_TIMEOUT_S} s; {hint}") from None
+        raise ConfigError(f"--peer {given}: no answer within {PROBE_TIMEOUT_S} s; {hint}") from None
     except (OSError, ValueError, IndexError, KeyError, TypeError) as error:
-        raise ConfigError(f"--peer {python}: not a Python that runs ({type(error).__name__}); {hint}") from None
+        raise ConfigError(f"--peer {given}: not a Python that runs ({type(error).__name__}); {hint}") from None
     if missing:
-        raise ConfigError(f"--peer {python}: cannot import {', '.join(map(str, missing))}; {hint}")
+        raise ConfigError(f"--peer {given}: cannot import {', '.join(map(str, missing))}; {hint}")
     named = ", ".join(f"{name} {version}" for name, version in versions.items())
     return Peer(python, f"{named}, Python {answer.get('python', '?')}", device)
 

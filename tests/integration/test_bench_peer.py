@@ -6,6 +6,7 @@ The end-to-end test needs a peer venv (`RLBENCH_TEST_PEER=/path/to/python`); .ci
 (CI=1) its absence fails the test instead of skipping it."""
 
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -116,6 +117,17 @@ def test_a_peer_that_is_not_a_python_with_sbx_exits_2_before_writing(tmp_path, c
         assert len(lines) == 1 and lines[0].startswith(f"error: --peer {peer}: {why}"), lines
         assert "pip install sbx-rl rl_zoo3" in lines[0]
         assert list(folder.iterdir()) == []
+
+
+def test_a_peer_named_by_a_relative_path_is_found_from_the_current_folder(tmp_path, monkeypatch):
+    """The peer runs in an empty folder of its own; a relative --peer still means the caller's folder's."""
+    from rlbench.bench import peer as sbx
+    from rlbench.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    relative = os.path.relpath(sys.executable, tmp_path)  # rlbench's own Python, found: it lacks only SBX
+    with pytest.raises(ConfigError, match=f"--peer {re.escape(relative)}: cannot import sbx, rl_zoo3"):
+        sbx.probe_peer(relative)
 
 
 def test_plan_refuses_by_name_and_a_failing_peer_is_reported_per_cell(tmp_path):
