@@ -34,10 +34,10 @@ from rlbench.algos.common.quantiles import (
     quantile_objective,
     soft_atom_target,
 )
-from rlbench.algos.common.soft_learner import make_soft_learner
-from rlbench.algos.registry import ALGORITHMS
+from rlbench.algos.soft.learner import make_soft_learner
 from rlbench.bench.row import bench_config, update_only_rate
 from rlbench.bench.speed import machine
+from rlbench.config.registry import ALGORITHMS
 from rlbench.types import EnvSpec
 
 HALF_CHEETAH_SPEC = (17, 6)  # HalfCheetah-v4's observation and action sizes

@@ -222,6 +222,6 @@ def pytest_runtest_teardown(item, nextitem):
 # The algorithms whose configs share ActorCriticConfig's fields (networks, precision, replay): SAC's and TD3's
 # families. PPO and A2C have their own config (rlbench.algos.ppo.config) and tests (tests/unit/test_ppo*.py).
 def off_policy_algorithms() -> list[str]:
-    from rlbench.algos.registry import ALGORITHMS
+    from rlbench.config.registry import ALGORITHMS
 
     return [name for name, algo in ALGORITHMS.items() if "buffer_size" in algo.keys.keys]

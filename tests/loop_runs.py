@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlbench.algos.common.algorithm import Algorithm
+from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
 from rlbench.loggers.base import Logger
 from rlbench.loop.evaluation import EvalResult

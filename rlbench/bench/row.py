@@ -47,8 +47,8 @@ def bench_entry(
 
 def bench_config(algo: str, gradient_steps: int, qf: list[int], precision: str = "float32"):
     """The learner config of a row's entry, without an env (the cost analysis by hand)."""
-    from rlbench.algos.registry import ALGORITHMS
     from rlbench.config.hyperparams import merge
+    from rlbench.config.registry import ALGORITHMS
 
     spec = ALGORITHMS[algo]
     return spec.build_config(merge(spec.preset, bench_entry(algo, gradient_steps, qf, precision)), 1, "benchmark")

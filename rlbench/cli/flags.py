@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlbench.algos.registry import ALGORITHMS
+from rlbench.config.registry import ALGORITHMS
 from rlbench.errors import OneLineParser
 from rlbench.run import compile_cache
 from rlbench.run.device import split_device

@@ -1,8 +1,8 @@
 """A hyperparameter entry's run half: RunConfig, and the split of an entry into run keys, env
 wrappers and learner keys.
 
-This and each algorithm's config.py (rlbench/algos/<algo>/config.py, with the shared spellings in
-rlbench/algos/common/spelling.py) are the boundary: strings such as `lin_7.3e-4`, `auto_0.1` or
+This and each algorithm's keys (rlbench/config/algorithms/<algo>.py, with the shared value spellings in
+rlbench/config/values.py) are the boundary: strings such as `lin_7.3e-4`, `auto_0.1` or
 `"dict(net_arch=[64, 64])"` are parsed there (without eval) and nothing past them sees them. Unknown
 keys and bad values raise `ConfigError` naming the key and what would be valid, before any
 environment is built.
@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from rlbench.algos.common.spelling import literal_mapping, number, positive_int
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.config.literals import LiteralError, parse_value
+from rlbench.config.values import literal_mapping, number, positive_int
 from rlbench.envs.observations import FrameStack
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers
 from rlbench.errors import ConfigError
@@ -58,7 +58,7 @@ RUN_KEYS = (
     "optimize_memory_usage",
 )
 # RL Zoo keys rlbench does not implement yet: accepted only with a value that turns them off. (A key that some
-# algorithms read is the Algorithm's to refuse: rlbench.algos.common.algorithm.Algorithm.build_config.)
+# algorithms read is the Algorithm's to refuse: rlbench.config.algorithm.Algorithm.build_config.)
 NOT_SUPPORTED_KEYS = (
     "vec_env_wrapper",
     "callback",

@@ -24,11 +24,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.finite import all_finite
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization, normalize_obs
+from rlbench.config.algorithm import Algorithm
 from rlbench.types import EnvSpec, Transition
 
 

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rlbench.algos.common.algorithm import Algorithm
+from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
 from rlbench.envs.make import close_vector_env, env_spec, make_vector_env
 from rlbench.loggers.base import Logger

@@ -1,5 +1,5 @@
 """Tanh-squashed Gaussian actors (Haarnoja et al. 2018, appendix C), with or without gSDE, and the
-action distributions they return.
+action distributions they return; and the deterministic tanh actor of TD3 and DDPG.
 
 a = tanh(u), u ~ N(mean, sigma^2);
 log pi(a|s) = sum_i [ log N(u_i; mean_i, sigma_i) - log(1 - tanh(u_i)^2) ].
@@ -162,3 +162,16 @@ class SquashedGaussianActor(nn.Module):
         """std [latent_dim, action_dim] of the exploration matrices' entries (gSDE only): what a resample draws
         from, read from the parameters alone (apply with method="exploration_std")."""
         return gsde_std(self.variables["params"]["log_std"], self.gsde, self.action_dim)
+
+
+class DeterministicActor(nn.Module):
+    """mu(s) = tanh(linear(trunk(s))): the action in [-1, 1] (SBX's TD3 actor); the trunk is the config's
+    family's (MLP or SimBa)."""
+
+    action_dim: int
+    config: NetworkConfig
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, *, train: bool = False, plain_layout: bool = False) -> jax.Array:
+        features = make_trunk(self.config)(obs, train=train, dropout=train, plain_layout=plain_layout)
+        return jnp.tanh(nn.Dense(self.action_dim, name="mu")(features))

@@ -21,11 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.learner import Learner
-from rlbench.algos.common.spelling import positive_int
-from rlbench.algos.registry import acting_in, get_algo
 from rlbench.buffers.normalization import NormalizeConfig
+from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import (
     RunConfig,
     buffer_notes,
@@ -35,6 +33,8 @@ from rlbench.config.entry import (
     split_entry,
     wrappers_to_entry,
 )
+from rlbench.config.registry import acting_in, get_algo
+from rlbench.config.values import positive_int
 from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.envs.make import check_env_id, env_file_name
 from rlbench.errors import ConfigError

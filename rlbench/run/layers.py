@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from rlbench.algos.common.algorithm import Algorithm
-from rlbench.algos.common.spelling import positive_int
 from rlbench.config import hyperparams
+from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.config.literals import LiteralError, parse_key_values
+from rlbench.config.values import positive_int
 from rlbench.envs.make import env_file_name
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError

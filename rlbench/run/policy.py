@@ -10,9 +10,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from rlbench.algos.registry import get_algo
 from rlbench.buffers.normalization import Normalization
 from rlbench.config.entry import normalize_entry, parse_normalize, split_entry
+from rlbench.config.registry import get_algo
 from rlbench.envs.obs_normalizer import MissingStatsError, VecNormalizeStats
 from rlbench.errors import ConfigError
 from rlbench.loop import compiled

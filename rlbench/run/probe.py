@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from rlbench.algos.common.spelling import literal_mapping, positive_int
 from rlbench.config.literals import LiteralError, parse_key_values
+from rlbench.config.values import literal_mapping, positive_int
 from rlbench.envs.make import check_env_runs
 from rlbench.errors import ConfigError
 from rlbench.run.memory import available_memory_bytes

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rlbench.algos.common.algorithm import Algorithm
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import check_buffer_arrays
+from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import normalize_entry, normalize_to_entry, split_entry
 from rlbench.envs.obs_normalizer import check_arrays, expected_shapes
 from rlbench.errors import ConfigError

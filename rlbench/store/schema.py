@@ -18,7 +18,7 @@ import numpy as np
 
 from rlbench.envs.discrete import INTEGER_DTYPES, MAX_ACTIONS
 
-INT64_MAX = 2**63 - 1  # every integer setting fits 64 bits (rlbench.algos.common.spelling.INT_MAX)
+INT64_MAX = 2**63 - 1  # every integer setting fits 64 bits (rlbench.config.values.INT_MAX)
 MAX_SEED = 2**32 - 1  # as SB3 and RL Zoo: numpy's legacy seeding and JAX keys take any seed up to here
 
 

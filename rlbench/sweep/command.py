@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlbench.algos.registry import get_algo
 from rlbench.cli import train as train_cli
 from rlbench.cli.flags import Group, flag, parser_from, seeds_group, shared
 from rlbench.config import hyperparams
 from rlbench.config.literals import LiteralError, parse_key_values
+from rlbench.config.registry import get_algo
 from rlbench.envs.make import check_env_id
 from rlbench.errors import ConfigError, RunFailure
 from rlbench.redact import redact_argv

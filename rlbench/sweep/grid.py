@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlbench.algos.registry import get_algo
 from rlbench.config.entry import NOT_SUPPORTED_KEYS, RUN_KEYS, normalize_entry
 from rlbench.config.hyperparams import merge
 from rlbench.config.literals import parse_key_values
+from rlbench.config.registry import get_algo
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError
 

@@ -13,11 +13,11 @@ from itertools import pairwise
 import psutil
 import pytest
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.bench.children import row_from
 from rlbench.bench.row import bench_config, gradient_step_gflop
 from rlbench.bench.speed import machine
 from rlbench.bench.speed import main as speed_main
+from rlbench.config.registry import ALGORITHMS
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT
 from tests.integration.test_bench_peer import CARTPOLE_PPO

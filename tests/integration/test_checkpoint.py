@@ -13,9 +13,9 @@ import jax
 import numpy as np
 import pytest
 
-from rlbench.algos.common import soft_acting as acting
-from rlbench.algos.registry import ALGORITHMS
+from rlbench.algos.soft import acting
 from rlbench.config.entry import RunConfig
+from rlbench.config.registry import ALGORITHMS
 from rlbench.files import remove_stale_temporaries
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.run.policy import load_policy

@@ -18,9 +18,9 @@ import pytest
 from flax import serialization
 
 from rlbench.algos.common.seed_axis import SeedAxis
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.cli.train import main
 from rlbench.config.entry import normalize_entry, split_entry
+from rlbench.config.registry import ALGORITHMS
 from rlbench.errors import DivergenceError
 from rlbench.loop.finiteness import FiniteGuard
 from rlbench.loop.saving import CheckpointSettings, RunCheckpoints, new_host_state

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import yaml
 
-from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.cli.train import main
+from rlbench.config.algorithms.sac import build_config as build_sac_config
 from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.envs.wrappers import trusted_modules
 from tests.integration.test_tracking import isolated_env, train_process

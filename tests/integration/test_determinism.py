@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from jax import monitoring
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.config.entry import RunConfig
+from rlbench.config.registry import ALGORITHMS
 from rlbench.loggers.base import MultiLogger
 from rlbench.loop import runner
 from rlbench.types import EnvSpec

@@ -15,12 +15,12 @@ import optuna
 import pytest
 
 from rlbench.algos.crossq.config import CrossQConfig
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.config import SACConfig
 from rlbench.cli.enjoy import main as enjoy_main
 from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.config.entry import RunConfig
 from rlbench.config.hyperparams import merge
+from rlbench.config.registry import ALGORITHMS
 from rlbench.loggers.base import MultiLogger
 from rlbench.loop.device import runner as device_runner
 from rlbench.loop.device.runner import train_seeds_on_device

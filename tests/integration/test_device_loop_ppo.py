@@ -6,9 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.cli.train import main
 from rlbench.config.entry import RunConfig
+from rlbench.config.registry import ALGORITHMS
 from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.run_state import SeedOutput
 from rlbench.store.checkpoint import read_checkpoint

@@ -8,13 +8,13 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import tests.envs  # noqa: F401  (registers the test envs)
 from rlbench.algos.common.schedules import ConstantSchedule
-from rlbench.algos.common.soft_learner import make_networks
-from rlbench.algos.common.temperature import EntropyCoef
 from rlbench.algos.crossq.config import CrossQConfig
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.config import SACConfig
+from rlbench.algos.soft.learner import make_networks
+from rlbench.algos.soft.temperature import EntropyCoef
 from rlbench.buffers.uniform import unpack
 from rlbench.config.entry import RunConfig
+from rlbench.config.registry import ALGORITHMS
 from rlbench.envs.make import check_autoreset_mode, check_env_runs, make_single_env
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.loggers.base import MultiLogger

@@ -14,9 +14,9 @@ import pytest
 from flax.serialization import msgpack_restore
 
 import tests.envs  # noqa: F401  (registers the test envs)
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.cli.train import main
 from rlbench.config.entry import RunConfig
+from rlbench.config.registry import ALGORITHMS
 from rlbench.envs.make import check_env_runs
 from rlbench.errors import ConfigError
 from rlbench.loggers.base import MultiLogger

@@ -7,11 +7,11 @@ import zipfile
 import jax
 import numpy as np
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.update import make_learner as make_sac
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train_main
 from rlbench.config.entry import RunConfig
+from rlbench.config.registry import ALGORITHMS
 from rlbench.networks.actor import GSDEConfig
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_sac_config

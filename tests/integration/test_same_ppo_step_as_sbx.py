@@ -24,7 +24,7 @@ from flax import traverse_util
 
 from rlbench.algos.ppo.losses import LossSettings, Minibatch
 from rlbench.algos.ppo.update import StepCarry, minibatch_step
-from rlbench.algos.registry import get_algo
+from rlbench.config.registry import get_algo
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT
 

@@ -28,8 +28,8 @@ import optax
 import pytest
 from flax import traverse_util
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.bench.row import bench_config
+from rlbench.config.registry import ALGORITHMS
 from rlbench.types import EnvSpec, Transition
 from tests.conftest import REPO_ROOT
 

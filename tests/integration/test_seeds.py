@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import yaml
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import EXIT_INTERRUPTED
 from rlbench.config.entry import RunConfig
+from rlbench.config.registry import ALGORITHMS
 from rlbench.loggers.csv import CSVLogger
 from rlbench.loop.runner import FAILED_FILE, SeedOutput, train_seeds
 from rlbench.loop.saving import CheckpointSettings

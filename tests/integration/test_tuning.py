@@ -200,7 +200,7 @@ def test_invalid_or_non_finite_trials_fail_and_the_study_goes_on(tmp_path, monke
 
 
 def test_every_algorithm_has_rl_zoos_search_space_joined_by_its_name():
-    from rlbench.algos.registry import ALGORITHMS
+    from rlbench.config.registry import ALGORITHMS
 
     assert set(spaces.SPACES) == set(ALGORITHMS)
 
@@ -208,9 +208,9 @@ def test_every_algorithm_has_rl_zoos_search_space_joined_by_its_name():
 @pytest.mark.parametrize("algo", ["sac", "crossq", "droq", "td3", "tqc", "ddpg", "ppo", "a2c"])
 def test_every_sampled_combination_is_a_valid_config(algo):
     """The spaces sample in transformed coordinates; each draw must convert to a config the algorithm accepts."""
-    from rlbench.algos.registry import get_algo
     from rlbench.config import hyperparams
     from rlbench.config.entry import normalize_entry
+    from rlbench.config.registry import get_algo
 
     spec = get_algo(algo)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))

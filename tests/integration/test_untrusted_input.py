@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train
+from rlbench.config.algorithms.sac import build_config as build_sac_config
 from rlbench.envs.wrappers import parse_env_wrappers, trusted_modules
 from rlbench.errors import ConfigError
 from tests.conftest import REPO_ROOT

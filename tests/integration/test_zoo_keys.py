@@ -11,12 +11,12 @@ import yaml
 
 import tests.envs  # noqa: F401  (registers the test envs)
 from rlbench.algos.common import fused
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.algos.sac.update import make_learner as make_sac
 from rlbench.buffers.uniform import unpack
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train
 from rlbench.config.entry import RunConfig, entry_env_wrappers, normalize_entry, split_entry
+from rlbench.config.registry import ALGORITHMS
 from rlbench.envs.wrappers import trusted_modules
 from rlbench.loggers.base import MultiLogger
 from rlbench.networks.actor import GSDEConfig

@@ -20,7 +20,6 @@ FORBIDDEN = (
     "pickle",
     *(f"rlbench.{package}" for package in ("envs", "config", "store", "loggers", "loop", "run", "report")),
     *(f"rlbench.{package}" for package in ("tuning", "cli", "sweep", "bench")),
-    "rlbench.algos.registry",
 )
 # The packages of rlbench in the order of a run: a module imports its own package and those ranked below
 # it, never one ranked at or above (no cycle, no import against the order of a run). Leaves first, then
@@ -31,9 +30,9 @@ FORBIDDEN = (
 STAGES = (
     ("errors", "files", "types", "redact", "connectivity", "__init__"),  # leaves: no rlbench import
     ("networks", "buffers"),
-    ("algos",),  # algos/registry.py names every algorithm; the rest of rlbench asks it
+    ("algos",),  # the learners' math: configs as typed values, no file spelling
     ("envs",),  # gymnasium envs, their wrappers, replay on resume, observation normalization
-    ("config",),  # text to typed settings
+    ("config",),  # text to typed settings; each algorithm's keys, and the registry that names every algorithm
     ("store",),  # the checkpoint format
     ("loggers",),
     ("loop",),  # the training loop and what falls due in it
@@ -119,8 +118,13 @@ def test_the_root_holds_leaves_only():
     assert roots <= set(STAGES[0]), sorted(roots - set(STAGES[0]))
 
 
+# Folders of rlbench/algos that are not one algorithm's: what several share, and a family's math (the soft
+# family's learner, acting and temperature: SAC, DroQ, TQC, CrossQ).
+SHARED_FOLDERS = ("common", "soft", "__pycache__")
+
+
 def algorithm_folders() -> list[str]:
-    return [p.name for p in (PACKAGE / "algos").iterdir() if p.is_dir() and p.name not in ("common", "__pycache__")]
+    return [p.name for p in (PACKAGE / "algos").iterdir() if p.is_dir() and p.name not in SHARED_FOLDERS]
 
 
 def imports_an_algorithm_folder(name: str, folders: list[str], own: str | None = None) -> bool:
@@ -129,24 +133,48 @@ def imports_an_algorithm_folder(name: str, folders: list[str], own: str | None =
     )
 
 
-def test_only_the_registry_names_an_algorithm():
-    """Adding an algorithm touches its folder, the registry, its hyperparameter file and its tests: the rest of
-    rlbench (rlbench/algos/common included) reaches algorithms only through the registry's `Algorithm` values."""
+def names_an_algorithm_it_may_not(relative: str, name: str, folders: list[str]) -> bool:
+    """An algorithm's folder imports only itself (and algos/common); its keys' module
+    (config/algorithms/<algo>.py) only its own folder; no other module any folder."""
+    parts = relative.removesuffix(".py").split("/")
+    own = parts[1] if parts[0] == "algos" else parts[2] if parts[:2] == ["config", "algorithms"] else None
+    return imports_an_algorithm_folder(name, folders, own=own)
+
+
+def test_an_algorithm_is_named_only_by_its_folder_and_its_keys():
+    """Adding an algorithm touches its folder (the math), its keys' module in config/algorithms (RL Zoo's
+    spelling, preset and the Algorithm value), the registry's list, its hyperparameter file and its tests:
+    the rest of rlbench (rlbench/algos/common and algos/soft included) reaches algorithms only through
+    `Algorithm` values."""
     folders = algorithm_folders()
-    assert {"sac", "crossq", "tqc"} <= set(folders)
+    assert {"sac", "crossq", "tqc", "td3", "ppo"} <= set(folders)
     offenders = [
         f"{relative} imports {name}"
         for path in PACKAGE.rglob("*.py")
-        if (relative := path.relative_to(PACKAGE).as_posix()).split("/")[:2][-1] not in folders
-        and relative != "algos/registry.py"
         for name in sorted(imported_modules(path))
-        if imports_an_algorithm_folder(name, folders)
+        if names_an_algorithm_it_may_not(relative := path.relative_to(PACKAGE).as_posix(), name, folders)
+    ]
+    assert not offenders, offenders
+    keys_modules = {path.stem for path in (PACKAGE / "config" / "algorithms").glob("*.py")}
+    assert set(folders) <= keys_modules, sorted(set(folders) - keys_modules)  # each folder has its keys' module
+
+
+def test_the_learners_hold_no_file_spelling():
+    """RL Zoo's text (key sets, value parsing, presets in file spelling) is the boundary's (rlbench/config):
+    no module of rlbench/algos names a hyperparameter file key set, a preset or a parser of file values."""
+    markers = ("KeySet", "_PRESET", "policy_kwargs", "parse_", "build_config", "config_to_hyperparams")
+    offenders = [
+        f"{path.relative_to(PACKAGE)}: {marker}"
+        for path in (PACKAGE / "algos").rglob("*.py")
+        for marker in markers
+        if marker in path.read_text()
     ]
     assert not offenders, offenders
 
 
 def test_no_algorithm_folder_imports_another():
-    """What two algorithms share lives in rlbench/algos/common, so each folder stands alone."""
+    """What two algorithms share lives in rlbench/algos/common (or their family's folder, algos/soft), so each
+    algorithm's folder stands alone (checked on its own so that a failure says which rule broke)."""
     folders = algorithm_folders()
     offenders = [
         f"{path.relative_to(PACKAGE)} imports {name}"
@@ -169,7 +197,7 @@ def test_the_learners_hold_no_search_space():
 def algorithm_specific_fields() -> set[str]:
     """The config fields some algorithms have and the shared base (ActorCriticConfig) has not."""
     from rlbench.algos.common.config import ActorCriticConfig
-    from rlbench.algos.registry import ALGORITHMS
+    from rlbench.config.registry import ALGORITHMS
 
     shared = {f.name for f in dataclasses.fields(ActorCriticConfig)}
     configs = [algo.build_config(algo.preset, 1, "test") for algo in ALGORITHMS.values()]
@@ -179,13 +207,15 @@ def algorithm_specific_fields() -> set[str]:
 def test_the_shell_reads_no_algorithm_specific_config_field():
     """Outside the core, a config is read through its shared fields only (the loop's schedule, the memory
     estimate, the resume guard): what one algorithm alone has (gSDE, the temperature, quantiles, action
-    noise) is asked of its `Algorithm` (acting, architecture_keys, the learner's estimates)."""
+    noise) is asked of its `Algorithm` (acting, architecture_keys, the learner's estimates). Only each
+    algorithm's keys' module (config/algorithms/) reads and writes its own fields."""
     specific = algorithm_specific_fields()
     assert {"gsde", "ent_coef", "target_entropy", "quantiles"} <= specific
     offenders = [
         f"{path.relative_to(PACKAGE)}:{node.lineno} reads .{node.attr}"
         for path in PACKAGE.rglob("*.py")
         if path.relative_to(PACKAGE).parts[0] not in CORE
+        and path.relative_to(PACKAGE).parts[:2] != ("config", "algorithms")  # each algorithm's own keys
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Attribute) and node.attr in specific
     ]

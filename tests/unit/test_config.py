@@ -4,13 +4,13 @@ import pytest
 
 from rlbench.algos.common.config import ActorCriticConfig
 from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule
-from rlbench.algos.crossq.config import build_config as build_crossq_config
-from rlbench.algos.registry import ALGORITHMS
-from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.config import hyperparams
+from rlbench.config.algorithms.crossq import build_config as build_crossq_config
+from rlbench.config.algorithms.sac import build_config as build_sac_config
 from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.config.hyperparams import merge
 from rlbench.config.literals import LiteralError, parse_key_values, parse_value
+from rlbench.config.registry import ALGORITHMS
 from rlbench.errors import ConfigError
 from tests.conftest import off_policy_algorithms
 

@@ -7,10 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlbench.algos.common import soft_acting as acting
 from rlbench.algos.common.fused import make_update
 from rlbench.algos.crossq.update import make_learner as make_crossq
 from rlbench.algos.sac.update import make_learner as make_sac
+from rlbench.algos.soft import acting
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.networks.batch_renorm import BatchRenorm
 from rlbench.networks.mlp import NetworkConfig
@@ -197,7 +197,7 @@ def test_droq_dropout_changes_training_outputs_and_evaluation_repeats():
     cfg = tiny_sac_config(critic=NetworkConfig(hidden=(16, 16), dropout_rate=0.2, layer_norm=True))
     learner = make_sac(cfg, SPEC)
     state = initial_state(learner)
-    from rlbench.algos.common.soft_learner import make_networks
+    from rlbench.algos.soft.learner import make_networks
 
     critic = make_networks(cfg, SPEC).critic
     obs, action = jnp.ones((5, 3)), jnp.zeros((5, 2))

@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlbench.algos.common import soft_acting as acting
-from rlbench.algos.registry import ALGORITHMS
-from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.algos.sac.update import make_learner as make_sac
+from rlbench.algos.soft import acting
+from rlbench.config.algorithms.sac import build_config as build_sac_config
+from rlbench.config.registry import ALGORITHMS
 from rlbench.errors import ConfigError
 from rlbench.networks.actor import GSDEConfig, StateDependentNoise, gsde_std
 from rlbench.networks.mlp import NetworkConfig

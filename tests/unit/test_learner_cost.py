@@ -5,8 +5,8 @@ from itertools import pairwise
 
 import pytest
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.config.hyperparams import merge
+from rlbench.config.registry import ALGORITHMS
 from rlbench.run.cost import gradient_step_gflop, learner_summary, parameter_counts, si
 from rlbench.types import EnvSpec
 

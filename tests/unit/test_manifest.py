@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tests.envs  # noqa: F401  (registers the test envs)
-from rlbench.algos.registry import ALGORITHMS
+from rlbench.config.registry import ALGORITHMS
 from rlbench.run.probe import describe_space
 from rlbench.store.checkpoint import FORMAT_VERSION, read_checkpoint, write_checkpoint
 from rlbench.store.expectations import policy_expectations, resume_expectations

@@ -3,10 +3,10 @@ setting written out as SBX's constructor and policy read it, and each setting SB
 
 import pytest
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.bench.peer_spelling import Untranslatable, peer_entry
 from rlbench.config.entry import normalize_to_entry, parse_normalize
 from rlbench.config.hyperparams import merge
+from rlbench.config.registry import ALGORITHMS
 
 
 def resolved(algo, entry, n_envs=1, **run):

@@ -13,8 +13,8 @@ import yaml
 
 from rlbench.algos.ppo.gae import generalized_advantages
 from rlbench.algos.ppo.learner import make_learner, staged_rollout
-from rlbench.algos.registry import get_algo
 from rlbench.config.entry import normalize_entry, split_entry
+from rlbench.config.registry import get_algo
 from rlbench.errors import ConfigError
 from rlbench.networks.distributions import StateDependentGaussian
 from rlbench.types import EnvSpec, Transition

@@ -8,9 +8,9 @@ import pytest
 
 from rlbench.algos.common.fused import make_gradient_steps, make_update
 from rlbench.algos.common.seed_axis import SeedAxis
-from rlbench.algos.registry import get_algo
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.config.hyperparams import merge
+from rlbench.config.registry import get_algo
 from rlbench.types import EnvSpec
 from tests.unit.test_update import random_batches
 

@@ -10,8 +10,8 @@ import optax
 import pytest
 
 from rlbench.algos.common.steps import make_adam
-from rlbench.algos.registry import get_algo
 from rlbench.config.hyperparams import merge
+from rlbench.config.registry import get_algo
 from rlbench.errors import ConfigError
 from rlbench.networks.actor import SquashedGaussianActor
 from rlbench.networks.critic import CriticEnsemble

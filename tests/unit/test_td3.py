@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from rlbench.algos.common.fused import make_update
-from rlbench.algos.registry import get_algo
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.config.hyperparams import merge
+from rlbench.config.registry import get_algo
 from rlbench.errors import ConfigError
 from tests.unit.test_update import SPEC, initial_state, leaves_close, random_batches
 

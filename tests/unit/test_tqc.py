@@ -8,12 +8,12 @@ import pytest
 
 from rlbench.algos.common.quantiles import Quantiles, mean_of_quantiles, quantile_huber_loss, truncated_quantile_target
 from rlbench.algos.crossq.config import CrossQConfig
-from rlbench.algos.crossq.config import build_config as build_crossq_config
 from rlbench.algos.crossq.update import make_learner as make_crossq
-from rlbench.algos.sac.config import build_config as build_sac_config
 from rlbench.algos.tqc.config import TQCConfig
-from rlbench.algos.tqc.config import build_config as build_tqc_config
 from rlbench.algos.tqc.update import make_learner as make_tqc
+from rlbench.config.algorithms.crossq import build_config as build_crossq_config
+from rlbench.config.algorithms.sac import build_config as build_sac_config
+from rlbench.config.algorithms.tqc import build_config as build_tqc_config
 from rlbench.errors import ConfigError
 from rlbench.networks.mlp import NetworkConfig
 from tests.conftest import tiny_config

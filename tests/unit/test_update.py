@@ -8,8 +8,8 @@ import pytest
 from rlbench.algos.common.fused import make_update
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.algos.common.steps import fuse_steps
-from rlbench.algos.common.temperature import EntropyCoef
 from rlbench.algos.sac.update import make_learner
+from rlbench.algos.soft.temperature import EntropyCoef
 from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.types import EnvSpec, Transition
@@ -193,7 +193,7 @@ def test_the_temperature_loss_setting_is_the_loss_the_update_takes():
     """One gradient step from alpha 0.5 with `temperature_loss: alpha` (as -params gives it): the reported
     temperature loss is alpha * (H - H_target), not SB3's log(alpha) * (H - H_target), with H the step's mean
     entropy and H_target -dim(A) = -2, both as the step reports them."""
-    from rlbench.algos.sac.config import build_config
+    from rlbench.config.algorithms.sac import build_config
 
     cfg = build_config({"temperature_loss": "alpha", "ent_coef": "auto_0.5", "batch_size": 4}, 1, "test")
     cfg = tiny_sac_config(temperature_loss=cfg.temperature_loss, ent_coef=cfg.ent_coef)

@@ -1,2 +1,3 @@
-"""What two or more learners share: the Algorithm record and the Learner contract, config fields and RL Zoo
-spellings, losses, target networks, schedules, the fused iteration, and the SAC family's learner (soft_*.py)."""
+"""What two or more learners share: the Learner contract, config fields as typed values, losses, target
+networks, schedules, quantile critics, the fused iteration. The soft family's learner is in rlbench/algos/soft;
+RL Zoo's spelling of these settings is the boundary's: rlbench/config/algorithms/."""

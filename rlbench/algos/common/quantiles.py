@@ -1,5 +1,5 @@
 """Quantile critics (Kuznetsov et al. 2020, arXiv:2005.04269), TQC's and CrossQ's with n_quantiles: their
-settings, keys and objective, as pure functions.
+settings and objective, as pure functions.
 
 Shapes: quantiles are [n_critics, B, n_quantiles]; the target is [B, n_target] with
 n_target = (n_quantiles - top_quantiles_to_drop_per_net) x n_critics.
@@ -7,16 +7,12 @@ n_target = (n_quantiles - top_quantiles_to_drop_per_net) x n_critics.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from rlbench.algos.common.losses import CriticObjective
-from rlbench.algos.common.spelling import number
-from rlbench.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -31,33 +27,6 @@ class Quantiles:
 
     def n_target_quantiles(self, n_critics: int) -> int:
         return (self.n_quantiles - self.top_quantiles_to_drop_per_net) * n_critics
-
-
-def read_quantiles(params: Mapping[str, Any], policy_kwargs: Mapping[str, Any]) -> Quantiles:
-    """n_quantiles (a policy_kwargs key, as in RL Zoo's files) and top_quantiles_to_drop_per_net (top level)."""
-    default = Quantiles()
-    n_quantiles = default.n_quantiles
-    if "n_quantiles" in policy_kwargs:
-        n_quantiles = number(policy_kwargs, "n_quantiles", int, 1)
-    drop = default.top_quantiles_to_drop_per_net
-    if "top_quantiles_to_drop_per_net" in params:
-        drop = number(params, "top_quantiles_to_drop_per_net", int, 0)
-    if drop >= n_quantiles:
-        raise ConfigError(
-            f"top_quantiles_to_drop_per_net: {drop} would drop every quantile (n_quantiles is {n_quantiles}); "
-            f"expected 0 <= top_quantiles_to_drop_per_net < n_quantiles"
-        )
-    return Quantiles(n_quantiles, drop)
-
-
-def quantile_hyperparams(hyperparams: dict[str, Any], quantiles: Quantiles) -> dict[str, Any]:
-    """`hyperparams` (file spelling) with the quantile settings added where RL Zoo's files put them."""
-    policy_kwargs = {**hyperparams["policy_kwargs"], "n_quantiles": quantiles.n_quantiles}
-    return {
-        **hyperparams,
-        "policy_kwargs": policy_kwargs,
-        "top_quantiles_to_drop_per_net": quantiles.top_quantiles_to_drop_per_net,
-    }
 
 
 def pooled_atoms(next_quantiles: jax.Array) -> jax.Array:

@@ -1,32 +1,14 @@
-"""Polyak-averaged target networks (SAC, DroQ, TQC, TD3, DDPG): their settings and their update."""
+"""Polyak-averaged target networks (SAC, DroQ, TQC, TD3, DDPG): their update."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from rlbench.algos.common.spelling import number
 from rlbench.algos.common.steps import polyak
 from rlbench.types import Params
-
-
-def read_target(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The target networks' settings an entry sets: the Polyak rate `tau`, and (SAC, TQC)
-    `target_update_interval`, the gradient steps from one Polyak update to the next."""
-    values: dict[str, Any] = {}
-    if "tau" in params:
-        values["tau"] = number(params, "tau", float, 0, 1, low_open=True)
-    if "target_update_interval" in params:
-        values["target_update_interval"] = number(params, "target_update_interval", int, 1)
-    return values
-
-
-def target_hyperparams(cfg: Any) -> dict[str, Any]:
-    """The inverse of read_target, in file spelling, for a config with target critics (SACConfig, TQCConfig)."""
-    return {"tau": cfg.tau, "target_update_interval": cfg.target_update_interval}
 
 
 def updated_target(cfg: Any, step: jax.Array, target_params: Params, params: Params) -> Params:

@@ -7,12 +7,12 @@ import jax.numpy as jnp
 from flax import struct
 from flax.training.train_state import TrainState
 
-from rlbench.algos.common.soft_acting import Exploration
-from rlbench.algos.common.soft_learner import Networks, init_exploration, init_variables
 from rlbench.algos.common.steps import make_adam
-from rlbench.algos.common.temperature import init_temperature
 from rlbench.algos.common.train_state import NormalizedState
 from rlbench.algos.crossq.config import CrossQConfig
+from rlbench.algos.soft.acting import Exploration
+from rlbench.algos.soft.learner import Networks, init_exploration, init_variables
+from rlbench.algos.soft.temperature import init_temperature
 from rlbench.types import EnvSpec
 
 

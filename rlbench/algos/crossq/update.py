@@ -18,13 +18,13 @@ import jax.numpy as jnp
 from rlbench.algos.common.learner import Learner, assemble_learner
 from rlbench.algos.common.losses import SOFT_Q, CriticObjective, actor_loss
 from rlbench.algos.common.quantiles import quantile_objective
-from rlbench.algos.common.soft_acting import soft_acting
-from rlbench.algos.common.soft_config import target_entropy
-from rlbench.algos.common.soft_learner import make_networks
 from rlbench.algos.common.steps import apply_loss
-from rlbench.algos.common.temperature import current_alpha, temperature_step
 from rlbench.algos.crossq.config import CrossQConfig
 from rlbench.algos.crossq.state import CrossQState, init_state
+from rlbench.algos.soft.acting import soft_acting
+from rlbench.algos.soft.config import target_entropy
+from rlbench.algos.soft.learner import make_networks
+from rlbench.algos.soft.temperature import current_alpha, temperature_step
 from rlbench.types import EnvSpec, Metrics, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean", "train/critic_bn_steps")

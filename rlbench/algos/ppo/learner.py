@@ -22,10 +22,10 @@ import jax.numpy as jnp
 
 from rlbench.algos.common.acting import Acting
 from rlbench.algos.common.learner import Collection, Learner, no_storage
-from rlbench.algos.common.soft_acting import resample_due
 from rlbench.algos.ppo.config import PPOConfig, minibatch_size
 from rlbench.algos.ppo.state import PPOState, init_state, resample_exploration
 from rlbench.algos.ppo.update import LOSS_METRICS, make_update
+from rlbench.algos.soft.acting import resample_due
 from rlbench.buffers.normalization import Normalization
 from rlbench.buffers.rollout import RolloutState, RolloutStep
 from rlbench.errors import ConfigError

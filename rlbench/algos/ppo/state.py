@@ -10,8 +10,8 @@ import jax.numpy as jnp
 from flax import struct
 from flax.training.train_state import TrainState
 
-from rlbench.algos.common.soft_acting import Exploration
 from rlbench.algos.ppo.config import PPOConfig, make_optimizer
+from rlbench.algos.soft.acting import Exploration
 from rlbench.networks.actor_critic import ActorCritic
 
 

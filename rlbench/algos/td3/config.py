@@ -1,17 +1,11 @@
-"""TD3's typed, frozen hyperparameters (defaults as SBX's TD3), its keys, the action noise RL Zoo's
-`noise_type` and `noise_std` build, and the DDPG preset."""
+"""TD3's typed, frozen hyperparameters (defaults as SBX's TD3; DDPG's are the same with another preset) and
+the action noise RL Zoo's `noise_type` and `noise_std` build."""
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from rlbench.algos.common.config import SHARED_KEYS, ActorCriticConfig, read_shared, shared_hyperparams
-from rlbench.algos.common.spelling import number
-from rlbench.algos.common.targets import read_target
-from rlbench.errors import ConfigError
+from rlbench.algos.common.config import ActorCriticConfig
 
 NOISE_TYPES = ("normal", "ornstein-uhlenbeck")
 
@@ -36,52 +30,3 @@ class TD3Config(ActorCriticConfig):
     target_policy_noise: float = 0.2  # std of the noise on the target action (target policy smoothing)
     target_noise_clip: float = 0.5  # that noise is clipped to [-target_noise_clip, target_noise_clip]
     action_noise: ActionNoise | None = None  # exploration noise; None: the actor's action as it is
-
-
-KEYS = SHARED_KEYS.extend(keys=("tau", "target_policy_noise", "target_noise_clip", "noise_type", "noise_std"))
-
-
-def read_action_noise(params: Mapping[str, Any], n_envs: int, where: str) -> ActionNoise | None:
-    """RL Zoo's noise_type (normal | ornstein-uhlenbeck) and noise_std; without noise_type, no noise."""
-    kind = params.get("noise_type")
-    if kind is None:
-        if "noise_std" in params:
-            warnings.warn("noise_std: ignored because noise_type is not set (no action noise)", stacklevel=3)
-        return None
-    if not isinstance(kind, str) or kind.strip() not in NOISE_TYPES:
-        valid = ", ".join(NOISE_TYPES)
-        raise ConfigError(f"noise_type: expected one of {valid} (or None), got {kind!r} (from {where})")
-    if "noise_std" not in params:
-        raise ConfigError(f"noise_std: needed with noise_type {kind.strip()!r} (the noise's std) (from {where})")
-    return ActionNoise(kind.strip(), number(params, "noise_std", float, 0), n_envs)
-
-
-def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> TD3Config:
-    """A checked TD3Config (TD3, DDPG) from the learner keys of a merged hyperparameter entry."""
-    values, _ = read_shared(params, n_envs, where, KEYS)
-    values |= read_target(params)
-    for key in ("target_policy_noise", "target_noise_clip"):
-        if key in params:
-            values[key] = number(params, key, float, 0)
-    return TD3Config(**values, action_noise=read_action_noise(params, n_envs, where))
-
-
-def config_to_hyperparams(cfg: TD3Config) -> dict[str, Any]:
-    """The inverse of build_config, in file spelling: what config.yml stores, sorted."""
-    out = shared_hyperparams(cfg)  # policy_delay among them
-    out |= {"tau": cfg.tau, "target_policy_noise": cfg.target_policy_noise, "target_noise_clip": cfg.target_noise_clip}
-    out["noise_type"] = None if cfg.action_noise is None else cfg.action_noise.kind
-    if cfg.action_noise is not None:
-        out["noise_std"] = cfg.action_noise.std
-    return dict(sorted(out.items()))
-
-
-# DDPG (Lillicrap et al. 2016) as SB3 and SBX define it: TD3 with one critic, no target policy smoothing and
-# no delay; the critic's learning rate as SBX's DDPG. Keys in file spelling: files and -params override them.
-DDPG_PRESET: dict[str, Any] = {
-    "policy_delay": 1,
-    "target_policy_noise": 0.0,
-    "target_noise_clip": 0.0,
-    "qf_learning_rate": 1e-3,
-    "policy_kwargs": {"n_critics": 1},
-}

@@ -1,9 +1,8 @@
-"""TD3's training state and networks: a deterministic tanh actor and a critic ensemble, each with its
-Polyak-averaged target, and the Ornstein-Uhlenbeck noise of every env (the exploration state)."""
+"""TD3's training state: a deterministic tanh actor (rlbench.networks.actor) and a critic ensemble, each with
+its Polyak-averaged target, and the Ornstein-Uhlenbeck noise of every env (the exploration state)."""
 
 from __future__ import annotations
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -11,23 +10,9 @@ from flax import struct
 from rlbench.algos.common.steps import make_adam
 from rlbench.algos.common.train_state import NetworkState, TargetCriticState
 from rlbench.algos.td3.config import TD3Config
+from rlbench.networks.actor import DeterministicActor
 from rlbench.networks.critic import CriticEnsemble
-from rlbench.networks.mlp import NetworkConfig
-from rlbench.networks.trunk import make_trunk
 from rlbench.types import EnvSpec, Params
-
-
-class DeterministicActor(nn.Module):
-    """mu(s) = tanh(linear(trunk(s))): the action in [-1, 1] (SBX's TD3 actor); the trunk is the config's
-    family's (MLP or SimBa)."""
-
-    action_dim: int
-    config: NetworkConfig
-
-    @nn.compact
-    def __call__(self, obs: jax.Array, *, train: bool = False, plain_layout: bool = False) -> jax.Array:
-        features = make_trunk(self.config)(obs, train=train, dropout=train, plain_layout=plain_layout)
-        return jnp.tanh(nn.Dense(self.action_dim, name="mu")(features))
 
 
 class TargetActorState(NetworkState):

@@ -17,7 +17,8 @@ from rlbench.algos.common.losses import critic_loss
 from rlbench.algos.common.steps import apply_loss, polyak
 from rlbench.algos.td3.acting import td3_acting
 from rlbench.algos.td3.config import TD3Config
-from rlbench.algos.td3.state import DeterministicActor, TD3State, init_state
+from rlbench.algos.td3.state import TD3State, init_state
+from rlbench.networks.actor import DeterministicActor
 from rlbench.networks.critic import CriticEnsemble
 from rlbench.types import EnvSpec, Metrics, Transition
 

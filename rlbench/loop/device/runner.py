@@ -10,9 +10,9 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlbench.algos.common.algorithm import Algorithm
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.algos.common.learner import Collection
+from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.ids import make_jax_env

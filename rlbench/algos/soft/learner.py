@@ -18,12 +18,12 @@ from flax.training.train_state import TrainState
 
 from rlbench.algos.common.learner import Learner, assemble_learner
 from rlbench.algos.common.losses import SOFT_Q, CriticObjective, actor_loss
-from rlbench.algos.common.soft_acting import Exploration, draw_exploration, soft_acting
-from rlbench.algos.common.soft_config import SoftConfig, target_entropy
 from rlbench.algos.common.steps import apply_loss, make_adam
 from rlbench.algos.common.targets import updated_target
-from rlbench.algos.common.temperature import current_alpha, init_temperature, temperature_step
 from rlbench.algos.common.train_state import NetworkState, TargetCriticState
+from rlbench.algos.soft.acting import Exploration, draw_exploration, soft_acting
+from rlbench.algos.soft.config import SoftConfig, target_entropy
+from rlbench.algos.soft.temperature import current_alpha, init_temperature, temperature_step
 from rlbench.networks.actor import SquashedGaussianActor
 from rlbench.networks.critic import CriticEnsemble
 from rlbench.types import EnvSpec, Metrics, Params, Transition

@@ -1,30 +1,18 @@
-"""The SAC family's config (SAC, DroQ, TQC, CrossQ): the shared fields plus the entropy temperature, its
-target and gSDE (state-dependent exploration), with the keys that set them and their file spelling."""
+"""The SAC family's keys (SAC, DroQ, TQC, CrossQ) in RL Zoo's file spelling: the entropy temperature, its
+target and gSDE, read into SoftConfig's fields and written back."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from rlbench.algos.common.config import SHARED_KEYS, ActorCriticConfig, boolean, shared_hyperparams
-from rlbench.algos.common.spelling import number, parse_ent_coef
-from rlbench.algos.common.temperature import TEMPERATURE_LOSSES, EntropyCoef
+from rlbench.algos.soft.config import SoftConfig
+from rlbench.algos.soft.temperature import TEMPERATURE_LOSSES
+from rlbench.config.algorithms.shared import SHARED_KEYS, boolean, shared_hyperparams
+from rlbench.config.values import number, parse_ent_coef
 from rlbench.errors import ConfigError
 from rlbench.networks.actor import GSDEConfig
-from rlbench.types import EnvSpec
-
-
-@dataclass(frozen=True, kw_only=True)
-class SoftConfig(ActorCriticConfig):
-    """The fields of the maximum-entropy learners: a stochastic actor with a temperature."""
-
-    ent_coef: EntropyCoef = EntropyCoef()  # noqa: RUF009 (frozen)
-    temperature_loss: str = "log_alpha"  # the learned temperature's loss: a key of TEMPERATURE_LOSSES
-    target_entropy: float | None = None  # None -> -dim(A)
-    gsde: GSDEConfig | None = None  # use_sde: state-dependent exploration (networks/actor.py)
-
 
 GSDE_KEYS = ("sde_sample_freq", "use_sde_at_warmup")
 GSDE_POLICY_KWARGS = ("log_std_init", "use_expln", "full_std", "clip_mean")
@@ -62,11 +50,6 @@ def soft_hyperparams(cfg: SoftConfig) -> dict[str, Any]:
             "clip_mean": cfg.gsde.clip_mean,
         }
     return out
-
-
-def target_entropy(cfg: SoftConfig, spec: EnvSpec) -> float:
-    """-dim(A) unless set."""
-    return -float(spec.action_dim) if cfg.target_entropy is None else cfg.target_entropy
 
 
 def _temperature_loss(value: Any, where: str) -> str:

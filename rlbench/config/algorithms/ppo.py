@@ -1,5 +1,6 @@
 """PPO's and A2C's hyperparameter keys as RL Zoo's ppo.yml and a2c.yml write them, read into a checked
-PPOConfig, and written back (config.yml, checkpoints): build_config(config_to_hyperparams(cfg)) == cfg.
+PPOConfig, and written back (config.yml, checkpoints): build_config(config_to_hyperparams(cfg)) == cfg; and
+the Algorithm values of both: on-policy learners that act in Box and Discrete action spaces.
 
 A2C is PPO with A2C's preset (rlbench.algos.ppo.config): its file keys `use_rms_prop`, `rms_prop_eps`
 select the optimizer, and a2c.yml's entries set no batch_size or n_epochs (one full-rollout step).
@@ -11,10 +12,12 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from rlbench.algos.common.config import KeySet
 from rlbench.algos.common.schedules import LinearSchedule, Schedule
-from rlbench.algos.common.spelling import literal_mapping, number, parse_activation, parse_schedule, unknown_key
 from rlbench.algos.ppo.config import PPOConfig, a2c_config
+from rlbench.algos.ppo.learner import make_learner
+from rlbench.config.algorithm import Algorithm
+from rlbench.config.algorithms.shared import KeySet, checked_policy_kwargs
+from rlbench.config.values import layer_widths, number, parse_activation, parse_schedule
 from rlbench.errors import ConfigError
 from rlbench.networks.actor_critic import ActorCriticNetConfig
 
@@ -43,7 +46,7 @@ ARCHITECTURE_KEYS = ("net_arch", "activation_fn")  # what a resume cannot change
 
 def read_ppo(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
     """A checked PPOConfig from the learner keys of a merged ppo.yml entry (ConfigError, exit 2, naming the key)."""
-    kwargs = checked_keys(params, PPO_KEYS, where)
+    kwargs = checked_policy_kwargs(params, PPO_KEYS, where)
     values = read_common(params, kwargs, n_envs)
     for key, low in (("batch_size", 1), ("n_epochs", 1)):
         if key in params:
@@ -59,25 +62,13 @@ def read_ppo(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
 
 def read_a2c(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
     """A checked A2C config (a PPOConfig with A2C's preset) from the learner keys of a merged a2c.yml entry."""
-    kwargs = checked_keys(params, A2C_KEYS, where)
+    kwargs = checked_policy_kwargs(params, A2C_KEYS, where)
     values = read_common(params, kwargs, n_envs)
     if "use_rms_prop" in params:
         values["optimizer"] = "rmsprop" if boolean(params, "use_rms_prop") else "adam"
     if "rms_prop_eps" in params:
         values["optimizer_eps"] = number(params, "rms_prop_eps", float, 0, low_open=True)
     return checked(a2c_config(**values), where)
-
-
-def checked_keys(params: Mapping[str, Any], key_set: KeySet, where: str) -> dict[str, Any]:
-    """policy_kwargs as a dict, after refusing any key (top level or inside it) the algorithm does not read."""
-    for key in params:
-        if key not in key_set.keys:
-            raise unknown_key(key, key_set.keys, where)
-    kwargs = literal_mapping(params.get("policy_kwargs"), "policy_kwargs")
-    for key in kwargs:
-        if key not in key_set.policy_kwargs:
-            raise unknown_key(key, key_set.policy_kwargs, "policy_kwargs")
-    return kwargs
 
 
 def read_common(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int) -> dict[str, Any]:
@@ -133,17 +124,9 @@ def parse_actor_critic_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...
     if isinstance(value, Mapping):
         if set(value) != {"pi", "vf"}:
             raise ConfigError(f"net_arch: a dict needs exactly the keys pi and vf, got {sorted(value)}")
-        return widths(value["pi"], "['pi']"), widths(value["vf"], "['vf']")
-    shared = widths(value, "")
+        return layer_widths(value["pi"], "['pi']"), layer_widths(value["vf"], "['vf']")
+    shared = layer_widths(value, "")
     return shared, shared
-
-
-def widths(value: Any, where: str) -> tuple[int, ...]:
-    if not isinstance(value, list | tuple) or not all(
-        isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in value
-    ):
-        raise ConfigError(f"net_arch{where}: expected a list of positive integers, got {value!r}")
-    return tuple(value)
 
 
 def boolean(params: Mapping[str, Any], key: str, default: bool | None = None) -> bool:
@@ -218,3 +201,14 @@ def common_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
             "log_std_init": net.log_std_init,
         },
     }
+
+
+ON_POLICY_SPACES = ("Box", "Discrete")
+PPO = Algorithm(
+    "ppo", PPO_KEYS, read_ppo, ppo_hyperparams, make_learner,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, log_interval=1,
+)  # fmt: skip
+A2C = Algorithm(
+    "a2c", A2C_KEYS, read_a2c, a2c_hyperparams, make_learner,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, log_interval=100,
+)  # fmt: skip

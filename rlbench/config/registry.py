@@ -1,16 +1,17 @@
-"""The algorithms rlbench offers, by command-line name. Each algorithm folder (rlbench/algos/<algo>/)
-defines its `Algorithm`: config type and keys, learner, preset and search space."""
+"""The algorithms rlbench offers, by command-line name. Each is an `Algorithm` (rlbench/config/algorithm.py)
+defined beside its keys in rlbench/config/algorithms/<algo>.py: its math in rlbench/algos/<algo>/, its
+Optuna space in rlbench/tuning/search_spaces/, joined by name."""
 
 from __future__ import annotations
 
 import difflib
 
-from rlbench.algos.common.algorithm import Algorithm, with_foreign_keys
-from rlbench.algos.crossq.algorithm import CROSSQ
-from rlbench.algos.ppo.algorithm import A2C, PPO
-from rlbench.algos.sac.algorithm import DROQ, SAC
-from rlbench.algos.td3.algorithm import DDPG, TD3
-from rlbench.algos.tqc.algorithm import TQC
+from rlbench.config.algorithm import Algorithm, with_foreign_keys
+from rlbench.config.algorithms.crossq import CROSSQ
+from rlbench.config.algorithms.ppo import A2C, PPO
+from rlbench.config.algorithms.sac import DROQ, SAC
+from rlbench.config.algorithms.td3 import DDPG, TD3
+from rlbench.config.algorithms.tqc import TQC
 from rlbench.errors import ConfigError
 
 ALGORITHMS: dict[str, Algorithm] = with_foreign_keys((SAC, DROQ, CROSSQ, TQC, TD3, DDPG, PPO, A2C))

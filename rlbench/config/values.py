@@ -1,6 +1,6 @@
 """RL Zoo's spelling of hyperparameter values, parsed without eval into plain Python values.
 
-Every algorithm's config builder (rlbench/algos/<algo>/config.py) reads its keys with these, so that
+Every algorithm's key reader (rlbench/config/algorithms/<algo>.py) reads its keys with these, so that
 `lin_7.3e-4`, `auto_0.1`, `nn.ReLU` or `dict(pi=[64], qf=[400, 300])` mean the same everywhere. Each
 raises `ConfigError` naming the key and what would be valid.
 """
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule, Schedule
-from rlbench.algos.common.temperature import EntropyCoef
+from rlbench.algos.soft.temperature import EntropyCoef
 from rlbench.errors import ConfigError
 from rlbench.networks.mlp import ACTIVATIONS
 from rlbench.networks.trunk import POLICIES
@@ -157,20 +157,22 @@ def parse_policy(value: Any, actor_hidden: tuple[int, ...], critic_hidden: tuple
 def parse_net_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """A list (shared by actor and critic) or dict(pi=[...], qf=[...]) -> (actor, critic) widths."""
 
-    def widths(v: Any, where: str) -> tuple[int, ...]:
-        if not isinstance(v, list | tuple) or not all(
-            isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in v
-        ):
-            raise ConfigError(f"net_arch{where}: expected a list of positive integers, got {v!r}")
-        return tuple(v)
-
     if isinstance(value, Mapping):
         extra = set(value) - {"pi", "qf"}
         if extra or not {"pi", "qf"} <= set(value):
             raise ConfigError(f"net_arch: a dict needs exactly the keys pi and qf, got {sorted(value)}")
-        return widths(value["pi"], "['pi']"), widths(value["qf"], "['qf']")
-    shared = widths(value, "")
+        return layer_widths(value["pi"], "['pi']"), layer_widths(value["qf"], "['qf']")
+    shared = layer_widths(value, "")
     return shared, shared
+
+
+def layer_widths(value: Any, where: str) -> tuple[int, ...]:
+    """One network's hidden widths: a list of positive integers (net_arch, or net_arch[<where>])."""
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in value
+    ):
+        raise ConfigError(f"net_arch{where}: expected a list of positive integers, got {value!r}")
+    return tuple(value)
 
 
 def resolve_gradient_steps(params: Mapping[str, Any], n_envs: int) -> int:

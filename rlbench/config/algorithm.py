@@ -1,10 +1,10 @@
-"""What an algorithm folder gives the rest of rlbench: one `Algorithm` value, listed in rlbench/algos/registry.py.
+"""An algorithm as the rest of rlbench knows it: one `Algorithm` value, listed in rlbench/config/registry.py.
 
-It is the whole contract. Outside rlbench/algos nothing knows an algorithm but through it: its config (key
-set, file spelling, validation: `build_config`, `config_to_hyperparams`), its learner (`make_learner`: init,
-fused gradient steps, metrics, acting and exploration state, parameters, memory estimate), the policy_kwargs
-that shape its networks (what a resume must keep) and its preset. Its Optuna search space is the boundary's,
-joined by name (rlbench.tuning.spaces).
+It joins the algorithm's math (rlbench/algos/<algo>/: `make_learner`: init, fused gradient steps, metrics,
+acting and exploration state, parameters, memory estimate) to its keys in RL Zoo's file spelling
+(rlbench/config/algorithms/<algo>.py: key set, validation, `build_config`, `config_to_hyperparams`, the
+policy_kwargs that shape its networks, which a resume must keep, and its preset). Outside those two places
+nothing knows an algorithm but through it. Its Optuna search space is joined by name (rlbench.tuning.spaces).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlbench.algos.common.config import ARCHITECTURE_KEYS, ActorCriticConfig, KeySet
+from rlbench.algos.common.config import ActorCriticConfig
 from rlbench.algos.common.learner import Learner
+from rlbench.config.algorithms.shared import ARCHITECTURE_KEYS, KeySet
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
 
