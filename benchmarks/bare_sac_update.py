@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.bench.row import bench_config, random_batches
+from rlbench.config.registry import ALGORITHMS
 from rlbench.networks.actor import LOG_STD_MAX, LOG_STD_MIN, sample_action
 from rlbench.types import EnvSpec
 

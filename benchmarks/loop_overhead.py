@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlbench.algos.registry import ALGORITHMS
 from rlbench.bench.row import bench_config, random_batches, rlbench_row
+from rlbench.config.registry import ALGORITHMS
 from rlbench.envs.make import env_spec, final_observations, make_single_env, make_vector_env, step_vector_env
 from rlbench.loop import compiled
 from rlbench.loop.finiteness import FiniteGuard
