@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -50,9 +50,14 @@ class RunningMeanStd:
         self.count = np.full(n_seeds, COUNT_EPSILON)
 
     def update(self, batch: np.ndarray) -> None:
-        """Merge in one batch per seed: [n_seeds, batch_count, *shape]."""
+        """Merge in one batch per seed: [n_seeds, batch_count, *shape]. The statistics are new arrays after
+        each update, never changed in place (VecNormalizeStats.device keys its cache on them)."""
         batch = np.asarray(batch, np.float64)
-        batch_mean, batch_var, batch_count = batch.mean(axis=1), batch.var(axis=1), batch.shape[1]
+        batch_count = batch.shape[1]
+        if batch_count == 1:  # one env: numpy's mean and var of one value, exactly, without their cost per step
+            batch_mean, batch_var = batch[:, 0], np.zeros_like(batch[:, 0])
+        else:
+            batch_mean, batch_var = batch.mean(axis=1), batch.var(axis=1)
         count = self.count.reshape(-1, *([1] * (self.mean.ndim - 1)))  # broadcast over the stream's shape
         delta = batch_mean - self.mean
         total = count + batch_count
@@ -71,6 +76,11 @@ class VecNormalizeStats:
     obs: RunningMeanStd
     ret: RunningMeanStd
     returns: np.ndarray
+    # device()'s last value and the statistics it was made from: read several times per env step (acting,
+    # staging), it changes only when they do
+    _frozen: tuple[tuple[np.ndarray, ...], Normalization] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def new(cls, config: NormalizeConfig, n_seeds: int, n_envs: int, obs_dim: int) -> VecNormalizeStats:
@@ -98,6 +108,12 @@ class VecNormalizeStats:
 
     def device(self) -> Normalization:
         """The frozen statistics, as the device applies them (float32, with the seed axis)."""
+        made_from = (self.obs.mean, self.obs.var, self.ret.var)
+        if self._frozen is None or any(now is not then for now, then in zip(made_from, self._frozen[0], strict=True)):
+            self._frozen = (made_from, self._frozen_now())
+        return self._frozen[1]
+
+    def _frozen_now(self) -> Normalization:
         cfg = self.config
         return Normalization(
             obs_mean=self.obs.mean.astype(np.float32) if cfg.norm_obs else None,

@@ -44,7 +44,8 @@ def act(loop: LoopRun) -> np.ndarray:
         device_action, exploration, host.act_key = programs.act(
             loop.state, obs, host.act_key, episode_starts(loop), normalization
         )
-        loop.state = loop.state.replace(exploration=exploration)
+        if exploration is not None:  # the algorithm keeps an exploration state (None: nothing to put back)
+            loop.state = loop.state.replace(exploration=exploration)
         action = axis.host(device_action)
     return finite_actions(loop, action)
 

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from rlbench.algos.common.acting import Acting
 from rlbench.algos.common.finite import all_finite
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
@@ -125,14 +126,24 @@ def _entry_points(
         axis=axis,
         init=jax.jit(learner.init_fn),
         init_buffers=jax.jit(lambda: axis.broadcast(storage.init_fn())),
-        act=jax.jit(axis.map(act)),
-        act_deterministic=jax.jit(axis.map(act_deterministic)),
+        act=given_policy_part(jax.jit(axis.map(act)), acting),
+        act_deterministic=given_policy_part(jax.jit(axis.map(act_deterministic)), acting),
         insert=jax.jit(axis.map(storage.insert_fn), donate_argnums=0),
         update=jax.jit(iteration(axis, learner), donate_argnums=0),
         train_some=None if learner.train_fn is None else jax.jit(train_some, donate_argnums=0),
         put_seed=jax.jit(put_seed, donate_argnums=0),
         resample_exploration=jax.jit(axis.map(acting.resample), donate_argnums=0),
     )
+
+
+def given_policy_part(program: Callable, acting: Acting) -> Callable:
+    """`program(state, ...)` called with only the part of the learner state that acting reads: called once per
+    env step, and each array argument costs that call time (Acting.policy_part)."""
+
+    def call(state, *args):
+        return program(acting.policy_part(state), *args)
+
+    return call
 
 
 def iteration(axis: SeedAxis, learner: Learner):
@@ -212,8 +223,10 @@ class PolicyPrograms:
 
 def policy_programs(learner: Learner) -> PolicyPrograms:
     acting = learner.acting
+    sample = jax.jit(lambda state, obs, key, norm: acting.sample(state, normalize_obs(obs, norm), key))
+    act_deterministic = jax.jit(lambda state, obs, norm: acting.evaluate(state, normalize_obs(obs, norm)))
     return PolicyPrograms(
         init=jax.jit(learner.init_fn),
-        sample=jax.jit(lambda state, obs, key, norm: acting.sample(state, normalize_obs(obs, norm), key)),
-        act_deterministic=jax.jit(lambda state, obs, norm: acting.evaluate(state, normalize_obs(obs, norm))),
+        sample=given_policy_part(sample, acting),
+        act_deterministic=given_policy_part(act_deterministic, acting),
     )

@@ -81,6 +81,30 @@ def test_running_statistics_equal_numpy_on_a_recorded_stream():
     np.testing.assert_allclose(scaled, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_one_env_merges_bit_for_bit_as_numpy_and_the_frozen_statistics_follow_every_step():
+    """One env (RL Zoo's MuJoCo PPO entries): a batch of one skips numpy's mean and var, whose values for one
+    sample are the sample and 0 exactly; the statistics equal the general merge bit for bit. device() is kept
+    between steps and made again once they move."""
+    first, stream = record_stream(2, 1, steps=40)
+    stats = VecNormalizeStats.new(NormalizeConfig(gamma=0.9), 2, 1, obs_dim=3)
+    stats.observe_reset(first)
+    mean, var, count = np.zeros((2, 3)), np.ones((2, 3)), np.full(2, COUNT_EPSILON)
+    for obs, reward, done in stream:
+        frozen = stats.device()
+        assert stats.device() is frozen  # nothing moved
+        stats.observe_step(obs, reward, done)
+        assert stats.device() is not frozen
+        np.testing.assert_array_equal(stats.device().obs_mean, stats.obs.mean.astype(np.float32))
+    for obs in [first, *(obs for obs, _, _ in stream)]:  # the general merge, numpy's mean and var of one row
+        batch = np.asarray(obs, np.float64)
+        delta, total = batch.mean(axis=1) - mean, count[:, None] + 1
+        mean = mean + delta / total
+        var = (var * count[:, None] + batch.var(axis=1) + np.square(delta) * count[:, None] / total) / total
+        count = count + 1
+    np.testing.assert_array_equal(stats.obs.mean, mean)
+    np.testing.assert_array_equal(stats.obs.var, var)
+
+
 def test_only_the_return_statistics_move_without_norm_obs():
     """As SB3: norm_obs=False leaves the observation statistics at their prior; the return's still move."""
     first, stream = record_stream(1, 1, steps=5)

@@ -227,6 +227,35 @@ def test_each_epoch_covers_every_sample_exactly_once_in_a_fresh_order():
     assert orders[0].tolist() != orders[1].tolist()
 
 
+def test_one_minibatch_per_epoch_is_taken_in_rollout_order_and_updates_as_a_shuffled_one(monkeypatch):
+    """batch_size = the rollout (RL Zoo's CartPole-v1 entry): the epoch's one minibatch is the rollout in its
+    own order, no permutation drawn (each costs a sort of the rollout per epoch); its gradient is the same
+    mean over the same samples, so the update equals one through the shuffled minibatch up to rounding."""
+    cfg, state, rollout = ppo_setup(n_steps=4, batch_size=8, learning_rate=ConstantSchedule(1e-2))
+    permutations = []
+    drawn = jax.random.permutation
+    monkeypatch.setattr(jax.random, "permutation", lambda *a, **k: permutations.append(a) or drawn(*a, **k))
+    jax.make_jaxpr(make_update(cfg, N_ENVS))(state, rollout, jnp.float32(1.0))
+    assert permutations == []
+    jax.make_jaxpr(make_update(dataclasses.replace(cfg, batch_size=4), N_ENVS))(state, rollout, jnp.float32(1.0))
+    assert len(permutations) == 1  # two minibatches: shuffled (traced once, in the epochs' scan)
+    monkeypatch.undo()
+    flat = rollout_samples(cfg, state.policy, rollout)
+    in_order = epoch_minibatches(flat, None, 1, 8)
+    np.testing.assert_array_equal(np.asarray(in_order.obs[0]), np.asarray(flat.obs))
+    updated, _ = jax.jit(make_update(cfg, N_ENVS))(state, rollout, jnp.float32(1.0))
+    settings = loss_settings(cfg, jnp.float32(1.0))
+    step = jax.jit(lambda carry, batch: minibatch_step(cfg, settings, carry, batch))
+    carry = StepCarry(policy=state.policy, going=jnp.array(True), steps_taken=jnp.zeros((), jnp.int32))
+    shuffled_order = carry
+    for key in epoch_keys(state.key, cfg.n_epochs)[1]:
+        shuffled = epoch_minibatches(flat, key, 1, 8)
+        assert np.asarray(shuffled.obs[0]).tolist() != np.asarray(flat.obs).tolist()
+        shuffled_order, _ = step(shuffled_order, jax.tree.map(lambda x: x[0], shuffled))
+    assert int(updated.step) == cfg.n_epochs
+    assert_params_close(updated.policy.params, shuffled_order.policy.params, tol=1e-5)
+
+
 def test_batch_size_fits_in_the_rollout():
     assert minibatch_size(PPOConfig(batch_size=4), 16) == 4 and minibatch_size(a2c_config(), 10) == 10
     assert minibatch_size(PPOConfig(batch_size=5), 16) == 5  # a last minibatch of 1 (SB3's)

@@ -18,6 +18,10 @@ saved in the checkpoint with the rest: a resumed run continues the same noise.
 `resample_due(vector_steps_in_rollout) -> bool` and `resample(state) -> state`: an exploration state that is
     redrawn on a schedule counted in vector steps into a rollout (gSDE); 0 is a rollout's start, which a
     training iteration begins.
+`policy_part(state) -> state`: the learner state with only what the three above read (the policy's
+    parameters and the exploration state; critics, optimizer states, keys and counters None). The host loop
+    calls acting once per env step, and every array of its arguments costs that call time (about 0.5 us
+    each on a CPU: benchmarks/README.md), so it passes this part, not the whole state.
 """
 
 from __future__ import annotations
@@ -48,3 +52,4 @@ class Acting:
     random_warmup: bool = True
     resample_due: Callable[[int], bool] = never
     resample: Callable[[Any], Any] = unchanged
+    policy_part: Callable[[Any], Any] = unchanged

@@ -100,6 +100,11 @@ def staged_rollout(state: PPOState, new: Transition, n_steps: int, spec: EnvSpec
     return RolloutState(steps=rollout, last_obs=final_obs[-1], position=position)
 
 
+def policy_part(state: PPOState) -> PPOState:
+    """What PPO's acting reads: the network's parameters and gSDE's matrices (the optimizer state left out)."""
+    return state.replace(policy=state.policy.replace(opt_state=None), key=None, step=None, n_updates=None)
+
+
 def ppo_acting(discrete: bool, sde_sample_freq: int | None) -> Acting:
     """Acting in a Discrete or Box space; with gSDE (`sde_sample_freq` set) from the held matrices, redrawn
     at every rollout's start and every sde_sample_freq vector steps into it when that is positive (SB3)."""
@@ -127,13 +132,14 @@ def ppo_acting(discrete: bool, sde_sample_freq: int | None) -> Acting:
         return as_env_action(mode) if discrete else jnp.clip(mode, -1.0, 1.0)
 
     if sde_sample_freq is None:
-        return Acting(explore=explore, sample=sample, evaluate=evaluate, random_warmup=False)
+        return Acting(explore=explore, sample=sample, evaluate=evaluate, random_warmup=False, policy_part=policy_part)
 
     return Acting(
         explore=explore,
         sample=sample,
         evaluate=evaluate,
         random_warmup=False,
+        policy_part=policy_part,
         resample_due=lambda vector_steps_in_rollout: resample_due(vector_steps_in_rollout, sde_sample_freq),
         resample=resample_exploration,
     )

@@ -120,7 +120,7 @@ def make_update(cfg: PPOConfig, n_envs: int):
     rollout_size = cfg.n_steps * n_envs
     batch_size = minibatch_size(cfg, rollout_size)
     n_minibatches = -(-rollout_size // batch_size)  # a last, smaller minibatch when batch_size does not divide
-    shuffles = cfg.batch_size is not None
+    shuffles = cfg.batch_size is not None and n_minibatches > 1
 
     def update(state: PPOState, rollout: RolloutState, progress_remaining: jax.Array) -> tuple[PPOState, Metrics]:
         learning_rate = cfg.learning_rate(progress_remaining)

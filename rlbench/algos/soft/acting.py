@@ -72,14 +72,22 @@ def explore(state: Any, obs: jax.Array, key: jax.Array, episode_start: jax.Array
     return action, state.exploration, key
 
 
+def policy_part(state: Any) -> Any:
+    """What the SAC family's acting reads: the actor's parameters (CrossQ's with its statistics) and gSDE's
+    matrices."""
+    actor = state.actor.replace(opt_state=None)
+    return state.replace(actor=actor, critic=None, temperature=None, key=None, step=None)
+
+
 def soft_acting(gsde: GSDEConfig | None) -> Acting:
     """The SAC family's acting, with gSDE's schedule when `gsde` is set."""
     if gsde is None:
-        return Acting(explore=explore, sample=sample, evaluate=act_deterministic)
+        return Acting(explore=explore, sample=sample, evaluate=act_deterministic, policy_part=policy_part)
     return Acting(
         explore=explore,
         sample=sample,
         evaluate=act_deterministic,
+        policy_part=policy_part,
         random_warmup=not gsde.at_warmup,
         resample_due=lambda vector_steps_in_rollout: resample_due(vector_steps_in_rollout, gsde.sample_freq),
         resample=resample_exploration,

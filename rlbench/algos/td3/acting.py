@@ -43,6 +43,12 @@ def exploration_noise(
     return following, following
 
 
+def policy_part(state: Any) -> Any:
+    """What TD3's acting reads: the actor's parameters and the noise state."""
+    actor = state.actor.replace(opt_state=None, target_params=None)
+    return state.replace(actor=actor, critic=None, key=None, step=None)
+
+
 def td3_acting(noise: ActionNoise | None) -> Acting:
     def explore(state: Any, obs: jax.Array, key: jax.Array, episode_start: jax.Array):
         action = evaluate(state, obs)
@@ -54,4 +60,10 @@ def td3_acting(noise: ActionNoise | None) -> Acting:
         return jnp.clip(action + added, -1.0, 1.0), exploration, key
 
     ornstein_uhlenbeck = noise is not None and noise.kind == "ornstein-uhlenbeck"
-    return Acting(explore=explore, sample=sample, evaluate=evaluate, reads_episode_starts=ornstein_uhlenbeck)
+    return Acting(
+        explore=explore,
+        sample=sample,
+        evaluate=evaluate,
+        reads_episode_starts=ornstein_uhlenbeck,
+        policy_part=policy_part,
+    )
