@@ -35,7 +35,7 @@ from rlbench.bench.row import bench_config, random_batches, rlbench_row
 from rlbench.config.registry import ALGORITHMS
 from rlbench.envs.make import env_spec, final_observations, make_single_env, make_vector_env, step_vector_env
 from rlbench.loop import compiled
-from rlbench.loop.finiteness import FiniteGuard
+from rlbench.loop.divergence_guard import DivergenceGuard
 from rlbench.loop.saving import new_host_state
 
 ENV_ID = "HalfCheetah-v4"
@@ -137,11 +137,11 @@ def loop_rows(algo: str, n: int) -> dict[str, float]:
     rows["transfer: obs numpy -> device"] = best_ms(lambda: jax.device_put(host.obs[0]).block_until_ready(), n)
     rows.update(dispatch_rows(carry.state, n))
     rows.update(bookkeeping_rows(host, reward, done, n))
-    guard = FiniteGuard(axis)
+    guard = DivergenceGuard(axis)
     guard.start(0, carry.state, out.metrics)
     rows["finite: np.isfinite(action) every step"] = best_ms(lambda: np.isfinite(action).all(), n)
     check_ms = best_ms(lambda: guard.check(1, carry.state, out.metrics, host.active), max(n // 20, 5))
-    rows["finite: FiniteGuard.check (one call; at log/eval/save)"] = check_ms
+    rows["finite: DivergenceGuard.check (one call; at log/eval/save)"] = check_ms
     env.close()
     return rows
 
@@ -259,7 +259,7 @@ def timed_loop_rows(algo: str, steps: int) -> dict[str, float]:
 
     spent: dict[str, float] = {}
     parts = [(collect, "act"), (collect, "step"), (collect, "stage"), (updating, "train_if_due")]
-    parts.append((training_loop, "falls_due"))
+    parts.append((training_loop, "run_what_is_due"))
     originals = {name: getattr(module, name) for module, name in parts}
 
     def timed(name, fn):

@@ -12,7 +12,7 @@
   (SLURM signals the whole process group), reach the workers too, and the trainer, not its envs,
   decides how to stop (it checkpoints first, which needs the envs). Workers are therefore stopped
   with SIGKILL after a failure, and exit by themselves when the trainer's end of their pipe closes.
-- Training envs carry an `EpisodeRecorder` (rlbench.envs.replay): a resumed run replays their episodes.
+- Training envs carry an `EpisodeRecorder` (rlbench.envs.episode_restore): a resumed run replays their episodes.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from gymnasium.vector.async_vector_env import AsyncState
 
 from rlbench.envs.bounds import non_finite_kwarg, unrescalable_bounds
 from rlbench.envs.discrete import MAX_ACTIONS, IndexActions, action_count, index_space
+from rlbench.envs.episode_restore import EpisodeRecorder
 from rlbench.envs.jax_native.gym_env import JaxGymEnv, jax_env_spaces
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
 from rlbench.envs.jax_native.packages import shown_kwargs
-from rlbench.envs.replay import EpisodeRecorder
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.types import EnvSpec

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from rlbench.algos.common.acting import Acting
-from rlbench.algos.common.finite import all_finite
+from rlbench.algos.common.divergence import all_finite
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization, normalize_obs
@@ -67,7 +67,7 @@ class IterationOutputs(NamedTuple):
 @dataclass(frozen=True)
 class EntryPoints:
     """A run's compiled entry points, all of them, with the learner and seed axis they were built for: each
-    one call into the device. `train_some` is None for a learner without a replay buffer (on-policy)."""
+    one call into the device. `train_steps` is None for a learner without a replay buffer (on-policy)."""
 
     learner: Learner
     axis: SeedAxis
@@ -77,8 +77,8 @@ class EntryPoints:
     act_deterministic: Callable
     insert: Callable
     update: Callable  # (Carry, IterationInputs) -> (Carry, IterationOutputs)
-    train_some: Callable | None
-    put_seed: Callable
+    train_steps: Callable | None
+    copy_seed_slice: Callable
     resample_exploration: Callable
 
 
@@ -113,11 +113,11 @@ def _entry_points(
     def act_deterministic(state, obs, normalization):
         return acting.evaluate(state, normalize_obs(obs, normalization))
 
-    def train_some(state, buffer_state, progress_remaining, normalization, n_steps):
+    def train_steps(state, buffer_state, progress_remaining, normalization, n_steps):
         """train_freq in episodes (one seed): the first n_steps of steps_per_update(cfg) gradient steps."""
         return learner.train_fn(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
 
-    def put_seed(state, source, index):
+    def copy_seed_slice(state, source, index):
         """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
         return jax.tree.map(lambda to, of: to.at[index].set(of[index]), state, source)
 
@@ -130,8 +130,8 @@ def _entry_points(
         act_deterministic=given_policy_part(jax.jit(axis.map(act_deterministic)), acting),
         insert=jax.jit(axis.map(storage.insert_fn), donate_argnums=0),
         update=jax.jit(iteration(axis, learner), donate_argnums=0),
-        train_some=None if learner.train_fn is None else jax.jit(train_some, donate_argnums=0),
-        put_seed=jax.jit(put_seed, donate_argnums=0),
+        train_steps=None if learner.train_fn is None else jax.jit(train_steps, donate_argnums=0),
+        copy_seed_slice=jax.jit(copy_seed_slice, donate_argnums=0),
         resample_exploration=jax.jit(axis.map(acting.resample), donate_argnums=0),
     )
 
@@ -181,7 +181,7 @@ def iteration(axis: SeedAxis, learner: Learner):
     return update_then_act  # its name names the compiled program (and its compilation-cache entries)
 
 
-# -- the divergence checks (rlbench.loop.finiteness) ------------------------------------------------------
+# -- the divergence checks (rlbench.loop.divergence_guard) ------------------------------------------------------
 # Module-level programs: every run of a process (and every seed count) calls the same ones, traced once.
 
 device_copy = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation

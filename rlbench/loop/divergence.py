@@ -1,6 +1,6 @@
 """What the loop does when a learner diverges: a one-seed run ends (DivergenceError, after its
 checkpoint), a seed of several is frozen at its last finite state while the others train on. The checks
-themselves are rlbench.loop.finiteness's FiniteGuard; the loop calls `verify_finite` when the metrics come
+themselves are rlbench.loop.divergence_guard's DivergenceGuard; the loop calls `verify_finite` when the metrics come
 to the host anyway (log, evaluation, checkpoint) and `finite_actions` on every action it is about to take."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ FAILED_FILE = "failed.txt"  # in the run folder of a seed that diverged: why, an
 
 def verify_finite(loop: LoopRun) -> dict[str, np.ndarray]:
     """The last training metrics ([n_seeds] each, on the host), after checking them and each training
-    seed's learner state (FiniteGuard). A seed that diverged ends a one-seed run (DivergenceError); in a
+    seed's learner state (DivergenceGuard). A seed that diverged ends a one-seed run (DivergenceError); in a
     run of several it is frozen."""
     host = loop.host
     metrics, diverged = loop.guard.check(host.env_steps, loop.state, host.metrics, host.active)
@@ -65,7 +65,7 @@ def freeze(loop: LoopRun, index: int, message: str) -> None:
     loop.loggers[index].log({DIVERGED_METRIC: 1.0}, host.env_steps)
     if output.run_dir is not None:
         atomic_write_text(output.run_dir / FAILED_FILE, f"{message}\n{note}\n")
-    loop.state = loop.programs.put_seed(loop.state, loop.guard.verified.state, index)
+    loop.state = loop.programs.copy_seed_slice(loop.state, loop.guard.verified.state, index)
     loop.training_changed()
     print(
         f"Seed {seed.seed} diverged and is frozen ({message}); {note or 'no checkpoint'}. "

@@ -16,11 +16,11 @@ from gymnasium.vector import VectorEnv
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization
 from rlbench.config.entry import RunConfig
-from rlbench.envs.replay import EpisodeRecord, episode_records
+from rlbench.envs.episode_restore import EpisodeRecord, episode_records
 from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
 from rlbench.loop.compiled import Carry, EntryPoints
-from rlbench.loop.finiteness import FiniteGuard
+from rlbench.loop.divergence_guard import DivergenceGuard
 from rlbench.loop.saving import CheckpointSettings, RunCheckpoints
 from rlbench.loop.schedule import TrainSchedule
 from rlbench.store.host_state import Evaluations, HostState
@@ -79,7 +79,7 @@ class LoopRun:
     carry: Carry
     host: HostState
     saves: RunCheckpoints
-    guard: FiniteGuard
+    guard: DivergenceGuard
     monitors: list[MonitorFiles | None]
     training: Any = None  # which seeds train, on the device (None for one seed: it trains until it fails)
     failed: dict[int, str] = field(default_factory=dict)  # seed index -> why it stopped

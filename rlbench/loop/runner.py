@@ -22,8 +22,8 @@ from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
 from rlbench.loop.compiled import N_RECENT_ENTRY_POINTS, EntryPoints, entry_points
 from rlbench.loop.divergence import DIVERGED_METRIC, FAILED_FILE
+from rlbench.loop.divergence_guard import DivergenceGuard
 from rlbench.loop.evaluation import EVAL_SEED_OFFSET, EvalResult
-from rlbench.loop.finiteness import FiniteGuard
 from rlbench.loop.metrics_log import EVAL_METRICS, ROLLOUT_METRICS, TrainingRate
 from rlbench.loop.run_state import LoopRun, SeedOutput, TrainResult
 from rlbench.loop.saving import RunCheckpoints
@@ -98,7 +98,7 @@ def _train_on(run, algo, cfg, outputs, env, eval_env, resume, on_eval, on_iterat
     with opened_outputs(run, outputs, programs) as (loggers, monitors, saves):
         loop = LoopRun(
             run, spec, env, eval_env, programs, schedule, list(outputs), loggers, carry, host, saves,
-            FiniteGuard(programs.axis), monitors,
+            DivergenceGuard(programs.axis), monitors,
         )  # fmt: skip
         return run_loop(loop, on_eval, on_iteration, stop_requested)
 

@@ -21,14 +21,14 @@ import jax
 import numpy as np
 from gymnasium.vector import VectorEnv
 
-from rlbench.algos.common.finite import non_finite_paths
+from rlbench.algos.common.divergence import non_finite_paths
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import BufferState, UniformBuffer, buffer_from_arrays, buffer_to_arrays
+from rlbench.envs.episode_restore import EpisodeRecord, restore_episodes
 from rlbench.envs.obs_normalizer import STATS_FILE, VecNormalizeStats
-from rlbench.envs.replay import EpisodeRecord, restore_episodes
 from rlbench.errors import ConfigError, DivergenceError, EnvWorkerError, RunFailure
-from rlbench.loop.finiteness import Verified
+from rlbench.loop.divergence_guard import Verified
 from rlbench.store.checkpoint import Checkpoint, prune_periodic_checkpoints, write_checkpoint
 from rlbench.store.host_state import EpisodeTracker, HostState, PendingTransitions, SeedHost
 from rlbench.store.learner_state import state_from_bytes, state_to_bytes

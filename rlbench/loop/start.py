@@ -36,7 +36,7 @@ def remove_stale_writes(resume: Sequence[Checkpoint]) -> None:
             print(f"Removed {len(removed)} temporary file(s) of a write that did not finish from {folder}")
 
 
-def first_learners(run: RunConfig, programs: EntryPoints) -> tuple[list[int], Any, jax.Array]:
+def initial_learner_states(run: RunConfig, programs: EntryPoints) -> tuple[list[int], Any, jax.Array]:
     """The run's seeds, their initial learner states and act keys (device layout: no seed axis for one seed).
     Each seed's state comes from the one-seed init: seed i starts exactly as a single run with that seed."""
     axis = programs.axis
@@ -56,7 +56,7 @@ def start(
     """The device carry and the host state a run starts from; the envs reset (or replayed, on resume)."""
     axis, storage = programs.axis, programs.learner.storage
     learning_starts = programs.learner.collection.learning_starts
-    seeds, state, act_key = first_learners(run, programs)
+    seeds, state, act_key = initial_learner_states(run, programs)
     carry = Carry(state, programs.init_buffers())
     flat_obs = env.reset(seed=env_seeds(seeds, 0, run.n_envs))[0]
     obs = flat_obs.reshape(axis.n_seeds, run.n_envs, -1)

@@ -64,9 +64,9 @@ def run_loop(
     host, run, n_seeds = loop.host, loop.run, loop.axis.n_seeds
     if loop.eval_env is None and evaluate is evaluate_seeds:
         evaluate = None
-    start = Start(time.perf_counter(), host.env_steps)
+    start = LoopStart(time.perf_counter(), host.env_steps)
     loop.guard.start(host.env_steps, loop.state, host.metrics)
-    interrupted, checkpoints = None, Written(n_seeds)
+    interrupted, checkpoints = None, LastCheckpoints(n_seeds)
     try:
         with ProgressBar(run, host.env_steps, n_seeds) as bar:
             if evaluate is not None and evaluation_cut_short(loop):  # by the stop that wrote the checkpoint
@@ -76,7 +76,7 @@ def run_loop(
                 if stop_requested is not None and (interrupted := stop_requested()):
                     break
                 advance(loop, bar)
-                due = falls_due(loop, bar, start, (on_eval, on_iteration, stop_requested), evaluate)
+                due = run_what_is_due(loop, bar, start, (on_eval, on_iteration, stop_requested), evaluate)
                 checkpoints.keep(due)
         loop.carry = jax.block_until_ready(loop.carry)
         if interrupted:  # a preemption notice leaves seconds: the buffer is stored uncompressed
@@ -98,10 +98,10 @@ def run_loop(
     )
 
 
-def falls_due(
+def run_what_is_due(
     loop: LoopRun,
     bar: ProgressBar,
-    start: Start,
+    start: LoopStart,
     hooks: tuple[OnEval | None, OnIteration | None, StopRequested | None],
     evaluate: Evaluate | None,
 ) -> list[Path | None]:
@@ -145,14 +145,14 @@ def evaluation_cut_short(loop: LoopRun) -> bool:
     return any(not len(steps) or steps[-1] != host.env_steps for steps in timesteps)
 
 
-class Start(NamedTuple):
+class LoopStart(NamedTuple):
     """When (perf_counter) and at how many env steps the loop started: fps in the logs."""
 
     time: float
     env_steps: int
 
 
-class Written:
+class LastCheckpoints:
     """The last checkpoint each seed wrote."""
 
     def __init__(self, n_seeds: int):

@@ -3,7 +3,7 @@
 Every front end builds a `RunRequest` (rlbench.run.request) and resolves it here: `resolve` goes through
 the stages of a run in order, each checking what it reads, so the first problem is the one reported:
 the process (the JAX device, --gym-packages, the env id); the hyperparameter entry and its layers
-(rlbench.run.layers: a file, or the checkpoint `-i` resumes, an Optuna trial, -params); the learner's
+(rlbench.run.entry_layers: a file, or the checkpoint `-i` resumes, an Optuna trial, -params); the learner's
 config and the run's length; the envs, built and stepped once (rlbench.run.probe); the seeds, with the
 memory they need and the checkpoints they resume. A problem raises ConfigError (exit 2) or
 CheckpointError (exit 1) before any folder or file exists.
@@ -41,7 +41,7 @@ from rlbench.errors import ConfigError
 from rlbench.loop.device.runner import device_loop_refusal
 from rlbench.loop.device.start import check_saved_envs
 from rlbench.run.device import select_device
-from rlbench.run.layers import Layers, TrialLoader, checked_in_layers, entry_layers, trusted
+from rlbench.run.entry_layers import Layers, TrialLoader, checked_in_layers, entry_layers, trusted
 from rlbench.run.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
 from rlbench.run.probe import Envs, probe_envs, spaces_spec
 from rlbench.run.request import RunRequest

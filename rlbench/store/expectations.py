@@ -79,7 +79,7 @@ def _host_shapes(manifest: Manifest) -> dict[str, Shape]:
         "host/pending_reward": (pending,),
         "host/pending_terminated": (pending,),
     }
-    # Each episode a resume replays (rlbench.envs.replay): its actions are one member per env, as many as the
+    # Each episode a resume replays (rlbench.envs.episode_restore): its actions are one member per env, as many as the
     # manifest's own list of starts holds, so the file bounds them.
     for index, start in enumerate(manifest.host.episode_starts or ()):
         if start is not None:

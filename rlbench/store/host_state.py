@@ -18,8 +18,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlbench.envs.episode_restore import EpisodeRecord
 from rlbench.envs.obs_normalizer import VecNormalizeStats
-from rlbench.envs.replay import EpisodeRecord
 from rlbench.files import atomic_write_bytes
 from rlbench.store.learner_state import state_to_bytes
 from rlbench.store.manifest import HostInfo

@@ -22,7 +22,7 @@ from rlbench.cli.train import main
 from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.config.registry import ALGORITHMS
 from rlbench.errors import DivergenceError
-from rlbench.loop.finiteness import FiniteGuard
+from rlbench.loop.divergence_guard import DivergenceGuard
 from rlbench.loop.saving import CheckpointSettings, RunCheckpoints, new_host_state
 from rlbench.store.checkpoint import read_checkpoint
 from rlbench.store.learner_state import state_from_bytes
@@ -202,7 +202,7 @@ def test_a_checkpoint_is_never_written_with_a_non_finite_learner_state(tmp_path,
     forged = learner_state_with(td3_model, ("actor", "opt_state", "hyperparams", "learning_rate"), np.inf)
     state = state_from_bytes(learner.init_fn(jax.random.key(0)), forged)
     with pytest.raises(DivergenceError, match=r"holds NaN or inf \(actor\.opt_state\.hyperparams\.learning_rate"):
-        FiniteGuard(SeedAxis(1)).start(500, state, {})
+        DivergenceGuard(SeedAxis(1)).start(500, state, {})
     host = new_host_state([3], checkpoint.group("host")["obs"][None], jax.random.key(0), EnvSpec(3, 1), 100, 1)
     settings = CheckpointSettings(tmp_path, "model", checkpoint.manifest.run)
     path = tmp_path / "rl_model_700_steps.zip"

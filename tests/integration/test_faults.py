@@ -284,7 +284,7 @@ def test_an_env_construction_warning_is_shown_once(tmp_path, vec_env):
 
 def test_learner_state_check_gives_one_flag_per_seed():
     """The divergence check is a function of one learner state: vmapped over seeds, one flag each."""
-    from rlbench.algos.common.finite import all_finite
+    from rlbench.algos.common.divergence import all_finite
 
     states = {"params": jax.numpy.array([[1.0, 2.0], [1.0, np.nan]]), "step": jax.numpy.array([1, 1])}
     np.testing.assert_array_equal(jax.vmap(all_finite)(states), [True, False])

@@ -20,8 +20,8 @@ from rlbench.loop.compiled import Carry, EntryPoints, entry_points
 from rlbench.loop.device.driver import DeviceRun, run_device_loop
 from rlbench.loop.device.program import DevicePrograms, RunShape, compile_device_programs
 from rlbench.loop.device.start import start_on_device
+from rlbench.loop.divergence_guard import DivergenceGuard
 from rlbench.loop.evaluation import EvalResult
-from rlbench.loop.finiteness import FiniteGuard
 from rlbench.loop.run_state import LoopRun, SeedOutput, TrainResult
 from rlbench.loop.runner import opened_outputs
 from rlbench.loop.schedule import TrainSchedule
@@ -92,7 +92,7 @@ def train_seeds_on_device(
     with opened_outputs(run, outputs, programs) as (loggers, monitors, saves):
         loop = LoopRun(
             run, env.spec, None, None, programs, schedule, list(outputs), loggers,
-            Carry(carry.state, carry.buffer_state), host, saves, FiniteGuard(programs.axis), monitors,
+            Carry(carry.state, carry.buffer_state), host, saves, DivergenceGuard(programs.axis), monitors,
         )  # fmt: skip
         return run_device_loop(
             DeviceRun(loop, device, carry, shape.chunk_length, chunk_length(run.n_eval_envs)),

@@ -20,7 +20,7 @@ from rlbench.errors import ConfigError
 from rlbench.loop.compiled import EntryPoints
 from rlbench.loop.device.program import DeviceCarry, DevicePrograms, initial_metrics
 from rlbench.loop.saving import new_host_state, restore, train_after_new_transitions
-from rlbench.loop.start import env_seeds, first_learners, remove_stale_writes
+from rlbench.loop.start import env_seeds, initial_learner_states, remove_stale_writes
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
 from rlbench.store.learner_state import restore_fitting, state_from_bytes, tree_shapes
@@ -40,7 +40,7 @@ def start_on_device(
 ) -> tuple[DeviceCarry, HostState]:
     """The device carry and host state a run starts from (ConfigError when a checkpoint does not fit)."""
     axis, n_envs, collection = programs.axis, run.n_envs, programs.learner.collection
-    seeds, state, act_key = first_learners(run, programs)
+    seeds, state, act_key = initial_learner_states(run, programs)
     buffers = programs.init_buffers()
     envs = new_envs(device, axis, seeds, 0, n_envs)
     # Off-policy, each vector step inserts its transitions: nothing is ever staged on the host.

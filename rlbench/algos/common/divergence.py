@@ -1,4 +1,5 @@
-"""Divergence checks: is every float in a learner state finite?
+"""Divergence in a learner state: is every float finite, and which arrays are not? (The loop's checks built
+on it: rlbench.loop.divergence_guard; what the loop does about a divergence: rlbench.loop.divergence.)
 
 `all_finite` is a function of one learner state (a scalar bool); under `jax.vmap` over a leading
 seed axis it gives one flag per seed, so a run of several seeds can stop only the seeds that diverged.

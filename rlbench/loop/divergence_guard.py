@@ -1,6 +1,6 @@
 """Divergence checks of a run's learner states, where the metrics come to the host anyway.
 
-At log intervals, evaluations and checkpoints the loop fetches the last training metrics; `FiniteGuard`
+At log intervals, evaluations and checkpoints the loop fetches the last training metrics; `DivergenceGuard`
 then checks them and each training seed's learner state for NaN and inf (one compiled reduction, one flag
 per seed: rlbench.loop.compiled), and keeps a device copy of the state at the last passing check: what a
 checkpoint written after a divergence holds instead of the diverged state, and what a frozen seed is put
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rlbench.algos.common.finite import non_finite_paths
+from rlbench.algos.common.divergence import non_finite_paths
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.errors import DivergenceError
 from rlbench.loop import compiled
@@ -31,7 +31,7 @@ class Verified:
     metrics: dict[str, np.ndarray]  # [n_seeds] each
 
 
-class FiniteGuard:
+class DivergenceGuard:
     def __init__(self, axis: SeedAxis):
         self.axis = axis
         self.all_finite = compiled.all_finite_per_seed(axis.n_seeds)

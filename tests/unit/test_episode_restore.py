@@ -1,10 +1,10 @@
-"""Putting a training env back mid-episode on resume (rlbench.envs.replay): a real MuJoCo env, whose
+"""Putting a training env back mid-episode on resume (rlbench.envs.episode_restore): a real MuJoCo env, whose
 observations are float64, rebuilt by replaying its episode from the RNG state it started with."""
 
 import numpy as np
 
+from rlbench.envs.episode_restore import episode_records, restore_episodes
 from rlbench.envs.make import make_vector_env
-from rlbench.envs.replay import episode_records, restore_episodes
 
 ENV = "HalfCheetah-v4"  # 1000-step episodes, float64 observations
 
