@@ -195,7 +195,7 @@ def _parse_failure(error: BaseException) -> str:
     return " ".join(str(error).split())
 
 
-def check_tree(value: Any, max_nesting: int = MAX_NESTING, max_values: int = MAX_VALUES) -> None:
+def check_tree(value: object, max_nesting: int = MAX_NESTING, max_values: int = MAX_VALUES) -> None:
     """Refuse a parsed value nested deeper than `max_nesting` or holding more than `max_values` values once
     YAML's shared aliases are expanded. Iterative and stopping at the bound, so its cost is at most
     `max_values` steps whatever the file: after it, recursive code (printing, comparing, validating) is safe."""

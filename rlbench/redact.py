@@ -35,7 +35,7 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     return [redact(token) for token in argv]
 
 
-def redact_values(value: Any) -> Any:
+def redact_values(value: object) -> Any:
     """Every string in a nested mapping/list (e.g. the saved arguments) with credentials masked."""
     if isinstance(value, str):
         return redact(value)

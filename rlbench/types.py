@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 
+# A JAX pytree whose structure varies (an env's state, a learner's state, a network's parameters): nested
+# tuples, lists, dicts and registered nodes of arrays. JAX itself types pytrees as Any; this alias names them.
+PyTree = Any
 Params = Mapping[str, Any]
+# --vec-env: the training envs in this process (gymnasium's SyncVectorEnv) or one subprocess each (AsyncVectorEnv).
+VecEnvKind = Literal["dummy", "subproc"]
 Metrics = dict[str, jax.Array]
 
 

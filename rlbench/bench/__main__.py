@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 COMMANDS = ("speed", "returns")
 
@@ -10,6 +11,7 @@ COMMANDS = ("speed", "returns")
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and argv[0] in COMMANDS else "speed"
+    run: Callable[[list[str]], int]  # each subcommand's main(argv)
     if command == "returns":
         from rlbench.bench.returns import main as run
     else:

@@ -14,7 +14,9 @@ from rlbench.config.registry import get_algo
 from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.errors import ConfigError
 
-DEFAULT_CASES = [  # (algo, n_envs, gradient_steps, steps timed, critic widths)
+# An off-policy case: (algo, n_envs, gradient_steps, steps timed, critic widths).
+Case = tuple[str, int, int, int, list[int]]
+DEFAULT_CASES: list[Case] = [
     ("sac", 1, 1, 3000, [256, 256]),
     ("sac", 8, 8, 4000, [256, 256]),
     ("droq", 1, 20, 300, [256, 256]),
@@ -63,11 +65,11 @@ def check_algos(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         )
 
 
-def cases_from(args: argparse.Namespace) -> list[tuple]:
+def cases_from(args: argparse.Namespace) -> list[Case]:
     """(algo, n_envs, gradient_steps, steps, critic widths) of each off-policy case: --case's, --algos' (their
     DEFAULT_CASES, else 1 env x 1 gradient step, with --steps), or DEFAULT_CASES."""
     if args.algos:
-        cases = []
+        cases: list[Case] = []
         for algo in (a for a in dict.fromkeys(args.algos) if a not in ON_POLICY):
             qf = args.qf or ([1024, 1024] if algo == "crossq" else [256, 256])
             defaults = [case for case in DEFAULT_CASES if case[0] == algo] or [(algo, 1, 1, 3000, qf)]

@@ -19,9 +19,13 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any, ClassVar
 
 from rlbench.run.signals import SignalScope
+
+# One benchmark case or row: a JSON object (its keys and values vary with the row kind).
+Row = dict[str, Any]
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 # Run ahead of each child, in the child's process (`sys.executable -I -S -c WITH_PARENT PARENT_PID COMMAND...`):
@@ -53,14 +57,14 @@ class ChildrenStopped(SystemExit):
 
 
 class _Children:
-    running: ClassVar[set[subprocess.Popen]] = set()
+    running: ClassVar[set[subprocess.Popen[str]]] = set()
     spawning = False  # between fork and registration: a signal waits (the child would not be known yet)
     pending: int | None = None
 
 
 def start_child(
     command: Sequence[str], env: dict[str, str] | None = None, output: Path | None = None, cwd: Path | None = None
-) -> subprocess.Popen:
+) -> subprocess.Popen[str]:
     """Popen in a new process group, killed by the kernel if this process dies, registered until
     `finish_child`; its output captured as text, or with `output` appended to that file (a child that runs
     for hours while others are polled fills no pipe); in `cwd` when given."""
@@ -85,13 +89,13 @@ def start_child(
     return process
 
 
-def finish_child(process: subprocess.Popen) -> subprocess.CompletedProcess:
+def finish_child(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
     stdout, stderr = process.communicate()
     _Children.running.discard(process)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def run_child(command: Sequence[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_child(command: Sequence[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """subprocess.run(command, capture_output=True, text=True), in a process group that a stop kills."""
     return finish_child(start_child(command, env))
 
@@ -112,7 +116,7 @@ def _stop(signum: int) -> None:
 
 
 class _StopKillsChildren(SignalScope):
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if _Children.spawning:
             _Children.pending = signum
             return
@@ -129,13 +133,13 @@ def stopping_children() -> Iterator[None]:
             kill_children()
 
 
-def rlbench_row_in_subprocess(case: dict, device: str) -> dict:
+def rlbench_row_in_subprocess(case: Row, device: str) -> Row:
     """One row in a fresh interpreter: its compile time and peak memory are not shared with other rows."""
     command = [sys.executable, "-m", "rlbench.bench", "speed", "--device", device, "--one-row", json.dumps(case)]
     return row_from(run_child(command), {"system": "rlbench", **case})
 
 
-def row_from(done: subprocess.CompletedProcess, case: dict) -> dict:
+def row_from(done: subprocess.CompletedProcess[str], case: Row) -> Row:
     """The JSON row a benchmark process printed last; for one that failed, the case with the end of its
     error output, so that one failing row does not cost the others (a GPU session has one try)."""
     if done.returncode == 0:

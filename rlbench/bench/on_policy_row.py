@@ -29,13 +29,19 @@ import os
 import resource
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlbench.bench.children import row_from, run_child
+from rlbench.bench.children import Row, row_from, run_child
 from rlbench.bench.peer_spelling import Untranslatable, peer_entry
+from rlbench.types import PyTree, Transition
+
+if TYPE_CHECKING:
+    from rlbench.algos.common.learner import Learner
+    from rlbench.run.experiment import Experiment
 
 ON_POLICY = ("ppo", "a2c")
 WARMUP_ROLLOUTS = 2  # the first compiles acting and the update; the second runs them compiled
@@ -44,7 +50,7 @@ PEER_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sbx_ppo_entr
 NOT_COUNTED = "n/a"  # the FLOP of a minibatch step: see the module docstring
 
 
-def on_policy_experiment(algo: str, env_id: str, device: str = "auto", entry_env: str | None = None):
+def on_policy_experiment(algo: str, env_id: str, device: str = "auto", entry_env: str | None = None) -> Experiment:
     """The row's run, resolved as train.py resolves `--algo ALGO --env ENV` (the file's entry and its
     n_timesteps, which the row replaces), with seed 0, no evaluation, quiet. With `entry_env` (a JAX-native
     env's gymnasium twin: RL Zoo's files name gymnasium's ids), that env's entry, resolved, is the row's."""
@@ -57,12 +63,12 @@ def on_policy_experiment(algo: str, env_id: str, device: str = "auto", entry_env
     return resolve(request)
 
 
-def rollout_size(exp, learner) -> int:
+def rollout_size(exp: Experiment, learner: Learner[Any]) -> int:
     """Env steps per update: the learner's vector steps per update (n_steps) times the run's envs."""
     return learner.collection.vector_steps_per_update * exp.run.n_envs
 
 
-def warmup_steps(exp, learner) -> int:
+def warmup_steps(exp: Experiment, learner: Learner[Any]) -> int:
     """WARMUP_ROLLOUTS rollouts; on the device loop (a JAX-native env), at least its first chunk of whole
     rollouts, which compiles the whole training program and after which the host first hears from it
     (`on_iteration` follows each chunk; a chunk ends early only at the run's end here, with no evaluation or
@@ -84,7 +90,7 @@ def timed_steps(rollout: int, steps: int | None) -> int:
 
 def on_policy_row(
     algo: str, env_id: str, steps: int | None = None, update_seconds: float = 5.0, entry_env: str | None = None
-) -> dict:
+) -> Row:
     """Train WARMUP_ROLLOUTS rollouts, time `steps` env steps (whole rollouts), then the update alone; with
     `entry_env`, that env's entry (on_policy_experiment)."""
     from rlbench.bench.row import peak_device_memory
@@ -118,7 +124,7 @@ def on_policy_row(
     }
 
 
-def on_policy_case(algo: str, env_id: str, exp, rollout: int) -> dict:
+def on_policy_case(algo: str, env_id: str, exp: Experiment, rollout: int) -> Row:
     """The fields that say which case a row measured: the entry's envs, rollout and minibatch size."""
     from rlbench.envs.jax_native.ids import is_jax_native
 
@@ -134,7 +140,7 @@ def on_policy_case(algo: str, env_id: str, exp, rollout: int) -> dict:
     }
 
 
-def timed_rollouts(exp, warmup: int, steps: int) -> dict[str, float]:
+def timed_rollouts(exp: Experiment, warmup: int, steps: int) -> dict[str, float]:
     """Train `exp`, marking (blocking on the state) the start and end of the `steps` env steps after `warmup`,
     with the learner's gradient steps at each. On-policy, `on_iteration` follows each update, so every mark is
     at a rollout's end."""
@@ -142,12 +148,12 @@ def timed_rollouts(exp, warmup: int, steps: int) -> dict[str, float]:
 
     marks: dict[str, float] = {}
 
-    def mark(name: str, env_steps: int, state) -> None:
+    def mark(name: str, env_steps: int, state: PyTree) -> None:
         jax.block_until_ready(state)
         marks[name], marks[f"{name}_steps"] = time.perf_counter(), env_steps
         marks[f"{name}_grad_steps"] = int(np.sum(state.step))
 
-    def on_iteration(env_steps: int, state) -> None:
+    def on_iteration(env_steps: int, state: PyTree) -> None:
         if env_steps >= warmup and "start" not in marks:
             mark("start", env_steps, state)
         if env_steps >= warmup + steps and "end" not in marks:
@@ -157,11 +163,9 @@ def timed_rollouts(exp, warmup: int, steps: int) -> dict[str, float]:
     return marks
 
 
-def random_rollout(exp, rollout: int):
+def random_rollout(exp: Experiment, rollout: int) -> Transition:
     """The staged transitions of one rollout [rollout, ...]: random observations and rewards, valid actions (a
     Discrete index column, or a Box action in [-1, 1]), a few episode ends."""
-    from rlbench.types import Transition
-
     spec, rng = exp.env_spec, np.random.default_rng(0)
     if spec.discrete:
         action = rng.integers(0, spec.n_actions, size=(rollout, 1)).astype(np.float32)
@@ -177,7 +181,7 @@ def random_rollout(exp, rollout: int):
     )
 
 
-def update_only_rate(learner, exp, seconds: float = 5.0) -> tuple[float, float]:
+def update_only_rate(learner: Learner[Any], exp: Experiment, seconds: float = 5.0) -> tuple[float, float]:
     """(seconds to compile the update, gradient steps/s of the compiled update alone on one fixed random
     rollout, called again and again for `seconds`; its gradient steps counted by the state's `step`)."""
     rollout = random_rollout(exp, rollout_size(exp, learner))
@@ -199,7 +203,7 @@ def update_only_rate(learner, exp, seconds: float = 5.0) -> tuple[float, float]:
 # -- the peer --------------------------------------------------------------------------------------
 
 
-def peer_case(algo: str, env_id: str, steps: int | None, device: str = "auto") -> tuple[dict, dict | str]:
+def peer_case(algo: str, env_id: str, steps: int | None, device: str = "auto") -> tuple[Row, dict[str, Any] | str]:
     """(the case's fields, the peer's entry in RL Zoo's spelling or why SBX cannot train it), resolved in this
     process as the rlbench row resolves it (the same file entry)."""
     exp = on_policy_experiment(algo, env_id, device=device)
@@ -214,7 +218,7 @@ def peer_case(algo: str, env_id: str, steps: int | None, device: str = "auto") -
 
 def on_policy_peer_row(
     python: str, script: Path, algo: str, env_id: str, steps: int | None, device: str = "cpu"
-) -> dict:
+) -> Row:
     """The peer's row: SBX's PPO trained on the translated entry by `script` in the peer's Python, or a refusal
     naming what SBX cannot express (not an error: nothing failed)."""
     case, entry = peer_case(algo, env_id, steps)

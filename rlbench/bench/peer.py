@@ -31,9 +31,10 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import yaml
 
@@ -47,6 +48,7 @@ from rlbench.report.escaping import as_markdown
 from rlbench.run.experiment import RunRequest, resolve
 from rlbench.sweep.cell import CORE_LOCKS
 from rlbench.sweep.grid import Cell, SweepSpec, Task
+from rlbench.types import VecEnvKind
 
 SYSTEM = "sbx"
 INSTALL = 'pip install sbx-rl rl_zoo3 "gymnasium[mujoco]"'
@@ -56,6 +58,9 @@ PROBE_TIMEOUT_S = 60
 ISOLATED = ("-I",)
 STATE_FILE = "peer_cell.json"
 DONE, FAILED, REFUSED, NOT_RUN = "done", "failed", "refused", "not run"
+# A cell's outcome as peer_cell.json holds it: {"state": one of the four, "wall_time_s", "run_dir" or "error"}
+# (read back as untrusted JSON).
+PeerOutcome = dict[str, Any]
 # What the peer checks and answers: the modules it lacks, and the versions of those it has.
 PROBE = """
 import importlib.metadata as m, importlib.util as u, json, platform
@@ -89,14 +94,17 @@ runpy.run_module("rl_zoo3.train", run_name="__main__", alter_sys=True)
 """
 
 
+PeerDevice = Literal["cpu", "gpu"]  # --peer-device: JAX's backend in the peer
+
+
 @dataclass(frozen=True)
 class Peer:
     python: str
     versions: str  # as the report names them: "sbx 0.28.0, rl_zoo3 2.9.2, Python 3.11.7"
-    device: str = "cpu"  # JAX's backend in the peer: cpu or gpu
+    device: PeerDevice = "cpu"  # JAX's backend in the peer
 
 
-def probe_peer(python: str, device: str = "cpu") -> Peer:
+def probe_peer(python: str, device: PeerDevice = "cpu") -> Peer:
     """The peer at `python`, or ConfigError (exit 2) naming the path and what is missing."""
     hint = f"expected the python of a virtual environment with sbx and rl_zoo3 ({INSTALL})"
     given, python = python, os.path.abspath(python)  # the peer runs in a folder of its own; no symlink resolved:
@@ -127,16 +135,17 @@ class PeerCell:
     cell: Cell
     folder: Path
     zoo_algo: str = ""
-    entry: dict | None = None  # None: refused
+    entry: dict[str, Any] | None = None  # None: refused
     refusal: str = ""
     n_eval_envs: int = 1
-    vec_env: str = "dummy"
+    vec_env: VecEnvKind = "dummy"
 
 
 def plan_cells(spec: SweepSpec, template: RunRequest, sweep_folder: Path) -> list[PeerCell]:
     """Every cell of the grid with its RL Zoo entry, or the reason it has none. The entry is rlbench's
     resolved one (the file entry, -params, --params-for, -n), so both systems train the same settings."""
-    entries: dict[tuple, tuple[str, dict] | str] = {}
+    # by Cell.group: (the RL Zoo algo, the entry), or why there is none
+    entries: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[str, dict[str, Any]] | str] = {}
     cells = []
     for cell in spec.cells():
         if cell.group not in entries:
@@ -159,6 +168,7 @@ def plan_cells(spec: SweepSpec, template: RunRequest, sweep_folder: Path) -> lis
 
 
 def command(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> list[str]:
+    assert cell.entry is not None, "a refused cell runs no process"
     return [
         peer.python,
         *ISOLATED,
@@ -173,7 +183,7 @@ def command(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> li
     ]
 
 
-def peer_environment(device: str) -> dict[str, str]:
+def peer_environment(device: PeerDevice) -> dict[str, str]:
     """The peer's JAX on the CPU, or on the GPU without pre-allocating most of its memory (as rlbench's)."""
     if device == "cpu":
         return {**os.environ, "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
@@ -183,7 +193,7 @@ def peer_environment(device: str) -> dict[str, str]:
 # -- running them ----------------------------------------------------------------------------------
 
 
-def run_cells(cells: Sequence[PeerCell], peer: Peer, spec: SweepSpec, on_event=print) -> None:
+def run_cells(cells: Sequence[PeerCell], peer: Peer, spec: SweepSpec, on_event: Callable[[str], None] = print) -> None:
     """Run every translated cell not done yet, one process per core; a stop (SIGINT, SIGTERM) kills them."""
     todo = [c for c in cells if c.entry is not None and outcome(c)["state"] != DONE]
     slots = max(1, len(os.sched_getaffinity(0)))
@@ -192,7 +202,7 @@ def run_cells(cells: Sequence[PeerCell], peer: Peer, spec: SweepSpec, on_event=p
         f"SBX peer ({peer.versions}): {len(todo)} of {len(cells)} cells to run, up to {slots} processes at a time "
         f"(one per core){f'; {refused} refused' if refused else ''}"
     )
-    running: dict[subprocess.Popen, tuple[PeerCell, int | None, float]] = {}
+    running: dict[subprocess.Popen[str], tuple[PeerCell, int | None, float]] = {}
     with stopping_children():
         while todo or running:
             while todo and len(running) < slots:
@@ -222,7 +232,7 @@ def release(lock: int | None) -> None:
         os.close(lock)
 
 
-def start(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> subprocess.Popen:
+def start(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> subprocess.Popen[str]:
     """The cell's folder made afresh (an earlier attempt's files removed), its entry written, its process started."""
     shutil.rmtree(cell.folder, ignore_errors=True)
     cell.folder.mkdir(parents=True)
@@ -251,10 +261,10 @@ def run_folder(cell: PeerCell) -> Path:
     return cell.folder / cell.zoo_algo / f"{cell.cell.env}_1"
 
 
-def record(cell: PeerCell, code: int, seconds: float, error: str | None = None) -> dict:
+def record(cell: PeerCell, code: int, seconds: float, error: str | None = None) -> PeerOutcome:
     """The cell's outcome, written last (peer_cell.json): done when its process ended well with evaluations."""
     evaluations = run_folder(cell) / "evaluations.npz"
-    state = {"state": DONE, "wall_time_s": round(seconds, 1), "run_dir": str(run_folder(cell))}
+    state: PeerOutcome = {"state": DONE, "wall_time_s": round(seconds, 1), "run_dir": str(run_folder(cell))}
     if error is None and code != 0:
         error = f"exit {code}: {log_tail(cell)}"
     elif error is None and not evaluations.exists():  # a run without evaluations has nothing to report
@@ -273,7 +283,7 @@ def log_tail(cell: PeerCell, lines: int = 3) -> str:
     return "no output"
 
 
-def outcome(cell: PeerCell) -> dict:
+def outcome(cell: PeerCell) -> PeerOutcome:
     """The cell's state: refused, its recorded outcome (read as untrusted input), or not run."""
     if cell.entry is None:
         return {"state": REFUSED, "error": cell.refusal}
@@ -289,14 +299,14 @@ def outcome(cell: PeerCell) -> dict:
     return state
 
 
-def recorded(state: dict) -> bool:
+def recorded(state: PeerOutcome) -> bool:
     """Its wall time and error as `record` writes them (a finite number >= 0, a string), which the report shows."""
     wall, error = state.get("wall_time_s", 0), state.get("error")
     number = isinstance(wall, int | float) and not isinstance(wall, bool) and math.isfinite(wall) and wall >= 0
     return number and (error is None or isinstance(error, str))
 
 
-def describe(state: dict) -> str:
+def describe(state: PeerOutcome) -> str:
     if state["state"] == DONE:
         return f"done in {state.get('wall_time_s', 0):.0f} s"
     # the error is peer_cell.json's text: one printable line on the console (no terminal escape codes)
@@ -314,17 +324,19 @@ def not_done(cells: Sequence[PeerCell]) -> Iterator[str]:
 # -- the report ------------------------------------------------------------------------------------
 
 
-def report_group(cells: Sequence[PeerCell], env: str, algo: str, log_folder: Path) -> tuple[plots.Group | None, list]:
+def report_group(
+    cells: Sequence[PeerCell], env: str, algo: str, log_folder: Path
+) -> tuple[plots.Group | None, list[str]]:
     """The peer's finished runs of (env, algo) as a report group, labelled `sbx <algo>`, and their rows of the
     report's runs table (algo, env, seed, run folder, last eval at, final return, wall time)."""
-    done = {}
+    done: dict[Path, tuple[PeerCell, PeerOutcome]] = {}
     for cell in cells:
         if (cell.cell.env, cell.cell.algo) == (env, algo) and (state := outcome(cell))["state"] == DONE:
             done[Path(state["run_dir"])] = (cell, state)
     group = plots.load_group(env, algo, list(done), system=SYSTEM) if done else None
     if group is None:
         return None, []
-    rows = []
+    rows: list[str] = []
     for run, returns in zip(group.runs, group.returns, strict=True):
         cell, state = done[run]
         rows.append(

@@ -24,7 +24,7 @@ and it takes no stats_window_size (SB3's 100).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rlbench.networks.mlp import ACTIVATIONS
@@ -70,7 +70,7 @@ OWN_KEYS = {
 # SB3's 100. rlbench's DDPG must have the same values; they are left out of the entry. SBX's PPO takes no
 # stats_window_size either.
 DDPG_FIXED = {"policy_delay": 1, "target_policy_noise": 0.0, "target_noise_clip": 0.0, "stats_window_size": 100}
-FIXED = {"ddpg": DDPG_FIXED, "ppo": {"stats_window_size": 100}}
+FIXED: dict[str, dict[str, float]] = {"ddpg": DDPG_FIXED, "ppo": {"stats_window_size": 100}}
 SAME_POLICY_KWARGS = ("net_arch", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs")
 OWN_POLICY_KWARGS = {
     "tqc": ("n_quantiles",),
@@ -78,14 +78,14 @@ OWN_POLICY_KWARGS = {
     "ppo": ("ortho_init", "log_std_init"),  # SBX's ortho_init is not SB3's: PEER_DIFFERENCES
 }
 # Settings SBX has one value of: any other is refused, with the reason.
-ONLY_VALUE = {
+ONLY_VALUE: dict[str, tuple[object, str]] = {
     "precision": ("float32", "SBX trains in float32"),
     "target_update_interval": (1, "SBX updates the target critics at every gradient step"),
     "use_sde": (False, "SBX's SAC-family policies only repeat one noise key (no state-dependent exploration)"),
     "temperature_loss": ("log_alpha", "SBX 0.28 minimises -log(alpha) * (log_prob + target_entropy)"),
 }
 # An algorithm's own only values, over ONLY_VALUE's; a value of None is left out of the entry (SBX's default).
-OWN_ONLY_VALUE = {
+OWN_ONLY_VALUE: dict[str, dict[str, tuple[object, str]]] = {
     "ppo": {
         "use_sde": (False, "SBX's PPO repeats one noise key instead of gSDE's state-dependent noise"),
         "clip_range_vf": (None, "SBX 0.28's PPO leaves clip_range_vf unused: its value loss is never clipped"),
@@ -234,7 +234,9 @@ def _quantiles_of_crossq(entry: dict[str, Any], value: Any, resolved: Mapping[st
     refused.append(f"top_quantiles_to_drop_per_net={value!r} ({QUANTILE_CROSSQ})")
 
 
-SPELLED = {
+# (the entry being written, the value, the resolved entry, the refusals so far): writes or refuses the key.
+Spelling = Callable[[dict[str, Any], Any, Mapping[str, Any], list[str]], None]
+SPELLED: dict[str, Spelling] = {
     "ent_coef": _ent_coef,
     "qf_learning_rate": _qf_learning_rate,
     "env_kwargs": _env_kwargs,

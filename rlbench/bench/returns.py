@@ -30,6 +30,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rlbench.bench import peer as sbx
 from rlbench.bench.children import ChildrenStopped
@@ -137,7 +138,7 @@ def check_args(args: argparse.Namespace) -> SweepSpec:
 def check_evaluated(spec: SweepSpec) -> None:
     """ConfigError when runs are shorter than --eval-freq: neither train.py nor RL Zoo would evaluate them while
     they train, and the report compares those evaluations, so the grid would train for nothing."""
-    tables: dict = {}
+    tables: dict[str, dict[str, Any] | None] = {}
     lengths = ((run_length(spec, cell, tables) or 0, f"{cell.algo} {cell.env}") for cell in spec.cells())
     short = sorted((steps, runs) for steps, runs in lengths if 0 < steps < spec.eval_freq)
     if short:
@@ -200,17 +201,21 @@ def shown_command(argv: Sequence[str]) -> str:
     return f"python -m rlbench.bench returns {shlex.join(shown)}"
 
 
-def collect_groups(spec: SweepSpec, manifest: Manifest, log: Path, peer_cells: list[sbx.PeerCell]) -> tuple:
+def collect_groups(
+    spec: SweepSpec, manifest: Manifest, log: Path, peer_cells: list[sbx.PeerCell]
+) -> tuple[list[plots.Group], dict[tuple[str, str], int], list[str]]:
     """The report's curves (rlbench's and the peer's finished cells of each env and algo), the env steps of
     each curve by (env, label), and the runs table's rows. With a peer, rlbench's curves are labelled
     `rlbench <algo>` and the peer's `sbx <algo>`, so that the statistics compare each algo's two systems."""
     cells = spec.cells()
     system = "rlbench" if peer_cells else ""
-    groups, rows, n_timesteps = [], [], {}
+    groups: list[plots.Group] = []
+    rows: list[str] = []
     for env in spec.envs:
         for algo in spec.algos:
             done = [c for c in cells if (c.algo, c.env) == (algo, env) and manifest.cells[c.key].state == DONE]
-            runs = {log / manifest.cells[c.key].run_dir: c for c in done}
+            # a done cell's run_dir is set (load_manifest refuses one without)
+            runs = {log / run_dir: c for c in done if (run_dir := manifest.cells[c.key].run_dir) is not None}
             group = plots.load_group(env, algo, list(runs), system=system) if runs else None
             if group is not None:
                 groups.append(group)

@@ -11,24 +11,33 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
+from rlbench.algos.common.learner import Learner
+from rlbench.bench.children import Row
 from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.run.cost import gradient_step_gflop
+from rlbench.types import EnvSpec, PyTree, Transition
+
+if TYPE_CHECKING:
+    from rlbench.run.experiment import Experiment
 
 WARMUP_STEPS = 1000  # random phase (learning_starts), as the peer script
 
 
 def bench_entry(
     algo: str, gradient_steps: int, qf: list[int], precision: str = "float32", policy: str = "MlpPolicy"
-) -> dict:
+) -> dict[str, Any]:
     """The peer script's settings over each algorithm's defaults (DroQ and CrossQ presets included):
     learning_starts 1000, train_freq 1, actor [256, 256] and the given critic widths, the network family,
     and TD3's action noise."""
-    entry = {
+    entry: dict[str, Any] = {
         "learning_starts": WARMUP_STEPS,
         "train_freq": 1,
         "gradient_steps": gradient_steps,
@@ -45,7 +54,7 @@ def bench_entry(
     return entry
 
 
-def bench_config(algo: str, gradient_steps: int, qf: list[int], precision: str = "float32"):
+def bench_config(algo: str, gradient_steps: int, qf: list[int], precision: str = "float32") -> LearnerConfig:
     """The learner config of a row's entry, without an env (the cost analysis by hand)."""
     from rlbench.config.hyperparams import merge
     from rlbench.config.registry import ALGORITHMS
@@ -62,9 +71,9 @@ def bench_experiment(
     qf: list[int],
     precision: str,
     n_timesteps: int,
-    n_seeds=1,
+    n_seeds: int = 1,
     policy: str = "MlpPolicy",
-):
+) -> Experiment:
     """A row's run, resolved as train.py resolves its runs (seed 0, no evaluation, quiet), from the row's
     hyperparameters instead of a file's."""
     from rlbench.run.experiment import RunRequest, resolve
@@ -76,7 +85,7 @@ def bench_experiment(
     return resolve(request)
 
 
-def train_in_process(exp, on_iteration) -> None:
+def train_in_process(exp: Experiment, on_iteration: Callable[[int, PyTree], None]) -> None:
     """Train `exp` through rlbench.run.launch without a run folder, a logger or a checkpoint; what stops
     it is raised (a row that fails prints its traceback)."""
     from rlbench.run.launch import Hooks, launch
@@ -87,10 +96,8 @@ def train_in_process(exp, on_iteration) -> None:
         raise launched.error
 
 
-def random_batches(spec, n_steps: int, batch_size: int):
+def random_batches(spec: EnvSpec, n_steps: int, batch_size: int) -> Transition:
     """[n_steps, batch_size, ...] transitions of random floats (actions in [-1, 1], none terminal)."""
-    from rlbench.types import Transition
-
     rng = np.random.default_rng(0)
     shape = (n_steps, batch_size)
     return Transition(
@@ -102,11 +109,24 @@ def random_batches(spec, n_steps: int, batch_size: int):
     )
 
 
-def update_only_rate(learner, cfg, spec, seconds: float = 5.0, n_seeds: int = 1) -> float:
+class FusedSteps(Protocol):
+    """What the update's rate reads of an off-policy config (ActorCriticConfig)."""
+
+    @property
+    def gradient_steps(self) -> int: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+
+def update_only_rate(
+    learner: Learner[Any], cfg: FusedSteps, spec: EnvSpec, seconds: float = 5.0, n_seeds: int = 1
+) -> float:
     """Gradient steps/s (of all seeds) of the compiled fused steps alone, on fixed random batches; with
     `n_seeds` K, one vmapped call updates K learners, as a K-seed run does."""
     from rlbench.algos.common.seed_axis import SeedAxis
 
+    assert learner.gradient_steps_fn is not None, "an off-policy learner fuses its gradient steps"
     axis = SeedAxis(n_seeds)
     g = cfg.gradient_steps
     batches = axis.stack([random_batches(spec, g, cfg.batch_size)] * n_seeds)
@@ -136,7 +156,7 @@ def rlbench_row(
     update_seconds: float = 5.0,
     n_seeds: int = 1,
     policy: str = "MlpPolicy",
-) -> dict:
+) -> Row:
     """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up, then the
     update alone for `update_seconds`. With `n_seeds` K, K vmapped seeds train together: the rates are
     for all seeds together, `per_seed_env_steps_per_s` for each."""
@@ -148,6 +168,7 @@ def rlbench_row(
     grad_steps_per_s = timed / n_envs * gradient_steps / seconds
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cfg, spec = exp.learner_config, exp.env_spec
+    assert isinstance(cfg, ActorCriticConfig), "these rows are off-policy learners' (on_policy_row: PPO's)"
     learner = exp.algo.make_learner(cfg, spec)
     gflop = gradient_step_gflop(learner, cfg, spec, compiled=True)
     bare = update_only_rate(learner, cfg, spec, update_seconds, n_seeds)
@@ -178,13 +199,13 @@ def peak_device_memory() -> dict[str, float]:
     return {}
 
 
-def timed_training(exp, warmup: int, steps: int) -> dict[str, float]:
+def timed_training(exp: Experiment, warmup: int, steps: int) -> dict[str, float]:
     """Train `exp`, marking (blocking on the state) the first update's time (`compile_s`: compiling it,
     plus one step) and the start and end of the `steps` env steps timed after `warmup`."""
     marks: dict[str, float] = {}
     last: dict[str, float] = {}
 
-    def on_iteration(env_steps: int, state) -> None:
+    def on_iteration(env_steps: int, state: PyTree) -> None:
         now = time.perf_counter()
         if env_steps > WARMUP_STEPS and "compile_s" not in marks:
             jax.block_until_ready(state)
@@ -210,14 +231,14 @@ def first_step_row(
     qf: list[int],
     precision: str = "float32",
     policy: str = "MlpPolicy",
-) -> dict:
+) -> Row:
     """Seconds from nothing built to the end of the first gradient step: the run resolved (its checks build
     and step one env, as train.py's), the envs, the learner, every compilation, the warm-up steps (random
     actions, no compilation), the first update."""
     start = time.perf_counter()
     first: dict[str, float] = {}
 
-    def on_iteration(env_steps: int, state) -> None:
+    def on_iteration(env_steps: int, state: PyTree) -> None:
         if env_steps > WARMUP_STEPS and "end" not in first:
             jax.block_until_ready(state)
             first["end"] = time.perf_counter()
@@ -234,7 +255,7 @@ def first_step_row(
 
 def row_case(
     algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int], precision: str, policy: str = "MlpPolicy"
-) -> dict:
+) -> Row:
     """The fields that say which case an rlbench row measured (`policy` only when not MlpPolicy)."""
     return {
         **({"policy": policy} if policy != "MlpPolicy" else {}),

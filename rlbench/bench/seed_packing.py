@@ -8,10 +8,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from rlbench.bench.children import finish_child, rlbench_row_in_subprocess, row_from, start_child
+from rlbench.bench.children import Row, finish_child, rlbench_row_in_subprocess, row_from, start_child
 
 
-def pinned_rows(commands: list[list[str]], cases: list[dict]) -> list[dict]:
+def pinned_rows(commands: list[list[str]], cases: list[Row]) -> list[Row]:
     """Run the commands at once, command i pinned to core i (as `run_seeds.sh jobs=N` pins its runs): the
     JSON row each printed."""
     processes = [start_child(["taskset", "-c", str(core), *command]) for core, command in enumerate(commands)]
@@ -19,8 +19,8 @@ def pinned_rows(commands: list[list[str]], cases: list[dict]) -> list[dict]:
 
 
 def packing_rows(
-    case: dict, steps: int, seed_counts: list[int], device: str, peer: tuple[str, Path] | None, vmapped_only: bool
-) -> Iterator[dict]:
+    case: Row, steps: int, seed_counts: list[int], device: str, peer: tuple[str, Path] | None, vmapped_only: bool
+) -> Iterator[Row]:
     """How best to train K seeds of one case on this machine, for each K in `seed_counts`: K vmapped seeds
     in one process; K processes two at a time, each pinned to one core (`run_seeds.sh jobs=2`), for rlbench
     and the peer; K/2 vmapped seeds in each of two pinned processes. Aggregate env-steps/s counts every
@@ -47,12 +47,12 @@ def packing_rows(
             yield packing_summary(case, "two pinned processes, K/2 vmapped seeds each", k, rows)
 
 
-def per_seed_steps(case: dict, steps: int, n_seeds: int) -> int:
+def per_seed_steps(case: Row, steps: int, n_seeds: int) -> int:
     """Each seed's timed steps: about the same wall time for every row."""
     return max(steps // n_seeds, 100 * case["n_envs"])
 
 
-def process_rows(case: dict, seed_counts: list[int], command: list[str], system: str = "rlbench") -> Iterator[dict]:
+def process_rows(case: Row, seed_counts: list[int], command: list[str], system: str = "rlbench") -> Iterator[Row]:
     """K processes of `command`, two at a time, each pinned: measured once alone and once two at once."""
     concurrent = sorted({min(k, 2) for k in seed_counts})
     measured = {n: pinned_rows([command] * n, [case] * n) for n in concurrent}
@@ -60,7 +60,7 @@ def process_rows(case: dict, seed_counts: list[int], command: list[str], system:
         yield packing_summary(case, "K processes, two at a time, pinned", k, measured[min(k, 2)], system)
 
 
-def packing_summary(case: dict, packing: str, n_seeds: int, measured: list[dict], system: str = "rlbench") -> dict:
+def packing_summary(case: Row, packing: str, n_seeds: int, measured: list[Row], system: str = "rlbench") -> Row:
     """One packing's row: the processes' env-steps/s summed, and per seed."""
     if any("error" in row for row in measured):
         return {**case, "system": system, "packing": packing, "n_seeds": n_seeds, "error": measured}

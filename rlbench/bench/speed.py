@@ -35,12 +35,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from rlbench.bench.cases import cases_from, check_algos, host_twin, on_policy_algos
-from rlbench.bench.children import rlbench_row_in_subprocess, row_from, run_child, stopping_children
+from rlbench.bench.children import Row, rlbench_row_in_subprocess, row_from, run_child, stopping_children
 from rlbench.bench.on_policy_row import ON_POLICY, on_policy_peer_row, on_policy_row
 from rlbench.bench.on_policy_row import PEER_SCRIPT as ON_POLICY_PEER_SCRIPT
 from rlbench.bench.row import first_step_row, rlbench_row
@@ -54,7 +56,7 @@ from rlbench.run.exit_codes import exit_code
 PEER_SCRIPT = Path(__file__).resolve().parents[3] / "shared" / "bench" / "sbx_speed.py"
 
 
-def matmul_peak_gflops(dtype=jnp.float32, repeats: int = 5) -> dict[str, float]:
+def matmul_peak_gflops(dtype: DTypeLike = jnp.float32, repeats: int = 5) -> dict[str, float]:
     """Best GFLOP/s of plain-layout products [m, k] @ [k, n] (float32 accumulation) on the default device."""
     shapes = [(256, 256, 256), (256, 1024, 1024), (512, 1024, 1024), (2048, 2048, 2048)]
     work = 2e9  # FLOP per timing: 7-30 ms on a 2-core CPU (70-280 GFLOP/s); 2048^3 is one product, 17 GFLOP
@@ -79,7 +81,7 @@ def matmul_peak_gflops(dtype=jnp.float32, repeats: int = 5) -> dict[str, float]:
     return rates
 
 
-def first_step_rows(case: dict, device: str) -> list[dict]:
+def first_step_rows(case: Row, device: str) -> list[Row]:
     """The cold and the warm row of one case: two fresh processes sharing a new, empty cache folder."""
     with tempfile.TemporaryDirectory(prefix="rlbench-cache-") as cache:
         rows = []
@@ -112,7 +114,7 @@ def peer_row(
     qf: list[int],
     device: str = "cpu",
     policy: str = "MlpPolicy",
-) -> dict:
+) -> Row:
     command = [
         python,
         str(script),
@@ -139,7 +141,7 @@ def peer_row(
     return {**row_from(done, case), "device": device}
 
 
-def machine() -> dict:
+def machine() -> dict[str, Any]:
     """The machine line; XLA_FLAGS too when set, since they change what the rows measure."""
     info = {
         "cpu": cpu_model(),
@@ -297,7 +299,7 @@ class Emitter:
         if output is not None:
             output.write_text("")
 
-    def __call__(self, row: dict) -> None:
+    def __call__(self, row: Row) -> None:
         self.failed |= "error" in row
         print(json.dumps(row), flush=True)
         if self.output is not None:
@@ -305,7 +307,7 @@ class Emitter:
                 file.write(json.dumps(row) + "\n")
 
 
-def packing_cases(args: argparse.Namespace) -> Iterator[dict]:
+def packing_cases(args: argparse.Namespace) -> Iterator[Row]:
     """--n-seeds: each case's packings (packing_rows)."""
     peer = (args.peer, args.peer_script) if args.peer else None
     for algo, n_envs, gradient_steps, steps, qf in cases_from(args):
@@ -314,7 +316,7 @@ def packing_cases(args: argparse.Namespace) -> Iterator[dict]:
         yield from packing_rows(case, steps, args.n_seeds, args.device, peer, args.packing == "vmapped")
 
 
-def throughput_cases(args: argparse.Namespace, matmul_gflops: dict | None) -> Iterator[dict]:
+def throughput_cases(args: argparse.Namespace, matmul_gflops: dict[str, dict[str, float]] | None) -> Iterator[Row]:
     """Each case's rlbench rows (one per precision, --repeats times, each followed by the --peer's), or with
     --first-step its cold and warm rows; then the on-policy rows."""
     peak = {dtype: max(rates.values()) for dtype, rates in (matmul_gflops or {}).items()}
@@ -322,7 +324,7 @@ def throughput_cases(args: argparse.Namespace, matmul_gflops: dict | None) -> It
     yield from on_policy_rows(args)
 
 
-def on_policy_rows(args: argparse.Namespace) -> Iterator[dict]:
+def on_policy_rows(args: argparse.Namespace) -> Iterator[Row]:
     """Each --algos on-policy algorithm's rows on --env and its host twin, both with the twin's file entry (RL
     Zoo's files name gymnasium's ids), --repeats times, each followed by the --peer's on the twin. Their FLOP are
     not counted (rlbench.bench.on_policy_row): no fraction of the peak."""
@@ -338,7 +340,7 @@ def on_policy_rows(args: argparse.Namespace) -> Iterator[dict]:
                 )
 
 
-def off_policy_rows(args: argparse.Namespace, peak: dict) -> Iterator[dict]:
+def off_policy_rows(args: argparse.Namespace, peak: dict[str, float]) -> Iterator[Row]:
     """The off-policy cases' rows (throughput_cases)."""
     for algo, n_envs, gradient_steps, steps, qf in cases_from(args):
         for _ in range(1 if args.first_step else args.repeats):

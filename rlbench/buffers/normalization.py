@@ -51,6 +51,7 @@ def normalize_obs(obs: jax.Array, normalization: Normalization | None) -> jax.Ar
     """[..., obs_dim] observations as the policy and the critics see them."""
     if normalization is None or normalization.obs_mean is None:
         return obs
+    assert normalization.obs_std is not None, "obs_mean and obs_std are set together"
     clip = normalization.clip_obs
     return jnp.clip((obs - normalization.obs_mean) / normalization.obs_std, -clip, clip)
 

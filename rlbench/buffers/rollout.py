@@ -84,4 +84,5 @@ def restart(state: RolloutState) -> RolloutState:
 def flatten_env_major(tree: T) -> T:
     """Every leaf [n_steps, n_envs, ...] -> [n_envs * n_steps, ...], env-major as SB3's `swap_and_flatten`, so sample i
     is env i // n_steps at step i % n_steps, and one permutation selects the same samples as SB3's."""
-    return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape(-1, *x.shape[2:]), tree)
+    flat: T = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape(-1, *x.shape[2:]), tree)
+    return flat

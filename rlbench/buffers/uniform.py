@@ -11,12 +11,14 @@ the insert and the gather of two such columns shared a compiled call.)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 from flax import struct
 
 from rlbench.types import EnvSpec, Transition
@@ -103,7 +105,11 @@ def make_uniform_buffer(capacity: int, spec: EnvSpec) -> UniformBuffer:
     return UniformBuffer(capacity=capacity, spec=spec, init_fn=init, add_fn=add, sample_fn=sample)
 
 
-def buffer_to_arrays(state: BufferState) -> dict[str, np.ndarray]:
+# A checkpoint's replay_buffer/ members by name: float32 rows, an integer position and capacity.
+BufferArrays = Mapping[str, npt.NDArray[Any]]
+
+
+def buffer_to_arrays(state: BufferState) -> dict[str, npt.NDArray[Any]]:
     """The filled rows and the ring position, for a checkpoint (empty rows are not saved)."""
     size = int(state.size)
     return {
@@ -113,7 +119,7 @@ def buffer_to_arrays(state: BufferState) -> dict[str, np.ndarray]:
     }
 
 
-def check_buffer_arrays(capacity: int, spec: EnvSpec, arrays: dict[str, np.ndarray]) -> None:
+def check_buffer_arrays(capacity: int, spec: EnvSpec, arrays: BufferArrays) -> None:
     """Raise ValueError, naming the checkpoint member and the shape it needs, when saved buffer arrays do
     not fit a buffer of `capacity` transitions for `spec`."""
     rows, width = arrays["rows"], row_width(spec)
@@ -133,7 +139,7 @@ def check_buffer_arrays(capacity: int, spec: EnvSpec, arrays: dict[str, np.ndarr
         raise ValueError(f"replay_buffer/position.npy holds {shown}, expected an integer in [0, {capacity})")
 
 
-def buffer_from_arrays(buffer: UniformBuffer, arrays: dict[str, np.ndarray]) -> BufferState:
+def buffer_from_arrays(buffer: UniformBuffer, arrays: BufferArrays) -> BufferState:
     """A buffer state with the saved rows; raises ValueError when they do not fit (`check_buffer_arrays`)."""
     check_buffer_arrays(buffer.capacity, buffer.spec, arrays)
     rows = arrays["rows"]

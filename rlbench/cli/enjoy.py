@@ -16,8 +16,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+import gymnasium as gym
 import numpy as np
 
 from rlbench.cli.flags import Group, flag, parser_from, shared
@@ -37,6 +38,9 @@ from rlbench.run.outputs import latest_run_id
 from rlbench.store.checkpoint import CheckpointError, newest_valid_checkpoint, periodic_checkpoints, read_checkpoint
 from rlbench.store.expectations import policy_expectations
 from rlbench.store.manifest import Manifest
+
+if TYPE_CHECKING:
+    from rlbench.run.policy import Policy
 
 RECORD_VIDEO_DESCRIPTION = "Record a trained agent to an mp4, headless (RL Zoo's record_video, on enjoy.py's loader)."
 
@@ -226,7 +230,7 @@ class Loaded:
     manifest: Manifest
     env_kwargs: dict[str, Any]
     wrappers: tuple[EnvWrapper, ...]
-    policy: Any
+    policy: Policy
     ffmpeg: str
 
 
@@ -315,7 +319,7 @@ def load(args: argparse.Namespace, record_video: bool, headless: bool) -> Loaded
     return Loaded(model, manifest, env_kwargs, wrappers, policy, ffmpeg)
 
 
-def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace, ffmpeg: str) -> list[float]:
+def run_episodes(envs: list[gym.Env], policy: Policy, args: argparse.Namespace, ffmpeg: str) -> list[float]:
     """Step every env `n_timesteps` times (each resets when its episode ends); print each episode, and
     record the first env's frames (`args.record`) and each env's episodes (`args.reward_log`)."""
     from rich.progress import track
@@ -335,14 +339,15 @@ def run_episodes(envs: list[Any], policy: Any, args: argparse.Namespace, ffmpeg:
         obs = np.stack([env.reset(seed=args.seed + i)[0] for i, env in enumerate(envs)])
         episode_return, episode_length = np.zeros(len(envs)), np.zeros(len(envs), int)
         env_return = np.zeros(len(envs))  # the env's own rewards, for the Monitor files, whatever is shown
-        scaled = args.norm_reward and policy.stats is not None
+        stats = policy.stats if args.norm_reward else None  # --norm-reward with the model's statistics
         for _ in track(range(args.n_timesteps), description="enjoy", disable=not args.progress):
             if video is not None:
-                video.append(envs[0].render())  # the state the action is chosen in
+                # the state the action is chosen in; render_mode rgb_array: a frame
+                video.append(cast(np.ndarray, envs[0].render()))
             actions = policy(obs, deterministic=not args.stochastic)
             for i, env in enumerate(envs):
                 obs[i], reward, terminated, truncated, _ = env.step(actions[i])
-                episode_return[i] += policy.stats.scale_reward(reward) if scaled else reward
+                episode_return[i] += stats.scale_reward(float(reward)) if stats is not None else reward
                 env_return[i] += reward
                 episode_length[i] += 1
                 if terminated or truncated:

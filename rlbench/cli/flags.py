@@ -38,7 +38,7 @@ def device_flag(text: str) -> str:
     return text
 
 
-def add_bool_flag(p: Any, *names: str, help: str) -> None:
+def add_bool_flag(p: argparse._ActionsContainer, *names: str, help: str) -> None:
     """`--flag`, `--flag true|false` and `--no-flag` all work; the default is False. A flag named in the
     negative (`--no-optim-plots`) gets the positive as its opposite (`--optim-plots`), not `--no-no-...`."""
     name = names[-1].lstrip("-")
@@ -70,7 +70,7 @@ def flag(*names: str, boolean: bool = False, **options: Any) -> Flag:
     return Flag(names, options, boolean)
 
 
-def add_flags(parser: Any, table: Iterable[Flag | Group]) -> None:
+def add_flags(parser: argparse._ActionsContainer, table: Iterable[Flag | Group]) -> None:
     """Add a table of flags and groups to a parser (or a group of one), in order."""
     for item in table:
         if isinstance(item, Group):
@@ -189,7 +189,7 @@ def shared(name: str, **changes: Any) -> Flag:
 
 def seeds_group(metavar: str | None = None) -> Group:
     """A grid's seeds: --seeds N (1..N) or --seed-list (these), not both."""
-    count = {"metavar": metavar} if metavar else {}
+    count: dict[str, Any] = {"metavar": metavar} if metavar else {}  # argparse options
     return Group(
         (
             flag("--seeds", type=int, default=3, **count, help="seeds 1..N (default 3)"),

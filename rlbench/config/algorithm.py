@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlbench.algos.common.config import ActorCriticConfig
+from rlbench.algos.common.config import LearnerConfig
 from rlbench.algos.common.learner import Learner
 from rlbench.config.algorithms.shared import ARCHITECTURE_KEYS, KeySet
 from rlbench.errors import ConfigError
@@ -24,7 +24,9 @@ from rlbench.types import EnvSpec
 class Algorithm:
     name: str  # the --algo value
     keys: KeySet  # the keys its entries may set (read_config checks them)
-    read_config: Callable[[Mapping[str, Any], int, str], ActorCriticConfig]  # (learner keys, n_envs, where)
+    read_config: Callable[[Mapping[str, Any], int, str], LearnerConfig]  # (learner keys, n_envs, where)
+    # These two take the config read_config returns, of the algorithm's own class (SACConfig, PPOConfig, ...):
+    # a Callable over the LearnerConfig union cannot name it, so their argument is Any.
     config_to_hyperparams: Callable[[Any], dict[str, Any]]  # its inverse, in file spelling
     make_learner: Callable[[Any, EnvSpec], Learner[Any]]
     preset: Mapping[str, Any] = field(default_factory=dict)  # hyperparameters (file spelling) below the file entry
@@ -36,7 +38,7 @@ class Algorithm:
     # an entry moved from one algorithm to another is refused naming the algorithm its key belongs to.
     foreign_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def build_config(self, params: Mapping[str, Any], n_envs: int, where: str) -> ActorCriticConfig:
+    def build_config(self, params: Mapping[str, Any], n_envs: int, where: str) -> LearnerConfig:
         """The checked config of the learner keys of a merged entry (ConfigError, exit 2, naming the key).
         Another algorithm's key set to None (switched off, e.g. RL Zoo's `noise_type: None`) is left out."""
         params = {key: value for key, value in params.items() if not (key in self.foreign_keys and value is None)}

@@ -22,6 +22,7 @@ from rlbench.envs.observations import FrameStack
 from rlbench.envs.wrappers import EnvWrapper, parse_env_wrappers
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, check_tree
+from rlbench.types import VecEnvKind
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +37,7 @@ class RunConfig:
     eval_env_kwargs: Mapping[str, Any] | None = None  # None: same as env_kwargs
     env_wrappers: tuple[EnvWrapper, ...] = ()  # checked wrappers, applied in order after gym.make
     gym_packages: tuple[str, ...] = ()  # imported in every env process before gym.make
-    vec_env: str = "dummy"  # dummy (in-process) | subproc
+    vec_env: VecEnvKind = "dummy"  # dummy (in-process) | subproc
     eval_freq: int = 25_000  # env steps; <= 0 disables evaluation
     eval_episodes: int = 5
     n_eval_envs: int = 1
@@ -178,7 +179,7 @@ def normalize_entry(entry: Mapping[str, Any], source: str) -> dict[str, Any]:
 NORMALIZE_KWARGS = tuple(f.name for f in fields(NormalizeConfig))
 
 
-def parse_normalize(value: Any, algo_gamma: float | None, where: str) -> NormalizeConfig | None:
+def parse_normalize(value: object, algo_gamma: float | None, where: str) -> NormalizeConfig | None:
     """RL Zoo's `normalize`: true (VecNormalize's defaults), false / None (off), or
     dict(norm_obs=..., norm_reward=..., clip_obs=..., clip_reward=..., gamma=..., epsilon=...).
 
@@ -203,7 +204,7 @@ def parse_normalize(value: Any, algo_gamma: float | None, where: str) -> Normali
     return NormalizeConfig(**values)
 
 
-def _normalize_kwargs(value: Any, where: str) -> dict[str, Any] | None:
+def _normalize_kwargs(value: object, where: str) -> dict[str, Any] | None:
     """`normalize`'s arguments by name ({} for true, None when off), each one VecNormalize takes."""
     if value is None or value is False:
         return None

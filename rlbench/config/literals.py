@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 # A bare word: identifier-like start, then letters, digits and . _ - + (for lin_7.3e-4, auto_0.1).
 _BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.+\-]*")
@@ -48,7 +49,7 @@ def _literal(node: ast.AST, text: str) -> Any:
         operand = _literal(node.operand, text)
         if isinstance(operand, int | float) and not isinstance(operand, bool):
             return -operand if isinstance(node.op, ast.USub) else operand
-    elif type(node) in _SEQUENCES:
+    elif isinstance(node, ast.List | ast.Tuple | ast.Set):
         return _SEQUENCES[type(node)](_literal(e, text) for e in node.elts)
     elif (items := _mapping_items(node)) is not None:
         return {_literal(k, text): _literal(v, text) for k, v in items}
@@ -62,7 +63,8 @@ def _literal(node: ast.AST, text: str) -> Any:
 def _mapping_items(node: ast.AST) -> list[tuple[ast.expr, ast.expr]] | None:
     """The (key, value) nodes of a dict display `{k: v}` or a call `dict(k=v)`; None for anything else."""
     if isinstance(node, ast.Dict) and None not in node.keys:
-        return list(zip(node.keys, node.values, strict=True))
+        keys = cast(list[ast.expr], node.keys)  # no None (a `**mapping` entry), checked above
+        return list(zip(keys, node.values, strict=True))
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -74,7 +76,7 @@ def _mapping_items(node: ast.AST) -> list[tuple[ast.expr, ast.expr]] | None:
     return None
 
 
-def parse_key_values(tokens: list[str], option: str) -> dict[str, Any]:
+def parse_key_values(tokens: Sequence[str], option: str) -> dict[str, Any]:
     """RL Zoo's `key:value key:value` lists: split on the first colon; duplicate keys are an error."""
     result: dict[str, Any] = {}
     for token in tokens:

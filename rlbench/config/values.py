@@ -10,12 +10,12 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 from rlbench.algos.common.schedules import ConstantSchedule, LinearSchedule, Schedule
 from rlbench.algos.soft.temperature import EntropyCoef
 from rlbench.errors import ConfigError
-from rlbench.networks.mlp import ACTIVATIONS
+from rlbench.networks.mlp import ACTIVATIONS, Activation, Family
 from rlbench.networks.trunk import POLICIES
 
 
@@ -28,16 +28,42 @@ def unknown_key(key: str, valid: tuple[str, ...], where: str) -> ConfigError:
 INT_MAX = 2**63 - 1  # every integer setting must fit the int64 counters and shapes it ends up in
 
 
+@overload
 def number(
     params: Mapping[str, Any],
     key: str,
-    kind: type,
+    kind: type[int],
     low: float | None = None,
     high: float | None = None,
     *,
     low_open: bool = False,
     high_open: bool = False,
-) -> Any:
+) -> int: ...
+
+
+@overload
+def number(
+    params: Mapping[str, Any],
+    key: str,
+    kind: type[float],
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float: ...
+
+
+def number(
+    params: Mapping[str, Any],
+    key: str,
+    kind: type[int] | type[float],
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> int | float:
     """params[key] as a finite `kind` (int or float) within the range; ConfigError naming the key otherwise."""
     value = params[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -64,7 +90,7 @@ def number(
     return value
 
 
-def positive_int(value: Any, name: str) -> int:
+def positive_int(value: object, name: str) -> int:
     """A count (n_envs, n_timesteps, episodes): an integer in [1, 2**63-1]."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{name}: expected a positive integer, got {value!r}")
@@ -75,7 +101,7 @@ def positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
-def literal_mapping(value: Any, name: str) -> dict[str, Any]:
+def literal_mapping(value: object, name: str) -> dict[str, Any]:
     """A kwargs dict (env_kwargs, policy_kwargs): a mapping with string keys; None is empty."""
     if value is None:
         return {}
@@ -87,7 +113,7 @@ def literal_mapping(value: Any, name: str) -> dict[str, Any]:
     return dict(value)
 
 
-def parse_schedule(key: str, value: Any) -> Schedule:
+def parse_schedule(key: str, value: object) -> Schedule:
     """A float (constant) or RL Zoo's `lin_<x>` (linear from x to 0 over training)."""
     if isinstance(value, str) and value.startswith("lin_"):
         try:
@@ -104,7 +130,7 @@ def parse_schedule(key: str, value: Any) -> Schedule:
     return schedule
 
 
-def parse_ent_coef(value: Any) -> EntropyCoef:
+def parse_ent_coef(value: object) -> EntropyCoef:
     """`auto` (learned from 1.0), `auto_<x>` (learned from x) or a positive float (fixed)."""
     if value == "auto":
         return EntropyCoef(initial=1.0, learned=True)
@@ -122,7 +148,7 @@ def parse_ent_coef(value: Any) -> EntropyCoef:
     )
 
 
-def parse_activation(value: Any) -> str:
+def parse_activation(value: object) -> Activation:
     name = str(value)
     # RL Zoo spells torch classes: nn.ReLU, th.nn.Tanh, torch.nn.SiLU.
     short = name.rsplit(".", 1)[-1].lower()
@@ -130,10 +156,10 @@ def parse_activation(value: Any) -> str:
     short = aliases.get(short, short)
     if short not in ACTIVATIONS:
         raise ConfigError(f"activation_fn: unknown {value!r}; valid: {', '.join(ACTIVATIONS)} (or nn.ReLU style)")
-    return short
+    return cast(Activation, short)  # one of ACTIVATIONS' keys, the Activation names
 
 
-def parse_policy(value: Any, actor_hidden: tuple[int, ...], critic_hidden: tuple[int, ...]) -> str:
+def parse_policy(value: object, actor_hidden: tuple[int, ...], critic_hidden: tuple[int, ...]) -> Family:
     """The network family RL Zoo's `policy` names (MlpPolicy, SimbaPolicy), checked against net_arch: a
     SimBa trunk is one residual width, each entry of net_arch one block of it."""
     valid = ", ".join(POLICIES)
@@ -151,10 +177,10 @@ def parse_policy(value: Any, actor_hidden: tuple[int, ...], critic_hidden: tuple
                     f"net_arch['{name}']: SimbaPolicy's residual blocks keep one width (one entry per block), "
                     f"got {list(widths)}"
                 )
-    return POLICIES[value]
+    return cast(Family, POLICIES[value])  # POLICIES' values are the Family names
 
 
-def parse_net_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def parse_net_arch(value: object) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """A list (shared by actor and critic) or dict(pi=[...], qf=[...]) -> (actor, critic) widths."""
 
     if isinstance(value, Mapping):
@@ -166,7 +192,7 @@ def parse_net_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return shared, shared
 
 
-def layer_widths(value: Any, where: str) -> tuple[int, ...]:
+def layer_widths(value: object, where: str) -> tuple[int, ...]:
     """One network's hidden widths: a list of positive integers (net_arch, or net_arch[<where>])."""
     if not isinstance(value, list | tuple) or not all(
         isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in value
@@ -186,12 +212,14 @@ def resolve_gradient_steps(params: Mapping[str, Any], n_envs: int) -> int:
     return number({"gradient_steps": gradient_steps}, "gradient_steps", int, 1)
 
 
-TRAIN_FREQ_UNITS = ("step", "episode")
+TrainFreqUnit = Literal["step", "episode"]
+TRAIN_FREQ_UNITS: tuple[TrainFreqUnit, ...] = ("step", "episode")
 
 
-def parse_train_freq(params: Mapping[str, Any]) -> tuple[int, str]:
+def parse_train_freq(params: Mapping[str, Any]) -> tuple[int, TrainFreqUnit]:
     """(count, unit) of RL Zoo's train_freq: n (vector steps), [n, 'step'] or [n, 'episode'] (SB3's TrainFreq)."""
-    value, unit = params.get("train_freq", 1), "step"
+    value = params.get("train_freq", 1)
+    unit: TrainFreqUnit = "step"
     if isinstance(value, list | tuple):
         if len(value) != 2 or value[1] not in TRAIN_FREQ_UNITS:
             raise ConfigError(f"train_freq: expected n, [n, 'step'] or [n, 'episode'], got {value!r}")

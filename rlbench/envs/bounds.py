@@ -15,9 +15,10 @@ from __future__ import annotations
 import math
 import reprlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
+import numpy.typing as npt
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -35,11 +36,11 @@ def non_finite_kwarg(env_kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _is_float(value: Any) -> bool:
+def _is_float(value: object) -> TypeGuard[float | np.floating]:
     return isinstance(value, float | np.floating)
 
 
-def _holds_nan(value: Any) -> bool:
+def _holds_nan(value: object) -> bool:
     if isinstance(value, list | tuple):
         return any(_holds_nan(item) for item in value)
     if isinstance(value, Mapping):
@@ -47,7 +48,7 @@ def _holds_nan(value: Any) -> bool:
     return _is_float(value) and math.isnan(value)
 
 
-def unrescalable_bounds(low: Any, high: Any) -> str | None:
+def unrescalable_bounds(low: npt.ArrayLike, high: npt.ArrayLike) -> str | None:
     """Why actions cannot be rescaled from [-1, 1] to [low, high] in float32 (one clause), or None."""
     low64, high64 = np.asarray(low, np.float64), np.asarray(high, np.float64)
     with np.errstate(over="ignore", invalid="ignore"):

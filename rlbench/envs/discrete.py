@@ -11,10 +11,10 @@ space: an integer Box is refused where envs are built (rlbench.envs.make).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 
 # The index travels in a float32 action column, which holds every integer exactly only up to 2**24.
 MAX_ACTIONS = 2**24
@@ -34,7 +34,7 @@ class IndexActions(gym.ActionWrapper):
         self.n, self.start = int(space.n), int(space.start)
         self.action_space = index_space(self.n)
 
-    def action(self, action: Any) -> np.int64:
+    def action(self, action: npt.ArrayLike) -> np.int64:
         values = np.asarray(action, np.float64)
         if values.size != 1:
             raise ValueError(f"a Discrete({self.n}) action is one index, got an array of shape {values.shape}")
@@ -49,7 +49,7 @@ def index_space(n: int) -> gym.spaces.Box:
     return gym.spaces.Box(low=0, high=n - 1, shape=(1,), dtype=np.int64)
 
 
-def action_count(dtype: str, high: Sequence[float]) -> int:
+def action_count(dtype: str, high: Sequence[float] | np.ndarray) -> int:
     """n_actions of an action space given its dtype's name and its (flattened) upper bounds: high + 1 for
     the index space of a Discrete env (an integer dtype), 0 for a Box."""
     return int(high[0]) + 1 if dtype in INTEGER_DTYPES else 0

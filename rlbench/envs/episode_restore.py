@@ -10,11 +10,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import VectorEnv
+import numpy.typing as npt
+from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 
 
 @dataclass
@@ -23,22 +24,24 @@ class EpisodeRecord:
     actions it has taken since; None for an env that cannot be rebuilt this way."""
 
     start: dict[str, Any]
-    actions: np.ndarray  # [steps, action_dim] float32, exactly as passed to env.step
+    actions: npt.NDArray[np.float32]  # [steps, action_dim], exactly as passed to env.step
 
 
-class EpisodeRecorder(gym.Wrapper):
+class EpisodeRecorder(gym.Wrapper[np.ndarray, np.ndarray, np.ndarray, np.ndarray]):
     """Remembers how the current episode started and every action since, so that a resumed run can
     put the env back in its exact state by replaying them (`restore_episode`)."""
 
     MAX_STEPS = 100_000  # beyond this an episode is not recorded (memory), and resumes as a new one
 
-    def __init__(self, env: gym.Env):
+    def __init__(self, env: gym.Env[np.ndarray, np.ndarray]):
         super().__init__(env)
         self._start: dict[str, Any] | None = None
         self._actions: list[np.ndarray] | None = None
         self.restore_request: EpisodeRecord | None = None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         if options is not None:
             self._start = None  # options may hold anything: not replayable
         elif seed is not None:
@@ -48,7 +51,7 @@ class EpisodeRecorder(gym.Wrapper):
         self._actions = []
         return super().reset(seed=seed, options=options)
 
-    def step(self, action):
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._actions is not None:
             if len(self._actions) < self.MAX_STEPS:
                 self._actions.append(np.array(action, dtype=np.float32, copy=True))
@@ -59,7 +62,9 @@ class EpisodeRecorder(gym.Wrapper):
     def episode_record(self) -> EpisodeRecord | None:
         if self._start is None or self._actions is None:
             return None
-        actions = np.array(self._actions, np.float32).reshape(len(self._actions), *self.action_space.shape)
+        shape = self.action_space.shape
+        assert shape is not None, "a Box or Discrete action space has a shape"
+        actions = np.array(self._actions, np.float32).reshape(len(self._actions), *shape)
         return EpisodeRecord(dict(self._start), actions)
 
     def restore_episode(self) -> np.ndarray:
@@ -89,10 +94,15 @@ def _rng_from_state(state: dict[str, Any]) -> np.random.Generator:
     return np.random.Generator(bit_generator)
 
 
+def _attribute_env(env: VectorEnv) -> SyncVectorEnv | AsyncVectorEnv:
+    """`env` as the vector envs make_vector_env builds, which have gymnasium's `call` and `set_attr`."""
+    return cast(SyncVectorEnv | AsyncVectorEnv, env)
+
+
 def episode_records(env: VectorEnv) -> list[EpisodeRecord | None] | None:
     """Each training env's EpisodeRecord, or None when the envs cannot be asked (a dead worker)."""
     try:
-        return list(env.call("episode_record"))
+        return list(_attribute_env(env).call("episode_record"))
     except Exception as error:  # a broken worker must not stop the checkpoint that follows
         warnings.warn(
             f"could not record the envs' episodes ({type(error).__name__}: {error}); "
@@ -113,11 +123,12 @@ def restore_episodes(
     are float64, and a float32 copy of a replayed one never equals the saved float64 one (which made every
     MuJoCo env start a new episode on resume)."""
     records = list(records)
-    env.set_attr("restore_request", records)
-    obs = np.stack(env.call("restore_episode")).astype(saved_obs.dtype, copy=False)
+    envs = _attribute_env(env)
+    envs.set_attr("restore_request", records)
+    obs = np.stack(envs.call("restore_episode")).astype(saved_obs.dtype, copy=False)
     restored = np.array([r is not None for r in records]) & np.all(obs == saved_obs, axis=1)
     if any(r is not None and not ok for r, ok in zip(records, restored, strict=True)):
         # Replaying the good ones again is exact too, and keeps this one call for all envs.
-        env.set_attr("restore_request", [r if ok else None for r, ok in zip(records, restored, strict=True)])
-        obs = np.stack(env.call("restore_episode")).astype(saved_obs.dtype, copy=False)
+        envs.set_attr("restore_request", [r if ok else None for r, ok in zip(records, restored, strict=True)])
+        obs = np.stack(envs.call("restore_episode")).astype(saved_obs.dtype, copy=False)
     return obs, restored

@@ -29,7 +29,7 @@ import traceback
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -44,9 +44,11 @@ from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
 from rlbench.envs.jax_native.packages import shown_kwargs
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError, EnvWorkerError
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, VecEnvKind
 
-VEC_ENV_KINDS = ("dummy", "subproc")
+VEC_ENV_KINDS: tuple[VecEnvKind, ...] = ("dummy", "subproc")
+# What a vector env's step returns: (observations, rewards, terminated, truncated, infos), one row per env.
+VectorStepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
 def import_env_packages(env_id: str) -> None:
@@ -124,7 +126,8 @@ def make_single_env(
                 )
             env: gym.Env = JaxGymEnv(jax_env, render_mode=render_mode)
         else:
-            env = gym.make(env_id, **dict(env_kwargs), **({"render_mode": render_mode} if render_mode else {}))
+            render: dict[str, Any] = {"render_mode": render_mode} if render_mode else {}  # gym.make kwargs
+            env = gym.make(env_id, **dict(env_kwargs), **render)
     if "Bullet" in env_id:
         env = QuietBulletConnect(env)
     for wrapper in wrappers:  # checked by rlbench.envs.wrappers: trusted classes, literal kwargs
@@ -155,7 +158,8 @@ def flat_box_in_unit_actions(env: gym.Env, env_id: str) -> gym.Env:
 
 def index_actions(env: gym.Env, env_id: str) -> IndexActions:
     """A Discrete env taking its action's index; ConfigError for more actions than the index column holds."""
-    if env.action_space.n > MAX_ACTIONS:
+    action_space = cast(gym.spaces.Discrete, env.action_space)  # flat_box_in_unit_actions checked it
+    if action_space.n > MAX_ACTIONS:
         raise ConfigError(
             f"{env_id}: {env.action_space} has more actions than rlbench's learners index exactly "
             f"(at most 2**{MAX_ACTIONS.bit_length() - 1}: the index travels as a float32)"
@@ -182,7 +186,7 @@ class QuietBulletConnect(gym.Wrapper):
     `argv[0]=` lines to stdout then, once per env: noise in every run's output. Only that reset is
     silenced (at the file-descriptor level, the print being native); later resets print nothing anyway."""
 
-    def reset(self, **kwargs):
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:  # (the wrapped env's observation, info)
         if getattr(self.unwrapped, "physicsClientId", 0) >= 0:  # already connected
             return super().reset(**kwargs)
         with native_stdout_silenced():
@@ -199,13 +203,14 @@ def original_spaces(env: gym.Env) -> tuple[gym.spaces.Box, gym.spaces.Box]:
             action_space = inner.env.action_space
             break
         inner = inner.env
-    return env.observation_space, action_space
+    # Both Boxes: flat_box_in_unit_actions made them so (a Discrete env's action space is its index Box).
+    return cast(gym.spaces.Box, env.observation_space), cast(gym.spaces.Box, action_space)
 
 
 def make_vector_env(
     env_id: str,
     n_envs: int,
-    vec_env: str,
+    vec_env: VecEnvKind,
     env_kwargs: Mapping[str, Any],
     wrappers: Sequence[EnvWrapper] = (),
     packages: Sequence[str] = (),
@@ -236,15 +241,17 @@ def check_autoreset_mode(env: VectorEnv) -> None:
 
 
 def env_spec(env: VectorEnv) -> EnvSpec:
-    action_space = env.single_action_space
+    # Boxes, as every env make_single_env builds has (flat_box_in_unit_actions).
+    observation_space = cast(gym.spaces.Box, env.single_observation_space)
+    action_space = cast(gym.spaces.Box, env.single_action_space)
     return EnvSpec(
-        obs_dim=int(np.prod(env.single_observation_space.shape)),
+        obs_dim=int(np.prod(observation_space.shape)),
         action_dim=int(np.prod(action_space.shape)),
         n_actions=action_count(str(action_space.dtype), action_space.high.ravel()),
     )
 
 
-def step_vector_env(env: VectorEnv, actions: np.ndarray) -> tuple[Any, ...]:
+def step_vector_env(env: VectorEnv, actions: np.ndarray) -> VectorStepResult:
     """`env.step` that turns a failing env into an EnvWorkerError naming its index: an in-process env
     that raised, or a subprocess worker that raised (gymnasium prints its traceback) or died."""
     try:
@@ -263,9 +270,10 @@ def step_vector_env(env: VectorEnv, actions: np.ndarray) -> tuple[Any, ...]:
         if isinstance(error, EOFError | ConnectionError):  # a worker's pipe closed: wait for its exit code
             for proc in env.processes:
                 proc.join(timeout=1.0)
-        dead = [i for i, proc in enumerate(env.processes) if proc.exitcode is not None and i not in failed]
+        exit_codes = {i: code for i, proc in enumerate(env.processes) if (code := proc.exitcode) is not None}
+        dead = [i for i in exit_codes if i not in failed]
         detail = ", ".join(
-            f"worker {i}" + (" raised" if i in failed else f" exited with code {_exit_code(env.processes[i].exitcode)}")
+            f"worker {i}" + (" raised" if i in failed else f" exited with code {_exit_code(exit_codes[i])}")
             for i in sorted(set(failed) | set(dead))
         )
         if dead and not failed:  # the parent only saw the pipe close; a killed worker sends no traceback
@@ -376,7 +384,7 @@ def _jax_env_spaces(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> tu
     observation_space, action_space = jax_env_spaces(jax_env)
     if jax_env.spec.discrete:  # as original_spaces gives a wrapped Discrete env's
         return observation_space, index_space(jax_env.spec.n_actions)
-    return observation_space, action_space
+    return observation_space, cast(gym.spaces.Box, action_space)  # a Box: the env is not discrete
 
 
 def final_observations(next_obs: np.ndarray, infos: Mapping[str, Any], done: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from rlbench.buffers.normalization import Normalization, NormalizeConfig
 from rlbench.files import atomic_write_bytes
@@ -39,6 +40,9 @@ STATS_FILE = "vecnormalize.npz"
 
 class MissingStatsError(ValueError):
     """A model trained with `normalize` whose file holds no statistics (RELIABILITY B10)."""
+
+
+Float64Array = npt.NDArray[np.float64]
 
 
 class RunningMeanStd:
@@ -75,7 +79,7 @@ class VecNormalizeStats:
     config: NormalizeConfig
     obs: RunningMeanStd
     ret: RunningMeanStd
-    returns: np.ndarray
+    returns: Float64Array
     # device()'s last value and the statistics it was made from: read several times per env step (acting,
     # staging), it changes only when they do
     _frozen: tuple[tuple[np.ndarray, ...], Normalization] | None = field(
@@ -115,10 +119,14 @@ class VecNormalizeStats:
 
     def _frozen_now(self) -> Normalization:
         cfg = self.config
+        obs_mean = self.obs.mean.astype(np.float32) if cfg.norm_obs else None
+        obs_std = np.sqrt(self.obs.var + cfg.epsilon).astype(np.float32) if cfg.norm_obs else None
+        reward_std = np.sqrt(self.ret.var + cfg.epsilon).astype(np.float32) if cfg.norm_reward else None
+        # numpy float32 arrays, which jit takes as jax.Arrays: Normalization's fields are typed jax.Array only.
         return Normalization(
-            obs_mean=self.obs.mean.astype(np.float32) if cfg.norm_obs else None,
-            obs_std=np.sqrt(self.obs.var + cfg.epsilon).astype(np.float32) if cfg.norm_obs else None,
-            reward_std=np.sqrt(self.ret.var + cfg.epsilon).astype(np.float32) if cfg.norm_reward else None,
+            obs_mean=obs_mean,  # type: ignore[arg-type]
+            obs_std=obs_std,  # type: ignore[arg-type]
+            reward_std=reward_std,  # type: ignore[arg-type]
             clip_obs=cfg.clip_obs,
             clip_reward=cfg.clip_reward,
         )
@@ -130,6 +138,7 @@ class VecNormalizeStats:
         stats = self.device()
         if stats.obs_mean is None:
             return obs
+        assert stats.obs_std is not None, "obs_mean and obs_std are set together"
         scaled = (obs.astype(np.float32) - stats.obs_mean[:, None]) / stats.obs_std[:, None]
         return np.clip(scaled, -stats.clip_obs, stats.clip_obs)
 
@@ -140,14 +149,14 @@ class VecNormalizeStats:
         scaled = reward / np.sqrt(self.ret.var[:, None] + self.config.epsilon)
         return np.clip(scaled, -self.config.clip_reward, self.config.clip_reward).astype(np.float32)
 
-    def scale_reward(self, reward: np.ndarray, seed_index: int = 0) -> np.ndarray:
+    def scale_reward(self, reward: float, seed_index: int = 0) -> float:
         """Rewards divided by sqrt(var(R) + epsilon) and clipped (VecNormalize.normalize_reward), frozen."""
         scaled = reward / np.sqrt(self.ret.var[seed_index] + self.config.epsilon)
         return np.clip(scaled, -self.config.clip_reward, self.config.clip_reward)
 
     # -- saved and read back --------------------------------------------------------------------------
 
-    def to_arrays(self, seed_index: int) -> dict[str, np.ndarray]:
+    def to_arrays(self, seed_index: int) -> dict[str, Float64Array]:
         """Seed `seed_index`'s statistics as a checkpoint holds them (float64 arrays)."""
         return {
             "obs_mean": self.obs.mean[seed_index],
@@ -198,7 +207,7 @@ class VecNormalizeStats:
             },
         }
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays, **settings)
+        np.savez(buffer, **arrays, **settings)  # type: ignore[arg-type]  # numpy's stub: a key could be allow_pickle
         atomic_write_bytes(path, buffer.getvalue())
 
 

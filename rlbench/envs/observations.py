@@ -14,16 +14,19 @@ Both keep the dtype of the observations they wrap.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, SupportsFloat, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
+ActType = TypeVar("ActType")  # the wrapped env's action, passed on as it is
+Step = tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]
 
-class FrameStack(gym.Wrapper):
+
+class FrameStack(gym.Wrapper[np.ndarray, ActType, np.ndarray, ActType], Generic[ActType]):
     """The last `n_stack` observations concatenated on the last axis (SB3's VecFrameStack, channels last)."""
 
-    def __init__(self, env: gym.Env, n_stack: int):
+    def __init__(self, env: gym.Env[np.ndarray, ActType], n_stack: int):
         super().__init__(env)
         space = env.observation_space
         if not isinstance(space, gym.spaces.Box):
@@ -37,20 +40,22 @@ class FrameStack(gym.Wrapper):
         self._stack = np.zeros(self.observation_space.shape, space.dtype)
         self._width = space.shape[-1]  # one observation's slots on the last axis
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._stack[...] = 0
         self._stack[..., -self._width :] = obs
         return self._stack.copy(), info
 
-    def step(self, action):
+    def step(self, action: ActType) -> Step:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._stack = np.roll(self._stack, -self._width, axis=-1)
         self._stack[..., -self._width :] = obs
         return self._stack.copy(), reward, terminated, truncated, info
 
 
-class TimeFeatureWrapper(gym.Wrapper):
+class TimeFeatureWrapper(gym.Wrapper[np.ndarray, ActType, np.ndarray, ActType], Generic[ActType]):
     """A 1-D Box observation with the remaining time 1 - t / max_steps appended (bounds [0, 1]).
 
     `max_steps` is the env's time limit (its spec's max_episode_steps, which a TimeLimit wrapper sets),
@@ -58,7 +63,7 @@ class TimeFeatureWrapper(gym.Wrapper):
     can be checked for having learned to rely on it.
     """
 
-    def __init__(self, env: gym.Env, max_steps: int = 1000, test_mode: bool = False):
+    def __init__(self, env: gym.Env[np.ndarray, ActType], max_steps: int = 1000, test_mode: bool = False):
         super().__init__(env)
         space = env.observation_space
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
@@ -77,12 +82,14 @@ class TimeFeatureWrapper(gym.Wrapper):
         self.test_mode = test_mode
         self._steps = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         self._steps = 0
         obs, info = self.env.reset(seed=seed, options=options)
         return self._with_time(obs), info
 
-    def step(self, action):
+    def step(self, action: ActType) -> Step:
         self._steps += 1
         obs, reward, terminated, truncated, info = self.env.step(action)
         return self._with_time(obs), reward, terminated, truncated, info

@@ -65,7 +65,7 @@ def _is_trusted(module: str, trusted: Iterable[str]) -> bool:
     return any(module == root or module.startswith(root + ".") for root in trusted)
 
 
-def parse_env_wrappers(value: Any, trusted: Iterable[str]) -> tuple[EnvWrapper, ...]:
+def parse_env_wrappers(value: object, trusted: Iterable[str]) -> tuple[EnvWrapper, ...]:
     """RL Zoo's env_wrapper: a dotted class name, a {name: kwargs} dict, or a list of either; each one
     checked as the module docstring says. ConfigError names the entry and what would be valid."""
     if value in (None, [], {}):
@@ -74,6 +74,7 @@ def parse_env_wrappers(value: Any, trusted: Iterable[str]) -> tuple[EnvWrapper, 
     items = value if isinstance(value, list | tuple) else [value]
     wrappers = []
     for item in items:
+        kwargs: object
         if isinstance(item, str):
             name, kwargs = item, {}
         elif isinstance(item, Mapping) and len(item) == 1:
@@ -88,7 +89,7 @@ def parse_env_wrappers(value: Any, trusted: Iterable[str]) -> tuple[EnvWrapper, 
     return tuple(wrappers)
 
 
-def load_wrapper_class(name: Any, trusted: Iterable[str]) -> type[gym.Wrapper]:
+def load_wrapper_class(name: object, trusted: Iterable[str]) -> type[gym.Wrapper]:
     """The gymnasium.Wrapper subclass `name` names (or its stand-in), imported only once its module is trusted."""
     if not isinstance(name, str) or not _DOTTED_PATH.fullmatch(name):
         raise ConfigError(f"env_wrapper: {name!r} is not a dotted class name such as gymnasium.wrappers.TimeLimit")
@@ -111,7 +112,7 @@ def load_wrapper_class(name: Any, trusted: Iterable[str]) -> type[gym.Wrapper]:
 
 
 def _literal_kwargs(name: str, kwargs: Mapping[Any, Any]) -> dict[str, Any]:
-    def check(value: Any, where: str) -> None:
+    def check(value: object, where: str) -> None:
         if value is None or isinstance(value, bool | int | float | str):
             return
         if isinstance(value, list | tuple):

@@ -26,7 +26,7 @@ class CSVLogger:
         self.writer = csv.DictWriter(self.file, fieldnames=self.columns, extrasaction="raise")
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
-        row = {name: "" for name in self.columns}
+        row: dict[str, str | float] = {name: "" for name in self.columns}
         row[STEP_KEY] = step
         for name, value in metrics.items():
             if name not in row:

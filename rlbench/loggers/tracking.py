@@ -26,11 +26,15 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from rlbench.connectivity import connection_error
 from rlbench.errors import ConfigError
 from rlbench.redact import redact_argv
+
+if TYPE_CHECKING:
+    from wandb.sdk.wandb_run import Run
 
 ONLINE_TIMEOUT_S = 10
 
@@ -49,7 +53,7 @@ LOG_FLUSH_INTERVAL_S = 2.0
 STEP_METRIC = "global_step"
 
 
-def import_wandb() -> Any:
+def import_wandb() -> ModuleType:
     try:
         import wandb
     except ImportError:
@@ -59,7 +63,7 @@ def import_wandb() -> Any:
     return wandb
 
 
-def has_credentials(wandb: Any) -> bool:
+def has_credentials(wandb: ModuleType) -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
     try:
@@ -80,6 +84,7 @@ def unreachable_reason(url: str, timeout_s: float) -> str | None:
         via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
         target = via if via.hostname else server
     host, port = target.hostname, target.port or (443 if target.scheme == "https" else 80)
+    assert host is not None, "the server's hostname, or the proxy's when it has one"
     error = connection_error(host, port, timeout_s)
     return None if error is None else f"{host}:{port} unreachable: {error}"
 
@@ -134,7 +139,7 @@ class WandbTracker:
         self.finished = False
 
     @staticmethod
-    def _start(wandb: Any, common: dict[str, Any], settings: dict[str, Any]) -> Any:
+    def _start(wandb: ModuleType, common: dict[str, Any], settings: dict[str, Any]) -> Run:
         """The W&B run: WANDB_MODE's, else offline without credentials or server, else online."""
         mode = os.environ.get("WANDB_MODE")
         start = time.perf_counter()
@@ -181,7 +186,7 @@ class WandbTracker:
     def close(self) -> None:
         """Loggers close when training ends; the run itself is finished by `finish` with the exit code."""
 
-    def summarize(self, values: Mapping[str, Any], files: list[Path], base: Path) -> None:
+    def summarize(self, values: Mapping[str, object], files: list[Path], base: Path) -> None:
         for key, value in values.items():
             self.run.summary[key] = value
         # The links go straight into the run's files folder, where W&B keeps what it uploads, and are saved from

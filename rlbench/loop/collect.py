@@ -64,11 +64,13 @@ def step(loop: LoopRun, action: np.ndarray) -> VectorStep:
     The envs get the action clipped to [-1, 1], their rescaled Box: an on-policy Gaussian's sample is
     unbounded, and as SB3's PPO it is clipped for the env while the rollout keeps the sample (every other
     learner's actions are in [-1, 1] already; a Discrete index is passed as it is)."""
+    env = loop.env
+    assert env is not None, "the host loop steps its envs (the device loop's are on the device)"
     loop.host.next_action = None
-    env_action = action.reshape(loop.env.num_envs, -1)
+    env_action = action.reshape(env.num_envs, -1)
     if not loop.spec.discrete:
         env_action = np.clip(env_action, -1.0, 1.0)
-    next_obs, reward, terminated, truncated, infos = step_vector_env(loop.env, env_action)
+    next_obs, reward, terminated, truncated, infos = step_vector_env(env, env_action)
     done = terminated | truncated
     final_obs = final_observations(next_obs, infos, done)
     by_seed = loop.by_seed
@@ -102,6 +104,7 @@ def staged_step_as_seen(loop: LoopRun, action: np.ndarray, step: VectorStep) -> 
     policy acted on, scaled with the statistics it acted with; then the statistics move with this step, and
     the reward and the observation the step ended in are scaled with the moved ones."""
     normalizer, pending = loop.host.normalizer, loop.host.pending
+    assert normalizer is not None, "a step is staged as seen only with `normalize`"
     obs = normalizer.scaled_obs(loop.host.obs)  # bit for bit what the policy acted on (LoopRun.policy_inputs)
     normalizer.observe_step(step.next_obs, step.reward, step.done)
     final_obs, reward = normalizer.scaled_obs(step.final_obs), normalizer.scaled_rewards(step.reward)

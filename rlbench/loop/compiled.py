@@ -19,41 +19,46 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypeVar, cast
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlbench.algos.common.acting import Acting
+from rlbench.algos.common.config import LearnerConfig
 from rlbench.algos.common.divergence import all_finite
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization, normalize_obs
 from rlbench.config.algorithm import Algorithm
-from rlbench.types import EnvSpec, Transition
+from rlbench.types import EnvSpec, Metrics, PyTree, Transition
+
+T = TypeVar("T")
 
 
 class Carry(NamedTuple):
     """What a training iteration updates in place (donated): the learner states and their storage (replay
     buffers; nothing for an on-policy learner)."""
 
-    state: Any
-    buffer_state: Any
+    state: PyTree
+    buffer_state: PyTree
 
 
 class IterationInputs(NamedTuple):
     """The host's part of one training iteration: the staged transitions, how much of the run is left,
     the observations to act on and the acting key; the statistics of `normalize` (None without it),
     which seeds still train (None for one seed: nothing to freeze), and which envs start an episode with
-    `obs` (their exploration noise restarts; None: none does, or the algorithm does not read it)."""
+    `obs` (their exploration noise restarts; None: none does, or the algorithm does not read it). The host
+    passes numpy values; inside the compiled iteration every leaf is a jax.Array."""
 
     new: Transition
-    progress_remaining: Any
-    obs: Any
+    progress_remaining: ArrayLike  # float32 scalar
+    obs: ArrayLike  # [(n_seeds,) n_envs, obs_dim]
     act_key: jax.Array
     normalization: Normalization | None
-    training: Any = None
-    episode_start: Any = None
+    training: ArrayLike | None = None  # [n_seeds] bool
+    episode_start: ArrayLike | None = None  # [(n_seeds,) n_envs] bool
 
 
 class IterationOutputs(NamedTuple):
@@ -64,22 +69,36 @@ class IterationOutputs(NamedTuple):
     act_key: jax.Array
 
 
+# The entry points' signatures, as the host calls them (numpy values where it has them; the learner states,
+# buffer states and keys are the device's, with the seed axis when there are several seeds).
+# (learner states, obs [(n_seeds,) n_envs, obs_dim], act keys, episode starts (None: all False), normalization)
+#   -> (actions, exploration states, act keys)
+ActFn = Callable[
+    [PyTree, ArrayLike, jax.Array, ArrayLike | None, Normalization | None], tuple[jax.Array, PyTree, jax.Array]
+]
+# (learner states, obs, normalization) -> the deterministic actions
+ActDeterministicFn = Callable[[PyTree, ArrayLike, Normalization | None], jax.Array]
+# (learner states, buffer states (donated), progress_remaining, normalization, n_steps) -> (learner states, metrics)
+TrainStepsFn = Callable[[PyTree, PyTree, ArrayLike, Normalization | None, ArrayLike], tuple[PyTree, Metrics]]
+IterationFn = Callable[[Carry, IterationInputs], tuple[Carry, IterationOutputs]]
+
+
 @dataclass(frozen=True)
 class EntryPoints:
     """A run's compiled entry points, all of them, with the learner and seed axis they were built for: each
     one call into the device. `train_steps` is None for a learner without a replay buffer (on-policy)."""
 
-    learner: Learner
+    learner: Learner[PyTree]
     axis: SeedAxis
-    init: Callable
-    init_buffers: Callable
-    act: Callable
-    act_deterministic: Callable
-    insert: Callable
-    update: Callable  # (Carry, IterationInputs) -> (Carry, IterationOutputs)
-    train_steps: Callable | None
-    copy_seed_slice: Callable
-    resample_exploration: Callable
+    init: Callable[[jax.Array], PyTree]  # one seed's key -> its initial learner state
+    init_buffers: Callable[[], PyTree]  # every seed's empty storage
+    act: ActFn
+    act_deterministic: ActDeterministicFn
+    insert: Callable[[PyTree, Transition], PyTree]  # (buffer states (donated), new transitions) -> buffer states
+    update: IterationFn  # the carry donated
+    train_steps: TrainStepsFn | None
+    copy_seed_slice: Callable[[PyTree, PyTree, int], PyTree]  # (states (donated), source, seed index) -> states
+    resample_exploration: Callable[[PyTree], PyTree]  # learner states (donated) -> with new exploration states
 
 
 # Recent runs' entry points by (learner factory, config, env spec, number of seeds): a run in the same
@@ -89,35 +108,48 @@ class EntryPoints:
 N_RECENT_ENTRY_POINTS = 4
 
 
-def entry_points(algo: Algorithm, cfg: Any, spec: EnvSpec, n_seeds: int) -> EntryPoints:
+def entry_points(algo: Algorithm, cfg: LearnerConfig, spec: EnvSpec, n_seeds: int) -> EntryPoints:
     """The compiled entry points of `algo` with `cfg` on `spec` for `n_seeds` seeds: recent ones reused."""
     return _entry_points(algo.make_learner, cfg, spec, n_seeds)
 
 
 @functools.lru_cache(maxsize=N_RECENT_ENTRY_POINTS)
 def _entry_points(
-    make_learner: Callable[[Any, EnvSpec], Learner], cfg: Any, spec: EnvSpec, n_seeds: int
+    make_learner: Callable[[LearnerConfig, EnvSpec], Learner[PyTree]], cfg: LearnerConfig, spec: EnvSpec, n_seeds: int
 ) -> EntryPoints:
     axis = seed_axis(n_seeds)
     learner = make_learner(cfg, spec)
     storage, acting = learner.storage, learner.acting
 
     # The policy acts on observations scaled by the statistics of `normalize` (None: as the env gives them).
-    def act(state, obs, act_key, episode_start, normalization):
+    def act(
+        state: PyTree,
+        obs: jax.Array,
+        act_key: jax.Array,
+        episode_start: jax.Array | None,
+        normalization: Normalization | None,
+    ) -> tuple[jax.Array, PyTree, jax.Array]:
         """(action, exploration state, act key): the loop puts the exploration state back into its state.
         `episode_start` is None when the algorithm's acting does not read it."""
         if episode_start is None:
             episode_start = jnp.zeros(obs.shape[:1], bool)
         return acting.explore(state, normalize_obs(obs, normalization), act_key, episode_start)
 
-    def act_deterministic(state, obs, normalization):
+    def act_deterministic(state: PyTree, obs: jax.Array, normalization: Normalization | None) -> jax.Array:
         return acting.evaluate(state, normalize_obs(obs, normalization))
 
-    def train_steps(state, buffer_state, progress_remaining, normalization, n_steps):
+    def train_steps(
+        state: PyTree,
+        buffer_state: PyTree,
+        progress_remaining: jax.Array,
+        normalization: Normalization | None,
+        n_steps: jax.Array,
+    ) -> tuple[PyTree, Metrics]:
         """train_freq in episodes (one seed): the first n_steps of steps_per_update(cfg) gradient steps."""
+        assert learner.train_fn is not None, "compiled only for a learner with a replay buffer"
         return learner.train_fn(state, buffer_state, progress_remaining, state.step, normalization, n_steps)
 
-    def copy_seed_slice(state, source, index):
+    def copy_seed_slice(state: PyTree, source: PyTree, index: jax.Array) -> PyTree:
         """`state` with seed `index`'s slice taken from `source` (both with the seed axis)."""
         return jax.tree.map(lambda to, of: to.at[index].set(of[index]), state, source)
 
@@ -136,17 +168,17 @@ def _entry_points(
     )
 
 
-def given_policy_part(program: Callable, acting: Acting) -> Callable:
+def given_policy_part(program: Callable[..., T], acting: Acting) -> Callable[..., T]:
     """`program(state, ...)` called with only the part of the learner state that acting reads: called once per
     env step, and each array argument costs that call time (Acting.policy_part)."""
 
-    def call(state, *args):
+    def call(state: PyTree, *args: object) -> T:
         return program(acting.policy_part(state), *args)
 
     return call
 
 
-def iteration(axis: SeedAxis, learner: Learner):
+def iteration(axis: SeedAxis, learner: Learner[PyTree]) -> IterationFn:
     """One training iteration of every seed, not yet compiled: the learner's update on the new transitions,
     resample the exploration state when the algorithm redraws it at a rollout's start (gSDE), act on the next
     observations with the updated actor."""
@@ -155,9 +187,18 @@ def iteration(axis: SeedAxis, learner: Learner):
     def update_then_act(carry: Carry, inputs: IterationInputs) -> tuple[Carry, IterationOutputs]:
         # All seeds advance in lockstep: one unbatched counter keeps the policy-delay branch a branch.
         first_step = axis.first(carry.state.step)
-        progress_remaining = inputs.progress_remaining
+        progress_remaining = cast(jax.Array, inputs.progress_remaining)  # traced: every input is a jax.Array here
 
-        def one_seed(state, buffer_state, new, obs, act_key, normalization, training, episode_start):
+        def one_seed(
+            state: PyTree,
+            buffer_state: PyTree,
+            new: Transition,
+            obs: jax.Array,
+            act_key: jax.Array,
+            normalization: Normalization | None,
+            training: jax.Array | None,
+            episode_start: jax.Array | None,
+        ) -> tuple[PyTree, PyTree, Metrics, jax.Array, jax.Array]:
             updated, buffer_state, metrics = update(
                 state, buffer_state, new, progress_remaining, first_step, normalization
             )
@@ -184,11 +225,12 @@ def iteration(axis: SeedAxis, learner: Learner):
 # -- the divergence checks (rlbench.loop.divergence_guard) ------------------------------------------------------
 # Module-level programs: every run of a process (and every seed count) calls the same ones, traced once.
 
-device_copy = jax.jit(lambda state: jax.tree.map(jnp.copy, state))  # survives the next donation
+# A copy of a state on the device, which survives the next donation of the state
+device_copy: Callable[[PyTree], PyTree] = jax.jit(lambda state: jax.tree.map(jnp.copy, state))
 
 
 @functools.cache
-def all_finite_per_seed(n_seeds: int) -> Callable[[Any], jax.Array]:
+def all_finite_per_seed(n_seeds: int) -> Callable[[PyTree], jax.Array]:
     """[n_seeds] bool (a scalar for one seed): whether each seed's learner state is all finite."""
     return jax.jit(SeedAxis(n_seeds).map(all_finite))
 
@@ -216,12 +258,13 @@ def seed_axis(n_seeds: int) -> SeedAxis:
 
 @dataclass(frozen=True)
 class PolicyPrograms:
-    init: Callable  # key -> a learner state of the right structure, for a checkpoint to fill
-    sample: Callable  # (state, obs, key, normalization) -> (action, key)
-    act_deterministic: Callable  # (state, obs, normalization) -> action
+    init: Callable[[jax.Array], PyTree]  # key -> a learner state of the right structure, for a checkpoint to fill
+    # (state, obs, key, normalization) -> (action, key)
+    sample: Callable[[PyTree, ArrayLike, jax.Array, Normalization | None], tuple[jax.Array, jax.Array]]
+    act_deterministic: ActDeterministicFn  # (state, obs, normalization) -> action
 
 
-def policy_programs(learner: Learner) -> PolicyPrograms:
+def policy_programs(learner: Learner[PyTree]) -> PolicyPrograms:
     acting = learner.acting
     sample = jax.jit(lambda state, obs, key, norm: acting.sample(state, normalize_obs(obs, norm), key))
     act_deterministic = jax.jit(lambda state, obs, norm: acting.evaluate(state, normalize_obs(obs, norm)))

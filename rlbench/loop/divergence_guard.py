@@ -9,17 +9,19 @@ back to. What the loop does about a divergence is rlbench.loop.divergence's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+import jax
 import numpy as np
+import numpy.typing as npt
 
 from rlbench.algos.common.divergence import non_finite_paths
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.errors import DivergenceError
 from rlbench.loop import compiled
 from rlbench.store.host_state import host_metrics
+from rlbench.types import PyTree
 
 
 @dataclass
@@ -27,7 +29,7 @@ class Verified:
     """The learner state at the last passing check (a device copy, with the seed axis), with its metrics."""
 
     env_steps: int
-    state: Any
+    state: PyTree
     metrics: dict[str, np.ndarray]  # [n_seeds] each
 
 
@@ -36,19 +38,29 @@ class DivergenceGuard:
         self.axis = axis
         self.all_finite = compiled.all_finite_per_seed(axis.n_seeds)
         self.copy = compiled.device_copy
-        self.verified: Verified | None = None
+        self._verified: Verified | None = None
 
-    def start(self, env_steps: int, state: Any, metrics: dict[str, Any]) -> None:
+    @property
+    def verified(self) -> Verified:
+        """The learner state at the last passing check (`start`'s, until a later check passes)."""
+        assert self._verified is not None, "DivergenceGuard.start checks the state a run starts from first"
+        return self._verified
+
+    def start(self, env_steps: int, state: PyTree, metrics: Mapping[str, jax.Array | np.ndarray]) -> None:
         """The state a run starts from is the first verified one: checked too, so that no message or divergence
         checkpoint calls a state finite that never was (a resumed one is checked before the run starts)."""
         finite = np.asarray(self.axis.host(self.all_finite(state)), bool).reshape(-1)
         if not finite.all():
             paths = non_finite_paths(self.axis.take(state, int(np.argmin(finite))))
             raise DivergenceError(f"the learner state the run starts from holds NaN or inf ({', '.join(paths[:3])})")
-        self.verified = Verified(env_steps, self.copy(state), host_metrics(metrics))
+        self._verified = Verified(env_steps, self.copy(state), host_metrics(metrics))
 
     def check(
-        self, env_steps: int, state: Any, metrics: dict[str, Any], training: Sequence[bool]
+        self,
+        env_steps: int,
+        state: PyTree,
+        metrics: Mapping[str, jax.Array | np.ndarray],
+        training: npt.NDArray[np.bool_],
     ) -> tuple[dict[str, np.ndarray], dict[int, str]]:
         """The metrics on the host ([n_seeds] each), and a message for each training seed whose state or
         metrics hold NaN or inf. When none does, the state becomes the last verified one."""
@@ -61,10 +73,10 @@ class DivergenceGuard:
             if seed_trains and (not finite[index] or infinite):
                 diverged[index] = self.message(env_steps, state, index, infinite)
         if not diverged and self.verified.env_steps != env_steps:
-            self.verified = Verified(env_steps, self.copy(state), values)
+            self._verified = Verified(env_steps, self.copy(state), values)
         return values, diverged
 
-    def message(self, env_steps: int, state: Any, index: int, infinite: list[str]) -> str:
+    def message(self, env_steps: int, state: PyTree, index: int, infinite: list[str]) -> str:
         paths = non_finite_paths(self.axis.take(state, index))
         where = [", ".join(infinite)] if infinite else []
         if paths:

@@ -15,6 +15,7 @@ from rlbench.errors import EvaluationError
 from rlbench.loggers.base import STEP_KEY
 from rlbench.loop.divergence import verify_finite
 from rlbench.loop.run_state import LoopRun
+from rlbench.types import PyTree
 
 EVAL_SEED_OFFSET = 10_000  # eval envs never share seeds with training envs
 
@@ -70,7 +71,7 @@ def evaluate_groups(
     episode_length = np.zeros(env.num_envs, dtype=int)
     returns: list[list[float]] = [[] for _ in range(n_groups)]
     lengths: list[list[int]] = [[] for _ in range(n_groups)]
-    obs, _ = env.reset(seed=env_seeds)
+    obs, _ = env.reset(seed=env_seeds)  # type: ignore[arg-type]  # one seed per env (VectorEnv types one)
     while (counts < targets).any():
         if stop_requested is not None and stop_requested():
             raise EvaluationStopped
@@ -92,11 +93,12 @@ def evaluate_seeds(loop: LoopRun, stop_requested: Callable[[], str | None] | Non
     a frozen one) are recorded, logged and checked for a new best model. None, with nothing recorded, when
     a stop is requested before it ends."""
     run, host, axis, n_seeds = loop.run, loop.host, loop.axis, loop.axis.n_seeds
+    assert loop.eval_env is not None, "run_loop evaluates a run with eval envs only"
     verify_finite(loop)  # a diverged policy is not worth evaluating, nor a best_model
     eval_seeds = eval_env_seeds(loop)
     normalization = loop.normalization()  # frozen: evaluation reads the statistics, never updates them
 
-    def policy(obs, state=loop.state):
+    def policy(obs: np.ndarray, state: PyTree = loop.state) -> np.ndarray:
         obs = axis.device(obs.reshape(n_seeds, run.n_eval_envs, -1))
         actions = loop.programs.act_deterministic(state, obs, normalization)
         return axis.host(actions).reshape(len(obs), -1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import TracebackType
 
 import numpy as np
 
@@ -116,8 +117,10 @@ class ProgressBar:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.progress.__exit__(*exc)
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.progress.__exit__(exc_type, exc, traceback)
 
     def trained(self, env_steps: int) -> None:
         if self.rate.start_steps is None:

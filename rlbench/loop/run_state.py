@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from gymnasium.vector import VectorEnv
 
 from rlbench.algos.common.seed_axis import SeedAxis
@@ -24,7 +24,7 @@ from rlbench.loop.divergence_guard import DivergenceGuard
 from rlbench.loop.saving import CheckpointSettings, RunCheckpoints
 from rlbench.loop.schedule import TrainSchedule
 from rlbench.store.host_state import Evaluations, HostState
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, PyTree
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ class SeedOutput:
 
 @dataclass
 class TrainResult:
-    state: Any  # learner state, with a leading seed axis when the run has several seeds
-    buffer_state: Any
+    state: PyTree  # learner state, with a leading seed axis when the run has several seeds
+    buffer_state: PyTree
     host: HostState
     wall_time: float
     interrupted: str | None = None  # the signal's name when a stop was requested
@@ -81,7 +81,8 @@ class LoopRun:
     saves: RunCheckpoints
     guard: DivergenceGuard
     monitors: list[MonitorFiles | None]
-    training: Any = None  # which seeds train, on the device (None for one seed: it trains until it fails)
+    # which seeds train, [n_seeds] bool for the device (None for one seed: it trains until it fails)
+    training: npt.NDArray[np.bool_] | None = None
     failed: dict[int, str] = field(default_factory=dict)  # seed index -> why it stopped
 
     def __post_init__(self) -> None:
@@ -92,12 +93,12 @@ class LoopRun:
         return self.programs.axis
 
     @property
-    def state(self) -> Any:
+    def state(self) -> PyTree:
         """The learner states (with the seed axis)."""
         return self.carry.state
 
     @state.setter
-    def state(self, state: Any) -> None:
+    def state(self, state: PyTree) -> None:
         self.carry = self.carry._replace(state=state)
 
     def training_changed(self) -> None:
@@ -114,7 +115,7 @@ class LoopRun:
         normalizer = self.host.normalizer
         return None if normalizer is None else self.axis.device(normalizer.device())
 
-    def policy_inputs(self) -> tuple[Any, Normalization | None]:
+    def policy_inputs(self) -> tuple[np.ndarray, Normalization | None]:
         """(the current observations for the device, the statistics it scales them with). An on-policy learner
         with `normalize` gets them scaled here, on the host (and no statistics): the rollout stages the very
         array the policy acted on (rlbench.loop.collect.stage), as SB3's PPO stores VecNormalize's output."""

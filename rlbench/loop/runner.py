@@ -12,9 +12,11 @@ The names other packages import from here stay here: SeedOutput, TrainResult, en
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
+from gymnasium.vector import VectorEnv
+
+from rlbench.algos.common.config import LearnerConfig
 from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
 from rlbench.envs.make import close_vector_env, env_spec, make_vector_env
@@ -23,13 +25,13 @@ from rlbench.loggers.monitor import MonitorFiles
 from rlbench.loop.compiled import N_RECENT_ENTRY_POINTS, EntryPoints, entry_points
 from rlbench.loop.divergence import DIVERGED_METRIC, FAILED_FILE
 from rlbench.loop.divergence_guard import DivergenceGuard
-from rlbench.loop.evaluation import EVAL_SEED_OFFSET, EvalResult
+from rlbench.loop.evaluation import EVAL_SEED_OFFSET
 from rlbench.loop.metrics_log import EVAL_METRICS, ROLLOUT_METRICS, TrainingRate
 from rlbench.loop.run_state import LoopRun, SeedOutput, TrainResult
 from rlbench.loop.saving import RunCheckpoints
 from rlbench.loop.schedule import TrainSchedule
 from rlbench.loop.start import start
-from rlbench.loop.training_loop import run_loop
+from rlbench.loop.training_loop import OnEval, OnIteration, StopRequested, run_loop
 from rlbench.store.checkpoint import Checkpoint
 
 __all__ = [
@@ -51,12 +53,12 @@ __all__ = [
 def train_seeds(
     run: RunConfig,
     algo: Algorithm,
-    cfg: Any,
+    cfg: LearnerConfig,
     outputs: Sequence[SeedOutput],
-    on_eval: Callable[[int, list[EvalResult | None]], None] | None = None,
-    on_iteration: Callable[[int, Any], None] | None = None,
+    on_eval: OnEval | None = None,
+    on_iteration: OnIteration | None = None,
     resume: Sequence[Checkpoint] | None = None,
-    stop_requested: Callable[[], str | None] | None = None,
+    stop_requested: StopRequested | None = None,
 ) -> TrainResult:
     """Train `algo` with `cfg` on `run.env_id`, one seed per output (run.seed, run.seed + 1, ...), until
     `run.n_timesteps` env steps per seed.
@@ -89,7 +91,18 @@ def train_seeds(
             close_vector_env(eval_env, failed)
 
 
-def _train_on(run, algo, cfg, outputs, env, eval_env, resume, on_eval, on_iteration, stop_requested) -> TrainResult:
+def _train_on(
+    run: RunConfig,
+    algo: Algorithm,
+    cfg: LearnerConfig,
+    outputs: Sequence[SeedOutput],
+    env: VectorEnv,
+    eval_env: VectorEnv | None,
+    resume: Sequence[Checkpoint] | None,
+    on_eval: OnEval | None,
+    on_iteration: OnIteration | None,
+    stop_requested: StopRequested | None,
+) -> TrainResult:
     """`train_seeds` on envs already built: the run's first state, its loggers and Monitor files, the loop."""
     spec, n_seeds = env_spec(env), len(outputs)
     programs = entry_points(algo, cfg, spec, n_seeds)
@@ -108,8 +121,8 @@ def opened_outputs(
     run: RunConfig, outputs: Sequence[SeedOutput], programs: EntryPoints
 ) -> Iterator[tuple[list[Logger], list[MonitorFiles | None], RunCheckpoints]]:
     """Each seed's logger and Monitor file (closed on the way out), and the run's checkpoint writer."""
-    settings = [output.checkpoints for output in outputs]
-    saves = RunCheckpoints(None if None in settings else settings, programs.axis, run.n_envs)
+    settings = [output.checkpoints for output in outputs if output.checkpoints is not None]
+    saves = RunCheckpoints(settings if len(settings) == len(outputs) else None, programs.axis, run.n_envs)
     on_policy = ("time/iterations",) if programs.learner.collection.stages_rollout else ()  # SB3's rollouts count
     metric_names = [*ROLLOUT_METRICS, *on_policy, *EVAL_METRICS, *programs.learner.metric_names]
     if len(outputs) > 1:

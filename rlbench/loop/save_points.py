@@ -11,11 +11,12 @@ from rlbench.errors import EnvWorkerError, RunFailure
 from rlbench.loop.divergence import verify_finite
 from rlbench.loop.run_state import LoopRun
 from rlbench.loop.saving import CheckpointSettings
+from rlbench.store.manifest import CheckpointKind
 
 
 def save(
     loop: LoopRun,
-    kind: str,
+    kind: CheckpointKind,
     path_of: Callable[[CheckpointSettings], Path],
     with_buffer: bool | None = None,
     compress: bool = True,

@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import jax
 import numpy as np
@@ -32,8 +31,8 @@ from rlbench.loop.divergence_guard import Verified
 from rlbench.store.checkpoint import Checkpoint, prune_periodic_checkpoints, write_checkpoint
 from rlbench.store.host_state import EpisodeTracker, HostState, PendingTransitions, SeedHost
 from rlbench.store.learner_state import state_from_bytes, state_to_bytes
-from rlbench.store.manifest import Counters, Divergence, Manifest, RunDescription
-from rlbench.types import EnvSpec
+from rlbench.store.manifest import CheckpointKind, Counters, Divergence, Manifest, RunDescription
+from rlbench.types import EnvSpec, PyTree
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class Restored:
     state. When `replay_envs`, the envs are to be put back where they were from `records` (None: the
     envs could not be asked, so new episodes); otherwise (n_envs changed) they keep a fresh reset."""
 
-    states: list[Any]
+    states: list[PyTree]
     buffer_states: list[BufferState] | None  # None: the checkpoints hold no replay buffer
     host: HostState
     replay_envs: bool
@@ -73,7 +72,7 @@ class Restored:
 def restore(
     resume: Sequence[Checkpoint],
     seeds: Sequence[int],
-    template: Any,
+    template: PyTree,
     buffer: UniformBuffer | None,
     spec: EnvSpec,
     n_envs: int,
@@ -94,7 +93,7 @@ def restore(
             arrays = checkpoint.group("replay_buffer")
             if arrays and buffer is None:
                 raise ValueError("it holds a replay buffer, and this algorithm keeps none (an on-policy learner)")
-            buffers.append(buffer_from_arrays(buffer, arrays) if arrays else None)
+            buffers.append(buffer_from_arrays(buffer, arrays) if arrays and buffer is not None else None)
         except ValueError as error:
             raise ConfigError(f"cannot resume from {checkpoint.path}: {error}") from None
     saved = [(checkpoint.manifest.host, checkpoint.group("host")) for checkpoint in resume]
@@ -159,7 +158,7 @@ def restore_envs(
     `fresh_seeds`, not the first episodes again); envs that cannot be rebuilt start new episodes."""
     n_envs = host.obs.shape[1]
     if records is None:
-        obs, _ = env.reset(seed=fresh_seeds)
+        obs, _ = env.reset(seed=fresh_seeds)  # type: ignore[arg-type]  # one seed per env (VectorEnv types one)
         restored = np.zeros(env.num_envs, bool)
     else:
         obs, restored = restore_episodes(env, records, host.obs.reshape(env.num_envs, -1))
@@ -178,7 +177,8 @@ def restore_envs(
 
 def complete(buffers: list[BufferState | None]) -> list[BufferState] | None:
     """Every seed's replay buffer, or None when a checkpoint holds none."""
-    return None if any(buffer is None for buffer in buffers) else buffers
+    present = [buffer for buffer in buffers if buffer is not None]
+    return present if len(present) == len(buffers) else None
 
 
 def new_host_state(
@@ -223,21 +223,27 @@ class RunCheckpoints:
     def enabled(self) -> bool:
         return self.settings is not None
 
+    @property
+    def per_seed(self) -> Sequence[CheckpointSettings]:
+        """Each seed's settings, in a run that writes checkpoints (its callers check `enabled` first)."""
+        assert self.settings is not None, "this run writes no checkpoints"
+        return self.settings
+
     def periodic_due(self, vector_steps: int) -> bool:
         save_freq = self.settings[0].save_freq if self.settings else -1
         return save_freq > 0 and vector_steps % max(save_freq // self.n_envs, 1) == 0
 
     def prune(self) -> None:
-        for settings in self.settings:
+        for settings in self.per_seed:
             prune_periodic_checkpoints(settings.run_dir, settings.keep)
 
     def write(
         self,
-        kind: str,
+        kind: CheckpointKind,
         path_of: Callable[[CheckpointSettings], Path],
         host: HostState,
-        state: Any,
-        buffer_state: BufferState,
+        state: PyTree,
+        buffer_state: PyTree,
         records: list[EpisodeRecord | None] | None,
         with_buffer: bool | None = None,
         compress: bool = True,
@@ -245,7 +251,7 @@ class RunCheckpoints:
         """Each training seed's checkpoint at `path_of(its settings)` (`with_buffer` None: its
         save_replay_buffer); returns the paths, None for a seed that failed."""
         paths: list[Path | None] = []
-        for index, settings in enumerate(self.settings):
+        for index, settings in enumerate(self.per_seed):
             if host.seeds[index].failed is not None:
                 paths.append(None)
                 continue
@@ -267,11 +273,11 @@ class RunCheckpoints:
     def write_seed(
         self,
         path: Path,
-        kind: str,
+        kind: CheckpointKind,
         host: HostState,
         index: int,
-        state: Any,
-        buffer_state: BufferState | None,
+        state: PyTree,
+        buffer_state: PyTree,
         records: list[EpisodeRecord | None] | None,
         compress: bool = True,
         divergence: Divergence | None = None,
@@ -285,7 +291,7 @@ class RunCheckpoints:
         if not isinstance(buffer_state, BufferState):  # an on-policy learner's storage: empty, nothing to save
             buffer_state = None
         buffer_state = None if buffer_state is None else self.axis.take(buffer_state, index)
-        settings = self.settings[index]
+        settings = self.per_seed[index]
         info, host_arrays = host.to_checkpoint(index, records)
         arrays = {f"host/{name}": value for name, value in host_arrays.items()}
         if host.normalizer is not None:
@@ -328,7 +334,7 @@ class RunCheckpoints:
         """Each training seed's `normalize` statistics beside its final model: <run>/<env>/vecnormalize.npz."""
         if host.normalizer is None:
             return
-        for index, settings in enumerate(self.settings):
+        for index, settings in enumerate(self.per_seed):
             if host.seeds[index].failed is None:
                 path = settings.run_dir / settings.model_name / STATS_FILE
                 path.parent.mkdir(exist_ok=True)  # train.py made it for config.yml; a library caller may not have
@@ -338,8 +344,8 @@ class RunCheckpoints:
         self,
         host: HostState,
         error: RunFailure,
-        state: Any,
-        buffer_state: BufferState,
+        state: PyTree,
+        buffer_state: PyTree,
         records: list[EpisodeRecord | None] | None,
         verified: Verified,
     ) -> list[str]:
@@ -355,8 +361,8 @@ class RunCheckpoints:
         host: HostState,
         index: int,
         error: RunFailure,
-        state: Any,
-        buffer_state: BufferState,
+        state: PyTree,
+        buffer_state: PyTree,
         records: list[EpisodeRecord | None] | None,
         verified: Verified,
     ) -> str:
@@ -371,7 +377,7 @@ class RunCheckpoints:
             divergence = Divergence(
                 detected_at_env_steps=host.env_steps, learner_state_from_env_steps=verified.env_steps
             )
-        path = self.settings[index].run_dir / f"rl_model_{host.env_steps}_steps.zip"
+        path = self.per_seed[index].run_dir / f"rl_model_{host.env_steps}_steps.zip"
         try:
             self.write_seed(
                 path, "failure", host, index, state, buffer_state, records, compress=False, divergence=divergence

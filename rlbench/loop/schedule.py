@@ -16,20 +16,26 @@ rollout's gradient steps run in calls of one compiled length (`steps_per_update`
 
 from __future__ import annotations
 
-from typing import Any
-
+from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.algos.common.learner import Learner
 from rlbench.store.host_state import HostState
+from rlbench.types import PyTree
 
 
 class TrainSchedule:
-    def __init__(self, cfg: Any, learner: Learner, n_envs: int, n_seeds: int):
+    def __init__(self, cfg: LearnerConfig, learner: Learner[PyTree], n_envs: int, n_seeds: int):
         self.cfg, self.acting, self.n_envs = cfg, learner.acting, n_envs
         self.collection = learner.collection
         self.episodic = self.collection.per_episode
         if self.episodic and n_seeds > 1:
             raise ValueError("train_freq in episodes trains each seed at its own episode ends: one seed per run")
+
+    @property
+    def episodic_config(self) -> ActorCriticConfig:
+        """The config of a learner that trains at episode ends (train_freq in episodes): an off-policy one's."""
+        assert isinstance(self.cfg, ActorCriticConfig), "train_freq in episodes is an off-policy learner's"
+        return self.cfg
 
     @property
     def staging_capacity(self) -> int:
@@ -54,9 +60,11 @@ class TrainSchedule:
         due now (none: no call). Due when this vector step ends the train_freq-th episode of a rollout (counted
         from the start of the run) and training has started: gradient_steps of them, or with -1 as many as
         the rollout's env steps, in calls of steps_per_update(cfg)."""
-        cfg = self.cfg
+        if not (self.episodic and episode_ended):
+            return []
+        cfg = self.episodic_config
         lengths = host.seeds[0].episodes.finished_lengths
-        if not (self.episodic and episode_ended) or len(lengths) % cfg.train_freq != 0:
+        if len(lengths) % cfg.train_freq != 0:
             return []
         if host.env_steps <= host.update_start:
             return []
@@ -72,5 +80,5 @@ class TrainSchedule:
             return host.pending.count // self.n_envs
         episodes = host.seeds[0].episodes
         lengths = episodes.finished_lengths
-        finished_in_rollout = len(lengths) % self.cfg.train_freq
+        finished_in_rollout = len(lengths) % self.episodic_config.train_freq
         return sum(lengths[len(lengths) - finished_in_rollout :]) + int(episodes.lengths[0])

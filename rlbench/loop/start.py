@@ -5,7 +5,6 @@ their episodes were)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import jax
 from gymnasium.vector import VectorEnv
@@ -18,7 +17,7 @@ from rlbench.loop.saving import new_host_state, restore, restore_envs, train_aft
 from rlbench.loop.schedule import TrainSchedule
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, PyTree
 
 
 def env_seeds(seeds: Sequence[int], offset: int, n_envs: int) -> list[int]:
@@ -36,7 +35,7 @@ def remove_stale_writes(resume: Sequence[Checkpoint]) -> None:
             print(f"Removed {len(removed)} temporary file(s) of a write that did not finish from {folder}")
 
 
-def initial_learner_states(run: RunConfig, programs: EntryPoints) -> tuple[list[int], Any, jax.Array]:
+def initial_learner_states(run: RunConfig, programs: EntryPoints) -> tuple[list[int], PyTree, jax.Array]:
     """The run's seeds, their initial learner states and act keys (device layout: no seed axis for one seed).
     Each seed's state comes from the one-seed init: seed i starts exactly as a single run with that seed."""
     axis = programs.axis
@@ -58,7 +57,7 @@ def start(
     learning_starts = programs.learner.collection.learning_starts
     seeds, state, act_key = initial_learner_states(run, programs)
     carry = Carry(state, programs.init_buffers())
-    flat_obs = env.reset(seed=env_seeds(seeds, 0, run.n_envs))[0]
+    flat_obs = env.reset(seed=env_seeds(seeds, 0, run.n_envs))[0]  # type: ignore[arg-type]  # one seed per env
     obs = flat_obs.reshape(axis.n_seeds, run.n_envs, -1)
     capacity = schedule.staging_capacity
     stages_truncation = programs.learner.collection.stages_rollout

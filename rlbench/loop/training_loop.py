@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -28,9 +28,10 @@ from rlbench.loop.evaluation import EvalResult, evaluate_seeds
 from rlbench.loop.metrics_log import ProgressBar, log_due
 from rlbench.loop.run_state import LoopRun, TrainResult
 from rlbench.loop.save_points import save_after_failure, save_final, save_if_due, save_periodic
+from rlbench.types import PyTree
 
 OnEval = Callable[[int, list[EvalResult | None]], None]
-OnIteration = Callable[[int, Any], None]
+OnIteration = Callable[[int, PyTree], None]  # (env steps, learner states)
 
 
 StopRequested = Callable[[], str | None]
@@ -120,7 +121,9 @@ def run_what_is_due(
     return written
 
 
-def evaluated(bar: ProgressBar, env_steps: int, on_eval: OnEval | None, results: list[EvalResult | None] | None):
+def evaluated(
+    bar: ProgressBar, env_steps: int, on_eval: OnEval | None, results: list[EvalResult | None] | None
+) -> None:
     """An evaluation's results to the progress bar and the caller; none when a stop cut it short."""
     if results is None:
         return

@@ -28,6 +28,7 @@ def train_if_due(loop: LoopRun, episode_ended: bool) -> bool:
     loop.carry = loop.carry._replace(buffer_state=programs.insert(loop.carry.buffer_state, new))
     calls = schedule.gradient_step_calls(host, episode_ended)
     for n_steps in calls:  # the next step acts with the trained policy (host.next_action stays None)
+        assert programs.train_steps is not None, "train_freq in episodes is an off-policy learner's"
         loop.state, host.metrics = programs.train_steps(
             loop.state, loop.carry.buffer_state, progress_remaining(loop), loop.normalization(), np.int32(n_steps)
         )

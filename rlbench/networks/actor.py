@@ -161,6 +161,7 @@ class SquashedGaussianActor(nn.Module):
     def exploration_std(self) -> jax.Array:
         """std [latent_dim, action_dim] of the exploration matrices' entries (gSDE only): what a resample draws
         from, read from the parameters alone (apply with method="exploration_std")."""
+        assert self.gsde is not None, "exploration_std: an actor without gSDE has a state-dependent std"
         return gsde_std(self.variables["params"]["log_std"], self.gsde, self.action_dim)
 
 

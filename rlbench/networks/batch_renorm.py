@@ -20,6 +20,8 @@ actor update, so with policy_delay k the actor's warm-up lasts k times more grad
 
 from __future__ import annotations
 
+from typing import overload
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -41,8 +43,16 @@ class BatchRenorm(nn.Module):
     d_max: float = 5.0
     warmup_steps: int = 100_000
 
+    @overload
+    def __call__(self, x: jax.Array, train: bool, x_t: None = None) -> jax.Array: ...
+
+    @overload
+    def __call__(self, x: jax.Array, train: bool, x_t: jax.Array) -> tuple[jax.Array, jax.Array]: ...
+
     @nn.compact
-    def __call__(self, x: jax.Array, train: bool, x_t: jax.Array | None = None):
+    def __call__(
+        self, x: jax.Array, train: bool, x_t: jax.Array | None = None
+    ) -> jax.Array | tuple[jax.Array, jax.Array]:
         """Normalised x [B, features]; with x_t = x^T [features, B] (plain-layout networks), the pair
         (y, y^T): the feature-major copy gets the same per-feature map, from x's statistics."""
         features = x.shape[-1]

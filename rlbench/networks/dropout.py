@@ -31,7 +31,8 @@ def keep_mask(key: jax.Array, rate: float, shape: Sequence[int]) -> jax.Array:
     state = jax.random.bits(key, (4,), jnp.uint32)  # the generator's 128-bit state, from the layer's key
     bits = threefry_bits(state, tuple(shape))
     # Uniform 32-bit words: P(bits < t) = t / 2^32, so dropping below round(rate * 2^32) drops at `rate`.
-    return bits >= jnp.uint32(min(round(rate * _BITS), _BITS - 1))
+    threshold: jax.Array = jnp.uint32(min(round(rate * _BITS), _BITS - 1))
+    return bits >= threshold
 
 
 def threefry_bits(state: jax.Array, shape: tuple[int, ...]) -> jax.Array:
@@ -44,16 +45,19 @@ def threefry_bits(state: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """
 
     @jax.custom_batching.custom_vmap
-    def draw(state):
-        return jax.lax.rng_bit_generator(
+    def draw(state: jax.Array) -> jax.Array:
+        # jax leaves lax.rng_bit_generator unannotated; it returns (the next state, the words).
+        words: jax.Array = jax.lax.rng_bit_generator(
             state, shape, dtype=jnp.uint32, algorithm=jax.lax.RandomAlgorithm.RNG_THREE_FRY
         )[1]
+        return words
 
     @draw.def_vmap
-    def draw_per_state(axis_size, in_batched, states):
+    def draw_per_state(axis_size: int, in_batched: list[bool], states: jax.Array) -> tuple[jax.Array, bool]:
         return jax.lax.map(draw, states), True
 
-    return draw(state)
+    bits: jax.Array = draw(state)
+    return bits
 
 
 def apply_mask(x: jax.Array, keep: jax.Array, rate: float) -> jax.Array:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 import flax.linen as nn
 import jax
@@ -15,7 +15,7 @@ from rlbench.networks.plain_layout import PairDropout, PairLayerNorm, PlainLayou
 
 Activation = Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"]
 Precision = Literal["float32", "bfloat16"]
-PRECISIONS: tuple[str, ...] = ("float32", "bfloat16")
+PRECISIONS: tuple[Precision, ...] = ("float32", "bfloat16")
 # The trunk: "mlp", the layers of `MLP` below; "simba", SimBa's residual blocks (networks/simba.py).
 Family = Literal["mlp", "simba"]
 
@@ -112,7 +112,15 @@ class MLP(nn.Module):
                 x, x_t = self._batch_renorm(x, train, x_t)
         return x
 
-    def _batch_renorm(self, x: jax.Array, train: bool, x_t: jax.Array | None = None):
+    @overload
+    def _batch_renorm(self, x: jax.Array, train: bool, x_t: None = None) -> jax.Array: ...
+
+    @overload
+    def _batch_renorm(self, x: jax.Array, train: bool, x_t: jax.Array) -> tuple[jax.Array, jax.Array]: ...
+
+    def _batch_renorm(
+        self, x: jax.Array, train: bool, x_t: jax.Array | None = None
+    ) -> jax.Array | tuple[jax.Array, jax.Array]:
         return BatchRenorm(momentum=self.config.batch_norm_momentum, warmup_steps=self.config.renorm_warmup_steps)(
             x, train, x_t
         )

@@ -22,14 +22,16 @@ both plain. The feature-major values serve only as operands: their cotangent is 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import overload
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax import traverse_util
+from jax.nn.initializers import Initializer
 
 from rlbench.networks.dropout import apply_mask, keep_mask
+from rlbench.types import Params
 
 KERNELS_T = "kernels_t"  # the Flax collection holding W^T per plain-layout Dense layer
 
@@ -48,13 +50,21 @@ def dense_pair(
     return _matmul(x, kernel) + bias, _matmul(kernel_t, x_t) + bias[:, None]
 
 
-def _dense_pair_forward(x, x_t, kernel, kernel_t, bias):
+# What the backward pass keeps: x^T (bfloat16) and W^T.
+Residuals = tuple[jax.Array, jax.Array]
+
+
+def _dense_pair_forward(
+    x: jax.Array, x_t: jax.Array, kernel: jax.Array, kernel_t: jax.Array, bias: jax.Array
+) -> tuple[tuple[jax.Array, jax.Array], Residuals]:
     x_t16 = x_t.astype(jnp.bfloat16)
     outputs = _matmul(x, kernel) + bias, _matmul(kernel_t, x_t16) + bias[:, None]
     return outputs, (x_t16, kernel_t)
 
 
-def _dense_pair_backward(residuals, cotangents):
+def _dense_pair_backward(
+    residuals: Residuals, cotangents: tuple[jax.Array, jax.Array]
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
     x_t16, kernel_t = residuals
     dy, _ = cotangents  # the feature-major output is an operand only: its cotangent is zero
     dy16 = dy.astype(jnp.bfloat16)
@@ -75,10 +85,16 @@ class PlainLayoutDense(nn.Module):
     """
 
     features: int
-    kernel_init: Any = nn.initializers.lecun_normal()  # as nn.Dense's (SimBa's blocks: He normal)
+    kernel_init: Initializer = nn.initializers.lecun_normal()  # as nn.Dense's (SimBa's blocks: He normal)
+
+    @overload
+    def __call__(self, x: jax.Array, x_t: None = None) -> jax.Array: ...
+
+    @overload
+    def __call__(self, x: jax.Array, x_t: jax.Array) -> tuple[jax.Array, jax.Array]: ...
 
     @nn.compact
-    def __call__(self, x: jax.Array, x_t: jax.Array | None = None):
+    def __call__(self, x: jax.Array, x_t: jax.Array | None = None) -> jax.Array | tuple[jax.Array, jax.Array]:
         kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features), jnp.float32)
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
         if x_t is None:
@@ -124,14 +140,16 @@ class PairLayerNorm(nn.Module):
         return y, y_t
 
 
-def transposed_kernels(params: Any) -> dict[str, Any]:
+def transposed_kernels(params: Params) -> Params:
     """The `kernels_t` collection for `params`: W^T in bfloat16 for every PlainLayoutDense kernel (those
     of the MLP trunks), under the same module path; leading (ensemble) axes kept."""
-    flat = traverse_util.flatten_dict(params)
-    return traverse_util.unflatten_dict(
+    # flax leaves traverse_util's flatten_dict and unflatten_dict unannotated.
+    flat: dict[tuple[str, ...], jax.Array] = traverse_util.flatten_dict(params)
+    kernels_t: Params = traverse_util.unflatten_dict(
         {
             path: jnp.swapaxes(value, -1, -2).astype(jnp.bfloat16)
             for path, value in flat.items()
             if path[-1] == "kernel" and "trunk" in path
         }
     )
+    return kernels_t

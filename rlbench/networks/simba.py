@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import flax.linen as nn
 import jax
+from jax.nn.initializers import Initializer
 
 from rlbench.networks.batch_renorm import BatchRenorm
 from rlbench.networks.dropout import Dropout
@@ -37,7 +38,7 @@ LECUN_NORMAL = nn.initializers.lecun_normal()
 Pair = tuple[jax.Array, jax.Array | None]
 
 
-def dense(cfg: NetworkConfig, features: int, name: str, x: jax.Array, x_t: jax.Array | None, init) -> Pair:
+def dense(cfg: NetworkConfig, features: int, name: str, x: jax.Array, x_t: jax.Array | None, init: Initializer) -> Pair:
     if cfg.precision == "bfloat16":
         layer = PlainLayoutDense(features, init, name=name)
         return (layer(x), None) if x_t is None else layer(x, x_t)
@@ -74,7 +75,10 @@ class SimbaBlock(nn.Module):
         y, y_t = dense(self.config, self.width * SIMBA_EXPANSION, "Dense_0", y, y_t, HE_NORMAL)
         y, y_t = activation(y), None if y_t is None else activation(y_t)
         y, y_t = dense(self.config, self.width, "Dense_1", y, y_t, HE_NORMAL)
-        return x + y, None if x_t is None else x_t + y_t
+        if x_t is None:
+            return x + y, None
+        assert y_t is not None, "the feature-major copy goes through every layer with x^T"
+        return x + y, x_t + y_t
 
 
 class SimbaTrunk(nn.Module):

@@ -3,8 +3,6 @@ batch row. Actors and critics build their trunk here, so every algorithm gets ev
 
 from __future__ import annotations
 
-import flax.linen as nn
-
 from rlbench.networks.mlp import MLP, NetworkConfig
 from rlbench.networks.simba import SIMBA_EXPANSION, SimbaTrunk
 
@@ -17,7 +15,7 @@ def policy_name(config: NetworkConfig) -> str:
     return next(name for name, family in POLICIES.items() if family == config.family)
 
 
-def make_trunk(config: NetworkConfig, name: str = "trunk") -> nn.Module:
+def make_trunk(config: NetworkConfig, name: str = "trunk") -> MLP | SimbaTrunk:
     """The trunk module of `config`'s family (call it inside a parent's compact method)."""
     if config.family == "simba":
         return SimbaTrunk(config, name=name)

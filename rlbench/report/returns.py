@@ -32,7 +32,9 @@ class Reference(NamedTuple):
 SIMBA_STEPS = (100_000, 300_000, 1_000_000)
 
 
-def _simba(csv: str, values: Sequence[float], spreads: Sequence[float | None] = (None, None, None)):
+def _simba(
+    csv: str, values: Sequence[float], spreads: Sequence[float | None] = (None, None, None)
+) -> dict[int, Reference]:
     source = f"SimbaV2 results/baseline/{csv}.csv"
     return {steps: Reference(v, source, s) for steps, v, s in zip(SIMBA_STEPS, values, spreads, strict=True)}
 

@@ -13,13 +13,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from types import ModuleType
+from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from rlbench.errors import ConfigError
 from rlbench.report.escaping import as_markdown, as_plot_text
 
+FloatArray = npt.NDArray[np.float64]  # returns, normalised scores, estimates
 REPS = 2000  # bootstrap resamples: read when called, so a caller (or a test) can ask for fewer
 SEED = 0
 CONFIDENCE = 0.95
@@ -49,10 +52,10 @@ class Scores:
     label: str
     algo: str
     steps: int
-    values: np.ndarray  # [runs]
+    values: FloatArray  # [runs]
 
 
-def import_rliable():
+def import_rliable() -> tuple[ModuleType, ModuleType]:
     """rliable's `library` and `metrics` modules; a ConfigError with the install line when missing."""
     try:
         from rliable import library, metrics
@@ -74,8 +77,11 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 def interval_estimate(
-    scores: np.ndarray | list[np.ndarray], function: Callable, reps: int | None = None, seed: int = SEED
-) -> tuple[np.ndarray, np.ndarray]:
+    scores: FloatArray | list[FloatArray],
+    function: Callable[..., FloatArray],
+    reps: int | None = None,
+    seed: int = SEED,
+) -> tuple[FloatArray, FloatArray]:
     """rliable's stratified bootstrap (percentile) of `function` over `scores` ([runs, envs, ...], or a list
     of such arrays resampled independently): the point estimate and its [2, ...] interval."""
     library, _ = import_rliable()
@@ -86,7 +92,7 @@ def interval_estimate(
     return np.asarray(points["scores"]), np.asarray(intervals["scores"])
 
 
-def iqm_and_mean(scores: np.ndarray, reps: int | None = None, seed: int = SEED) -> tuple[Estimate, Estimate]:
+def iqm_and_mean(scores: FloatArray, reps: int | None = None, seed: int = SEED) -> tuple[Estimate, Estimate]:
     """rliable's aggregate IQM (the mean of the middle half of all runs' scores) and mean (of the per-env
     means) of `scores` [runs, envs], each with its 95% stratified-bootstrap interval. Remembered: a report
     asks for the same final returns' estimates in its returns table and in its comparison."""
@@ -96,13 +102,15 @@ def iqm_and_mean(scores: np.ndarray, reps: int | None = None, seed: int = SEED) 
     return _estimates[key]
 
 
-_estimates: dict[tuple, tuple[Estimate, Estimate]] = {}  # seeded, so the same arguments give the same answer
+_estimates: dict[
+    tuple[tuple[int, ...], bytes, int, int], tuple[Estimate, Estimate]
+] = {}  # seeded, so the same arguments give the same answer
 
 
-def _iqm_and_mean(scores: np.ndarray, reps: int | None, seed: int) -> tuple[Estimate, Estimate]:
+def _iqm_and_mean(scores: FloatArray, reps: int | None, seed: int) -> tuple[Estimate, Estimate]:
     _, metrics = import_rliable()
 
-    def both(values: np.ndarray) -> np.ndarray:
+    def both(values: FloatArray) -> FloatArray:
         return np.array([metrics.aggregate_iqm(values), metrics.aggregate_mean(values)])
 
     point, bounds = interval_estimate(scores, both, reps, seed)
@@ -110,7 +118,7 @@ def _iqm_and_mean(scores: np.ndarray, reps: int | None, seed: int) -> tuple[Esti
     return iqm, mean
 
 
-def mean_band(returns: np.ndarray, reps: int | None = None, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+def mean_band(returns: FloatArray, reps: int | None = None, seed: int = SEED) -> tuple[FloatArray, FloatArray]:
     """The 95% bootstrap interval of the mean over seeds of `returns` [runs, points], at each point."""
     if returns.shape[0] < 2:
         return returns[0], returns[0]
@@ -118,7 +126,7 @@ def mean_band(returns: np.ndarray, reps: int | None = None, seed: int = SEED) ->
     return bounds[0], bounds[1]
 
 
-def probability_of_improvement(x: np.ndarray, y: np.ndarray, reps: int | None = None, seed: int = SEED) -> Estimate:
+def probability_of_improvement(x: FloatArray, y: FloatArray, reps: int | None = None, seed: int = SEED) -> Estimate:
     """rliable's P(X > Y) of `x` [runs_x, envs] over `y` [runs_y, envs] (a run of X beats a run of Y, ties
     half, averaged over envs), with its 95% interval (each side resampled within each env)."""
     _, metrics = import_rliable()
@@ -152,10 +160,18 @@ def steps_text(steps: int) -> str:
     return str(steps)
 
 
-def compared_pairs(curves: Sequence[Scores]) -> list[tuple[Scores, Scores]]:
+class _OfAnAlgo(Protocol):
+    @property
+    def algo(self) -> str: ...
+
+
+Curve = TypeVar("Curve", bound=_OfAnAlgo)  # Scores (one env) or Across (every env)
+
+
+def compared_pairs(curves: Sequence[Curve]) -> list[tuple[Curve, Curve]]:
     """The pairs compared: the curves of one algorithm against each other (systems, settings, folders), or,
     where every algorithm has one curve, each algorithm against each other."""
-    by_algo: dict[str, list[Scores]] = {}
+    by_algo: dict[str, list[Curve]] = {}
     for curve in curves:
         by_algo.setdefault(curve.algo, []).append(curve)
     if all(len(members) == 1 for members in by_algo.values()):
@@ -172,7 +188,7 @@ def pair_sentence(first: Scores, second: Scores, reps: int | None, seed: int) ->
     )
 
 
-def estimate_cells(scores: np.ndarray, reps: int | None, seed: int) -> str:
+def estimate_cells(scores: FloatArray, reps: int | None, seed: int) -> str:
     digits = 2 if np.abs(scores).max() <= 10 else 1  # normalised scores, or returns
     if scores.shape[0] < 2:
         value = f"{float(scores.mean()):.{digits}f} (n/a, 1 seed)"
@@ -187,7 +203,7 @@ class Across:
 
     label: str
     algo: str
-    values: np.ndarray
+    values: FloatArray
 
 
 def normalised(curves: Sequence[Scores]) -> tuple[list[Across], list[str]]:
@@ -266,7 +282,7 @@ def comparison_section(curves: Sequence[Scores], reps: int | None = None, seed: 
     return lines
 
 
-def fraction_above(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+def fraction_above(scores: FloatArray, thresholds: FloatArray) -> FloatArray:
     """rliable's score distribution (the fraction of runs scoring above each threshold), vectorised."""
     return (scores[..., None] > thresholds).mean(axis=tuple(range(scores.ndim)))
 

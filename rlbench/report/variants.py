@@ -75,7 +75,7 @@ def read_settings(run: Path, env: str) -> dict[str, Any] | None:
     return value
 
 
-def zoo_pairs(arguments: Any) -> Any:
+def zoo_pairs(arguments: object) -> object:
     """RL Zoo's OrderedDict arguments [[[key, value], ...]] as a mapping; anything else as it is (refused by
     the caller unless a mapping)."""
     if isinstance(arguments, list) and len(arguments) == 1 and isinstance(arguments[0], list):
@@ -85,11 +85,11 @@ def zoo_pairs(arguments: Any) -> Any:
     return arguments
 
 
-def canonical(value: Any) -> str:
+def canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
     return text if len(text) <= MAX_SHOWN_VALUE else text[: MAX_SHOWN_VALUE - 3] + "..."
 

@@ -8,31 +8,48 @@ not compiled: a few tenths of a second); the benchmark analyses the compiled one
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
 import jax
 import jax.numpy as jnp
 
-from rlbench.types import EnvSpec, Transition
+from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
+from rlbench.algos.common.learner import Learner
+from rlbench.config.algorithm import Algorithm
+from rlbench.types import EnvSpec, PyTree, Transition
 
 SI_PREFIXES = (("G", 1e9), ("M", 1e6), ("k", 1e3))
 
 
-def parameter_count(tree: Any) -> int:
+class GradientSteps(Protocol):
+    """What the cost of a gradient step reads of an off-policy config (ActorCriticConfig)."""
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def policy_delay(self) -> int: ...
+
+
+def parameter_count(tree: PyTree) -> int:
     return sum(leaf.size for leaf in jax.tree_util.tree_leaves(tree))
 
 
-def parameter_counts(learner: Any) -> tuple[int, int]:
+def parameter_counts(learner: Learner[Any]) -> tuple[int, int]:
     """(actor, critics) trained parameters: every critic of the ensemble, no target network or statistic."""
     shapes = jax.eval_shape(lambda key: learner.parameters(learner.init_fn(key)), jax.random.key(0))
-    return tuple(parameter_count(part) for part in shapes)
+    actor, critics = (parameter_count(part) for part in shapes)
+    return actor, critics
 
 
 def batch_shapes(spec: EnvSpec, batch_size: int) -> Transition:
     """One batch of transitions as shapes only (float32 everywhere, as the replay buffer samples)."""
 
-    def rows(*shape: int) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct((batch_size, *shape), jnp.float32)
+    def rows(*shape: int) -> jax.Array:
+        # The array's shape and dtype alone, which lowering reads: an abstract value in the array's place, as
+        # jax.eval_shape returns them.
+        return cast(jax.Array, jax.ShapeDtypeStruct((batch_size, *shape), jnp.float32))
 
     return Transition(
         obs=rows(spec.obs_dim),
@@ -43,7 +60,7 @@ def batch_shapes(spec: EnvSpec, batch_size: int) -> Transition:
     )
 
 
-def gradient_step_gflop(learner: Any, cfg: Any, spec: EnvSpec, compiled: bool = False) -> float:
+def gradient_step_gflop(learner: Learner[Any], cfg: GradientSteps, spec: EnvSpec, compiled: bool = False) -> float:
     """GFLOP of one gradient step as the loop runs it on average: the critic half every step, the actor
     and temperature half every `policy_delay` steps, by XLA's cost analysis of one batch's program,
     lowered (no compilation) or `compiled` (what XLA runs: fusions change the count by a few percent)."""
@@ -51,20 +68,24 @@ def gradient_step_gflop(learner: Any, cfg: Any, spec: EnvSpec, compiled: bool = 
     state = jax.eval_shape(learner.init_fn, key)
     batch = batch_shapes(spec, cfg.batch_size)
 
-    def flops(step) -> float:
+    def flops(step: Callable[..., Any] | None) -> float:
+        assert step is not None, "an off-policy learner's critic_step_fn and actor_step_fn"
         lowered = jax.jit(step).lower(state, batch, key)
-        return (lowered.compile() if compiled else lowered).cost_analysis()["flops"]
+        analysis = (lowered.compile() if compiled else lowered).cost_analysis()
+        assert analysis is not None, "XLA's cost analysis of the step"
+        return analysis["flops"]
 
     return (flops(learner.critic_step_fn) + flops(learner.actor_step_fn) / cfg.policy_delay) / 1e9
 
 
-def learner_summary(algo: Any, cfg: Any, spec: EnvSpec) -> str:
+def learner_summary(algo: Algorithm, cfg: LearnerConfig, spec: EnvSpec) -> str:
     """One line: the learner's parameters and the work of one gradient step, so that a costly network
     shows before it trains."""
     learner = algo.make_learner(cfg, spec)
     if learner.critic_step_fn is None:  # on-policy: one network pair and one optimizer
         shapes = jax.eval_shape(lambda key: learner.parameters(learner.init_fn(key)), jax.random.key(0))
         return f"Learner: {si(parameter_count(shapes))} parameters (policy and value networks)"
+    assert isinstance(cfg, ActorCriticConfig), "a learner with a critic step is an off-policy one"
     actor, critics = parameter_counts(learner)
     flop = gradient_step_gflop(learner, cfg, spec) * 1e9
     return (

@@ -6,7 +6,7 @@ stored trial's values are checked on their own, so that an error names the trial
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -100,13 +100,13 @@ def checked_in_layers(layers: Layers, check: Callable[[Mapping[str, Any], str], 
         raise
 
 
-def trusted(request: RunRequest) -> Any:
+def trusted(request: RunRequest) -> tuple[str, ...]:
     """The modules whose wrappers env_wrapper may name: gymnasium's, rlbench's, --gym-packages, --trust-wrappers."""
     return trusted_modules([*request.gym_packages, *request.trust_wrappers])
 
 
 def check_trial_entry(
-    algo: Algorithm, base: Mapping[str, Any], trial: Mapping[str, Any], name: str, trusted: Any
+    algo: Algorithm, base: Mapping[str, Any], trial: Mapping[str, Any], name: str, trusted: Iterable[str]
 ) -> None:
     """ConfigError naming the stored trial (`name`) when its hyperparameters make a valid entry invalid. An
     entry that is invalid without them is left to the checks that name the file."""

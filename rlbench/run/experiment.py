@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
 from rlbench.algos.common.learner import Learner
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.config.algorithm import Algorithm
@@ -37,13 +38,14 @@ from rlbench.config.registry import acting_in, get_algo
 from rlbench.config.values import positive_int
 from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.envs.make import check_env_id, env_file_name
+from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError
 from rlbench.loop.device.runner import device_loop_refusal
 from rlbench.loop.device.start import check_saved_envs
 from rlbench.run.device import select_device
 from rlbench.run.entry_layers import Layers, TrialLoader, checked_in_layers, entry_layers, trusted
 from rlbench.run.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
-from rlbench.run.probe import Envs, probe_envs, spaces_spec
+from rlbench.run.probe import Envs, SpaceRecord, probe_envs, spaces_spec
 from rlbench.run.request import RunRequest
 from rlbench.run.resume import (
     check_resume_evaluations,
@@ -66,9 +68,9 @@ class Experiment:
 
     algo: Algorithm
     run: RunConfig
-    learner_config: Any
+    learner_config: LearnerConfig
     hyperparams: dict[str, Any]  # resolved, file spelling (saved as config.yml)
-    spaces: dict[str, Any]  # the env's observation and action spaces, as the manifest records them
+    spaces: dict[str, SpaceRecord]  # the env's observation and action spaces, as the manifest records them
     resume: Checkpoint | None = None  # the checkpoint -i named
     seeds: tuple[int, ...] = ()  # run.seed, run.seed + 1, ...: one learner each, trained together
     resume_seeds: tuple[Checkpoint, ...] = ()  # when resuming: one checkpoint per seed (`resume` among them)
@@ -120,8 +122,8 @@ class LearnerSettings:
 
     where: str  # the entry's source, as errors name it
     run_keys: dict[str, Any]
-    env_wrappers: tuple[Any, ...]
-    learner_config: Any
+    env_wrappers: tuple[EnvWrapper, ...]
+    learner_config: LearnerConfig
     n_envs: int
     n_timesteps: int
     normalize: NormalizeConfig | None
@@ -164,7 +166,7 @@ def run_length(request: RunRequest, layers: Layers, run_keys: Mapping[str, Any])
         raise ConfigError(f"n_timesteps is not set in {layers.source} for {request.env}; pass -n N")
     resume = layers.resume
     from_checkpoint = resume is not None and request.n_timesteps == -1 and "n_timesteps" not in layers.overrides
-    name = f"n_timesteps saved in {resume.path}" if from_checkpoint else "n_timesteps (-n)"
+    name = f"n_timesteps saved in {resume.path}" if from_checkpoint and resume is not None else "n_timesteps (-n)"
     if resume is not None and request.n_timesteps != -1:
         saved_steps = resume.manifest.counters.env_steps
         n_timesteps = saved_steps + positive_int(request.n_timesteps, "-n")
@@ -199,7 +201,9 @@ def seed_settings(request: RunRequest, algo: Algorithm, layers: Layers, learner:
     seed = first_seed(request, resume_seeds, layers.trial_seed, n_seeds)
     group_id = None
     if resume is not None and n_seeds > 1:
-        group_id = resume.manifest.run.group.id
+        group = resume.manifest.run.group
+        assert group is not None, "a resume of several seeds is a group's (resume_group)"
+        group_id = group.id
     elif n_seeds > 1:
         seed_range = f"seeds{seed}-{seed + n_seeds - 1}"
         group_id = f"{request.algo}_{env_file_name(request.env)}_{seed_range}_{uuid.uuid4().hex[:8]}"
@@ -208,7 +212,7 @@ def seed_settings(request: RunRequest, algo: Algorithm, layers: Layers, learner:
 
 def check_learner_fits(
     request: RunRequest, algo: Algorithm, learner: LearnerSettings, envs: Envs, n_seeds: int
-) -> Learner:
+) -> Learner[Any]:
     """The learner (its sizes and schedule; nothing traced), once its settings fit the env, the loop and the
     seeds: the action space it acts in, `normalize`, train_freq in episodes, the device loop's limits."""
     config = learner.learner_config
@@ -219,6 +223,7 @@ def check_learner_fits(
         )
     built = algo.make_learner(config, envs.spec)  # what it stores and when it trains, not its programs
     if built.collection.per_episode and n_seeds > 1:
+        assert isinstance(config, ActorCriticConfig), "only off-policy learners train at episode ends"
         raise ConfigError(
             f"train_freq: {config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
             "its own episode ends, and the seeds of one process train together; train one seed per process"

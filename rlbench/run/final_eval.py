@@ -14,6 +14,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from rlbench.config.entry import RunConfig
 from rlbench.envs.make import close_vector_env, make_vector_env
@@ -31,7 +32,7 @@ def final_model_evaluation(run: RunConfig, checkpoint: Checkpoint) -> EvalResult
     env_steps = checkpoint.manifest.counters.env_steps
     evaluated = checkpoint.arrays.get("host/eval_timesteps")
     n_evaluations = 0 if evaluated is None else len(evaluated)
-    if n_evaluations and int(evaluated[-1]) == env_steps:
+    if evaluated is not None and n_evaluations and int(evaluated[-1]) == env_steps:
         return None
     seed = checkpoint.manifest.run.seed
     kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
@@ -102,7 +103,15 @@ def record(
         )
 
 
-def final_eval_record(env_steps: int, evaluation: EvalResult) -> dict[str, float | int]:
+class FinalEval(TypedDict):
+    """The final evaluation as the sweep's manifest and W&B keep it (a mean: a bounded size per run)."""
+
+    env_steps: int
+    mean_return: float
+    episodes: int
+
+
+def final_eval_record(env_steps: int, evaluation: EvalResult) -> FinalEval:
     """The final evaluation as the sweep's manifest and W&B keep it (a mean: a bounded size per run)."""
     return {"env_steps": env_steps, "mean_return": evaluation.mean, "episodes": len(evaluation.returns)}
 

@@ -16,19 +16,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import jax
 import numpy as np
 import yaml
 
 from rlbench.envs.jax_native.ids import is_jax_native
-from rlbench.loggers.base import MultiLogger
+from rlbench.loggers.base import Logger, MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
 from rlbench.loggers.tensorboard import TensorBoardLogger
 from rlbench.loggers.tracking import WandbTracker
 from rlbench.loop.device.runner import train_seeds_on_device
+from rlbench.loop.evaluation import EvalResult
 from rlbench.loop.runner import SeedOutput, TrainResult, train_seeds
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.redact import redact_values
@@ -46,6 +46,7 @@ from rlbench.run.outputs import (
     zoo_args,
 )
 from rlbench.store.manifest import Group, RunDescription, Spaces, library_versions
+from rlbench.types import PyTree
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,9 @@ class Hooks:
 
     started: Callable[[], None] | None = None  # once the run folders are written (GracefulStop.started)
     stop_requested: Callable[[], str | None] | None = None  # polled every vector step; a reason stops the run
-    on_eval: Callable[[int, list[Any]], None] | None = None  # (env steps, one result per seed)
-    on_iteration: Callable[[int, Any], None] | None = None  # (env steps, learner state), every iteration
+    # (env steps, one result per seed: None for a seed that failed)
+    on_eval: Callable[[int, list[EvalResult | None]], None] | None = None
+    on_iteration: Callable[[int, PyTree], None] | None = None  # (env steps, learner state), every iteration
 
 
 @dataclass
@@ -128,6 +130,7 @@ def record_stopped(exp: Experiment, outputs: RunOutputs, launched: Launched) -> 
     """A stop's resume command (from the first seed's checkpoint: a group's resumes the whole group), and
     each run folder's command.txt continuing its run."""
     result = launched.result
+    assert result is not None, "a stopped run's training returned"
     written = [path for path in result.checkpoints if path is not None]
     if written:
         launched.resume_command = resume_command(exp, outputs, written[0])
@@ -148,6 +151,7 @@ def report(exp: Experiment, launched: Launched, verbose: int) -> list[int]:
     if launched.error is not None:
         return [exit_code(launched.error)] * exp.n_seeds
     result, run_dirs = launched.result, launched.run_dirs
+    assert result is not None, "a launch without an error returned its training's result"
     if result.failed:
         print(f"{len(result.failed)} of {exp.n_seeds} seeds diverged and were frozen:", file=sys.stderr)
         for index, reason in result.failed.items():
@@ -243,7 +247,7 @@ def git_commit() -> str | None:
 def _summarize_tracking(result: TrainResult, trackers: Sequence[WandbTracker], run_dirs: Sequence[Path]) -> None:
     for index, tracker in enumerate(trackers):
         evaluations = result.host.seeds[index].evaluations
-        summary = {"env_steps": result.env_steps, "wall_time_s": result.wall_time}
+        summary: dict[str, float | str] = {"env_steps": result.env_steps, "wall_time_s": result.wall_time}
         if evaluations.results:
             summary |= {
                 "final_eval_mean_reward": float(np.mean(evaluations.results[-1])),
@@ -262,9 +266,13 @@ def seed_output(
     and checkpoints, whose manifest names the group and every seed's folder in a run of several seeds."""
     run_dir = run_dirs[index]
     name = model_name(exp)
+    group = None
+    if exp.n_seeds > 1:
+        assert exp.group_id is not None, "a run of several seeds has a group id"
+        group = Group(exp.group_id, index, tuple(path.name for path in run_dirs))
 
     def make_logger(metric_names: Sequence[str]) -> MultiLogger:
-        loggers: list[Any] = [CSVLogger(run_dir / "progress.csv", metric_names)]
+        loggers: list[Logger] = [CSVLogger(run_dir / "progress.csv", metric_names)]
         if outputs.verbose and exp.n_seeds == 1:  # several seeds: one console line per evaluation, for all
             loggers.append(ConsoleLogger())
         if outputs.tensorboard_log:
@@ -290,7 +298,7 @@ def seed_output(
             spaces=Spaces.from_json(exp.spaces),
             resumed_from=str(exp.resume_seeds[index].path) if exp.resume_seeds else None,
             wandb_run_id=None if tracker is None else tracker.id,
-            group=Group(exp.group_id, index, tuple(path.name for path in run_dirs)) if exp.n_seeds > 1 else None,
+            group=group,
         ),
     )
     return SeedOutput(make_logger, run_dir, checkpoints)

@@ -14,15 +14,15 @@ from rlbench.algos.common.learner import Learner
 from rlbench.buffers.uniform import bytes_per_transition
 from rlbench.errors import ConfigError
 from rlbench.store.learner_state import state_array_bytes
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, VecEnvKind
 
 # File descriptors kept for everything but the seeds' files: Python, JAX's runtime, the envs' own files, W&B.
 OPEN_FILES_RESERVE = 256
 
 
-def current_device() -> Any:
+def current_device() -> jax.Device:
     """Where this process's arrays go: the default device `--device gpu:N` set, else JAX's first."""
-    device = jax.config.jax_default_device
+    device = jax.config.jax_default_device  # type: ignore[attr-defined]  # an option set on Config at run time
     return device if isinstance(device, jax.Device) else jax.devices()[0]
 
 
@@ -74,7 +74,7 @@ def buffer_summary(capacity: int, spec: EnvSpec, n_seeds: int = 1) -> str:
     )
 
 
-def check_learner_memory(learner: Learner, spec: EnvSpec, n_seeds: int = 1) -> None:
+def check_learner_memory(learner: Learner[Any], spec: EnvSpec, n_seeds: int = 1) -> None:
     """Refuse (exit 2) networks or batches whose update, for every seed, cannot fit beside the replay buffers."""
     available = available_memory_bytes()
     if available is None:
@@ -93,13 +93,13 @@ def check_learner_memory(learner: Learner, spec: EnvSpec, n_seeds: int = 1) -> N
         )
 
 
-def open_files_per_seed(n_envs: int, vec_env: str) -> int:
+def open_files_per_seed(n_envs: int, vec_env: VecEnvKind) -> int:
     """What one seed keeps open for the whole run: progress.csv, a TensorBoard event file (-tb) and one
     Monitor file per env; with subprocess envs also each worker's pipe and process handle."""
     return 2 + n_envs * (3 if vec_env == "subproc" else 1)
 
 
-def check_open_files(n_seeds: int, n_envs: int, vec_env: str) -> None:
+def check_open_files(n_seeds: int, n_envs: int, vec_env: VecEnvKind) -> None:
     """Bound --n-seeds by the open-file limit (RLIMIT_NOFILE), the first resource K seeds exhaust: past it
     the run would die at start with "Too many open files". The soft limit is raised to what the run needs
     when the hard limit allows; beyond the hard limit, exit 2 with the number of seeds that fit."""

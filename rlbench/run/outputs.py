@@ -255,6 +255,7 @@ def seed_alone_command(command: str, seed: int, checkpoint: Path | None = None) 
     abbreviated spelling left in place is overridden too."""
     if not command:
         return command
+    replaced: tuple[str, ...]
     if checkpoint is not None:
         replaced, values = ("-i", "--trained-agent"), ["-i", str(checkpoint)]
     else:
@@ -270,7 +271,7 @@ def seed_alone_command(command: str, seed: int, checkpoint: Path | None = None) 
     return shlex.join([*kept, *values, "--n-seeds", "1"])
 
 
-def plain_yaml(value: Any) -> Any:
+def plain_yaml(value: object) -> Any:
     """Plain YAML types only (no Python tags): tuples become lists."""
     if isinstance(value, Mapping):
         return {str(k): plain_yaml(v) for k, v in value.items()}

@@ -4,11 +4,12 @@ on observations scaled by the statistics saved in the same checkpoint, frozen.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 import numpy as np
+from jax.typing import ArrayLike
 
 from rlbench.buffers.normalization import Normalization
 from rlbench.config.entry import normalize_entry, parse_normalize, split_entry
@@ -18,7 +19,7 @@ from rlbench.errors import ConfigError
 from rlbench.loop import compiled
 from rlbench.store.checkpoint import Checkpoint, CheckpointError
 from rlbench.store.learner_state import STATE, state_array_bytes, state_from_bytes
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, PyTree
 
 
 @dataclass
@@ -26,10 +27,10 @@ class Policy:
     """Acts in [-1, 1] (the envs rescale); deterministic = the algorithm's evaluation action (the SAC family's
     squashed mean, TD3's actor), else its stochastic one (a sample; TD3's actor again)."""
 
-    state: Any
+    state: PyTree  # the learner's
     spec: EnvSpec
-    _act: Any
-    _act_deterministic: Any
+    _act: Callable[[PyTree, ArrayLike, jax.Array, Normalization | None], tuple[jax.Array, jax.Array]]
+    _act_deterministic: Callable[[PyTree, ArrayLike, Normalization | None], jax.Array]
     key: jax.Array
     stats: VecNormalizeStats | None = None  # `normalize`: the checkpoint's statistics (one seed), frozen
 

@@ -10,13 +10,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+import gymnasium as gym
 import numpy as np
 
 from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.config.values import literal_mapping, positive_int
 from rlbench.envs.make import check_env_runs
+from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError
 from rlbench.run.memory import available_memory_bytes
 from rlbench.run.request import RunRequest
@@ -25,15 +27,24 @@ from rlbench.store.schema import MAX_SEED
 from rlbench.types import EnvSpec
 
 
+class SpaceRecord(TypedDict):
+    """A Box space as the manifest records it (JSON: lists, the dtype's name)."""
+
+    shape: list[int]
+    dtype: str
+    low: list[float]
+    high: list[float]
+
+
 @dataclass(frozen=True)
 class Envs:
     env_kwargs: dict[str, Any]
     eval_env_kwargs: dict[str, Any]
-    spaces: dict[str, Any]  # as the manifest records them
+    spaces: dict[str, SpaceRecord]  # "observation" and "action", as the manifest records them
     spec: EnvSpec
 
 
-def probe_envs(request: RunRequest, run_keys: Mapping[str, Any], wrappers: tuple[Any, ...]) -> Envs:
+def probe_envs(request: RunRequest, run_keys: Mapping[str, Any], wrappers: tuple[EnvWrapper, ...]) -> Envs:
     """The envs' kwargs, the run's counts and folder checked, then one env built, reset and stepped with each
     set of kwargs: what the env rejects is refused now, not at the first step or the first evaluation."""
     try:
@@ -107,7 +118,7 @@ def spaces_spec(spaces: Mapping[str, Any]) -> EnvSpec:
     return Spaces.from_json(spaces).spec
 
 
-def describe_space(space: Any) -> dict[str, Any]:
+def describe_space(space: gym.spaces.Box) -> SpaceRecord:
     return {
         "shape": list(space.shape),
         "dtype": str(space.dtype),

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rlbench.types import VecEnvKind
+
 
 @dataclass(frozen=True)
 class RunRequest:
@@ -37,7 +39,7 @@ class RunRequest:
     num_threads: int = -1
     gym_packages: tuple[str, ...] = ()
     trust_wrappers: tuple[str, ...] = ()
-    vec_env: str = "dummy"
+    vec_env: VecEnvKind = "dummy"
     eval_freq: int = 25_000
     eval_episodes: int = 5
     n_eval_envs: int = 1

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlbench.algos.common.config import LearnerConfig
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.buffers.uniform import check_buffer_arrays
 from rlbench.config.algorithm import Algorithm
@@ -114,6 +115,7 @@ def resume_group(resume: Checkpoint, n_seeds: int | None, algo: Algorithm) -> tu
 def _group_member(resume: Checkpoint, index: int, path: Path, algo: Algorithm) -> Checkpoint:
     """Seed `index`'s checkpoint of `resume`'s group, at `path`: of that group, at that place, at the same step."""
     group, where = resume.manifest.run.group, f"cannot resume the group of {resume.path}"
+    assert group is not None, "resume_group asks for the members of a group's checkpoint only"
     if not path.is_file():
         raise ConfigError(
             f"{where}: seed {index + 1}'s checkpoint {path} is missing; resume this seed alone with --n-seeds 1"
@@ -231,7 +233,7 @@ def check_resume_evaluations(resume: Checkpoint, eval_episodes: int) -> None:
 def check_resume_state(
     resume: Checkpoint,
     algo: Algorithm,
-    learner_config: Any,
+    learner_config: LearnerConfig,
     spaces: Mapping[str, Any],
     normalize: NormalizeConfig | None = None,
 ) -> None:

@@ -8,7 +8,8 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any
+from types import FrameType
+from typing import Self
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -16,7 +17,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class SignalScope:
     """Calls `self._handle(signum, frame)` on SIGINT and SIGTERM inside the `with` block."""
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         self._previous = {signum: signal.signal(signum, self._handle) for signum in STOP_SIGNALS}
         return self
 
@@ -24,7 +25,7 @@ class SignalScope:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         raise NotImplementedError
 
 
@@ -75,7 +76,7 @@ class GracefulStop(SignalScope):
         """Training begins: from now on a signal asks for a checkpoint and a clean stop."""
         self.starting = False
 
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.starting:
             if self.reason is None:
                 self.reason = signal.Signals(signum).name

@@ -23,6 +23,7 @@ the shapes the reader expects (rlbench.store.expectations) before it is decompre
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import zipfile
@@ -96,9 +97,8 @@ def write_checkpoint(
     checksums, sizes = {}, {}
     with atomic_writer(path) as file, zipfile.ZipFile(file, "w", allowZip64=True) as archive:
         # Serialised one member at a time: the buffer's bytes can be hundreds of MiB.
-        members = ((STATE, state_bytes), *((f"{name}.npy", value) for name, value in arrays.items()))
-        for name, value in members:
-            data = value if name == STATE else npy_bytes(value)
+        npy_members = ((f"{name}.npy", npy_bytes(value)) for name, value in arrays.items())
+        for name, data in itertools.chain([(STATE, state_bytes)], npy_members):
             deflate = compress and name.startswith(COMPRESSED_PREFIXES)
             compression = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
             archive.writestr(name, data, compress_type=compression, compresslevel=1)
@@ -112,7 +112,7 @@ def write_checkpoint(
         archive.writestr(MANIFEST, json.dumps(full_manifest, indent=2, sort_keys=True, default=_json_default))
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> object:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -161,6 +161,7 @@ def _parse_manifest(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
             )
         raise ManifestError("no manifest.json: the write did not complete")
     info = archive.getinfo(MANIFEST)
+    assert archive.filename is not None, "the archive is opened from its path"
     check_declared_size(info, None, Expected(), Path(archive.filename).stat().st_size)
     if info.file_size > MAX_MANIFEST_BYTES:
         raise ManifestError(
@@ -227,6 +228,7 @@ def _read_members(
             if expected.learner_state:
                 check_state_readable(state_bytes)
         elif parse_arrays:
+            assert header is not None, "every member but the learner state's is a .npy array"
             short = name.removesuffix(".npy")
             arrays[short] = as_array(data, *header)
             if short in expected.msgpack:

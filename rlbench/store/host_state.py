@@ -11,14 +11,17 @@ the env's state).
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import SupportsIndex
 
 import jax
 import numpy as np
+import numpy.typing as npt
 
 from rlbench.envs.episode_restore import EpisodeRecord
+from rlbench.envs.jax_native.vector import EnvCarry
 from rlbench.envs.obs_normalizer import VecNormalizeStats
 from rlbench.files import atomic_write_bytes
 from rlbench.store.learner_state import state_to_bytes
@@ -49,7 +52,7 @@ class Evaluations:
 
     def save(self, path: Path) -> None:
         buffer = io.BytesIO()
-        np.savez(buffer, **self.arrays())
+        np.savez(buffer, **self.arrays())  # type: ignore[arg-type]  # numpy's stub: **kwds might name allow_pickle
         atomic_write_bytes(path, buffer.getvalue())
 
     @classmethod
@@ -83,7 +86,7 @@ class EpisodeTracker:
             self.restart(i)
         return ended
 
-    def restart(self, i: int) -> None:
+    def restart(self, i: SupportsIndex) -> None:
         self.returns[i] = 0.0
         self.lengths[i] = 0
 
@@ -124,8 +127,16 @@ class PendingTransitions:
     def saved_fields(self) -> tuple[str, ...]:
         return (*self.FIELDS, "truncated") if self.stages_truncation else self.FIELDS
 
-    def add(self, obs, action, reward, next_obs, terminated, truncated) -> None:
-        """One vector step of every seed: arrays [n_seeds, n_envs, ...]."""
+    def add(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> None:
+        """One vector step of every seed: arrays [n_seeds, n_envs, ...] (`terminated`, `truncated`: bool)."""
         rows = slice(self.count, self.count + reward.shape[1])
         self.obs[:, rows], self.action[:, rows], self.reward[:, rows] = obs, action, reward
         self.next_obs[:, rows], self.terminated[:, rows] = next_obs, terminated
@@ -136,12 +147,15 @@ class PendingTransitions:
     def rows(self) -> Transition:
         """Every staging row, [n_seeds, capacity, ...] (those past `count` hold old or zero values), as views."""
         truncated = self.truncated if self.stages_truncation else None
-        return Transition(self.obs, self.action, self.reward, self.next_obs, self.terminated, truncated)
+        # Host rows in a Transition, typed for device arrays: the device programs take numpy arrays as they are.
+        columns = (self.obs, self.action, self.reward, self.next_obs, self.terminated, truncated)
+        return Transition(*columns)  # type: ignore[arg-type]
 
     def take(self) -> Transition:
         self.count = 0
         # Copies: the arrays are refilled while the device may still be reading the last batch.
-        return jax.tree.map(np.copy, self.rows())
+        copied: Transition = jax.tree.map(np.copy, self.rows())
+        return copied
 
 
 @dataclass
@@ -171,16 +185,17 @@ class HostState:
     act_key: jax.Array
     pending: PendingTransitions
     seeds: list[SeedHost]
-    metrics: dict[str, Any]  # the last update's training metrics, [n_seeds] each (device arrays until logged)
+    # the last update's training metrics, [n_seeds] each (device arrays until logged)
+    metrics: Mapping[str, jax.Array | np.ndarray]
     normalizer: VecNormalizeStats | None = None  # RL Zoo's `normalize`: the seeds' running statistics
     # The device loop's training envs (rlbench.loop.device): their state, in the device layout, saved whole
     # (a host loop's envs are replayed from their EpisodeRecords instead); and, from checkpoints, each seed's
     # saved bytes until the loop has checked them against the envs it builds.
-    device_envs: Any = None
+    device_envs: EnvCarry | None = None
     saved_device_envs: list[bytes | None] | None = None
 
     @property
-    def active(self) -> np.ndarray:
+    def active(self) -> npt.NDArray[np.bool_]:
         """[n_seeds] bool: the seeds still training."""
         return np.array([seed.failed is None for seed in self.seeds])
 
@@ -241,7 +256,7 @@ class HostState:
                         f"the seeds' checkpoints disagree on {counter} ({getattr(info, counter)} != "
                         f"{getattr(first, counter)})"
                     )
-        next_actions = [arrays.get("next_action") for _, arrays in saved]
+        next_actions = [action for _, arrays in saved if (action := arrays.get("next_action")) is not None]
         # Under today's names, also in a checkpoint written before rlbench took SB3's.
         saved_metrics = [current_names(info.metrics or {}) for info, _ in saved]
         names = sorted({name for metrics in saved_metrics for name in metrics})
@@ -250,8 +265,9 @@ class HostState:
             vector_steps=first.vector_steps,
             update_start=first.update_start,
             obs=np.stack([arrays["obs"] for _, arrays in saved]),
-            next_action=None if any(a is None for a in next_actions) else np.stack(next_actions),
-            act_key=jax.random.wrap_key_data(np.stack([arrays["act_key"] for _, arrays in saved])),
+            next_action=np.stack(next_actions) if len(next_actions) == len(saved) else None,
+            # jax wraps host key data as it wraps a device array (its stub says Array only)
+            act_key=jax.random.wrap_key_data(np.stack([a["act_key"] for _, a in saved])),  # type: ignore[arg-type]
             pending=_saved_pending(saved, spec, capacity),
             seeds=[_saved_seed(seed, info, arrays) for seed, (info, arrays) in zip(seeds, saved, strict=True)],
             metrics={name: np.array([metrics.get(name, np.nan) for metrics in saved_metrics]) for name in names},
@@ -303,13 +319,13 @@ def _saved_records(saved: list[tuple[HostInfo, dict[str, np.ndarray]]]) -> list[
         if info.episode_starts is None:
             return None
         records += [
-            None if start is None else EpisodeRecord(start, arrays[f"episode_actions_{i}"])
+            None if start is None else EpisodeRecord(dict(start), arrays[f"episode_actions_{i}"])
             for i, start in enumerate(info.episode_starts)
         ]
     return records
 
 
-def host_metrics(metrics: dict[str, Any]) -> dict[str, np.ndarray]:
+def host_metrics(metrics: Mapping[str, jax.Array | np.ndarray]) -> dict[str, np.ndarray]:
     """Training metrics on the host, [n_seeds] float64 each: the device -> host transfer, done only when
     they are logged or checkpointed."""
     return {name: np.asarray(value, np.float64).reshape(-1) for name, value in jax.device_get(metrics).items()}

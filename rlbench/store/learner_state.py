@@ -8,7 +8,7 @@ way (host/device_envs) and passes the same checks.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -18,26 +18,28 @@ from flax import serialization
 
 from rlbench.files import UntrustedFileError, check_tree
 from rlbench.store.schema import ManifestError
+from rlbench.types import PyTree
 
 STATE = "state.msgpack"  # its member name
 LEARNER_STATE = "the saved learner state"  # how messages name it
 
 
-def _is_key(leaf: Any) -> bool:
-    return jnp.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key)
+def _is_key(leaf: object) -> bool:
+    dtype = getattr(leaf, "dtype", None)
+    return dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key)
 
 
-def _keys_as_data(tree: Any) -> Any:
+def _keys_as_data(tree: PyTree) -> PyTree:
     """`tree` with every typed PRNG key (the state's, gSDE's) as its raw uint32 key data."""
     return jax.tree.map(lambda leaf: jax.random.key_data(leaf) if _is_key(leaf) else leaf, tree)
 
 
-def state_to_bytes(state: Any) -> bytes:
+def state_to_bytes(state: PyTree) -> bytes:
     """Every array leaf of the learner state, PRNG keys included (as their raw uint32 key data)."""
     return serialization.msgpack_serialize(serialization.to_state_dict(jax.device_get(_keys_as_data(state))))
 
 
-def state_from_bytes(template: Any, data: bytes, what: str = LEARNER_STATE) -> Any:
+def state_from_bytes(template: PyTree, data: bytes, what: str = LEARNER_STATE) -> PyTree:
     """Restore into a state of the same structure, built by the learner's init_fn from the same config.
     Raises ValueError when the saved state does not fit the template (see `check_state_fits`); `what` names
     the saved state in its message."""
@@ -47,30 +49,34 @@ def state_from_bytes(template: Any, data: bytes, what: str = LEARNER_STATE) -> A
     )
 
 
-def check_state_fits(init_fn: Any, data: bytes) -> None:
+# A learner's init_fn: a PRNG key -> its initial state.
+InitFn = Callable[[jax.Array], PyTree]
+
+
+def check_state_fits(init_fn: InitFn, data: bytes) -> None:
     """Check, without computing anything, that a saved learner state fits the state `init_fn` builds:
     same structure, and the same shape and dtype at every leaf (flax alone would accept other shapes)."""
     restore_fitting(_state_shapes(init_fn), data, LEARNER_STATE)
 
 
-def state_array_bytes(init_fn: Any) -> int:
+def state_array_bytes(init_fn: InitFn) -> int:
     """Bytes of the arrays of `init_fn`'s learner state (the PRNG key as its raw data), from their shapes."""
     return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree_util.tree_leaves(_state_shapes(init_fn)))
 
 
-def state_size_bound(init_fn: Any) -> int:
+def state_size_bound(init_fn: InitFn) -> int:
     """The most bytes the msgpack of `init_fn`'s learner state can take: its arrays, plus a generous
     allowance per leaf for its keys and headers (a few dozen bytes in practice)."""
     n_leaves = len(jax.tree_util.tree_leaves(_state_shapes(init_fn)))
     return state_array_bytes(init_fn) + 1024 * (n_leaves + 1)
 
 
-def _state_shapes(init_fn: Any) -> Any:
+def _state_shapes(init_fn: InitFn) -> PyTree:
     """The learner state's shapes and dtypes, the PRNG key as raw key data, without computing anything."""
     return tree_shapes(init_fn, jax.random.key(0))
 
 
-def tree_shapes(build: Any, *args: Any) -> Any:
+def tree_shapes(build: Callable[..., PyTree], *args: PyTree) -> PyTree:
     """The shapes and dtypes of the state `build(*args)` returns, PRNG keys as raw key data (as saved), without
     computing anything: what `restore_fitting` checks a saved state against."""
     return jax.eval_shape(lambda *values: _keys_as_data(build(*values)), *args)
@@ -99,7 +105,7 @@ def error_reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-def restore_fitting(template: Any, data: bytes, what: str) -> Any:
+def restore_fitting(template: PyTree, data: bytes, what: str) -> PyTree:
     """The saved state `data` restored into `template`'s structure (numpy leaves); ValueError, naming the saved
     state as `what`, unless it has the template's structure and each leaf its shape and dtype."""
     try:

@@ -14,7 +14,7 @@ import math
 import platform
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import numpy as np
@@ -23,6 +23,10 @@ from rlbench import __version__
 from rlbench.envs.discrete import action_count
 from rlbench.store.schema import check_manifest
 from rlbench.types import EnvSpec
+
+# Why a checkpoint was written: every save_freq env steps ("checkpoint", rl_model_<steps>_steps.zip), at a new
+# best evaluation, at the end of the run, when a stop was requested, or after a failure (rlbench.loop.save_points).
+CheckpointKind = Literal["checkpoint", "best", "final", "interrupt", "failure"]
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,7 @@ class Manifest:
     """One checkpoint's manifest.json, less what the archive adds (format version, members' checksums and sizes)."""
 
     run: RunDescription
-    kind: str  # why it was written: periodic, best, final, interrupt, failure
+    kind: CheckpointKind  # why it was written
     counters: Counters
     host: HostInfo
     replay_buffer: bool  # the replay_buffer/ members are in it

@@ -9,6 +9,7 @@ import hashlib
 import io
 import math
 import zipfile
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,9 @@ COMPRESSED_PREFIXES = ("replay_buffer/",)  # large and compressible; the rest is
 MAX_DEFLATE_RATIO = 1032  # deflate's limit: a member declaring more output per compressed byte is forged
 READ_CHUNK = 1 << 20  # members are read (and inflated) this much at a time
 NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+# A .npy member's header as `check_npy_header` reads it: (shape, fortran order, dtype, data offset).
+NpyHeader = tuple[tuple[int, ...], bool, np.dtype[Any], int]
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -57,7 +61,7 @@ def check_declared_size(info: zipfile.ZipInfo, listed_size: int | None, expected
         )
 
 
-def check_npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected: Expected) -> tuple:
+def check_npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected: Expected) -> NpyHeader:
     """Read only the .npy header (a bounded read) and check that the member's declared size is exactly
     what its shape and dtype need, and the shape what `expected` requires. Returns (shape, fortran
     order, dtype, data offset)."""

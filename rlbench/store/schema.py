@@ -31,21 +31,21 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class ListOf:
-    item: Any
+    item: Schema
 
 
 @dataclass(frozen=True)
 class MapOf:
     """A JSON object with any keys, each value of type `item`."""
 
-    item: Any
+    item: Schema
 
 
 @dataclass(frozen=True)
 class OrNone:
     """The value may be null, or the key absent (keys that older checkpoints lack)."""
 
-    kind: Any
+    kind: Schema
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,10 @@ class AtLeast:
     maximum: int = INT64_MAX
 
 
+# A value's schema: a JSON type (int: a non-negative integer; float, str, bool, dict, list), one of the marks above,
+# or a dict of the keys an object holds, each with its own schema.
+Schema = type | ListOf | MapOf | OrNone | AtLeast | dict[str, "Schema"]
+
 _EXPECTED = {
     int: "a non-negative integer",
     float: "a number",
@@ -67,7 +71,7 @@ _EXPECTED = {
 }
 
 
-def check_schema(value: Any, schema: Any, key: str = "") -> None:
+def check_schema(value: Any, schema: Schema, key: str = "") -> None:
     """Raise ManifestError naming the first key that is missing or not of its schema's type. `int` means a
     non-negative integer (counts, sizes, seeds); keys the schema does not name are not checked."""
     if isinstance(schema, OrNone):
@@ -121,13 +125,13 @@ def _join(key: str, name: str) -> str:
 
 
 # What every reader needs: the members' checksums and (written since sizes were added) their sizes.
-ARCHIVE_SCHEMA = {"format_version": int, "members": MapOf(str), "sizes": OrNone(MapOf(int))}
+ARCHIVE_SCHEMA: Schema = {"format_version": int, "members": MapOf(str), "sizes": OrNone(MapOf(int))}
 
-_SPACE = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high": ListOf(float)}
+_SPACE: Schema = {"shape": ListOf(AtLeast(1)), "dtype": str, "low": ListOf(float), "high": ListOf(float)}
 
 # Every key rlbench.store.manifest.Manifest holds, as format 3 has always written it (OrNone: null, or absent
 # where older checkpoints lack the key). Resuming reads all of it; enjoy.py and the sweep's readers a part.
-MANIFEST_SCHEMA = {
+MANIFEST_SCHEMA: Schema = {
     "algo": str,
     "env_id": str,
     "seed": int,

@@ -8,14 +8,13 @@ first check, a NaN noise state trains to the end on NaN actions, a negative coun
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import numpy as np
 from flax import serialization
 
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.learner_state import STATE
+from rlbench.types import PyTree
 
 FORGED = "no checkpoint rlbench writes holds such a value: the file was edited, or not written by rlbench"
 
@@ -37,7 +36,7 @@ def check_checkpoint_values(checkpoint: Checkpoint) -> None:
         raise ValueError(f"{problems[0]} ({FORGED})")
 
 
-def tree_problem(tree: Any, counters: bool) -> str | None:
+def tree_problem(tree: PyTree, counters: bool) -> str | None:
     """What is wrong with the first leaf of `tree` (numpy arrays) that holds a NaN or inf or, with `counters`
     (every signed integer a counter: steps, optimizer counts), a negative number; None when none does."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:

@@ -33,19 +33,26 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from rlbench.run.experiment import RunRequest
 from rlbench.run.outputs import RunOutputs
 from rlbench.run.signals import SignalScope
+from rlbench.sweep.board import BoardHandle
 from rlbench.sweep.final_eval import final_evaluations
 from rlbench.sweep.grid import Task
 from rlbench.sweep.history import keep_history
 from rlbench.sweep.packing import Packing
+from rlbench.types import PyTree
+
+if TYPE_CHECKING:
+    from rlbench.loop.evaluation import EvalResult
+    from rlbench.run.final_eval import FinalEval
 
 STOP_POLL_S = 1.0  # how often a task asks the driver's board whether the sweep is stopping (a non-blocking call)
 PROGRESS_EVERY_S = 5.0
@@ -74,14 +81,14 @@ class TaskOutcome:
     """What the driver needs back: one exit code and error per seed, and where each seed's run folder is."""
 
     codes: list[int]
-    errors: list[str | None]
-    staged: list[str | None]  # each seed's run folder in the staging folder (shared storage)
-    archives: list[bytes | None]  # each finished seed's run folder as a tar archive (no shared storage)
+    errors: Sequence[str | None]
+    staged: Sequence[str | None]  # each seed's run folder in the staging folder (shared storage)
+    archives: Sequence[bytes | None]  # each finished seed's run folder as a tar archive (no shared storage)
     node: str
     wall_time_s: float
     resumed_from: str | None = None
     log_tail: str = ""
-    final_evals: list[dict[str, Any] | None] = field(default_factory=list)  # rlbench.sweep.final_eval, per seed
+    final_evals: Sequence[FinalEval | None] = field(default_factory=list)  # rlbench.sweep.final_eval, per seed
 
 
 def staging_dir(sweep_dir: str | Path, task_id: str) -> Path:
@@ -92,7 +99,7 @@ def log_path(sweep_dir: str | Path, task_id: str) -> Path:
     return Path(sweep_dir) / "logs" / f"{task_id}.log"
 
 
-def run_task(spec: TaskSpec, board: Any) -> TaskOutcome:
+def run_task(spec: TaskSpec, board: BoardHandle) -> TaskOutcome:
     """The Ray task: run `spec` and report to `board` (the driver's progress actor) as it goes."""
     start = time.monotonic()
     node = node_name()
@@ -157,7 +164,8 @@ def _run(spec: TaskSpec, staging: Path, board_stop: BoardStop) -> TaskOutcome:
         codes = report(exp, launched, spec.outputs.verbose)
     run_dirs = launched.run_dirs
     if not run_dirs:  # the start failed (a full disk): no run folder to report on
-        errors = [error_text(launched.error)] * n
+        assert launched.error is not None, "a launch with run folders that made none failed"
+        errors: list[str | None] = [error_text(launched.error)] * n
         return TaskOutcome(codes, errors, [None] * n, [None] * n, "", 0.0, resumed_from)
     for index, (code, run_dir) in enumerate(zip(codes, run_dirs, strict=True)):
         if code == 0 and exp.resume_seeds:  # a continuation: the earlier attempts' log rows go in front
@@ -208,8 +216,8 @@ def resumable_checkpoint(staging: Path, algo: str) -> tuple[Path, int, int] | No
             found.append((steps, str(path), target))
     if not found:
         return None
-    steps, path, target = max(found)
-    return Path(path), steps, target
+    steps, newest, target = max(found)
+    return Path(newest), steps, target
 
 
 class BoardStop:
@@ -220,7 +228,7 @@ class BoardStop:
     four runs on two cores). An unanswered question is asked again later; an unreachable board is not a
     stop, the task goes on."""
 
-    def __init__(self, board: Any, task_id: str, poll_s: float = STOP_POLL_S) -> None:
+    def __init__(self, board: BoardHandle, task_id: str, poll_s: float = STOP_POLL_S) -> None:
         self.board, self.task_id, self.poll_s = board, task_id, poll_s
         self._next_poll = 0.0
         self._pending: Future[str | None] | None = None
@@ -242,12 +250,12 @@ class BoardStop:
 class ProgressReport:
     """Env steps, env-steps/s and the last evaluation, sent to the board (fire and forget)."""
 
-    def __init__(self, board: Any, task_id: str) -> None:
+    def __init__(self, board: BoardHandle, task_id: str) -> None:
         self.board, self.task_id = board, task_id
         self._last = (time.monotonic(), 0)
         self._next = 0.0
 
-    def iteration(self, env_steps: int, state: Any) -> None:
+    def iteration(self, env_steps: int, state: PyTree) -> None:
         now = time.monotonic()
         if now >= self._next:
             last_time, last_steps = self._last
@@ -255,7 +263,7 @@ class ProgressReport:
             self.board.progress.remote(self.task_id, env_steps, rate, None)
             self._last, self._next = (now, env_steps), now + PROGRESS_EVERY_S
 
-    def evaluation(self, env_steps: int, results: list[Any]) -> None:
+    def evaluation(self, env_steps: int, results: list[EvalResult | None]) -> None:
         means = [result.mean for result in results if result is not None]
         if means:
             self.board.progress.remote(self.task_id, env_steps, None, sum(means) / len(means))
@@ -390,7 +398,7 @@ class SignalStop(SignalScope):
     def __init__(self) -> None:
         self.reason: str | None = None
 
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.reason = signal.Signals(signum).name
 
     def __call__(self) -> str | None:

@@ -9,6 +9,7 @@ what Ray would retry for minutes or leave pending forever into one line and exit
 from __future__ import annotations
 
 import time
+from types import ModuleType
 from typing import Any
 
 from rlbench.connectivity import connection_error
@@ -39,7 +40,7 @@ def check_reachable(address: str) -> None:
         )
 
 
-def connect(ray: Any, address: str | None, device: str = "auto") -> None:
+def connect(ray: ModuleType, address: str | None, device: str = "auto") -> None:
     """A private local Ray instance (address None), or the running cluster at `address`. `--device gpu:N`
     gives a private instance this machine's N-th GPU only (on a cluster Ray assigns each process its GPUs,
     and the command line refuses gpu:N)."""
@@ -56,14 +57,14 @@ def connect(ray: Any, address: str | None, device: str = "auto") -> None:
         raise ConfigError(f"--address {address}: no Ray cluster there ({error}); {hint}") from None
 
 
-def disconnect(ray: Any, address: str | None) -> None:
+def disconnect(ray: ModuleType, address: str | None) -> None:
     if address is None:
         private_ray.stop(ray)
     else:
         ray.shutdown()
 
 
-def pack(ray: Any, n_seeds: int, device: str, options: SweepOptions) -> Packing:
+def pack(ray: ModuleType, n_seeds: int, device: str, options: SweepOptions) -> Packing:
     """The packing for the cluster (the flags override each part), once the cluster can run it: ConfigError
     (exit 2) for --device gpu where Ray sees no GPU, or when no node fits one process."""
     check_gpu_visible(ray, device, options.address)
@@ -78,7 +79,7 @@ def pack(ray: Any, n_seeds: int, device: str, options: SweepOptions) -> Packing:
     return packing
 
 
-def check_gpu_visible(ray: Any, device: str, address: str | None) -> None:
+def check_gpu_visible(ray: ModuleType, device: str, address: str | None) -> None:
     """ConfigError (exit 2) for --device gpu/cuda on a cluster without a GPU that Ray can see."""
     if split_device(device)[0] in ("gpu", "cuda") and not ray.cluster_resources().get("GPU"):
         raise ConfigError(
@@ -87,7 +88,7 @@ def check_gpu_visible(ray: Any, device: str, address: str | None) -> None:
         )
 
 
-def wait_for_a_fitting_node(ray: Any, packing: Packing, address: str | None, node_wait_s: float) -> None:
+def wait_for_a_fitting_node(ray: ModuleType, packing: Packing, address: str | None, node_wait_s: float) -> None:
     """ConfigError (exit 2, nothing written yet) when no node can ever run one process: at once on a
     private instance, after `node_wait_s` on a cluster. Ray itself would keep the tasks pending forever."""
     deadline = time.monotonic() + (0 if address is None else node_wait_s)

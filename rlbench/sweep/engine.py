@@ -30,7 +30,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from rlbench.errors import ConfigError
 from rlbench.redact import printable
@@ -59,7 +59,7 @@ INSTALL_HINT = 'pip install -e ".[sweep]"'
 LOCK_FILE = "driver.lock"
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     """Ray, or ConfigError (exit 2) with the install command."""
     try:
         import ray
@@ -105,7 +105,7 @@ def run_sweep(
 
 
 def _run_locked(
-    ray: Any,
+    ray: ModuleType,
     spec: SweepSpec,
     options: SweepOptions,
     manifest: Manifest,

@@ -10,17 +10,20 @@ to the manifest and the report; the cell's run folder keeps its scheduled evalua
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlbench.config import hyperparams
 from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.errors import ConfigError
 from rlbench.run.experiment import Experiment
 from rlbench.run.outputs import model_name
-from rlbench.sweep.grid import SweepSpec
+from rlbench.sweep.grid import Cell, SweepSpec
+
+if TYPE_CHECKING:
+    from rlbench.run.final_eval import FinalEval
 
 
-def final_evaluation(exp: Experiment, run_dir: Path) -> dict[str, Any] | None:
+def final_evaluation(exp: Experiment, run_dir: Path) -> FinalEval | None:
     """{"env_steps": the run's last env step, "mean_return", "episodes"} of the final model in `run_dir`
     (a mean, not each episode's return: the manifest keeps a bounded size per cell); None when the run was
     evaluated at its last env step already."""
@@ -32,10 +35,10 @@ def final_evaluation(exp: Experiment, run_dir: Path) -> dict[str, Any] | None:
     return None if result is None else final_eval_record(checkpoint.manifest.counters.env_steps, result)
 
 
-def final_evaluations(exp: Experiment, run_dirs: list[Path], codes: list[int]) -> list[dict[str, Any] | None]:
+def final_evaluations(exp: Experiment, run_dirs: list[Path], codes: list[int]) -> list[FinalEval | None]:
     """`final_evaluation` of each finished seed; a note in the log, and None, where it fails (the run itself
     is complete: only the report's last point is missing)."""
-    found: list[dict[str, Any] | None] = []
+    found: list[FinalEval | None] = []
     for code, run_dir in zip(codes, run_dirs, strict=True):
         try:
             found.append(final_evaluation(exp, run_dir) if code == 0 else None)
@@ -73,7 +76,7 @@ def shown(lengths: dict[str, int], most: int = 3) -> str:
     return "; ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def run_length(spec: SweepSpec, cell: Any, tables: dict[str, dict[str, Any] | None]) -> int | None:
+def run_length(spec: SweepSpec, cell: Cell, tables: dict[str, dict[str, Any] | None]) -> int | None:
     """The env steps of `cell`'s runs, None where only its own process can tell (its error is its own)."""
     if spec.n_timesteps > 0:
         return spec.n_timesteps
@@ -84,10 +87,12 @@ def run_length(spec: SweepSpec, cell: Any, tables: dict[str, dict[str, Any] | No
             if conf not in tables:
                 yaml_file = Path(conf).suffix in (".yml", ".yaml")
                 tables[conf] = hyperparams.read_file(conf) if yaml_file else None
-            if tables[conf] is None:
+            table = tables[conf]
+            if table is None:
                 return None
-            value = hyperparams.select_entry(tables[conf], cell.env, conf, verbose=0).get("n_timesteps")
+            value = hyperparams.select_entry(table, cell.env, conf, verbose=0).get("n_timesteps")
     except (ConfigError, LiteralError):
         return None
-    is_number = isinstance(value, int | float) and not isinstance(value, bool) and value == value
-    return int(value) if is_number and abs(value) < 1e18 else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value and abs(value) < 1e18:
+        return int(value)
+    return None

@@ -39,6 +39,7 @@ def earlier_attempts(resumed: Checkpoint, staging: Path) -> list[Attempt]:
     """The attempts before the one that continued from `resumed`, oldest first, found through each
     checkpoint's `resumed_from`; a link that leaves the staging folder or does not read ends the chain."""
     chain: list[Attempt] = []
+    path: Path | str  # the checkpoint's; its manifest names the one before as a string
     manifest, path = resumed.manifest, resumed.path
     while len(chain) < MAX_ATTEMPTS:
         chain.append(Attempt(Path(path).parent, manifest.counters.env_steps, manifest.counters.episodes))

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard, TypeVar
 
 from rlbench.errors import ConfigError
 from rlbench.files import (
@@ -29,13 +29,23 @@ from rlbench.files import (
 from rlbench.redact import printable
 from rlbench.sweep.grid import NAME_PATTERN, SweepSpec
 
+if TYPE_CHECKING:
+    from rlbench.run.final_eval import FinalEval
+
+T = TypeVar("T")
+
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 
 # A cell's states. `interrupted` cells resume from their checkpoint on the next invocation; `failed`
 # ones are left alone unless --retry-failed asks for them again.
-PENDING, RUNNING, DONE, FAILED, INTERRUPTED = "pending", "running", "done", "failed", "interrupted"
-STATES = (PENDING, RUNNING, DONE, FAILED, INTERRUPTED)
+CellState = Literal["pending", "running", "done", "failed", "interrupted"]
+PENDING: Final = "pending"
+RUNNING: Final = "running"
+DONE: Final = "done"
+FAILED: Final = "failed"
+INTERRUPTED: Final = "interrupted"
+STATES: tuple[CellState, ...] = (PENDING, RUNNING, DONE, FAILED, INTERRUPTED)
 
 # The manifest's bounds grow with the grid: a finished cell's record measured ~370 bytes and 18 JSON values
 # (a 1,200-cell grid of long env and host names: 447 KB), so a flat 1 MiB would refuse an honest sweep of
@@ -53,7 +63,7 @@ TEXT_BOUNDS = {"node": 300, "error": 1000}
 class CellRecord:
     """A cell's line in the manifest."""
 
-    state: str = PENDING
+    state: CellState = PENDING
     task: str | None = None  # the task (staging folder) that last ran it
     node: str | None = None
     attempts: int = 0
@@ -61,9 +71,8 @@ class CellRecord:
     run_dir: str | None = None  # relative to the log root, once finished
     error: str | None = None
     log: str | None = None  # the last attempt's log, relative to the sweep folder
-    # the final model's evaluation when the run's last one was earlier (rlbench.sweep.final_eval):
-    # {"env_steps": int, "mean_return": float, "episodes": int}
-    final_eval: dict[str, Any] | None = None
+    # the final model's evaluation when the run's last one was earlier (rlbench.sweep.final_eval)
+    final_eval: FinalEval | None = None
 
     def plain(self) -> dict[str, Any]:
         """The record as saved: its node and error each one printable line within its bound."""
@@ -98,7 +107,7 @@ class Manifest:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(folder / MANIFEST_FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[CellState, int]:
         counts = dict.fromkeys(STATES, 0)
         for record in self.cells.values():
             counts[record.state] += 1
@@ -140,6 +149,7 @@ def load_manifest(path: Path, spec: SweepSpec) -> Manifest:
             + "); use another --name, or move that folder away"
         )
     raw_cells = _field(data, "cells", dict, where)
+    packing = data.get("packing")
     expected = {cell.key for cell in spec.cells()}
     if set(raw_cells) != expected:
         raise ConfigError(f"{where}: its cells are not the grid's (the file was edited); move the sweep folder away")
@@ -150,18 +160,18 @@ def load_manifest(path: Path, spec: SweepSpec) -> Manifest:
         cells=cells,
         command=str(data.get("command", "")),
         created=str(data.get("created", "")),
-        packing=data.get("packing") if isinstance(data.get("packing"), dict) else {},
+        packing=packing if isinstance(packing, dict) else {},
     )
 
 
-def _field(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+def _field(data: Mapping[str, Any], key: str, kind: type[T], where: str) -> T:
     value = data.get(key)
     if not isinstance(value, kind):
         raise ConfigError(f"{where}: {key!r} is missing or not a {kind.__name__}")
     return value
 
 
-def _cell_record(value: Any, where: str) -> CellRecord:
+def _cell_record(value: object, where: str) -> CellRecord:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: not an object")
     record = CellRecord()
@@ -206,20 +216,24 @@ def _read_counters(value: Mapping[str, Any], where: str) -> tuple[int, float]:
     return attempts, float(wall)
 
 
-def check_final_eval(value: Any, where: str) -> dict[str, Any] | None:
+def check_final_eval(value: object, where: str) -> FinalEval | None:
     if value is None:
         return None
-    fields = (
-        (value.get("env_steps"), value.get("mean_return"), value.get("episodes")) if isinstance(value, dict) else ()
-    )
-    if len(fields) != 3 or not (
-        all(isinstance(item, int) and not isinstance(item, bool) and item >= 0 for item in fields[::2])
-        and isinstance(fields[1], int | float)
-        and not isinstance(fields[1], bool)
-        and math.isfinite(fields[1])
-    ):
-        raise ConfigError(f"{where}: final_eval must hold env_steps, mean_return (finite) and episodes")
-    return {"env_steps": fields[0], "mean_return": float(fields[1]), "episodes": fields[2]}
+    if isinstance(value, dict):
+        env_steps, mean_return, episodes = value.get("env_steps"), value.get("mean_return"), value.get("episodes")
+        if (
+            _is_count(env_steps)
+            and _is_count(episodes)
+            and isinstance(mean_return, int | float)
+            and not isinstance(mean_return, bool)
+            and math.isfinite(mean_return)
+        ):
+            return {"env_steps": env_steps, "mean_return": float(mean_return), "episodes": episodes}
+    raise ConfigError(f"{where}: final_eval must hold env_steps, mean_return (finite) and episodes")
+
+
+def _is_count(item: object) -> TypeGuard[int]:
+    return isinstance(item, int) and not isinstance(item, bool) and item >= 0
 
 
 def is_run_dir(text: str) -> bool:

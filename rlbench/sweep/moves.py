@@ -15,7 +15,7 @@ import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError
@@ -23,16 +23,29 @@ from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, rea
 from rlbench.run.outputs import create_run_dir
 from rlbench.sweep.cell import TaskOutcome, unpack
 from rlbench.sweep.grid import Cell, Task
-from rlbench.sweep.manifest import DONE, FAILED, Manifest, check_final_eval, is_run_dir
+from rlbench.sweep.manifest import DONE, FAILED, CellState, Manifest, check_final_eval, is_run_dir
+
+if TYPE_CHECKING:
+    from rlbench.run.final_eval import FinalEval
 
 MOVED_FILE = "moved.json"
 
 
-def claim_run_folders(task: Task, outcome: TaskOutcome, log_root: Path) -> dict[str, dict[str, Any]]:
+class Move(TypedDict):
+    """A finished seed's run folder on its way from the staging folder into the log root (moved.json)."""
+
+    staged: str | None  # its folder in the staging folder; None: unpacked from the task's archive already
+    final: str  # the run folder claimed for it, relative to the log root
+    state: CellState  # the cell's state once moved: done (failed ones stay in the staging folder)
+    error: str | None
+    final_eval: FinalEval | None
+
+
+def claim_run_folders(task: Task, outcome: TaskOutcome, log_root: Path) -> dict[str, Move]:
     """The finished seeds' moves, by cell key, each onto a run folder claimed in the log root (left empty for
     a staged folder, or filled with the task's archive where there is no shared storage). A failed seed's
     folder stays in the staging folder, for a look."""
-    moves = {}
+    moves: dict[str, Move] = {}
     finals = outcome.final_evals or [None] * len(task.cells)
     for cell, code, staged, archive, final_eval in zip(
         task.cells, outcome.codes, outcome.staged, outcome.archives, finals, strict=True
@@ -48,13 +61,13 @@ def claim_run_folders(task: Task, outcome: TaskOutcome, log_root: Path) -> dict[
     return moves
 
 
-def record_and_apply_moves(moves: dict[str, dict[str, Any]], staging: Path, log_root: Path) -> None:
+def record_and_apply_moves(moves: dict[str, Move], staging: Path, log_root: Path) -> None:
     """`moved.json` first, then the renames: a driver killed in between leaves the list for the next one."""
     atomic_write_text(staging / MOVED_FILE, json.dumps(moves, indent=1, sort_keys=True) + "\n")
     apply_moves(moves, log_root)
 
 
-def apply_moves(moves: Mapping[str, Mapping[str, Any]], log_root: Path) -> None:
+def apply_moves(moves: Mapping[str, Move], log_root: Path) -> None:
     """Rename each staged run folder onto its claimed (empty) folder in the log root; a move done earlier
     (the staged folder is gone, the final one is full) is skipped."""
     for move in moves.values():
@@ -88,7 +101,7 @@ def finish_moves(folder: Path, manifest: Manifest, log_root: Path, cells: Mappin
         print(f"finished moving the runs of {staging.name} into the log root (the last driver stopped mid-move)")
 
 
-def check_move(key: str, move: Any, staging: Path, manifest: Manifest, cells: Mapping[str, Cell]) -> dict[str, Any]:
+def check_move(key: str, move: object, staging: Path, manifest: Manifest, cells: Mapping[str, Cell]) -> Move:
     """A `moved.json` entry, read back as untrusted input: a cell of this grid, a staged folder inside the
     staging folder, a final folder of the cell's own algo and env (`<algo>/<env>_<N>`, as
     `claim_run_folders` claims it)."""
@@ -115,7 +128,7 @@ def check_move(key: str, move: Any, staging: Path, manifest: Manifest, cells: Ma
     }
 
 
-def check_finals(moves: Mapping[str, Mapping[str, Any]], manifest: Manifest, log_root: Path) -> None:
+def check_finals(moves: Mapping[str, Move], manifest: Manifest, log_root: Path) -> None:
     """Each final folder is its cell's alone: no other cell's run folder, none named twice, and where the
     move is still to do, a folder that does not exist or is the empty one the driver claimed for it (a
     move done already left the staged folder gone and the final one in place)."""

@@ -32,7 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, TypedDict
 
 from rlbench.errors import ConfigError, RunFailure
 
@@ -43,10 +44,21 @@ TOKEN_FILE = "auth_token"
 REAP_GRACE_S = 3.0
 
 _token = secrets.token_hex(32)  # one per driver process: Ray's token loader keeps the first token it reads
-_instance: dict[str, Any] = {}  # the running instance's folder, reaper and saved settings
 
 
-def start(ray: Any, gpu: int | None = None, **settings: Any) -> None:
+class _Instance(TypedDict, total=False):
+    """The running instance's folder, reaper and the settings it replaced (restored by `stop`)."""
+
+    folder: Path
+    saved_env: dict[str, str | None]
+    saved_cluster: bool
+    reaper: subprocess.Popen[str] | None
+
+
+_instance: _Instance = {}
+
+
+def start(ray: ModuleType, gpu: int | None = None, **settings: Any) -> None:
     """ray.init() of a private instance with `settings` (log_to_driver, ...), in a folder of its own; with
     `gpu`, the instance has that GPU only (the index among the GPUs this process sees)."""
     env = {**LOOPBACK_ONLY, **QUIET}
@@ -62,9 +74,11 @@ def start(ray: Any, gpu: int | None = None, **settings: Any) -> None:
     from ray._private import ray_constants
 
     _instance.update(
-        folder=folder,
-        saved_env={key: os.environ.get(key) for key in env},
-        saved_cluster=ray_constants.ENABLE_RAY_CLUSTER,
+        {
+            "folder": folder,
+            "saved_env": {key: os.environ.get(key) for key in env},
+            "saved_cluster": ray_constants.ENABLE_RAY_CLUSTER,
+        }
     )
     os.environ.update(env)
     ray_constants.ENABLE_RAY_CLUSTER = False
@@ -77,7 +91,7 @@ def start(ray: Any, gpu: int | None = None, **settings: Any) -> None:
         raise
 
 
-def init(ray: Any, folder: Path, settings: dict[str, Any]) -> None:
+def init(ray: ModuleType, folder: Path, settings: dict[str, Any]) -> None:
     """ray.init() of the instance, or RunFailure (exit 1) in one line where Ray's own start fails: its GCS or
     raylet not up within Ray's wait on a loaded machine, a raylet that died. Not 75: rlbench cannot tell such a
     passing overload from a node that never starts, and a script that reruns on 75 would rerun the latter forever."""
@@ -99,7 +113,7 @@ def visible_gpu(index: int, visible: str | None, count: int | None) -> str:
     ids = None if visible is None else [name.strip() for name in visible.split(",") if name.strip()]
     n_seen = len(ids) if ids is not None else count
     if ids is not None and count is not None:
-        n_seen = min(n_seen, count)
+        n_seen = min(len(ids), count)
     if n_seen is not None and index >= n_seen:
         where = f"CUDA_VISIBLE_DEVICES={visible} leaves" if ids is not None else "this machine has"
         valid = f"gpu:0 to gpu:{n_seen - 1}" if n_seen else "--device cpu/auto"
@@ -112,16 +126,19 @@ def count_gpus() -> int | None:
     try:
         from ray._private.accelerators import get_accelerator_manager_for_resource
 
-        return int(get_accelerator_manager_for_resource("GPU").get_current_node_num_accelerators())
+        manager = get_accelerator_manager_for_resource("GPU")
+        assert manager is not None, "Ray's manager of NVIDIA GPUs"
+        return int(manager.get_current_node_num_accelerators())
     except Exception:  # a Ray without this (private) helper: the cells' own check names a missing GPU
         return None
 
 
-def stop(ray: Any) -> None:
+def stop(ray: ModuleType) -> None:
     """ray.shutdown(), then the reaper ends what is left and removes the folder; the settings come back."""
     ray.shutdown()
     reaper = _instance.pop("reaper", None)
     if reaper is not None:
+        assert reaper.stdin is not None, "the reaper's stdin is a pipe"
         reaper.stdin.close()
         try:
             reaper.wait(timeout=30)
@@ -143,12 +160,12 @@ def stop(ray: Any) -> None:
 def refresh_ray_config() -> None:
     """The driver's Ray reads its RAY_* settings (RAY_AUTH_MODE among them) once; Ray itself re-reads them
     this way when it turns token authentication on for a new local instance."""
-    from ray._raylet import Config
+    from ray._raylet import Config  # type: ignore[attr-defined]  # a Cython class ray's _raylet.pyi leaves out
 
     Config.initialize("")
 
 
-def start_reaper(folder: Path) -> subprocess.Popen | None:
+def start_reaper(folder: Path) -> subprocess.Popen[str] | None:
     """The reaper, told the instance's processes (pid and start time): those under a process whose command
     line names the folder (GCS, the raylet and its agents, which rename themselves). None without /proc."""
     if not Path("/proc/self/stat").exists():
@@ -163,6 +180,7 @@ def start_reaper(folder: Path) -> subprocess.Popen | None:
         env=env,
         start_new_session=True,
     )
+    assert reaper.stdin is not None, "stdin=PIPE"
     reaper.stdin.write("".join(listed))
     reaper.stdin.flush()
     return reaper
@@ -184,7 +202,8 @@ def instance_processes(folder: Path) -> list[tuple[int, int]]:
 def reap(folder: Path) -> None:
     """The reaper's work: wait for the driver's pipe to close, end the listed processes still alive, remove
     the folder."""
-    listed = [tuple(map(int, line.split())) for line in sys.stdin.read().splitlines() if line.strip()]  # at EOF
+    lines = [line.split() for line in sys.stdin.read().splitlines() if line.strip()]  # at EOF
+    listed = [(int(pid), int(started)) for pid, started in lines]
     end_processes(listed)
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -13,22 +13,26 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from rlbench.redact import printable
 from rlbench.run.exit_codes import EXIT_ABORTED, EXIT_INTERRUPTED
 from rlbench.run.experiment import RunRequest
 from rlbench.run.outputs import RunOutputs
 from rlbench.run.signals import GracefulStop
-from rlbench.sweep.board import Board
+from rlbench.sweep.board import Board, BoardEvent, BoardHandle
 from rlbench.sweep.cell import TaskOutcome, TaskSpec, run_task, staging_dir
 from rlbench.sweep.cluster import POLL_S
 from rlbench.sweep.grid import SweepSpec, Task
-from rlbench.sweep.manifest import DONE, FAILED, INTERRUPTED, MANIFEST_FILE, RUNNING, Manifest
-from rlbench.sweep.moves import MOVED_FILE, claim_run_folders, record_and_apply_moves
+from rlbench.sweep.manifest import DONE, FAILED, INTERRUPTED, MANIFEST_FILE, RUNNING, CellState, Manifest
+from rlbench.sweep.moves import MOVED_FILE, Move, claim_run_folders, record_and_apply_moves
 from rlbench.sweep.options import SweepOptions
 from rlbench.sweep.packing import Packing, cell_device
 from rlbench.sweep.progress import Progress, TaskView
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 STOP_ANNOUNCE = "every run writes its checkpoint and stops (Ctrl-C again aborts)"
 PROCESS_LOST = "process lost"  # how a failed cell's error starts when its process died, not the run
@@ -42,7 +46,7 @@ class Driver:
 
     def __init__(
         self,
-        ray: Any,
+        ray: ModuleType,
         spec: SweepSpec,
         options: SweepOptions,
         manifest: Manifest,
@@ -56,7 +60,7 @@ class Driver:
         self.ray, self.spec, self.options, self.manifest, self.folder = ray, spec, options, manifest, folder
         self.packing, self.request, self.outputs, self.record_args = packing, request, outputs, record_args
         self.command = command
-        self.running: dict[Any, tuple[Task, int]] = {}  # object ref -> (task, attempt)
+        self.running: dict[ObjectRef[TaskOutcome], tuple[Task, int]] = {}  # object ref -> (task, attempt)
         self.started: set[str] = set()
         self.stopping = False
         self.progress: Progress | None = None
@@ -64,8 +68,8 @@ class Driver:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-        self.board = ray.remote(Board).options(num_cpus=0, scheduling_strategy=here).remote()
-        self.drain: Any = None  # the board's drain in flight
+        self.board: BoardHandle = ray.remote(Board).options(num_cpus=0, scheduling_strategy=here).remote()
+        self.drain: ObjectRef[list[BoardEvent]] | None = None  # the board's drain in flight
 
     def run(self, tasks: list[Task]) -> int:
         """0 when every cell of the sweep is done, 75 when stopped, 130 when aborted, else 1."""
@@ -153,7 +157,7 @@ class Driver:
             record.log = f"logs/{task.id}.log" if self.options.shared_fs else None
         self.view(task).state = "pending" if attempt == 1 else "retrying"
 
-    def collect(self, task: Task, attempt: int, ref: Any) -> None:
+    def collect(self, task: Task, attempt: int, ref: ObjectRef[TaskOutcome]) -> None:
         exceptions = self.ray.exceptions
         lost = (
             exceptions.WorkerCrashedError,
@@ -222,7 +226,7 @@ class Driver:
                 (staging / MOVED_FILE).unlink(missing_ok=True)
         self.announce(task, outcome)
 
-    def mark_finished(self, task: Task, outcome: TaskOutcome, moves: dict[str, dict[str, Any]], staging: Path) -> None:
+    def mark_finished(self, task: Task, outcome: TaskOutcome, moves: dict[str, Move], staging: Path) -> None:
         """Each seed done (with its run folder) or failed (with its error, and where its files stayed)."""
         kept = f" (its files: {staging})" if self.options.shared_fs else ""
         for cell, code, error in zip(task.cells, outcome.codes, outcome.errors, strict=True):
@@ -284,10 +288,11 @@ class Driver:
 
     # -- bookkeeping -----------------------------------------------------------------------------
 
-    def view(self, task: Task) -> Any:
+    def view(self, task: Task) -> TaskView:
+        assert self.progress is not None, "the live view exists while the tasks run (run)"
         return self.progress.views[task.id]
 
-    def set_state(self, task: Task, state: str, error: str | None = None) -> None:
+    def set_state(self, task: Task, state: CellState, error: str | None = None) -> None:
         for cell in task.cells:
             record = self.manifest.cells[cell.key]
             record.state = state
@@ -300,6 +305,7 @@ class Driver:
             self.manifest.cells[cell.key].attempts += 1
 
     def event(self, task: Task, text: str) -> None:
+        assert self.progress is not None, "the live view exists while the tasks run (run)"
         if task.id in self.progress.views:
             view = self.view(task)
             states = {self.manifest.cells[c.key].state for c in task.cells}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import multiprocessing
+import multiprocessing.synchronize
 import os
 import signal
 import socket
@@ -14,7 +15,8 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from multiprocessing.process import BaseProcess
+from types import FrameType
 
 import optuna
 
@@ -36,11 +38,11 @@ class StopSignal(SignalScope):
     trial to start. The main process passes the request on to its workers through `event`, which a worker
     reads even if the signal came before its own handler was installed, or went to the main process alone."""
 
-    def __init__(self, event: Any, announce: bool = False) -> None:
+    def __init__(self, event: multiprocessing.synchronize.Event, announce: bool = False) -> None:
         self.event, self.announce = event, announce
         self.reason: str | None = None
 
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.announce and self.reason is None:
             print(
                 f"\n{signal.Signals(signum).name} received: the running trials stop and end as FAIL, then the "
@@ -60,7 +62,7 @@ class StopSignal(SignalScope):
         return self.reason
 
 
-def join_workers(workers: Sequence[multiprocessing.Process], study: optuna.Study, stop: StopSignal) -> bool:
+def join_workers(workers: Sequence[BaseProcess], study: optuna.Study, stop: StopSignal) -> bool:
     """Wait for every worker. Once a stop was requested each has STOP_GRACE_S to end its trial; one still
     running then is killed and its RUNNING trials marked FAIL. True when a worker was interrupted."""
     deadline = None

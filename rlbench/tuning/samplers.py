@@ -12,15 +12,18 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.distributions import BaseDistribution
+from optuna.trial import FrozenTrial, TrialState
 
 from rlbench.errors import ConfigError
 
-SAMPLERS = ("random", "tpe", "cmaes", "auto")
+Sampler = Literal["random", "tpe", "cmaes", "auto"]
+SAMPLERS: tuple[Sampler, ...] = ("random", "tpe", "cmaes", "auto")
 # OptunaHub's AutoSampler is code in the OptunaHub registry (a GitHub repository) that optunahub fetches
 # and caches at first use. Pinned: what runs is the code that was read, not whatever the branch holds today.
 AUTO_SAMPLER = "samplers/auto_sampler"
@@ -28,7 +31,7 @@ AUTO_SAMPLER_REF = "23b5b24eb52a81631047e1d6ed53773d5b6795c0"
 AUTO_FETCH_TIMEOUT_S = 20
 
 
-def make_sampler(name: str, seed: int, n_startup_trials: int) -> optuna.samplers.BaseSampler:
+def make_sampler(name: Sampler, seed: int, n_startup_trials: int) -> optuna.samplers.BaseSampler:
     """A worker's sampler, seeded at its first trial (see the module docstring)."""
     return FirstTrialSeeded(lambda first_trial_seed: _sampler(name, first_trial_seed, n_startup_trials), seed)
 
@@ -51,24 +54,34 @@ class FirstTrialSeeded(optuna.samplers.BaseSampler):
             self._sampler = self._build(sampler_seed(self._seed, trial.number))
         self._sampler.before_trial(study, trial)
 
-    def infer_relative_search_space(self, study, trial):
-        return self._sampler.infer_relative_search_space(study, trial)
+    def _built(self) -> optuna.samplers.BaseSampler:
+        assert self._sampler is not None, "Optuna calls before_trial first, which builds the sampler"
+        return self._sampler
 
-    def sample_relative(self, study, trial, search_space):
-        return self._sampler.sample_relative(study, trial, search_space)
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return self._built().infer_relative_search_space(study, trial)
 
-    def sample_independent(self, study, trial, param_name, param_distribution):
-        return self._sampler.sample_independent(study, trial, param_name, param_distribution)
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        return self._built().sample_relative(study, trial, search_space)
 
-    def after_trial(self, study, trial, state, values) -> None:
-        self._sampler.after_trial(study, trial, state, values)
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:  # the parameter's value, of its distribution's kind
+        return self._built().sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(
+        self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
+    ) -> None:
+        self._built().after_trial(study, trial, state, values)
 
     def reseed_rng(self) -> None:
         if self._sampler is not None:
             self._sampler.reseed_rng()
 
 
-def _sampler(name: str, seed: int, n_startup_trials: int) -> optuna.samplers.BaseSampler:
+def _sampler(name: Sampler, seed: int, n_startup_trials: int) -> optuna.samplers.BaseSampler:
     if name == "auto":
         import optunahub  # fetch_auto_sampler checked it and filled optunahub's cache: no network here
 

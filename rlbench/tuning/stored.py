@@ -104,7 +104,7 @@ def reason(error: BaseException) -> str:
     return " ".join(text.split())[:200]
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """A stored value in a message: its repr, cut short (a forged one can be a megabyte)."""
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:57]}..."
@@ -219,7 +219,7 @@ def check_memo_indices(data: bytes) -> None:
     """The C unpickler sizes its memo table to the largest index a PUT names, and zeroes it: a 20-byte pickle
     naming index 2**32-1 would allocate and touch 32 GB. An honest pickle's indices count its own objects."""
     for opcode, arg, _ in pickletools.genops(data):
-        if opcode.name in ("PUT", "BINPUT", "LONG_BINPUT") and int(arg) > len(data):
+        if opcode.name in ("PUT", "BINPUT", "LONG_BINPUT") and arg is not None and int(arg) > len(data):
             raise pickle.UnpicklingError(f"memo index {arg} past the pickle's {len(data)} bytes")
 
 
@@ -247,7 +247,7 @@ def trained_hyperparams(trial: FrozenTrial) -> dict[str, Any]:
     and the `config` attribute holds the resolved entry that ran (policy_kwargs: the sampled keys of it)."""
     sampled = dict(trial.user_attrs.get("hyperparams") or {})
     ran = trial.user_attrs.get("config") or {}
-    trained = {}
+    trained: dict[str, Any] = {}
     for key, value in sampled.items():
         if key == "policy_kwargs" and isinstance(value, Mapping) and isinstance(ran.get(key), Mapping):
             trained[key] = {name: ran[key].get(name, sub) for name, sub in value.items()}

@@ -22,9 +22,9 @@ import json
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
@@ -36,11 +36,14 @@ from rlbench.tuning import GRACE_S, HEARTBEAT_S, spaces
 from rlbench.tuning.stored import HEARTBEAT_ATTR, SURPLUS_ATTR, check_trials, open_journal, trained_hyperparams
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
     from rlbench.run.experiment import RunRequest
 
 JOURNAL_LOCK_GRACE_S = 10
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-PRUNERS = ("median", "halving", "hyperband", "none")
+Pruner = Literal["median", "halving", "hyperband", "none"]
+PRUNERS: tuple[Pruner, ...] = ("median", "halving", "hyperband", "none")
 
 
 class StorageUnavailable(ConnectionError):
@@ -90,7 +93,7 @@ def is_rdb(storage: optuna.storages.BaseStorage) -> bool:
     return isinstance(storage, optuna.storages.RDBStorage)
 
 
-def make_pruner(name: str, n_startup_trials: int, n_evaluations: int) -> optuna.pruners.BasePruner:
+def make_pruner(name: Pruner, n_startup_trials: int, n_evaluations: int) -> optuna.pruners.BasePruner:
     if name == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=n_startup_trials, n_warmup_steps=n_evaluations // 3)
     if name == "halving":
@@ -102,7 +105,7 @@ def make_pruner(name: str, n_startup_trials: int, n_evaluations: int) -> optuna.
     raise ConfigError(f"--pruner {name!r}: valid: {', '.join(PRUNERS)}")
 
 
-def create_or_load(storage, name: str, url: str) -> optuna.Study:
+def create_or_load(storage: optuna.storages.BaseStorage, name: str, url: str) -> optuna.Study:
     """Several processes may create the same study at the same moment (E5): one wins, all load it.
     Optuna logs one line: "A new study created" or "Using an existing study". An existing study's trials
     are checked first (creating appends to a journal even when the study exists)."""
@@ -115,10 +118,10 @@ def create_or_load(storage, name: str, url: str) -> optuna.Study:
     return optuna.load_study(storage=storage, study_name=name)
 
 
-def load_existing(storage, name: str | None, storage_label: str) -> optuna.Study:
+def load_existing(storage: optuna.storages.BaseStorage, name: str | None, storage_label: str) -> optuna.Study:
     """The named study, or ConfigError listing the studies the storage holds (E8)."""
     names = [s.study_name for s in storage.get_all_studies()]  # the names only: the trials are checked first
-    if name not in names:
+    if name is None or name not in names:
         raise ConfigError(
             f"study {name!r} not found in {redact(storage_label)}; studies there: {', '.join(names) or 'none'}"
         )
@@ -285,7 +288,7 @@ def write_report(
             )
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     if complete:
-        best = max(complete, key=lambda t: t.value)
+        best = max(complete, key=lambda t: cast(float, t.value))  # a COMPLETE trial has its value
         paths["best"] = folder / f"{stem}_best.json"
         paths["best"].write_text(
             json.dumps(
@@ -323,12 +326,15 @@ def _plots(study: optuna.Study, folder: Path, stem: str, n_complete: int) -> dic
 
     matplotlib.use("Agg")  # files only, never a window
     import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from optuna.visualization import matplotlib as optuna_plots
 
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # optuna marks its matplotlib backend experimental
-        plotters = [("history", optuna_plots.plot_optimization_history)]
+        plotters: list[tuple[str, Callable[[optuna.Study], Axes]]] = [
+            ("history", optuna_plots.plot_optimization_history)
+        ]
         if n_complete >= 2:
             plotters.append(("importance", optuna_plots.plot_param_importances))
         for name, plot in plotters:
@@ -338,7 +344,9 @@ def _plots(study: optuna.Study, folder: Path, stem: str, n_complete: int) -> dic
                 print(f"Plot {name} skipped: {error}")
                 continue
             path = folder / f"{stem}_{name}.png"
-            axes.figure.savefig(path, dpi=100, bbox_inches="tight")
-            plt.close(axes.figure)
+            figure = axes.figure
+            assert isinstance(figure, Figure), "optuna plots on a figure of its own"
+            figure.savefig(path, dpi=100, bbox_inches="tight")
+            plt.close(figure)
             out[name] = path
     return out

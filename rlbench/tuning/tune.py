@@ -19,6 +19,7 @@ import dataclasses
 import json
 import math
 import multiprocessing
+import multiprocessing.synchronize
 import os
 import shlex
 import sys
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import jax
 import numpy as np
@@ -50,12 +51,13 @@ from rlbench.tuning.processes import (
     join_workers,
     worker_id,
 )
-from rlbench.tuning.samplers import SAMPLERS, fetch_auto_sampler, make_sampler
+from rlbench.tuning.samplers import SAMPLERS, Sampler, fetch_auto_sampler, make_sampler
 from rlbench.tuning.stored import trained_hyperparams
 from rlbench.tuning.study import (
     PRUNERS,
     SURPLUS_ATTR,
     Heartbeat,
+    Pruner,
     budget_left,
     create_or_load,
     fail_stale_journal_trials,
@@ -78,8 +80,8 @@ class TuningOptions:
     n_jobs: int  # worker processes, this one included
     max_total_trials: int | None  # the study's budget: COMPLETE, PRUNED and FAIL trials
     heartbeat_grace: int  # seconds a RUNNING trial may stay silent before it counts as a dead worker's
-    sampler: str
-    pruner: str
+    sampler: Sampler
+    pruner: Pruner
     n_startup_trials: int
     n_evaluations: int | None  # None: one per 100k steps
     optimization_log_path: str | None  # each trial's files under PATH/trial_<n>; None: none written
@@ -177,11 +179,23 @@ def optimize(request: RunRequest, options: TuningOptions, argv: Sequence[str]) -
         return report(request, options, exp, study, env_name, interrupted=stop() is not None or workers_interrupted)
 
 
-def study_plan(request: RunRequest, options: TuningOptions, exp: Experiment, env_name: str) -> dict[str, Any]:
+class StudyPlan(TypedDict):
+    """What every worker needs to run trials (a plain dict: it goes to the spawned workers as it is)."""
+
+    storage: str  # the study's storage URL or journal path
+    study: str  # its name
+    seed: int  # the seed trials derive theirs from
+    n_evaluations: int  # per trial
+    eval_freq: int  # each trial's --eval-freq: n_evaluations per trial
+    budget: int | None  # --max-total-trials
+    grace: int  # --heartbeat-grace
+
+
+def study_plan(request: RunRequest, options: TuningOptions, exp: Experiment, env_name: str) -> StudyPlan:
     """What every worker needs to run trials: the study (storage, name, budget, heartbeat grace), the seed
     trials derive theirs from, and each trial's evaluations (--n-evaluations, by default one per 100k steps)."""
     n_evaluations = options.n_evaluations or max(1, exp.run.n_timesteps // 100_000)
-    return dict(
+    return StudyPlan(
         storage=storage_url(request, env_name),
         study=study_name(request, env_name),
         seed=exp.run.seed,
@@ -195,11 +209,11 @@ def study_plan(request: RunRequest, options: TuningOptions, exp: Experiment, env
 def worker_main(
     request: RunRequest,
     options: TuningOptions,
-    plan: dict[str, Any],
+    plan: StudyPlan,
     index: int,
     n_trials: int,
     parent_pid: int,
-    stop_event: Any,
+    stop_event: multiprocessing.synchronize.Event,
 ) -> None:
     """A spawned worker process: exit 75 when a stop was requested."""
     exit_with_parent(parent_pid)
@@ -231,7 +245,7 @@ def report(
         exp.hyperparams,
         plots=options.optim_plots,
     )
-    states = {}
+    states: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False):
         states[t.state.name] = states.get(t.state.name, 0) + 1
     print(
@@ -252,7 +266,7 @@ def report(
 
 
 def run_worker(
-    request: RunRequest, options: TuningOptions, plan: dict[str, Any], index: int, n_trials: int, stop: StopSignal
+    request: RunRequest, options: TuningOptions, plan: StudyPlan, index: int, n_trials: int, stop: StopSignal
 ) -> None:
     """One worker: trials one at a time until `n_trials` ran, the study's budget is reached or a stop is requested."""
     sampler = make_sampler(options.sampler, plan["seed"], options.n_startup_trials)
@@ -276,6 +290,7 @@ def run_worker(
                 # Optuna could not report or tell the trial because it had already finished: another worker
                 # found it silent for --heartbeat-grace (a starved heartbeat on an overloaded machine) and failed it;
                 # its retry runs there. This worker goes on.
+                assert objective.trial_id is not None, "Optuna's tell fails after the objective started the trial"
                 if not study._storage.get_trial(objective.trial_id).state.is_finished():
                     raise
                 print(
@@ -307,7 +322,7 @@ class Objective:
         self,
         request: RunRequest,
         log_path: str | None,
-        plan: dict[str, Any],
+        plan: StudyPlan,
         study: optuna.Study,
         stop: StopSignal,
     ):
@@ -349,6 +364,7 @@ class Objective:
             launched = launch(exp, outputs, hooks)
         if launched.error is not None:  # pruned, failed or stopped: Optuna records it (run_worker's `catch`)
             raise launched.error
+        assert launched.result is not None, "a launch without an error returned its training's result"
         check_trial_result(exp, launched.result, evaluations)
         if self.study._storage.get_trial(trial._trial_id).state != optuna.trial.TrialState.RUNNING:
             # Failed as stale by another worker meanwhile: fail here too, so that Optuna's tell reports
@@ -362,16 +378,18 @@ def report_evaluation(
 ) -> None:
     """An evaluation's score to the pruner: with --n-seeds K the mean over the K seeds, so that one seed's
     luck does not decide which hyperparameters win, and the pruner compares means, not single draws."""
+    means: list[float] = []
     for seed, result in zip(exp.seeds, results, strict=True):
         if result is None:
             raise TrialFailed(f"seed {seed} diverged at or before {env_steps} env steps")
         if not math.isfinite(result.mean):
             raise TrialFailed(f"non-finite evaluation return {result.mean} at {env_steps} env steps")
-    value = float(np.mean([result.mean for result in results]))
+        means.append(result.mean)
+    value = float(np.mean(means))
     trial.report(value, len(evaluations))
     evaluations.append(value)
     if len(results) > 1:
-        trial.set_user_attr("seed_values", [result.mean for result in results])
+        trial.set_user_attr("seed_values", means)
     if trial.should_prune():
         raise optuna.TrialPruned(f"pruned at evaluation {len(evaluations)} ({env_steps} env steps)")
 

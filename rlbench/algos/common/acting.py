@@ -28,28 +28,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 
-ExploreFn = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any, jax.Array]]
+from rlbench.types import PyTree
+
+# The learner state (or its policy part) and the exploration state are each algorithm's own pytrees.
+ExploreFn = Callable[[PyTree, jax.Array, jax.Array, jax.Array], tuple[jax.Array, PyTree, jax.Array]]
 
 
 def never(vector_steps_in_rollout: int) -> bool:
     return False
 
 
-def unchanged(state: Any) -> Any:
+def unchanged(state: PyTree) -> PyTree:
     return state
 
 
 @dataclass(frozen=True)
 class Acting:
     explore: ExploreFn
-    sample: Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
-    evaluate: Callable[[Any, jax.Array], jax.Array]
+    sample: Callable[[PyTree, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+    evaluate: Callable[[PyTree, jax.Array], jax.Array]
     reads_episode_starts: bool = False
     random_warmup: bool = True
     resample_due: Callable[[int], bool] = never
-    resample: Callable[[Any], Any] = unchanged
-    policy_part: Callable[[Any], Any] = unchanged
+    resample: Callable[[PyTree], PyTree] = unchanged
+    policy_part: Callable[[PyTree], PyTree] = unchanged

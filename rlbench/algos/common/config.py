@@ -6,24 +6,36 @@ The keys that set them, in RL Zoo's file spelling, are the boundary's: rlbench/c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from rlbench.algos.common.schedules import ConstantSchedule, Schedule
 from rlbench.networks.mlp import NetworkConfig
 
+# What train_freq counts: vector steps, or episodes (of one env).
+TrainFreqUnit = Literal["step", "episode"]
+
 
 @dataclass(frozen=True, kw_only=True)
-class ActorCriticConfig:
-    """The fields of every learner here (actor, critics, replay, schedule); the defaults are SBX's SAC."""
+class LearnerConfig:
+    """What every learner's config holds, off-policy (ActorCriticConfig) or on-policy (algos/ppo's PPOConfig)."""
 
-    # Actor and temperature (the temperature uses the initial value). Frozen, so a shared default is safe.
+    # Off-policy: the actor's and the temperature's (the temperature uses the initial value). Frozen, so a
+    # shared default is safe.
     learning_rate: Schedule = ConstantSchedule(3e-4)  # noqa: RUF009
+    gamma: float = 0.99
+    batch_size: int | None = 256  # samples per gradient step; on-policy, None: the whole rollout at once (A2C)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorCriticConfig(LearnerConfig):
+    """The fields of every off-policy learner here (actor, critics, replay, schedule); the defaults are SBX's SAC."""
+
     qf_learning_rate: float | None = None  # critic; None -> follows learning_rate
     buffer_size: int = 1_000_000
     learning_starts: int = 100  # env steps of uniform random actions before training
     batch_size: int = 256
-    gamma: float = 0.99
     train_freq: int = 1  # vector steps (or episodes, see train_freq_unit) between training iterations
-    train_freq_unit: str = "step"  # "episode": train at the end of every train_freq-th episode (one env)
+    train_freq_unit: TrainFreqUnit = "step"  # "episode": train at the end of every train_freq-th episode (one env)
     # Per training iteration. -1 only with train_freq_unit "episode": as many as the iteration's env steps
     # (with train_freq in steps, -1 is resolved to train_freq * n_envs when read).
     gradient_steps: int = 1

@@ -13,8 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlbench.types import PyTree
 
-def _float_leaves(tree: Any) -> list[tuple[Any, jax.Array]]:
+# A leaf's path: its key entries, of whatever kinds the tree's nodes use (dict keys, attributes, indices).
+Path = jax.tree_util.KeyPath[Any]
+
+
+def _float_leaves(tree: PyTree) -> list[tuple[Path, jax.Array]]:
     return [
         (path, leaf)
         for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
@@ -22,12 +27,12 @@ def _float_leaves(tree: Any) -> list[tuple[Any, jax.Array]]:
     ]  # PRNG keys and step counters cannot be NaN
 
 
-def all_finite(tree: Any) -> jax.Array:
+def all_finite(tree: PyTree) -> jax.Array:
     """True when no float leaf of `tree` holds a NaN or an infinity."""
     return jnp.all(jnp.stack([jnp.isfinite(leaf).all() for _, leaf in _float_leaves(tree)]))
 
 
-def non_finite_paths(tree: Any) -> list[str]:
+def non_finite_paths(tree: PyTree) -> list[str]:
     """The dotted paths of the leaves holding NaN or inf (host side: for the error message only)."""
     return [
         jax.tree_util.keystr(path, simple=True, separator=".")

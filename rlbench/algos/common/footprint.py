@@ -3,8 +3,7 @@ for the memory check before a run starts (rlbench.run.memory), from the config a
 
 from __future__ import annotations
 
-from typing import Any
-
+from rlbench.algos.common.config import ActorCriticConfig
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.networks.trunk import trunk_units
 from rlbench.types import EnvSpec
@@ -15,7 +14,7 @@ FLOAT_BYTES = 4
 ACTIVATION_VALUES_PER_UNIT = 8
 
 
-def update_activation_bytes(cfg: Any, spec: EnvSpec) -> int:
+def update_activation_bytes(cfg: ActorCriticConfig, spec: EnvSpec) -> int:
     """An upper estimate of one training iteration's temporaries: the sampled batches of every gradient
     step, and one step's activations (CrossQ's critic sees obs and next_obs in one pass: twice the rows)."""
     row = 2 * spec.obs_dim + spec.action_dim + 2

@@ -25,17 +25,87 @@ Metrics are averaged over the iteration's steps (NaN-skipping for steps without 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol, Self, TypeVar
 
 import jax
 import jax.numpy as jnp
 
+from rlbench.algos.common.config import ActorCriticConfig
 from rlbench.algos.common.steps import fuse_steps, set_learning_rate
+from rlbench.algos.common.train_state import NetworkState
 from rlbench.buffers.normalization import Normalization, normalize_batch
 from rlbench.buffers.uniform import BufferState, UniformBuffer
 from rlbench.types import Metrics, Transition
 
-StepFn = Callable[[Any, Transition, jax.Array], tuple[Any, Metrics]]
+
+class ActorCriticState(Protocol):
+    """What the fused iteration reads of a learner state (SACState, CrossQState, TD3State)."""
+
+    @property
+    def actor(self) -> NetworkState: ...
+
+    @property
+    def critic(self) -> NetworkState: ...
+
+    @property
+    def key(self) -> jax.Array: ...
+
+    @property
+    def step(self) -> jax.Array: ...
+
+    def replace(self, **overrides: object) -> Self: ...
+
+
+State = TypeVar("State")
+S = TypeVar("S", bound=ActorCriticState)
+
+# One half of a gradient step: (state, batch [B, ...], key) -> (state, metrics).
+StepFn = Callable[[State, Transition, jax.Array], tuple[State, Metrics]]
+# A gradient step's counter (gradient steps before it, shared by all seeds), batch and key.
+StepInputs = tuple[jax.Array, Transition, jax.Array]
+
+
+class GradientStepsFn(Protocol[State]):
+    """n gradient steps fused in one `lax.scan` (module docstring)."""
+
+    def __call__(
+        self,
+        state: State,
+        batches: Transition,
+        keys: jax.Array,
+        progress_remaining: jax.Array,
+        first_step: jax.Array,
+        n_steps: jax.Array | None = None,
+    ) -> tuple[State, Metrics]: ...
+
+
+class TrainFn(Protocol[State]):
+    """The gradient steps of one iteration on batches sampled from the replay buffer (module docstring)."""
+
+    def __call__(
+        self,
+        state: State,
+        buffer_state: BufferState,
+        progress_remaining: jax.Array,
+        first_step: jax.Array,
+        normalization: Normalization | None = None,
+        n_steps: jax.Array | None = None,
+    ) -> tuple[State, Metrics]: ...
+
+
+class ReplayUpdateFn(Protocol[State]):
+    """Insert the new transitions, then train (module docstring)."""
+
+    def __call__(
+        self,
+        state: State,
+        buffer_state: BufferState,
+        new: Transition,
+        progress_remaining: jax.Array,
+        first_step: jax.Array,
+        normalization: Normalization | None = None,
+    ) -> tuple[State, BufferState, Metrics]: ...
+
 
 # The scan length of one update when the number of gradient steps varies (train_freq in episodes with
 # gradient_steps -1, one env step each): the loop runs as many calls as it needs, the last one partly skipped.
@@ -50,18 +120,20 @@ SCHEDULE_METRICS = (
 )
 
 
-def steps_per_update(cfg: Any) -> int:
+def steps_per_update(cfg: ActorCriticConfig) -> int:
     """The gradient steps one compiled update scans over: gradient_steps, or VARIABLE_STEPS_PER_UPDATE when
     their number varies (gradient_steps -1)."""
     return cfg.gradient_steps if cfg.gradient_steps > 0 else VARIABLE_STEPS_PER_UPDATE
 
 
-def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor_metric_names: Sequence[str]):
-    def skip_actor_step(state, batch: Transition, key: jax.Array):
+def make_gradient_steps(
+    cfg: ActorCriticConfig, critic_step: StepFn[S], actor_step: StepFn[S], actor_metric_names: Sequence[str]
+) -> GradientStepsFn[S]:
+    def skip_actor_step(state: S, batch: Transition, key: jax.Array) -> tuple[S, Metrics]:
         # Same pytree as the real branch; NaN metrics are dropped by the nanmean over the scan.
         return state, {name: jnp.full((), jnp.nan) for name in actor_metric_names}
 
-    def gradient_step(state, step_batch_and_key):
+    def gradient_step(state: S, step_batch_and_key: StepInputs) -> tuple[S, Metrics]:
         step, batch, key = step_batch_and_key  # step: gradient steps done before this one, shared by all seeds
         critic_key, actor_key = jax.random.split(key)
         state, critic_metrics = critic_step(state, batch, critic_key)
@@ -72,27 +144,30 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
             state, actor_metrics = jax.lax.cond(do_actor, actor_step, skip_actor_step, state, batch, actor_key)
         return state.replace(step=state.step + 1), critic_metrics | actor_metrics
 
-    def first_steps_only(end: jax.Array):
+    def first_steps_only(end: jax.Array) -> Callable[[S, StepInputs], tuple[S, Metrics]]:
         """gradient_step on the steps before `end`; the others leave the state as it is, with NaN metrics."""
 
-        def counted_step(state, step_batch_and_key):
+        def counted_step(state: S, step_batch_and_key: StepInputs) -> tuple[S, Metrics]:
             _, metric_shapes = jax.eval_shape(gradient_step, state, step_batch_and_key)
 
-            def skip_step(state, step_batch_and_key):
+            def skip_step(state: S, step_batch_and_key: StepInputs) -> tuple[S, Metrics]:
                 return state, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), metric_shapes)
 
-            return jax.lax.cond(step_batch_and_key[0] < end, gradient_step, skip_step, state, step_batch_and_key)
+            stepped: tuple[S, Metrics] = jax.lax.cond(
+                step_batch_and_key[0] < end, gradient_step, skip_step, state, step_batch_and_key
+            )
+            return stepped
 
         return counted_step
 
     def gradient_steps(
-        state,
+        state: S,
         batches: Transition,
         keys: jax.Array,
         progress_remaining: jax.Array,
         first_step: jax.Array,
         n_steps: jax.Array | None = None,
-    ):
+    ) -> tuple[S, Metrics]:
         actor_lr = cfg.learning_rate(progress_remaining)
         critic_lr = actor_lr if cfg.qf_learning_rate is None else jnp.asarray(cfg.qf_learning_rate)
         state = state.replace(
@@ -112,17 +187,17 @@ def make_gradient_steps(cfg: Any, critic_step: StepFn, actor_step: StepFn, actor
     return gradient_steps
 
 
-def make_train(cfg: Any, buffer: UniformBuffer, gradient_steps):
+def make_train(cfg: ActorCriticConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[S]) -> TrainFn[S]:
     n = steps_per_update(cfg)
 
     def train(
-        state,
+        state: S,
         buffer_state: BufferState,
         progress_remaining: jax.Array,
         first_step: jax.Array,
         normalization: Normalization | None = None,
         n_steps: jax.Array | None = None,
-    ):
+    ) -> tuple[S, Metrics]:
         key, sample_key, steps_key = jax.random.split(state.key, 3)
         # The buffer holds original transitions (as SB3 with VecNormalize): scaled here, by the current statistics.
         batch = buffer.sample_fn(buffer_state, sample_key, n * cfg.batch_size)
@@ -134,17 +209,17 @@ def make_train(cfg: Any, buffer: UniformBuffer, gradient_steps):
     return train
 
 
-def make_update(cfg: Any, buffer: UniformBuffer, gradient_steps):
+def make_update(cfg: ActorCriticConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[S]) -> ReplayUpdateFn[S]:
     train = make_train(cfg, buffer, gradient_steps)
 
     def update(
-        state,
+        state: S,
         buffer_state: BufferState,
         new: Transition,
         progress_remaining: jax.Array,
         first_step: jax.Array,
         normalization: Normalization | None = None,
-    ):
+    ) -> tuple[S, BufferState, Metrics]:
         buffer_state = buffer.add_fn(buffer_state, new)
         state, metrics = train(state, buffer_state, progress_remaining, first_step, normalization)
         return state, buffer_state, metrics

@@ -13,21 +13,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import jax
 
 from rlbench.algos.common.acting import Acting
+from rlbench.algos.common.config import ActorCriticConfig
 from rlbench.algos.common.footprint import update_activation_bytes
-from rlbench.algos.common.fused import SCHEDULE_METRICS, StepFn, make_gradient_steps, make_train, make_update
+from rlbench.algos.common.fused import (
+    SCHEDULE_METRICS,
+    ActorCriticState,
+    GradientStepsFn,
+    StepFn,
+    TrainFn,
+    make_gradient_steps,
+    make_train,
+    make_update,
+)
+from rlbench.buffers.normalization import Normalization
 from rlbench.buffers.uniform import UniformBuffer, make_uniform_buffer
-from rlbench.types import EnvSpec, Metrics, Transition
+from rlbench.networks.actor import GSDEConfig
+from rlbench.types import EnvSpec, Metrics, Params, PyTree, Transition
 
 S = TypeVar("S")
+AC = TypeVar("AC", bound=ActorCriticState)
 
 # (state, storage state, new transitions [n, ...], progress_remaining, first_step, normalization)
-#   -> (state, storage state, metrics)
-UpdateFn = Callable[[S, Any, Transition, jax.Array, jax.Array, Any], tuple[S, Any, Metrics]]
+#   -> (state, storage state, metrics). The storage state is the learner's (Storage): a replay buffer's
+#   BufferState, or an empty tuple on-policy.
+UpdateFn = Callable[[S, PyTree, Transition, jax.Array, jax.Array, Normalization | None], tuple[S, PyTree, Metrics]]
 
 
 class Collection(NamedTuple):
@@ -48,8 +62,8 @@ class Storage:
     """What waits on the device between updates, per seed: a replay buffer, or nothing (on-policy: the
     rollout arrives with the update that consumes it). `replay` is the buffer a checkpoint saves."""
 
-    init_fn: Callable[[], Any]
-    insert_fn: Callable[[Any, Transition], Any]  # new transitions without training (warm-up, per episode)
+    init_fn: Callable[[], PyTree]
+    insert_fn: Callable[[PyTree, Transition], PyTree]  # new transitions without training (warm-up, per episode)
     replay: UniformBuffer | None
 
     @property
@@ -64,7 +78,7 @@ def replay_storage(buffer: UniformBuffer) -> Storage:
 def no_storage() -> Storage:
     """An on-policy learner's: nothing is kept between updates, and nothing is inserted without one."""
 
-    def insert(storage_state: Any, new: Transition) -> Any:
+    def insert(storage_state: PyTree, new: Transition) -> PyTree:
         raise TypeError("an on-policy learner trains on every rollout: transitions are never inserted alone")
 
     return Storage(init_fn=tuple, insert_fn=insert, replay=None)
@@ -99,35 +113,43 @@ class Learner(Generic[S]):
     """
 
     init_fn: Callable[[jax.Array], S]
-    update_fn: UpdateFn
+    update_fn: UpdateFn[S]
     storage: Storage
     collection: Collection
     metric_names: tuple[str, ...]
     acting: Acting
-    parameters: Callable[[S], Any]
+    parameters: Callable[[S], PyTree]
     activation_bytes: int
-    train_fn: Callable[..., tuple[S, Metrics]] | None = None
-    gradient_steps_fn: Callable[[S, Transition, jax.Array, jax.Array, jax.Array], tuple[S, Metrics]] | None = None
-    critic_step_fn: StepFn | None = None
-    actor_step_fn: StepFn | None = None
+    train_fn: TrainFn[S] | None = None
+    gradient_steps_fn: GradientStepsFn[S] | None = None
+    critic_step_fn: StepFn[S] | None = None
+    actor_step_fn: StepFn[S] | None = None
 
 
-def actor_and_critic_params(state: Any) -> Any:
+@runtime_checkable
+class ExploresWithGSDE(Protocol):
+    """A config with gSDE's settings (the SAC family's SoftConfig), set or None."""
+
+    @property
+    def gsde(self) -> GSDEConfig | None: ...
+
+
+def actor_and_critic_params(state: ActorCriticState) -> tuple[Params, Params]:
     return state.actor.params, state.critic.params
 
 
 def assemble_learner(
-    cfg: Any,
+    cfg: ActorCriticConfig,
     spec: EnvSpec,
     acting: Acting,
-    init_fn: Callable[[jax.Array], S],
-    critic_step: StepFn,
-    actor_step: StepFn,
+    init_fn: Callable[[jax.Array], AC],
+    critic_step: StepFn[AC],
+    actor_step: StepFn[AC],
     critic_metric_names: Sequence[str],
     actor_metric_names: Sequence[str],
-) -> Learner[S]:
+) -> Learner[AC]:
     """A Learner from an algorithm's two steps: the fusion and the metric bookkeeping are shared."""
-    if getattr(cfg, "gsde", None) is not None:
+    if isinstance(cfg, ExploresWithGSDE) and cfg.gsde is not None:
         actor_step, actor_metric_names = with_exploration_std(actor_step), (*actor_metric_names, "train/std")
     buffer = make_uniform_buffer(cfg.buffer_size, spec)
     gradient_steps = make_gradient_steps(cfg, critic_step, actor_step, actor_metric_names)
@@ -152,10 +174,10 @@ def assemble_learner(
     )
 
 
-def with_exploration_std(actor_step: StepFn) -> StepFn:
+def with_exploration_std(actor_step: StepFn[AC]) -> StepFn[AC]:
     """`actor_step` that also reports train/std, SB3's mean of gSDE's exploration std after the step."""
 
-    def step(state, batch: Transition, key: jax.Array):
+    def step(state: AC, batch: Transition, key: jax.Array) -> tuple[AC, Metrics]:
         state, metrics = actor_step(state, batch, key)
         std = state.actor.apply_fn(state.actor.variables(), method="exploration_std")
         return state, {**metrics, "train/std": std.mean()}

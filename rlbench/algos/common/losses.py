@@ -6,10 +6,16 @@ Shapes: q values are [n_critics, B]; everything per sample is [B].
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+# The weight of (H - H_target) in the temperature's loss: log alpha (SB3's, and SBX's since 0.18) or alpha
+# (SBX's before 0.18). The `temperature_loss` setting (rlbench.algos.soft.temperature.TEMPERATURE_LOSSES).
+TemperatureLoss = Literal["log_alpha", "alpha"]
+# (next_q, next_log_prob, reward, terminated, alpha, gamma) -> the TD target
+TargetFn = Callable[[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, float], jax.Array]
 
 
 def soft_td_target(
@@ -40,7 +46,7 @@ def actor_loss(log_prob: jax.Array, q_value: jax.Array, alpha: jax.Array) -> jax
 
 
 def temperature_loss(
-    log_alpha: jax.Array, entropy: jax.Array, target_entropy: float, weight: str = "log_alpha"
+    log_alpha: jax.Array, entropy: jax.Array, target_entropy: float, weight: TemperatureLoss = "log_alpha"
 ) -> jax.Array:
     """weight * stop_gradient(H - H_target), averaged over the batch; `weight` is log alpha (SB3's loss, and
     SBX's since 0.18) or alpha = exp(log_alpha) (SBX's before 0.18: -alpha * (log_prob + H_target)).
@@ -63,7 +69,7 @@ class CriticObjective(NamedTuple):
     value(q) -> [B], the critics' estimate of Q(s, a) that the actor maximises.
     SAC's below (SOFT_Q); the quantile critics' in rlbench/algos/common/quantiles.py."""
 
-    target: Callable[..., jax.Array]
+    target: TargetFn
     loss: Callable[[jax.Array, jax.Array], jax.Array]
     value: Callable[[jax.Array], jax.Array]
 

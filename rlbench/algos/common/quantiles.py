@@ -84,7 +84,14 @@ def mean_of_quantiles(quantiles: jax.Array) -> jax.Array:
 
 
 def quantile_objective(quantiles: Quantiles) -> CriticObjective:
-    def target(next_q, next_log_prob, reward, terminated, alpha, gamma):
+    def target(
+        next_q: jax.Array,
+        next_log_prob: jax.Array,
+        reward: jax.Array,
+        terminated: jax.Array,
+        alpha: jax.Array,
+        gamma: float,
+    ) -> jax.Array:
         return truncated_quantile_target(next_q, next_log_prob, reward, terminated, alpha, gamma, quantiles)
 
     return CriticObjective(target=target, loss=quantile_huber_loss, value=mean_of_quantiles)

@@ -32,15 +32,19 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+
+from rlbench.types import PyTree
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
-def _stack_every_leaf(trees: list[Any]) -> Any:
+def _stack_every_leaf(trees: list[PyTree]) -> PyTree:
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-def _slice_every_leaf(tree: Any, i: int) -> Any:
+def _slice_every_leaf(tree: PyTree, i: int) -> PyTree:
     return jax.tree.map(lambda x: x[i], tree)
 
 
@@ -51,8 +55,8 @@ class SeedAxis:
     n_seeds: int
     # How `stack` and `take` go over the leaves: op by op here; the training loop passes one compiled program
     # for each (rlbench.loop.compiled.seed_axis), which is much faster for a state of many leaves.
-    stack_leaves: Callable[[list[Any]], Any] = field(default=_stack_every_leaf, compare=False, repr=False)
-    slice_leaves: Callable[[Any, int], Any] = field(default=_slice_every_leaf, compare=False, repr=False)
+    stack_leaves: Callable[[list[PyTree]], PyTree] = field(default=_stack_every_leaf, compare=False, repr=False)
+    slice_leaves: Callable[[PyTree, int], PyTree] = field(default=_slice_every_leaf, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.n_seeds < 1:
@@ -63,7 +67,7 @@ class SeedAxis:
         """Whether device values carry the seed axis (more than one seed)."""
         return self.n_seeds > 1
 
-    def map(self, fn: Callable[..., Any], shared_argnums: Sequence[int] = ()) -> Callable[..., Any]:
+    def map(self, fn: Callable[..., R], shared_argnums: Sequence[int] = ()) -> Callable[..., R]:
         """`fn` over one seed's pytrees -> the same over the seeds' stacked pytrees.
 
         Positional arguments in `shared_argnums` are the same for all seeds and have no seed axis;
@@ -72,7 +76,7 @@ class SeedAxis:
             return fn
         shared = frozenset(shared_argnums)
 
-        def all_seeds(*args):
+        def all_seeds(*args: PyTree) -> R:
             in_axes = tuple(None if i in shared else 0 for i in range(len(args)))
             return jax.vmap(fn, in_axes=in_axes)(*args)
 
@@ -96,7 +100,8 @@ class SeedAxis:
         """K copies of `tree` along the seed axis (inside jit: one allocation, e.g. K empty replay buffers)."""
         if not self.batched:
             return tree
-        return jax.tree.map(lambda x: jnp.broadcast_to(x, (self.n_seeds, *x.shape)), tree)
+        broadcast: T = jax.tree.map(lambda x: jnp.broadcast_to(x, (self.n_seeds, *x.shape)), tree)
+        return broadcast
 
     def init(self, init_fn: Callable[[jax.Array], T], keys: Sequence[jax.Array]) -> T:
         """The K initial states: `init_fn(keys[i])` for each seed, stacked.
@@ -112,6 +117,6 @@ class SeedAxis:
         """Host values with a seed axis (numpy: [K, ...]) as the device functions take them."""
         return tree if self.batched else jax.tree.map(lambda x: x[0], tree)
 
-    def host(self, x: Any) -> np.ndarray:
+    def host(self, x: npt.ArrayLike) -> npt.NDArray[Any]:
         """A device result as a numpy array with the seed axis, whatever the number of seeds."""
         return np.asarray(x) if self.batched else np.asarray(x)[None]

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Protocol, Self, TypeVar
 
 import jax
 import optax
 from flax.training.train_state import TrainState
 
 from rlbench.algos.common.schedules import Schedule
+from rlbench.types import Params
 
 S = TypeVar("S", bound=TrainState)
+T = TypeVar("T")
+Aux = TypeVar("Aux")
+
+
+class Trainable(Protocol):
+    """What `apply_loss` reads of a train state: flax's TrainState and NetworkState (whose own
+    `apply_gradients` is annotated; TrainState's is not, so a call through this protocol is typed)."""
+
+    @property
+    def params(self) -> Params: ...
+
+    def apply_gradients(self, *, grads: Params) -> Self: ...
+
+
+TS = TypeVar("TS", bound=Trainable)
 
 
 def make_adam(
@@ -36,17 +52,24 @@ def set_learning_rate(state: S, learning_rate: jax.Array) -> S:
     return state.replace(opt_state=opt_state._replace(hyperparams=hyperparams))
 
 
-def apply_loss(state: S, loss_fn: Callable[[Any], tuple[jax.Array, Any]]) -> tuple[S, jax.Array, Any]:
+def apply_gradients(state: TS, grads: Params) -> TS:
+    """`state.apply_gradients(grads=grads)`, through the annotated `Trainable` (flax's TrainState method is not)."""
+    return state.apply_gradients(grads=grads)
+
+
+def apply_loss(state: TS, loss_fn: Callable[[Params], tuple[jax.Array, Aux]]) -> tuple[TS, jax.Array, Aux]:
     """Differentiate `loss_fn(params) -> (loss, aux)` and take one optimizer step on `state`."""
     (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     return state.apply_gradients(grads=grads), loss, aux
 
 
-def polyak(target_params: Any, online_params: Any, tau: float) -> Any:
+def polyak(target_params: Params, online_params: Params, tau: float) -> Params:
     """target <- tau * online + (1 - tau) * target."""
-    return optax.incremental_update(online_params, target_params, tau)
+    averaged: Params = optax.incremental_update(online_params, target_params, tau)
+    return averaged
 
 
-def fuse_steps(batch: Any, n_steps: int) -> Any:
+def fuse_steps(batch: T, n_steps: int) -> T:
     """[n_steps * B, ...] -> [n_steps, B, ...], the leading axis that `lax.scan` runs over."""
-    return jax.tree.map(lambda x: x.reshape(n_steps, x.shape[0] // n_steps, *x.shape[1:]), batch)
+    fused: T = jax.tree.map(lambda x: x.reshape(n_steps, x.shape[0] // n_steps, *x.shape[1:]), batch)
+    return fused

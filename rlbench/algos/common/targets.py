@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +11,17 @@ from rlbench.algos.common.steps import polyak
 from rlbench.types import Params
 
 
-def updated_target(cfg: Any, step: jax.Array, target_params: Params, params: Params) -> Params:
+class TargetUpdate(Protocol):
+    """The settings of Polyak-averaged target critics (rlbench.algos.soft.config.TargetCriticConfig: SAC, TQC)."""
+
+    @property
+    def tau(self) -> float: ...
+
+    @property
+    def target_update_interval(self) -> int: ...
+
+
+def updated_target(cfg: TargetUpdate, step: jax.Array, target_params: Params, params: Params) -> Params:
     """The target critics after gradient step `step` (counted from 0): Polyak-averaged towards `params` on
     steps 0, target_update_interval, 2 * target_update_interval, ..., unchanged on the others.
 
@@ -24,4 +34,5 @@ def updated_target(cfg: Any, step: jax.Array, target_params: Params, params: Par
     if cfg.target_update_interval == 1:  # static: every step, no select
         return averaged
     due = step % cfg.target_update_interval == 0
-    return jax.tree.map(lambda new, old: jnp.where(due, new, old), averaged, target_params)
+    chosen: Params = jax.tree.map(lambda new, old: jnp.where(due, new, old), averaged, target_params)
+    return chosen

@@ -10,9 +10,11 @@ its algorithm's math, whatever the precision.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Self
 
 import jax.numpy as jnp
+import optax
 from flax import struct
 from flax.training.train_state import TrainState
 
@@ -25,14 +27,24 @@ class NetworkState(TrainState):
     kernels_t: Params | None  # W^T (bfloat16) of every trunk kernel when the network trains in plain layout
 
     @classmethod
-    def for_network(cls, config: NetworkConfig, apply_fn: Any, params: Params, tx: Any, **fields: Any):
+    def for_network(
+        cls,
+        config: NetworkConfig,
+        apply_fn: Callable[..., Any],
+        params: Params,
+        tx: optax.GradientTransformation,
+        **fields: Any,
+    ) -> Self:
         """The state of a freshly initialised network whose architecture and precision `config` gives."""
         kernels_t = transposed_kernels(params) if plain_layout_applies(config) else None
-        state = cls.create(apply_fn=apply_fn, params=params, tx=tx, kernels_t=kernels_t, **fields)
+        # flax leaves TrainState.create unannotated; it returns an instance of `cls`.
+        state: Self = cls.create(  # type: ignore[no-untyped-call]
+            apply_fn=apply_fn, params=params, tx=tx, kernels_t=kernels_t, **fields
+        )
         # An int32 array rather than TrainState's Python 0: lax.cond's branches must agree on types.
         return state.replace(step=jnp.zeros((), jnp.int32))
 
-    def variables(self, params: Params | None = None) -> dict[str, Any]:
+    def variables(self, params: Params | None = None) -> dict[str, Params]:
         """The Flax variables of the network with `params` (default: its own)."""
         return {"params": self.params if params is None else params}
 
@@ -43,10 +55,11 @@ class NetworkState(TrainState):
             variables[KERNELS_T] = self.kernels_t
         return self.apply_fn(variables, *args, plain_layout=self.kernels_t is not None, **kwargs)
 
-    def apply_gradients(self, *, grads: Params, **kwargs: Any) -> NetworkState:
+    def apply_gradients(self, *, grads: Params, **kwargs: Any) -> Self:
         """One optimizer step; W^T follows the new parameters, so the next step reads W^T of what it
         differentiates (tests/unit/test_precision.py)."""
-        state = super().apply_gradients(grads=grads, **kwargs)
+        # flax leaves TrainState.apply_gradients unannotated; it returns `self.replace(...)`, of this class.
+        state: Self = super().apply_gradients(grads=grads, **kwargs)  # type: ignore[no-untyped-call]
         if state.kernels_t is None:
             return state
         return state.replace(kernels_t=transposed_kernels(state.params))
@@ -63,5 +76,5 @@ class NormalizedState(NetworkState):
 
     batch_stats: Params = struct.field(default_factory=dict)
 
-    def variables(self, params: Params | None = None) -> dict[str, Any]:
+    def variables(self, params: Params | None = None) -> dict[str, Params]:
         return {**super().variables(params), "batch_stats": self.batch_stats}

@@ -25,13 +25,13 @@ from rlbench.algos.soft.acting import soft_acting
 from rlbench.algos.soft.config import target_entropy
 from rlbench.algos.soft.learner import make_networks
 from rlbench.algos.soft.temperature import current_alpha, temperature_step
-from rlbench.types import EnvSpec, Metrics, Transition
+from rlbench.types import EnvSpec, Metrics, Params, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean", "train/critic_bn_steps")
 ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/ent_coef", "train/ent_coef_loss", "train/actor_bn_steps")
 
 
-def bn_steps(batch_stats) -> jax.Array:
+def bn_steps(batch_stats: Params) -> jax.Array:
     """Training-mode calls counted by the first BatchRenorm layer (0 without BatchRenorm), as float32
     like every other metric."""
     counters = [
@@ -42,14 +42,16 @@ def bn_steps(batch_stats) -> jax.Array:
     return jnp.max(counters[0]).astype(jnp.float32) if counters else jnp.zeros((), jnp.float32)
 
 
-def critic_step(cfg: CrossQConfig, objective: CriticObjective, state: CrossQState, batch: Transition, key: jax.Array):
+def critic_step(
+    cfg: CrossQConfig, objective: CriticObjective, state: CrossQState, batch: Transition, key: jax.Array
+) -> tuple[CrossQState, Metrics]:
     next_action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
     policy = state.actor.apply_fn(state.actor.variables(), batch.next_obs, train=False)
     next_action, next_log_prob = policy.sample(next_action_key)
     batch_size = batch.reward.shape[0]
 
-    def loss_fn(params):
+    def loss_fn(params: Params) -> tuple[jax.Array, tuple[jax.Array, Params]]:
         # CrossQ's key idea: ONE training-mode pass over the concatenation of (s, a) and (s', a').
         # BatchRenorm then normalises both halves with the statistics of their mixture. Two separate
         # passes would either normalise (s', a') with statistics of (s, a), for which the policy's
@@ -88,7 +90,7 @@ def actor_step(
     action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
 
-    def loss_fn(actor_params):
+    def loss_fn(actor_params: Params) -> tuple[jax.Array, tuple[jax.Array, Params]]:
         policy, updates = state.actor.apply_training(actor_params, batch.obs, train=True, mutable=["batch_stats"])
         action, log_prob = policy.sample(action_key)
         # The critic in evaluation mode: running statistics, no statistics update from the actor's

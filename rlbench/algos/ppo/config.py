@@ -20,6 +20,7 @@ from typing import Literal
 
 import optax
 
+from rlbench.algos.common.config import LearnerConfig
 from rlbench.algos.common.schedules import ConstantSchedule, Schedule
 from rlbench.networks.actor_critic import ActorCriticNetConfig
 
@@ -27,15 +28,13 @@ Optimizer = Literal["adam", "rmsprop"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class PPOConfig:
+class PPOConfig(LearnerConfig):
     """SB3's PPO defaults. `batch_size` None: one minibatch of the whole rollout (A2C)."""
 
-    learning_rate: Schedule = ConstantSchedule(3e-4)  # noqa: RUF009 (frozen, so a shared default is safe)
     n_steps: int = 2048  # vector steps per rollout
     rollout_envs: int = 1  # n_envs of each seed: a rollout holds n_steps * rollout_envs samples
     batch_size: int | None = 64
     n_epochs: int = 10
-    gamma: float = 0.99
     gae_lambda: float = 0.95
     clip_range: Schedule = ConstantSchedule(0.2)  # noqa: RUF009
     clip_range_vf: Schedule | None = None  # None: the value loss is not clipped

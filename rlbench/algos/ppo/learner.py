@@ -15,8 +15,6 @@ Discrete action is the sampled index, carried as one float column (EnvSpec.n_act
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 
@@ -25,12 +23,12 @@ from rlbench.algos.common.learner import Collection, Learner, no_storage
 from rlbench.algos.ppo.config import PPOConfig, minibatch_size
 from rlbench.algos.ppo.state import PPOState, init_state, resample_exploration
 from rlbench.algos.ppo.update import LOSS_METRICS, make_update
-from rlbench.algos.soft.acting import resample_due
+from rlbench.algos.soft.acting import Exploration, resample_due
 from rlbench.buffers.normalization import Normalization
 from rlbench.buffers.rollout import RolloutState, RolloutStep
 from rlbench.errors import ConfigError
 from rlbench.networks.actor_critic import ActorCritic
-from rlbench.types import EnvSpec, Metrics, Transition
+from rlbench.types import EnvSpec, Metrics, PyTree, Transition
 
 
 def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
@@ -44,18 +42,23 @@ def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
 
     def update(
         state: PPOState,
-        storage_state: Any,
+        storage_state: PyTree,
         new: Transition,
         progress_remaining: jax.Array,
         first_step: jax.Array,
         normalization: Normalization | None,
-    ) -> tuple[PPOState, Any, Metrics]:
+    ) -> tuple[PPOState, PyTree, Metrics]:
         # The loop stages a rollout as the policy saw it (scaled when collected, with `normalize`): not again.
         rollout = staged_rollout(state, new, cfg.n_steps, spec)
         state, metrics = update_rollout(state, rollout, progress_remaining)
         return state, storage_state, metrics
 
-    metric_names = (*LOSS_METRICS, "train/explained_variance", "train/learning_rate", "train/clip_range")
+    metric_names: tuple[str, ...] = (
+        *LOSS_METRICS,
+        "train/explained_variance",
+        "train/learning_rate",
+        "train/clip_range",
+    )
     metric_names += ("train/n_updates",) + (() if spec.discrete else ("train/std",))
     if cfg.clip_range_vf is not None:
         metric_names += ("train/clip_range_vf",)
@@ -113,14 +116,16 @@ def ppo_acting(discrete: bool, sde_sample_freq: int | None) -> Acting:
         """A Discrete index as the loop's one float column; a Box action as it is."""
         return action.astype(jnp.float32)[:, None] if discrete else action
 
-    def explore(state: PPOState, obs: jax.Array, key: jax.Array, episode_start: jax.Array):
+    def explore(
+        state: PPOState, obs: jax.Array, key: jax.Array, episode_start: jax.Array
+    ) -> tuple[jax.Array, Exploration | None, jax.Array]:
         key, draw = jax.random.split(key)
         distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)
         if state.exploration is not None:  # gSDE: the env's held matrix, no fresh draw
             return distribution.explore(state.exploration.matrices), state.exploration, key
         return as_env_action(distribution.sample(draw)), state.exploration, key
 
-    def sample(state: PPOState, obs: jax.Array, key: jax.Array):
+    def sample(state: PPOState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         key, draw = jax.random.split(key)
         distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)
         action = distribution.sample(draw)

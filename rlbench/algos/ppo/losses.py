@@ -18,12 +18,13 @@ clip_fraction = mean(|r - 1| > eps).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from rlbench.types import Metrics
+from rlbench.networks.distributions import ActionDistribution
+from rlbench.types import Metrics, Params
 
 ADVANTAGE_EPSILON = 1e-8
 
@@ -96,7 +97,10 @@ def explained_variance(predicted: jax.Array, target: jax.Array) -> jax.Array:
 
 
 def ppo_loss(
-    params: Any, apply_fn: Callable[..., Any], batch: Minibatch, settings: LossSettings
+    params: Params,
+    apply_fn: Callable[..., tuple[ActionDistribution, jax.Array]],
+    batch: Minibatch,
+    settings: LossSettings,
 ) -> tuple[jax.Array, Metrics]:
     """L and its parts on one minibatch; differentiable in `params`."""
     distribution, value = apply_fn({"params": params}, batch.obs)

@@ -13,6 +13,7 @@ from flax.training.train_state import TrainState
 from rlbench.algos.ppo.config import PPOConfig, make_optimizer
 from rlbench.algos.soft.acting import Exploration
 from rlbench.networks.actor_critic import ActorCritic
+from rlbench.types import Params
 
 
 class PPOState(struct.PyTreeNode):
@@ -34,7 +35,8 @@ class RolloutSample(NamedTuple):
 def init_state(cfg: PPOConfig, network: ActorCritic, obs_dim: int, key: jax.Array) -> PPOState:
     init_key, key = jax.random.split(key)
     params = network.init(init_key, jnp.zeros((1, obs_dim), jnp.float32))["params"]
-    policy = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer(cfg))
+    # flax leaves TrainState.create unannotated; it returns a TrainState.
+    policy: TrainState = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer(cfg))
     zero = jnp.zeros((), jnp.int32)
     exploration = None
     if cfg.use_sde:  # the key is split only then: without gSDE the key stream is the one it always was
@@ -45,7 +47,7 @@ def init_state(cfg: PPOConfig, network: ActorCritic, obs_dim: int, key: jax.Arra
     return PPOState(policy=policy.replace(step=zero), key=key, step=zero, n_updates=zero, exploration=exploration)
 
 
-def draw_matrices(params: dict, key: jax.Array, n_envs: int) -> Exploration:
+def draw_matrices(params: Params, key: jax.Array, n_envs: int) -> Exploration:
     """gSDE's matrices W ~ N(0, exp(log_std)^2), one per env, and the key of the next draw."""
     key, draw = jax.random.split(key)
     std = jnp.exp(params["log_std"])
@@ -55,6 +57,7 @@ def draw_matrices(params: dict, key: jax.Array, n_envs: int) -> Exploration:
 def resample_exploration(state: PPOState) -> PPOState:
     """New matrices from the std as it is now (SB3's reset_noise: every rollout's start, every sde_sample_freq)."""
     exploration = state.exploration
+    assert exploration is not None, "gSDE's matrices are resampled only with use_sde (ppo_acting)"
     matrices = draw_matrices(state.policy.params, exploration.key, exploration.matrices.shape[0])
     return state.replace(exploration=matrices)
 

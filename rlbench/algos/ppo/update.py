@@ -12,20 +12,20 @@ included, as SB3 logs it), approx_kl averaged over the last epoch that ran, trai
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 from flax.training.train_state import TrainState
 
-from rlbench.algos.common.steps import fuse_steps, set_learning_rate
+from rlbench.algos.common.steps import apply_gradients, fuse_steps, set_learning_rate
 from rlbench.algos.ppo.config import PPOConfig, minibatch_size
 from rlbench.algos.ppo.gae import generalized_advantages
 from rlbench.algos.ppo.losses import LossSettings, Minibatch, explained_variance, ppo_loss
 from rlbench.algos.ppo.state import PPOState
 from rlbench.buffers.rollout import RolloutState, flatten_env_major
-from rlbench.types import Metrics
+from rlbench.types import Metrics, Params
 
 LOSS_METRICS = (
     "train/policy_gradient_loss",
@@ -54,7 +54,7 @@ def minibatch_step(
         (_, metrics), grads = grad_fn(carry.policy.params, carry.policy.apply_fn, batch, settings)
         if cfg.target_kl is None:
             within_kl = jnp.array(True)
-            policy = carry.policy.apply_gradients(grads=grads)
+            policy = apply_gradients(carry.policy, grads)
         else:
             # SB3 stops on approx_kl > 1.5 * target_kl; a NaN approx_kl does not stop it either.
             within_kl = jnp.logical_not(metrics["train/approx_kl"] > 1.5 * cfg.target_kl)
@@ -67,7 +67,8 @@ def minibatch_step(
 
     if cfg.target_kl is None:  # static: nothing can stop the update, no branch at all
         return compute(carry)
-    return jax.lax.cond(carry.going, compute, skip, carry)
+    stepped: tuple[StepCarry, tuple[Metrics, jax.Array]] = jax.lax.cond(carry.going, compute, skip, carry)
+    return stepped
 
 
 def epoch_minibatches(
@@ -84,7 +85,7 @@ def epoch_minibatches(
     if batch_size is None or n_minibatches * batch_size == n:
         return fuse_steps(flat, n_minibatches)
     padding = n_minibatches * batch_size - n
-    padded = jax.tree.map(lambda x: jnp.concatenate([x, jnp.zeros((padding, *x.shape[1:]), x.dtype)]), flat)
+    padded: Minibatch = jax.tree.map(lambda x: jnp.concatenate([x, jnp.zeros((padding, *x.shape[1:]), x.dtype)]), flat)
     weight = (jnp.arange(n + padding) < n).astype(jnp.float32)
     return fuse_steps(padded._replace(weight=weight), n_minibatches)
 
@@ -115,7 +116,7 @@ def loss_settings(cfg: PPOConfig, progress_remaining: jax.Array) -> LossSettings
     )
 
 
-def make_update(cfg: PPOConfig, n_envs: int):
+def make_update(cfg: PPOConfig, n_envs: int) -> Callable[[PPOState, RolloutState, jax.Array], tuple[PPOState, Metrics]]:
     """update(state, rollout, progress_remaining) -> (state, metrics) for rollouts of cfg.n_steps x n_envs."""
     rollout_size = cfg.n_steps * n_envs
     batch_size = minibatch_size(cfg, rollout_size)
@@ -129,7 +130,7 @@ def make_update(cfg: PPOConfig, n_envs: int):
         settings = loss_settings(cfg, progress_remaining)
         key, keys = epoch_keys(state.key, cfg.n_epochs)
 
-        def epoch(carry: StepCarry, epoch_key: jax.Array):
+        def epoch(carry: StepCarry, epoch_key: jax.Array) -> tuple[StepCarry, tuple[Metrics, jax.Array]]:
             minibatches = epoch_minibatches(flat, epoch_key if shuffles else None, n_minibatches, batch_size)
             return jax.lax.scan(lambda c, b: minibatch_step(cfg, settings, c, b), carry, minibatches)
 
@@ -158,14 +159,15 @@ def summarize(metrics: Metrics, ran: jax.Array) -> Metrics:
 
 
 def schedule_metrics(settings: LossSettings, learning_rate: jax.Array, state: PPOState) -> Metrics:
-    metrics: dict[str, Any] = {
+    metrics: Metrics = {
         "train/learning_rate": learning_rate,
         "train/clip_range": settings.clip_range,
         "train/n_updates": state.n_updates,
     }
     if settings.clip_range_vf is not None:
         metrics["train/clip_range_vf"] = settings.clip_range_vf
-    log_std = state.policy.params.get("log_std")
+    params: Params = state.policy.params
+    log_std = params.get("log_std")
     if log_std is not None:
         metrics["train/std"] = jnp.exp(log_std).mean()
     return metrics

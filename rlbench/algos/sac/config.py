@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlbench.algos.soft.config import SoftConfig
+from rlbench.algos.soft.config import TargetCriticConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class SACConfig(SoftConfig):
-    tau: float = 0.005  # Polyak rate of the target critics
-    target_update_interval: int = 1  # gradient steps between Polyak updates of the target critics
+class SACConfig(TargetCriticConfig):
+    """SAC's fields are the target-critic learner's: the SAC family's, tau and target_update_interval."""

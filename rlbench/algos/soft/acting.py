@@ -8,12 +8,13 @@ which the host resamples on gSDE's schedule (`resample_due`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol, Self, TypeVar, overload
 
 import jax
 from flax import struct
 
 from rlbench.algos.common.acting import Acting
+from rlbench.algos.common.train_state import NetworkState
 from rlbench.networks.actor import GSDEConfig
 
 
@@ -24,20 +25,44 @@ class Exploration(struct.PyTreeNode):
     key: jax.Array
 
 
-def draw_exploration(actor: Any, key: jax.Array, n_envs: int) -> Exploration:
+class SoftPolicyState(Protocol):
+    """What the SAC family's acting reads of its learner state (SACState, CrossQState)."""
+
+    @property
+    def actor(self) -> NetworkState: ...
+
+    @property
+    def exploration(self) -> Exploration | None: ...
+
+    def replace(self, **overrides: object) -> Self: ...
+
+
+P = TypeVar("P", bound=SoftPolicyState)
+
+
+def draw_exploration(actor: NetworkState, key: jax.Array, n_envs: int) -> Exploration:
     """Fresh matrices from the actor's current exploration std, and the key after the draw."""
     key, draw = jax.random.split(key)
     std = actor.apply_fn(actor.variables(), method="exploration_std")
     return Exploration(std * jax.random.normal(draw, (n_envs, *std.shape), std.dtype), key)
 
 
-def resample_exploration(state: Any) -> Any:
+def resample_exploration(state: P) -> P:
     """The state with new exploration matrices (gSDE), drawn from the actor's std as it is now."""
     exploration = state.exploration
+    assert exploration is not None, "gSDE's exploration matrices are resampled only with gSDE (soft_acting)"
     return state.replace(exploration=draw_exploration(state.actor, exploration.key, exploration.matrices.shape[0]))
 
 
-def resample_due(vector_steps_in_rollout: Any, sample_freq: int) -> Any:
+@overload
+def resample_due(vector_steps_in_rollout: int, sample_freq: int) -> bool: ...
+
+
+@overload
+def resample_due(vector_steps_in_rollout: jax.Array, sample_freq: int) -> jax.Array: ...
+
+
+def resample_due(vector_steps_in_rollout: int | jax.Array, sample_freq: int) -> bool | jax.Array:
     """SB3's schedule: at the start of every rollout (the train_freq vector steps between two training
     iterations) and, with sde_sample_freq > 0, every sde_sample_freq vector steps into it. A Python int gives
     a bool (the host loop), a traced int32 a traced bool (the device loop's scan)."""
@@ -45,14 +70,14 @@ def resample_due(vector_steps_in_rollout: Any, sample_freq: int) -> Any:
     return (n == 0) | (sample_freq > 0 and n % sample_freq == 0)
 
 
-def sample(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+def sample(state: SoftPolicyState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(a ~ pi(.|obs) in [-1, 1], the next key) with fresh noise: a plain SAC sample, or under gSDE one new
     exploration matrix for the batch (enjoy.py --stochastic)."""
     key, action_key = jax.random.split(key)
     return state.actor.apply_fn(state.actor.variables(), obs).sample(action_key)[0], key
 
 
-def act(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+def act(state: SoftPolicyState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(the action for collecting experience, the next key); obs [n_envs, obs_dim]."""
     if state.exploration is None:
         return sample(state, obs, key)
@@ -60,19 +85,22 @@ def act(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Arra
     return state.actor.apply_fn(state.actor.variables(), obs).explore(state.exploration.matrices), key
 
 
-def act_deterministic(state: Any, obs: jax.Array) -> jax.Array:
+def act_deterministic(state: SoftPolicyState, obs: jax.Array) -> jax.Array:
     """tanh of the Gaussian mean, for evaluation."""
-    return state.actor.apply_fn(state.actor.variables(), obs).mode()
+    action: jax.Array = state.actor.apply_fn(state.actor.variables(), obs).mode()
+    return action
 
 
-def explore(state: Any, obs: jax.Array, key: jax.Array, episode_start: jax.Array) -> tuple[jax.Array, Any, jax.Array]:
+def explore(
+    state: SoftPolicyState, obs: jax.Array, key: jax.Array, episode_start: jax.Array
+) -> tuple[jax.Array, Exploration | None, jax.Array]:
     """`act`, with the exploration state as the Acting interface returns it (gSDE's matrices do not change
     at episode starts: they are redrawn on their own schedule)."""
     action, key = act(state, obs, key)
     return action, state.exploration, key
 
 
-def policy_part(state: Any) -> Any:
+def policy_part(state: P) -> P:
     """What the SAC family's acting reads: the actor's parameters (CrossQ's with its statistics) and gSDE's
     matrices."""
     actor = state.actor.replace(opt_state=None)

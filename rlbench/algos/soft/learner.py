@@ -9,7 +9,7 @@ no hidden Python state (so it can be vmapped). CrossQ (no target critics) shares
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +22,7 @@ from rlbench.algos.common.steps import apply_loss, make_adam
 from rlbench.algos.common.targets import updated_target
 from rlbench.algos.common.train_state import NetworkState, TargetCriticState
 from rlbench.algos.soft.acting import Exploration, draw_exploration, soft_acting
-from rlbench.algos.soft.config import SoftConfig, target_entropy
+from rlbench.algos.soft.config import SoftConfig, TargetCriticConfig, target_entropy
 from rlbench.algos.soft.temperature import current_alpha, init_temperature, temperature_step
 from rlbench.networks.actor import SquashedGaussianActor
 from rlbench.networks.critic import CriticEnsemble
@@ -68,7 +68,7 @@ def init_exploration(cfg: SoftConfig, actor: NetworkState, key: jax.Array) -> tu
     return key, draw_exploration(actor, exploration_key, cfg.gsde.n_envs)
 
 
-def init_state(cfg: Any, spec: EnvSpec, nets: Networks, key: jax.Array) -> SACState:
+def init_state(cfg: TargetCriticConfig, spec: EnvSpec, nets: Networks, key: jax.Array) -> SACState:
     """SAC's (and TQC's) initial state: fresh networks, the target critic a copy of the critic."""
     key, actor_vars, critic_vars = init_variables(nets, spec, key)
     critic_params = critic_vars["params"]
@@ -99,7 +99,7 @@ ACTOR_METRICS = ("train/actor_loss", "train/entropy", "train/ent_coef", "train/e
 
 
 def critic_step(
-    cfg: Any, objective: CriticObjective, state: SACState, batch: Transition, key: jax.Array
+    cfg: TargetCriticConfig, objective: CriticObjective, state: SACState, batch: Transition, key: jax.Array
 ) -> tuple[SACState, Metrics]:
     next_action_key, target_dropout_key, dropout_key = jax.random.split(key, 3)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
@@ -114,7 +114,7 @@ def critic_step(
     )
     target = objective.target(next_q, next_log_prob, batch.reward, batch.terminated, alpha, cfg.gamma)
 
-    def loss_fn(params):
+    def loss_fn(params: Params) -> tuple[jax.Array, jax.Array]:
         q = state.critic.apply_training(params, batch.obs, batch.action, dropout=True, rngs={"dropout": dropout_key})
         return objective.loss(q, target), q
 
@@ -134,7 +134,7 @@ def actor_step(
     action_key, dropout_key = jax.random.split(key)
     alpha = current_alpha(state.temperature, cfg.ent_coef.initial)
 
-    def loss_fn(actor_params):
+    def loss_fn(actor_params: Params) -> tuple[jax.Array, jax.Array]:
         action, log_prob = state.actor.apply_training(actor_params, batch.obs).sample(action_key)
         q = state.critic.apply_fn(
             state.critic.variables(), batch.obs, action, dropout=True, rngs={"dropout": dropout_key}
@@ -154,7 +154,7 @@ def actor_step(
 
 
 def make_soft_learner(
-    cfg: Any, spec: EnvSpec, objective: CriticObjective = SOFT_Q, n_quantiles: int | None = None
+    cfg: TargetCriticConfig, spec: EnvSpec, objective: CriticObjective = SOFT_Q, n_quantiles: int | None = None
 ) -> Learner[SACState]:
     """Bind the pure functions to a config (SACConfig, TQCConfig: a SoftConfig with tau and
     target_update_interval) and an environment spec; TQC: to its quantile critics and objective."""

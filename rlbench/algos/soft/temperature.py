@@ -8,11 +8,14 @@ import jax
 import jax.numpy as jnp
 from flax.training.train_state import TrainState
 
-from rlbench.algos.common.losses import temperature_loss
+from rlbench.algos.common.losses import TemperatureLoss, temperature_loss
 from rlbench.algos.common.steps import apply_loss, make_adam
 
 # The `temperature_loss` setting: the weight of (H - H_target) in the temperature's loss (losses.py).
-TEMPERATURE_LOSSES = {"log_alpha": "SB3's, and SBX's since 0.18", "alpha": "SBX's before 0.18"}
+TEMPERATURE_LOSSES: dict[TemperatureLoss, str] = {
+    "log_alpha": "SB3's, and SBX's since 0.18",
+    "alpha": "SBX's before 0.18",
+}
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,8 @@ def init_temperature(initial: float, learned: bool, learning_rate: float) -> Tra
     if not learned:
         return None
     log_alpha = {"log_alpha": jnp.log(jnp.asarray(initial, jnp.float32))}
-    state = TrainState.create(apply_fn=None, params=log_alpha, tx=make_adam(learning_rate))
+    # flax leaves TrainState.create unannotated; it returns a TrainState.
+    state: TrainState = TrainState.create(apply_fn=None, params=log_alpha, tx=make_adam(learning_rate))
     # An int32 array rather than TrainState's Python 0, so both lax.cond branches agree on types.
     return state.replace(step=jnp.zeros((), jnp.int32))
 
@@ -41,7 +45,7 @@ def current_alpha(temperature: TrainState | None, fixed_value: float) -> jax.Arr
 
 
 def temperature_step(
-    temperature: TrainState | None, entropy: jax.Array, target_entropy: float, loss: str = "log_alpha"
+    temperature: TrainState | None, entropy: jax.Array, target_entropy: float, loss: TemperatureLoss = "log_alpha"
 ) -> tuple[TrainState | None, jax.Array]:
     """One Adam step on log alpha toward the target entropy, on the `loss` of TEMPERATURE_LOSSES; a fixed
     alpha is returned unchanged."""

@@ -9,20 +9,20 @@ noise to those uniform actions, which are clipped to [-1, 1] and as random eithe
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 
 from rlbench.algos.common.acting import Acting
 from rlbench.algos.td3.config import ActionNoise
+from rlbench.algos.td3.state import TD3State
 
 
-def evaluate(state: Any, obs: jax.Array) -> jax.Array:
-    return state.actor.apply_fn(state.actor.variables(), obs)
+def evaluate(state: TD3State, obs: jax.Array) -> jax.Array:
+    action: jax.Array = state.actor.apply_fn(state.actor.variables(), obs)
+    return action
 
 
-def sample(state: Any, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+def sample(state: TD3State, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The actor is deterministic: a 'stochastic' action is its action (as SB3's predict)."""
     return evaluate(state, obs), key
 
@@ -33,24 +33,27 @@ def ornstein_uhlenbeck_step(noise: ActionNoise, previous: jax.Array, white: jax.
 
 
 def exploration_noise(
-    noise: ActionNoise, exploration: Any, white: jax.Array, episode_start: jax.Array
-) -> tuple[jax.Array, Any]:
+    noise: ActionNoise, exploration: jax.Array | None, white: jax.Array, episode_start: jax.Array
+) -> tuple[jax.Array, jax.Array | None]:
     """(the noise added to the actions, the next exploration state)."""
     if noise.kind == "normal":
         return noise.std * white, exploration
+    assert exploration is not None, "Ornstein-Uhlenbeck noise keeps its state in the learner state (init_state)"
     previous = jnp.where(episode_start[:, None], 0.0, exploration)  # SB3's reset at an episode's end
     following = ornstein_uhlenbeck_step(noise, previous, white)
     return following, following
 
 
-def policy_part(state: Any) -> Any:
+def policy_part(state: TD3State) -> TD3State:
     """What TD3's acting reads: the actor's parameters and the noise state."""
     actor = state.actor.replace(opt_state=None, target_params=None)
     return state.replace(actor=actor, critic=None, key=None, step=None)
 
 
 def td3_acting(noise: ActionNoise | None) -> Acting:
-    def explore(state: Any, obs: jax.Array, key: jax.Array, episode_start: jax.Array):
+    def explore(
+        state: TD3State, obs: jax.Array, key: jax.Array, episode_start: jax.Array
+    ) -> tuple[jax.Array, jax.Array | None, jax.Array]:
         action = evaluate(state, obs)
         if noise is None:  # static
             return action, state.exploration, key

@@ -4,10 +4,18 @@ the action noise RL Zoo's `noise_type` and `noise_std` build."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, TypeGuard
 
 from rlbench.algos.common.config import ActorCriticConfig
 
-NOISE_TYPES = ("normal", "ornstein-uhlenbeck")
+# RL Zoo's noise_type values.
+NoiseType = Literal["normal", "ornstein-uhlenbeck"]
+NOISE_TYPES: tuple[NoiseType, ...] = ("normal", "ornstein-uhlenbeck")
+
+
+def is_noise_type(value: object) -> TypeGuard[NoiseType]:
+    """Whether `value` is one of NOISE_TYPES (narrows a value read from a file to NoiseType)."""
+    return value in NOISE_TYPES
 
 
 @dataclass(frozen=True)
@@ -16,7 +24,7 @@ class ActionNoise:
     NormalActionNoise / OrnsteinUhlenbeckActionNoise with sigma = noise_std * ones). Ornstein-Uhlenbeck
     keeps one state per env (`n_envs`), with SB3's theta and dt, restarting from 0 at each episode start."""
 
-    kind: str  # one of NOISE_TYPES
+    kind: NoiseType
     std: float
     n_envs: int = 1
     theta: float = 0.15

@@ -29,14 +29,18 @@ class TD3State(struct.PyTreeNode):
     exploration: jax.Array | None = None  # Ornstein-Uhlenbeck noise [n_envs, action_dim]; None otherwise
 
 
-def init_state(cfg: TD3Config, spec: EnvSpec, actor: DeterministicActor, critic: CriticEnsemble, key: jax.Array):
+def init_state(
+    cfg: TD3Config, spec: EnvSpec, actor: DeterministicActor, critic: CriticEnsemble, key: jax.Array
+) -> TD3State:
     """Fresh networks, each target a copy of its network (a separate one: shared buffers break donation)."""
     key, actor_key, critic_key = jax.random.split(key, 3)
     obs = jnp.zeros((1, spec.obs_dim), jnp.float32)
     actor_params = actor.init(actor_key, obs)["params"]
     critic_params = critic.init(critic_key, obs, jnp.zeros((1, spec.action_dim), jnp.float32))["params"]
     noise = cfg.action_noise
-    ornstein_uhlenbeck = noise is not None and noise.kind == "ornstein-uhlenbeck"
+    exploration = None
+    if noise is not None and noise.kind == "ornstein-uhlenbeck":
+        exploration = jnp.zeros((noise.n_envs, spec.action_dim), jnp.float32)
     return TD3State(
         actor=TargetActorState.for_network(
             cfg.actor,
@@ -54,5 +58,5 @@ def init_state(cfg: TD3Config, spec: EnvSpec, actor: DeterministicActor, critic:
         ),
         key=key,
         step=jnp.zeros((), jnp.int32),
-        exploration=jnp.zeros((noise.n_envs, spec.action_dim), jnp.float32) if ornstein_uhlenbeck else None,
+        exploration=exploration,
     )

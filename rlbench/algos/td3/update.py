@@ -20,7 +20,7 @@ from rlbench.algos.td3.config import TD3Config
 from rlbench.algos.td3.state import TD3State, init_state
 from rlbench.networks.actor import DeterministicActor
 from rlbench.networks.critic import CriticEnsemble
-from rlbench.types import EnvSpec, Metrics, Transition
+from rlbench.types import EnvSpec, Metrics, Params, Transition
 
 CRITIC_METRICS = ("train/critic_loss", "train/q_mean")
 ACTOR_METRICS = ("train/actor_loss",)
@@ -53,7 +53,7 @@ def critic_step(cfg: TD3Config, state: TD3State, batch: Transition, key: jax.Arr
     )
     target = td_target(next_q, batch.reward, batch.terminated, cfg.gamma)
 
-    def loss_fn(params):
+    def loss_fn(params: Params) -> tuple[jax.Array, jax.Array]:
         q = state.critic.apply_training(params, batch.obs, batch.action, dropout=True, rngs={"dropout": dropout_key})
         return critic_loss(q, target), q
 
@@ -64,7 +64,7 @@ def critic_step(cfg: TD3Config, state: TD3State, batch: Transition, key: jax.Arr
 def actor_step(cfg: TD3Config, state: TD3State, batch: Transition, key: jax.Array) -> tuple[TD3State, Metrics]:
     """Ascend min_i Q_i(s, mu(s)), then move both targets towards their networks (tau)."""
 
-    def loss_fn(actor_params):
+    def loss_fn(actor_params: Params) -> tuple[jax.Array, None]:
         action = state.actor.apply_training(actor_params, batch.obs)
         q = state.critic.apply_fn(state.critic.variables(), batch.obs, action, dropout=True, rngs={"dropout": key})
         return -q.min(axis=0).mean(), None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict
 
 from rlbench.algos.crossq.config import CrossQConfig
 from rlbench.algos.crossq.update import make_learner
@@ -49,13 +49,20 @@ CROSSQ_PRESET: dict[str, Any] = {
 }
 
 
+class _BatchRenorm(TypedDict):
+    """NetworkConfig's BatchRenorm settings, shared by the actor and the critic."""
+
+    batch_norm_momentum: float
+    renorm_warmup_steps: int
+
+
 def with_batch_norm(
     actor: NetworkConfig, critic: NetworkConfig, kwargs: Mapping[str, Any]
 ) -> tuple[NetworkConfig, NetworkConfig]:
     """(actor, critic) with BatchRenorm as policy_kwargs set it (off unless asked, as SBX's policy)."""
     momentum = kwargs.get("batch_norm_momentum", NetworkConfig.batch_norm_momentum)
     warmup = kwargs.get("renorm_warmup_steps", NetworkConfig.renorm_warmup_steps)
-    norm = {
+    norm: _BatchRenorm = {
         "batch_norm_momentum": number(
             {"batch_norm_momentum": momentum}, "batch_norm_momentum", float, 0, 1, high_open=True
         ),

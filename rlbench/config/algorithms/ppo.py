@@ -93,7 +93,7 @@ def read_common(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: in
     return values
 
 
-def check_policy(policy: Any) -> None:
+def check_policy(policy: object) -> None:
     if policy != "MlpPolicy":
         raise ConfigError(
             f"policy: {policy!r} is not supported for PPO and A2C yet (image and dict observations); valid: MlpPolicy"
@@ -110,13 +110,13 @@ def read_network(kwargs: Mapping[str, Any]) -> ActorCriticNetConfig:
     return ActorCriticNetConfig(
         pi=pi,
         vf=vf,
-        activation=parse_activation(kwargs.get("activation_fn", default.activation)),  # type: ignore[arg-type]
+        activation=parse_activation(kwargs.get("activation_fn", default.activation)),
         ortho_init=boolean(kwargs, "ortho_init", default.ortho_init),
         log_std_init=number({"log_std_init": kwargs.get("log_std_init", default.log_std_init)}, "log_std_init", float),
     )
 
 
-def parse_actor_critic_arch(value: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def parse_actor_critic_arch(value: object) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """SB3's on-policy net_arch: a list (both networks), dict(pi=[...], vf=[...]), or the older list-wrapped
     [dict(pi=[...], vf=[...])] -> (policy widths, value widths)."""
     if isinstance(value, list | tuple) and len(value) == 1 and isinstance(value[0], Mapping):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Protocol
 
 from rlbench.algos.common.config import ActorCriticConfig
 from rlbench.algos.common.quantiles import Quantiles
@@ -29,7 +29,7 @@ from rlbench.config.values import (
     unknown_key,
 )
 from rlbench.errors import ConfigError
-from rlbench.networks.mlp import PRECISIONS, NetworkConfig
+from rlbench.networks.mlp import PRECISIONS, Family, NetworkConfig, Precision
 from rlbench.networks.trunk import policy_name
 
 
@@ -159,7 +159,7 @@ def _shared_numbers(params: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _optimizer_and_critics(kwargs: Mapping[str, Any], family: str) -> dict[str, Any]:
+def _optimizer_and_critics(kwargs: Mapping[str, Any], family: Family) -> dict[str, Any]:
     """Adam's beta 1 (policy_kwargs.optimizer_kwargs), AdamW's weight decay with SimbaPolicy (SBX's optimizer
     for it) and the number of critics, when policy_kwargs sets them."""
     values: dict[str, Any] = {}
@@ -181,7 +181,7 @@ def _optimizer_and_critics(kwargs: Mapping[str, Any], family: str) -> dict[str, 
     return values
 
 
-def _networks(kwargs: Mapping[str, Any], precision: str, policy: Any) -> tuple[NetworkConfig, NetworkConfig]:
+def _networks(kwargs: Mapping[str, Any], precision: Precision, policy: object) -> tuple[NetworkConfig, NetworkConfig]:
     """(actor, critic) architectures from policy_kwargs and the `policy` naming their family."""
     default = NetworkConfig()
     actor_hidden, critic_hidden = parse_net_arch(kwargs.get("net_arch", list(default.hidden)))
@@ -232,7 +232,17 @@ def read_target(params: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def target_hyperparams(cfg: Any) -> dict[str, Any]:
+class TargetCritics(Protocol):
+    """A config with target critics updated by Polyak averaging (SACConfig, TQCConfig)."""
+
+    @property
+    def tau(self) -> float: ...
+
+    @property
+    def target_update_interval(self) -> int: ...
+
+
+def target_hyperparams(cfg: TargetCritics) -> dict[str, Any]:
     """The inverse of read_target, in file spelling, for a config with target critics (SACConfig, TQCConfig)."""
     return {"tau": cfg.tau, "target_update_interval": cfg.target_update_interval}
 

@@ -52,7 +52,7 @@ def soft_hyperparams(cfg: SoftConfig) -> dict[str, Any]:
     return out
 
 
-def _temperature_loss(value: Any, where: str) -> str:
+def _temperature_loss(value: object, where: str) -> str:
     if not isinstance(value, str) or value not in TEMPERATURE_LOSSES:
         valid = " or ".join(f"{name} ({meaning})" for name, meaning in TEMPERATURE_LOSSES.items())
         raise ConfigError(f"temperature_loss: expected {valid}, got {value!r} (from {where})")

@@ -6,7 +6,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from rlbench.algos.td3.config import NOISE_TYPES, ActionNoise, TD3Config
+from rlbench.algos.td3.config import NOISE_TYPES, ActionNoise, TD3Config, is_noise_type
 from rlbench.algos.td3.update import make_learner
 from rlbench.config.algorithm import Algorithm
 from rlbench.config.algorithms.shared import SHARED_KEYS, read_shared, read_target, shared_hyperparams
@@ -23,12 +23,13 @@ def read_action_noise(params: Mapping[str, Any], n_envs: int, where: str) -> Act
         if "noise_std" in params:
             warnings.warn("noise_std: ignored because noise_type is not set (no action noise)", stacklevel=3)
         return None
-    if not isinstance(kind, str) or kind.strip() not in NOISE_TYPES:
+    noise_type = kind.strip() if isinstance(kind, str) else None
+    if not is_noise_type(noise_type):
         valid = ", ".join(NOISE_TYPES)
         raise ConfigError(f"noise_type: expected one of {valid} (or None), got {kind!r} (from {where})")
     if "noise_std" not in params:
-        raise ConfigError(f"noise_std: needed with noise_type {kind.strip()!r} (the noise's std) (from {where})")
-    return ActionNoise(kind.strip(), number(params, "noise_std", float, 0), n_envs)
+        raise ConfigError(f"noise_std: needed with noise_type {noise_type!r} (the noise's std) (from {where})")
+    return ActionNoise(noise_type, number(params, "noise_std", float, 0), n_envs)
 
 
 def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> TD3Config:

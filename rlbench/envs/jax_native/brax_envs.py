@@ -8,8 +8,9 @@ import inspect
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.envs.jax_native.env import JaxEnv, Render
 from rlbench.envs.jax_native.packages import (
     JAX_ENV_PREFIXES,
     import_env_package,
@@ -18,8 +19,9 @@ from rlbench.envs.jax_native.packages import (
     unknown_env_error,
     unknown_kwarg_error,
 )
-from rlbench.envs.jax_native.state_envs import state_protocol_env
+from rlbench.envs.jax_native.state_envs import StateProtocolEnv, state_protocol_env
 from rlbench.errors import ConfigError
+from rlbench.types import PyTree
 
 EPISODE_LENGTH = 1000  # Brax's trainers' episode_length
 BACKENDS = ("generalized", "positional", "spring", "mjx")
@@ -43,7 +45,7 @@ def make_brax_env(env_id: str, name: str, env_kwargs: dict[str, Any]) -> JaxEnv:
     return state_protocol_env(env_id, env, episode_length, env_kwargs, _renderer(env))
 
 
-def _check_kwargs(env_id: str, env_class: type, kwargs: dict[str, Any]) -> None:
+def _check_kwargs(env_id: str, env_class: type[Any], kwargs: dict[str, Any]) -> None:
     parameters = inspect.signature(env_class.__init__).parameters
     valid = [p for p, spec in parameters.items() if p != "self" and spec.kind is not spec.VAR_KEYWORD]
     if any(spec.kind is spec.VAR_KEYWORD for spec in parameters.values()):
@@ -56,7 +58,7 @@ def _check_kwargs(env_id: str, env_class: type, kwargs: dict[str, Any]) -> None:
         raise ConfigError(f"env_kwargs: {env_id}'s backend {backend!r} is not one of {', '.join(BACKENDS)}")
 
 
-def _renderer(env: Any):
+def _renderer(env: StateProtocolEnv) -> Render | None:
     """Frames through MuJoCo's renderer (brax.io.image), for the physics envs (those with a System)."""
     system = getattr(env, "sys", None)
     if system is None or getattr(system, "mj_model", None) is None:
@@ -66,7 +68,7 @@ def _renderer(env: Any):
     # free camera, from where a cheetah is a few pixels.
     camera = (system.mj_model.camera(0).name or 0) if system.mj_model.ncam else None
 
-    def render(state: Any) -> np.ndarray:
+    def render(state: PyTree) -> npt.NDArray[np.uint8]:
         from brax.io import image
 
         return np.asarray(image.render_array(system, state.pipeline_state, height=240, width=320, camera=camera))

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, PyTree
+
+# A frame of an env state: uint8 [height, width, 3].
+Render = Callable[[PyTree], npt.NDArray[np.uint8]]
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: jit caches key on the functions it holds
@@ -26,20 +29,20 @@ class JaxEnv:
 
     env_id: str  # e.g. "gymnax:Pendulum-v1"
     spec: EnvSpec  # flat float32 observations
-    action_low: np.ndarray  # float32 [action_dim]: the env's own bounds
-    action_high: np.ndarray
+    action_low: npt.NDArray[np.float32]  # [action_dim]: the env's own bounds
+    action_high: npt.NDArray[np.float32]
     max_episode_steps: int  # the time limit (truncation), as the env's registration has it
-    reset: Callable[[jax.Array], tuple[Any, jax.Array]]
-    step: Callable[[Any, jax.Array, jax.Array], tuple[Any, jax.Array, jax.Array, jax.Array]]
-    render: Callable | None = None
+    reset: Callable[[jax.Array], tuple[PyTree, jax.Array]]
+    step: Callable[[PyTree, jax.Array, jax.Array], tuple[PyTree, jax.Array, jax.Array, jax.Array]]
+    render: Render | None = None
 
 
-def conformed(state: Any, shapes: Any) -> Any:
+def conformed(state: PyTree, shapes: PyTree) -> PyTree:
     """`state` with the shapes and (strong) dtypes of `shapes` (the reset state's, from jax.eval_shape): an env
     whose reset holds Python numbers (weak types) or squeezed arrays where its step returns others would
     otherwise change the type of a lax.scan carry."""
 
-    def conform(leaf: Any, shape: jax.ShapeDtypeStruct) -> jax.Array:
+    def conform(leaf: jax.typing.ArrayLike, shape: jax.ShapeDtypeStruct) -> jax.Array:
         leaf = jnp.reshape(leaf, shape.shape)
         return leaf if jax.dtypes.issubdtype(shape.dtype, jax.dtypes.prng_key) else leaf.astype(shape.dtype)
 
@@ -47,8 +50,8 @@ def conformed(state: Any, shapes: Any) -> Any:
 
 
 def traced_reset(
-    reset_raw: Callable[[jax.Array], tuple[Any, jax.Array]], kwargs_error: Callable[[Exception], Exception]
-) -> tuple[Callable[[jax.Array], tuple[Any, jax.Array]], Any, jax.ShapeDtypeStruct]:
+    reset_raw: Callable[[jax.Array], tuple[PyTree, jax.Array]], kwargs_error: Callable[[Exception], Exception]
+) -> tuple[Callable[[jax.Array], tuple[PyTree, jax.Array]], PyTree, jax.ShapeDtypeStruct]:
     """(reset with its state `conformed` to the traced reset's, the state's shapes, the observation's shape) of a
     package's raw reset, traced once without compiling; `kwargs_error(error)` when the env's kwargs cannot trace."""
     try:
@@ -56,7 +59,7 @@ def traced_reset(
     except Exception as error:  # a kwarg the env cannot compute with
         raise kwargs_error(error) from None
 
-    def reset(key: jax.Array) -> tuple[Any, jax.Array]:
+    def reset(key: jax.Array) -> tuple[PyTree, jax.Array]:
         state, obs = reset_raw(key)
         return conformed(state, state_shapes), obs
 

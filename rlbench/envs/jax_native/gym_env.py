@@ -12,22 +12,25 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import jax
 import numpy as np
+import numpy.typing as npt
 from gymnasium.envs.registration import EnvSpec
 
 from rlbench.envs.jax_native.env import JaxEnv
-from rlbench.envs.jax_native.vector import EnvCarry, reset_envs, restart_envs, step_envs_in_bounds
+from rlbench.envs.jax_native.vector import EnvCarry, EnvStep, reset_envs, restart_envs, step_envs_in_bounds
 from rlbench.errors import ConfigError
 
 SEEDS = 2**32  # reset_envs reads seeds as uint32: rlbench's seeds (store.schema.MAX_SEED) all fit
 
 
 class JaxGymEnv(gym.Env):
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 30}
+    # An instance variable as gymnasium.Env declares it (a ClassVar would not override it), set on the class.
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 30}  # noqa: RUF012
 
     def __init__(self, jax_env: JaxEnv, render_mode: str | None = None):
         if render_mode == "human":  # enjoy.py's default: these envs draw frames, they open no window
@@ -49,7 +52,9 @@ class JaxGymEnv(gym.Env):
         self._carry: EnvCarry | None = None
         self._ended = False  # the last step ended an episode: the carry already holds the next one
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is not None:
             if not 0 <= seed < SEEDS:
@@ -62,7 +67,7 @@ class JaxGymEnv(gym.Env):
         self._ended = False
         return np.array(self._carry.obs[0]), {}
 
-    def step(self, action):
+    def step(self, action: npt.ArrayLike) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self._carry is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         actions = np.asarray(action, np.float32).reshape(1, self.jax_env.spec.action_dim)
@@ -73,14 +78,15 @@ class JaxGymEnv(gym.Env):
         self._ended = terminated or truncated
         return np.array(out.final_obs[0]), float(out.reward[0]), terminated, truncated, {}
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         if self.render_mode is None or self._carry is None:
             return None
+        assert self.jax_env.render is not None, "__init__ refuses a render mode for an env that draws no frames"
         state = jax.tree.map(lambda leaf: leaf[0], self._carry.state)
         return np.asarray(self.jax_env.render(state))
 
 
-def jax_env_spaces(jax_env: JaxEnv) -> tuple[gym.spaces.Box, gym.spaces.Space]:
+def jax_env_spaces(jax_env: JaxEnv) -> tuple[gym.spaces.Box, gym.spaces.Box | gym.spaces.Discrete]:
     """(observation space: unbounded flat float32, action space: the env's bounds, or Discrete(n): the host
     loop wraps it as any Discrete env, rlbench.envs.discrete.IndexActions)."""
     observation_space = gym.spaces.Box(-np.inf, np.inf, (jax_env.spec.obs_dim,), np.float32)
@@ -90,8 +96,15 @@ def jax_env_spaces(jax_env: JaxEnv) -> tuple[gym.spaces.Box, gym.spaces.Space]:
 
 
 @functools.lru_cache(maxsize=64)  # a JaxEnv hashes by identity: one set of jitted functions per env
-def _compiled(jax_env: JaxEnv) -> tuple[Any, Any, Any]:
-    """The vector functions of `jax_env` jitted, on an env axis of one."""
+def _compiled(
+    jax_env: JaxEnv,
+) -> tuple[
+    Callable[[np.ndarray], EnvCarry],
+    Callable[[EnvCarry], EnvCarry],
+    Callable[[EnvCarry, np.ndarray], tuple[EnvCarry, EnvStep]],
+]:
+    """The vector functions of `jax_env` jitted, on an env axis of one: reset(seeds), restart(carry),
+    step(carry, actions)."""
     return (
         jax.jit(lambda seeds: reset_envs(jax_env, seeds)),
         jax.jit(lambda carry: restart_envs(jax_env, carry)),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import reprlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -29,30 +29,45 @@ from rlbench.envs.jax_native.packages import (
     unknown_kwarg_error,
 )
 from rlbench.errors import ConfigError
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, PyTree
+
+# An env's termination from its state and EnvParams (both gymnax struct dataclasses).
+Termination = Callable[[PyTree, PyTree], jax.Array]
 
 
-def _never(state: Any, params: Any) -> jax.Array:
+class GymnaxEnv(Protocol):
+    """What is used of a gymnax environment (gymnax.environments.environment.Environment)."""
+
+    def action_space(self, params: PyTree) -> Any: ...  # a gymnax space: Box or Discrete
+
+    def reset_env(self, key: jax.Array, params: PyTree) -> tuple[jax.Array, PyTree]: ...
+
+    def step_env(
+        self, key: jax.Array, state: PyTree, action: jax.Array, params: PyTree
+    ) -> tuple[jax.Array, PyTree, jax.Array, jax.Array, dict[str, Any]]: ...
+
+
+def _never(state: PyTree, params: PyTree) -> jax.Array:
     return jnp.array(False)
 
 
-def _mountain_car_goal(state: Any, params: Any) -> jax.Array:
+def _mountain_car_goal(state: PyTree, params: PyTree) -> jax.Array:
     return (state.position >= params.goal_position) & (state.velocity >= params.goal_velocity)
 
 
-def _cart_pole_fell(state: Any, params: Any) -> jax.Array:
+def _cart_pole_fell(state: PyTree, params: PyTree) -> jax.Array:
     cart_out = (state.x < -params.x_threshold) | (state.x > params.x_threshold)
     pole_out = (state.theta < -params.theta_threshold_radians) | (state.theta > params.theta_threshold_radians)
     return cart_out | pole_out
 
 
-def _acrobot_swung_up(state: Any, params: Any) -> jax.Array:
+def _acrobot_swung_up(state: PyTree, params: PyTree) -> jax.Array:
     return -jnp.cos(state.joint_angle1) - jnp.cos(state.joint_angle2 + state.joint_angle1) > 1.0
 
 
 # Each env's termination, read from its is_terminal with the time limit taken out (gymnax 0.0.9): a time
 # limit alone ends Pendulum, Reacher, Swimmer and PointRobot episodes.
-TERMINATION: dict[str, Callable[[Any, Any], jax.Array]] = {
+TERMINATION: dict[str, Termination] = {
     "Pendulum-v1": _never,
     "MountainCarContinuous-v0": _mountain_car_goal,
     "CartPole-v1": _cart_pole_fell,
@@ -78,7 +93,7 @@ def make_gymnax_env(env_id: str, name: str, env_kwargs: dict[str, Any]) -> JaxEn
     return _jax_env(env_id, env, params, TERMINATION[name], env_kwargs)
 
 
-def _with_kwargs(env_id: str, params: Any, env_kwargs: dict[str, Any]) -> Any:
+def _with_kwargs(env_id: str, params: PyTree, env_kwargs: dict[str, Any]) -> PyTree:
     names = [field.name for field in dataclasses.fields(params)]
     for key, value in env_kwargs.items():
         if key not in names:
@@ -92,18 +107,20 @@ def _with_kwargs(env_id: str, params: Any, env_kwargs: dict[str, Any]) -> Any:
     return params.replace(**env_kwargs)
 
 
-def _jax_env(env_id: str, env: Any, params: Any, terminated: Callable, env_kwargs: dict[str, Any]) -> JaxEnv:
+def _jax_env(
+    env_id: str, env: GymnaxEnv, params: PyTree, terminated: Termination, env_kwargs: dict[str, Any]
+) -> JaxEnv:
     space = env.action_space(params)
     action_shape = tuple(space.shape) or (1,)
     n_actions = int(space.n) if type(space).__name__ == "Discrete" else 0
 
-    def reset_raw(key: jax.Array) -> tuple[Any, jax.Array]:
+    def reset_raw(key: jax.Array) -> tuple[PyTree, jax.Array]:
         obs, state = env.reset_env(key, params)
         return state, jnp.ravel(obs).astype(jnp.float32)
 
     reset, state_shape, obs_shape = traced_reset(reset_raw, lambda error: kwargs_error(env_id, env_kwargs, error))
 
-    def step(state: Any, action: jax.Array, key: jax.Array) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
+    def step(state: PyTree, action: jax.Array, key: jax.Array) -> tuple[PyTree, jax.Array, jax.Array, jax.Array]:
         action = jnp.reshape(action, space.shape)
         if n_actions:  # the index, exact in float32 (n < 2**24)
             action = action.astype(jnp.int32)

@@ -54,7 +54,7 @@ def make_jax_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> Ja
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_build(env_id: str, frozen_kwargs: tuple) -> JaxEnv:
+def _cached_build(env_id: str, frozen_kwargs: Frozen) -> JaxEnv:
     return _build(env_id, _thawed(frozen_kwargs))
 
 
@@ -80,7 +80,12 @@ def _builders() -> dict[str, Callable[[str, str, dict[str, Any]], JaxEnv]]:
     }
 
 
-def _frozen(value: Any) -> Any:
+# A kwargs value in a hashable form, tagged with its kind: ("dict", ((key, Frozen), ...)), ("list" or "tuple",
+# (Frozen, ...)) or ("value", the value itself).
+Frozen = tuple[str, Any]
+
+
+def _frozen(value: object) -> Frozen:
     """A hashable form of kwargs (dicts as sorted item tuples, lists as tuples), tagged so it thaws back."""
     if isinstance(value, Mapping):
         return ("dict", tuple(sorted((str(k), _frozen(v)) for k, v in value.items())))
@@ -89,7 +94,7 @@ def _frozen(value: Any) -> Any:
     return ("value", value)
 
 
-def _thawed(frozen: Any) -> Any:
+def _thawed(frozen: Frozen) -> Any:
     kind, content = frozen
     if kind == "dict":
         return {k: _thawed(v) for k, v in content}

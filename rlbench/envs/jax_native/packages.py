@@ -62,7 +62,7 @@ def kwargs_error(env_id: str, env_kwargs: Mapping[str, Any], error: Exception) -
     return ConfigError(f"env_kwargs: {env_id} fails with {shown_kwargs(env_kwargs)}: {type(error).__name__}: {message}")
 
 
-def positive_int(env_id: str, key: str, value: Any) -> int:
+def positive_int(env_id: str, key: str, value: object) -> int:
     """An episode length from env_kwargs, checked."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"env_kwargs: {env_id}'s {key} must be a positive integer, got {reprlib.repr(value)}")

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.envs.jax_native.env import JaxEnv, Render
 from rlbench.envs.jax_native.packages import (
     JAX_ENV_PREFIXES,
     import_env_package,
@@ -19,6 +20,7 @@ from rlbench.envs.jax_native.packages import (
     unknown_kwarg_error,
 )
 from rlbench.envs.jax_native.state_envs import state_protocol_env
+from rlbench.types import PyTree
 
 EPISODE_LENGTH = 1000  # where an env's config has none
 
@@ -43,12 +45,12 @@ def make_playground_env(env_id: str, name: str, env_kwargs: dict[str, Any]) -> J
     return state_protocol_env(env_id, env, episode_length, env_kwargs, _renderer(env))
 
 
-def _default_length(config: Any) -> int:
+def _default_length(config: Any) -> int:  # an ml_collections ConfigDict (keys read as attributes)
     return int(config.episode_length) if "episode_length" in config else EPISODE_LENGTH
 
 
-def _renderer(env: Any):
-    def render(state: Any) -> np.ndarray:
+def _renderer(env: Any) -> Render:  # a Playground MjxEnv
+    def render(state: PyTree) -> npt.NDArray[np.uint8]:
         return np.asarray(env.render([state], height=240, width=320)[0])
 
     return render

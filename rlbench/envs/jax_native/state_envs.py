@@ -10,19 +10,30 @@ form both were written for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlbench.envs.jax_native.env import JaxEnv, conformed, traced_reset
+from rlbench.envs.jax_native.env import JaxEnv, Render, conformed, traced_reset
 from rlbench.envs.jax_native.packages import kwargs_error
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, PyTree
 
 
-def policy_obs(obs: Any) -> jax.Array:
+class StateProtocolEnv(Protocol):
+    """What is used of a Brax or Playground env: its State holds `obs`, `reward` and `done`."""
+
+    @property
+    def action_size(self) -> int: ...
+
+    def reset(self, rng: jax.Array) -> PyTree: ...
+
+    def step(self, state: PyTree, action: jax.Array) -> PyTree: ...
+
+
+def policy_obs(obs: jax.Array | Mapping[str, jax.Array]) -> jax.Array:
     """The observation the policy acts on, flat float32."""
     if isinstance(obs, Mapping):
         obs = obs["state"]
@@ -31,20 +42,20 @@ def policy_obs(obs: Any) -> jax.Array:
 
 def state_protocol_env(
     env_id: str,
-    env: Any,
+    env: StateProtocolEnv,
     max_episode_steps: int,
     env_kwargs: Mapping[str, Any],
-    render: Callable | None = None,
+    render: Render | None = None,
 ) -> JaxEnv:
     """`env` (Brax's or Playground's) as a JaxEnv with actions in [-1, 1] (both packages' trainers act there)."""
 
-    def reset_raw(key: jax.Array) -> tuple[Any, jax.Array]:
+    def reset_raw(key: jax.Array) -> tuple[PyTree, jax.Array]:
         state = env.reset(jax.random.key_data(key))
         return state, policy_obs(state.obs)
 
     reset, shapes, obs_shape = traced_reset(reset_raw, lambda error: kwargs_error(env_id, env_kwargs, error))
 
-    def step(state: Any, action: jax.Array, key: jax.Array) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
+    def step(state: PyTree, action: jax.Array, key: jax.Array) -> tuple[PyTree, jax.Array, jax.Array, jax.Array]:
         state = conformed(env.step(state, action), shapes)
         return state, policy_obs(state.obs), jnp.asarray(state.reward, jnp.float32), jnp.asarray(state.done) > 0
 

@@ -14,18 +14,19 @@ an outer jax.vmap over seeds.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.types import PyTree
 
 
 class EnvCarry(NamedTuple):
     """What a batch of envs carries from one step to the next; every field has a leading env axis."""
 
-    state: Any  # the env's own state pytree
+    state: PyTree  # the env's own state
     obs: jax.Array  # [n, obs_dim] float32: what the policy acts on next
     key: jax.Array  # [n] typed keys: each env's key chain
     elapsed: jax.Array  # [n] int32: steps into the current episode

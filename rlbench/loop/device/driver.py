@@ -22,6 +22,7 @@ from rlbench.loop.evaluation import EvalResult, eval_env_seeds, record_evaluatio
 from rlbench.loop.metrics_log import ProgressBar
 from rlbench.loop.run_state import LoopRun, TrainResult
 from rlbench.loop.training_loop import OnEval, OnIteration, StopRequested, run_loop
+from rlbench.types import Transition
 
 INT32_MAX = np.iinfo(np.int32).max
 
@@ -38,7 +39,10 @@ class DeviceRun:
 
 
 def run_device_loop(
-    run: DeviceRun, on_eval: OnEval | None = None, on_iteration: OnIteration | None = None, stop_requested=None
+    run: DeviceRun,
+    on_eval: OnEval | None = None,
+    on_iteration: OnIteration | None = None,
+    stop_requested: StopRequested | None = None,
 ) -> TrainResult:
     """The host loop's run_loop (rlbench.loop.training_loop) advancing a chunk at a time: until run.n_timesteps
     env steps per seed, every seed failed, or a stop is requested (polled between chunks)."""
@@ -78,7 +82,7 @@ def run_chunk(run: DeviceRun) -> bool:
     return trained
 
 
-def stage_on_host(loop: LoopRun, rollout) -> None:
+def stage_on_host(loop: LoopRun, rollout: Transition) -> None:
     """An on-policy learner's rollout staged so far, into the host state where the host loop stages it, so that
     a checkpoint holds it (and a resume, on either loop, continues it). Chunks end at rollout ends (runner.
     chunk_length) unless something falls due mid-rollout: only then does anything cross."""
@@ -97,8 +101,8 @@ def steps_until_due(loop: LoopRun, chunk_length: int) -> int:
     periods = []
     if run.eval_freq > 0:
         periods.append(max(run.eval_freq // run.n_envs, 1))
-    if loop.saves.enabled and loop.saves.settings[0].save_freq > 0:
-        periods.append(max(loop.saves.settings[0].save_freq // run.n_envs, 1))
+    if loop.saves.enabled and loop.saves.per_seed[0].save_freq > 0:
+        periods.append(max(loop.saves.per_seed[0].save_freq // run.n_envs, 1))
     return min(chunk_length, left, *(period - host.vector_steps % period for period in periods))
 
 
@@ -117,16 +121,17 @@ def evaluate_on_device(run: DeviceRun, stop_requested: StopRequested | None) -> 
     """Every seed's deterministic policy on its own eval envs, on the device, in calls of at most
     run.eval_steps vector steps; recorded as the host loop's. None, with nothing recorded, when a stop is
     requested before it ends: a compiled call cannot be interrupted, so the host looks between calls."""
-    loop = run.loop
+    loop, programs = run.loop, run.device.evaluate
+    assert programs is not None, "run_device_loop evaluates a run with eval envs only"
     axis = loop.axis
     verify_finite(loop)  # a diverged policy is not worth evaluating, nor a best_model
     seeds = uint32_seeds(eval_env_seeds(loop)).reshape(axis.n_seeds, loop.run.n_eval_envs)
-    evaluation, done, max_steps = run.device.evaluate.start(axis.device(seeds)), False, np.int32(run.eval_steps)
+    evaluation, done, max_steps = programs.start(axis.device(seeds)), False, np.int32(run.eval_steps)
     while not done:
         if stop_requested is not None and stop_requested():
             return None
-        evaluation, done = run.device.evaluate.advance(loop.state, evaluation, max_steps)
-        done = bool(done)
+        evaluation, finished = programs.advance(loop.state, evaluation, max_steps)
+        done = bool(finished)
     returns, lengths = axis.host(evaluation.returns), axis.host(evaluation.lengths)
     results = [
         EvalResult(returns=returns[index].astype(np.float64), lengths=lengths[index].astype(np.int64))

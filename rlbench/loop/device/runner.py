@@ -7,24 +7,26 @@ What the device loop does not do yet is refused before anything is written (`dev
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.algos.common.learner import Collection
+from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.ids import make_jax_env
+from rlbench.envs.wrappers import EnvWrapper
 from rlbench.loop.compiled import Carry, EntryPoints, entry_points
 from rlbench.loop.device.driver import DeviceRun, run_device_loop
 from rlbench.loop.device.program import DevicePrograms, RunShape, compile_device_programs
 from rlbench.loop.device.start import start_on_device
 from rlbench.loop.divergence_guard import DivergenceGuard
-from rlbench.loop.evaluation import EvalResult
 from rlbench.loop.run_state import LoopRun, SeedOutput, TrainResult
 from rlbench.loop.runner import opened_outputs
 from rlbench.loop.schedule import TrainSchedule
+from rlbench.loop.training_loop import OnEval, OnIteration, StopRequested
 from rlbench.store.checkpoint import Checkpoint
 
 # A chunk's length in vector steps: about CHUNK_ENV_STEPS env steps (the host wakes at least that often, for
@@ -49,7 +51,11 @@ def chunk_length(n_envs: int, gradient_steps: int = 0, train_freq: int = 1, roll
 
 
 def device_loop_refusal(
-    vec_env: str, normalize: Any, env_wrappers: Sequence[Any], collection: Collection, cfg: Any
+    vec_env: str,
+    normalize: NormalizeConfig | None,
+    env_wrappers: Sequence[EnvWrapper],
+    collection: Collection,
+    cfg: LearnerConfig,
 ) -> str | None:
     """Why a run's settings do not fit the device loop (one line: the setting and what to do), or None."""
     if vec_env != "dummy":
@@ -59,6 +65,7 @@ def device_loop_refusal(
     if env_wrappers:
         return "env_wrapper: gymnasium wrappers cannot wrap a JAX-native env on the device loop; remove them"
     if collection.per_episode:
+        assert isinstance(cfg, ActorCriticConfig), "train_freq in episodes is an off-policy learner's"
         return f"train_freq: {cfg.train_freq} episode(s): the device loop trains every train_freq vector steps"
     return None
 
@@ -66,12 +73,12 @@ def device_loop_refusal(
 def train_seeds_on_device(
     run: RunConfig,
     algo: Algorithm,
-    cfg: Any,
+    cfg: LearnerConfig,
     outputs: Sequence[SeedOutput],
-    on_eval: Callable[[int, list[EvalResult | None]], None] | None = None,
-    on_iteration: Callable[[int, Any], None] | None = None,
+    on_eval: OnEval | None = None,
+    on_iteration: OnIteration | None = None,
     resume: Sequence[Checkpoint] | None = None,
-    stop_requested: Callable[[], str | None] | None = None,
+    stop_requested: StopRequested | None = None,
 ) -> TrainResult:
     """rlbench.loop.runner.train_seeds for a JAX-native env: every seed and env in one compiled chunk."""
     env = make_jax_env(run.env_id, run.env_kwargs)
@@ -84,6 +91,7 @@ def train_seeds_on_device(
     if collection.stages_rollout:
         length = chunk_length(run.n_envs, rollout_steps=collection.vector_steps_per_update)
     else:
+        assert isinstance(cfg, ActorCriticConfig), "a learner that stages no rollout is an off-policy one"
         length = chunk_length(run.n_envs, steps_per_update(cfg), cfg.train_freq)
     shape = RunShape(run.n_envs, collection.learning_starts, collection.vector_steps_per_update, length)
     device = device_programs(programs, cfg, env, eval_env, shape, run.n_eval_envs, run.eval_episodes)
@@ -105,7 +113,7 @@ def train_seeds_on_device(
 @functools.lru_cache(maxsize=4)  # a resume or a repeated trial in the same process reuses the compiled programs
 def device_programs(
     programs: EntryPoints,
-    cfg: Any,
+    cfg: LearnerConfig,
     env: JaxEnv,
     eval_env: JaxEnv | None,
     shape: RunShape,

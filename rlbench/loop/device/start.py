@@ -7,12 +7,15 @@ against the envs this configuration builds."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 
+from rlbench.algos.common.config import LearnerConfig
+from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.config.entry import RunConfig
 from rlbench.envs.jax_native.ids import make_jax_env
 from rlbench.envs.jax_native.vector import EnvCarry, reset_envs
@@ -25,14 +28,14 @@ from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
 from rlbench.store.learner_state import restore_fitting, state_from_bytes, tree_shapes
 from rlbench.store.values import FORGED, tree_problem
-from rlbench.types import EnvSpec
+from rlbench.types import EnvSpec, PyTree
 
 SAVED_ENVS = "the env state saved in host/device_envs.npy"  # how messages name it
 
 
 def start_on_device(
     run: RunConfig,
-    cfg: Any,
+    cfg: LearnerConfig,
     spec: EnvSpec,
     programs: EntryPoints,
     device: DevicePrograms,
@@ -64,7 +67,7 @@ def start_on_device(
     elif replay is not None:  # an on-policy learner keeps nothing between updates: nothing lost
         train_after_new_transitions(host, collection.learning_starts, resume[0].path)
     if restored.replay_envs and host.saved_device_envs and None not in host.saved_device_envs:
-        envs = saved_envs(envs, axis, host.saved_device_envs)
+        envs = saved_envs(envs, axis, cast(list[bytes], host.saved_device_envs))  # None is not in it
     else:
         print("The checkpoints hold no envs for this n_envs: the envs start new episodes")
         for seed in host.seeds:
@@ -75,7 +78,9 @@ def start_on_device(
     return _carry(programs, axis.stack(restored.states), buffers, envs, host.act_key, host), host
 
 
-def _carry(programs: EntryPoints, state, buffers, envs: EnvCarry, act_key, host: HostState) -> DeviceCarry:
+def _carry(
+    programs: EntryPoints, state: PyTree, buffers: PyTree, envs: EnvCarry, act_key: jax.Array, host: HostState
+) -> DeviceCarry:
     """The device carry, with an on-policy learner's rollout staged as the host state holds it (a resume mid-
     rollout continues it; a new run's is zeros)."""
     rollout = None
@@ -85,21 +90,22 @@ def _carry(programs: EntryPoints, state, buffers, envs: EnvCarry, act_key, host:
     return DeviceCarry(state, buffers, envs, act_key, metrics, rollout)
 
 
-def new_envs(device: DevicePrograms, axis, seeds: Sequence[int], offset: int, n_envs: int) -> EnvCarry:
+def new_envs(device: DevicePrograms, axis: SeedAxis, seeds: Sequence[int], offset: int, n_envs: int) -> EnvCarry:
     """Each seed's n_envs envs reset from the host loop's env seeds (s + offset + j), in the device layout."""
     flat = uint32_seeds(env_seeds(seeds, offset, n_envs))
     return device.reset(axis.device(flat.reshape(axis.n_seeds, n_envs)))
 
 
-def uint32_seeds(seeds: Sequence[int]) -> np.ndarray:
+def uint32_seeds(seeds: Sequence[int]) -> npt.NDArray[np.uint32]:
     """Env seeds as the device takes them: 32 bits (seeds go up to 2**32 - 1; an offset past it wraps)."""
     return np.asarray([seed % 2**32 for seed in seeds], np.uint32)
 
 
-def saved_envs(fresh: EnvCarry, axis, saved: list[bytes]) -> EnvCarry:
+def saved_envs(fresh: EnvCarry, axis: SeedAxis, saved: list[bytes]) -> EnvCarry:
     """The envs as each seed's checkpoint holds them (checked by `check_saved_envs` when the run was resolved)."""
     template = axis.take(fresh, 0)
-    return axis.stack([state_from_bytes(template, data, SAVED_ENVS) for data in saved])
+    envs: EnvCarry = axis.stack([state_from_bytes(template, data, SAVED_ENVS) for data in saved])
+    return envs
 
 
 def check_saved_envs(env_id: str, env_kwargs: Mapping[str, Any], n_envs: int, resume: Sequence[Checkpoint]) -> None:
@@ -108,7 +114,8 @@ def check_saved_envs(env_id: str, env_kwargs: Mapping[str, Any], n_envs: int, re
     dtypes), hold no NaN or inf, and count their episodes' steps within the time limit (a negative count would
     switch it off)."""
     env = make_jax_env(env_id, env_kwargs)
-    shapes = tree_shapes(lambda seeds: reset_envs(env, seeds), jax.ShapeDtypeStruct((n_envs,), jnp.uint32))
+    seed_shape = jax.ShapeDtypeStruct((n_envs,), jnp.uint32)
+    shapes = tree_shapes(lambda seeds: reset_envs(env, seeds), seed_shape)
     for checkpoint in resume:
         host = checkpoint.group("host")
         if "device_envs" not in host or len(host["obs"]) != n_envs:

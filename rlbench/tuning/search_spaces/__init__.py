@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import optuna
+
 
 class SearchSpace(NamedTuple):
     """An Optuna search space: `suggest(trial)` samples raw parameters (log scales, powers of two, ...)
     and `to_hyperparams(trial.params)` turns them into hyperparameters in file spelling, so a stored
     trial is rebuilt without sampling again."""
 
-    suggest: Callable[[Any], None]
+    suggest: Callable[[optuna.Trial], None]
     to_hyperparams: Callable[[Mapping[str, Any]], dict[str, Any]]

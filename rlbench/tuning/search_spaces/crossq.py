@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import optuna
+
 from rlbench.tuning.search_spaces import SearchSpace
 
 
-def suggest_crossq(trial: Any) -> None:
+def suggest_crossq(trial: optuna.Trial) -> None:
     """CrossQ: learning rate, policy delay, actor and critic widths (critic 256-2048), BatchRenorm
     momentum and warm-up, Adam b1, gamma."""
     trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True)

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import optuna
+
 NET_ARCH = {"small": [64, 64], "medium": [256, 256], "big": [400, 300]}
 
 
-def suggest_off_policy(trial: Any) -> None:
+def suggest_off_policy(trial: optuna.Trial) -> None:
     """RL Zoo's SAC space, the base of its TQC and TD3 spaces: gamma via 1 - gamma (log), batch size 2^k,
     learning rate (log), train_freq = gradient_steps, tau (log), net_arch small / medium / big."""
     trial.suggest_float("one_minus_gamma", 1e-4, 0.03, log=True)

@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import optuna
+
 from rlbench.tuning.search_spaces import SearchSpace
 
 NET_ARCH = {"tiny": [64], "small": [64, 64], "medium": [256, 256]}
 
 
-def suggest_shared(trial: Any) -> None:
+def suggest_shared(trial: optuna.Trial) -> None:
     trial.suggest_float("one_minus_gamma", 1e-4, 0.03, log=True)
     trial.suggest_float("one_minus_gae_lambda", 1e-4, 0.1, log=True)
     trial.suggest_float("learning_rate", 1e-5, 2e-3, log=True)
@@ -34,7 +36,7 @@ def shared_hyperparams(p: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def suggest_ppo(trial: Any) -> None:
+def suggest_ppo(trial: optuna.Trial) -> None:
     trial.suggest_int("batch_size_pow", 2, 10)
     trial.suggest_int("n_steps_pow", 5, 12)
     suggest_shared(trial)
@@ -56,7 +58,7 @@ def ppo_hyperparams(p: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def suggest_a2c(trial: Any) -> None:
+def suggest_a2c(trial: optuna.Trial) -> None:
     trial.suggest_categorical("n_steps", [32, 64, 128, 256, 512, 1024, 2048])
     suggest_shared(trial)
     trial.suggest_categorical("net_arch", ["small", "medium"])

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import optuna
+
 from rlbench.tuning.search_spaces import SearchSpace
 from rlbench.tuning.search_spaces.off_policy import off_policy_hyperparams, suggest_off_policy
 
 
-def suggest_droq(trial: Any) -> None:
+def suggest_droq(trial: optuna.Trial) -> None:
     """DroQ: critic dropout rate, gradient steps (the update-to-data ratio), policy delay, critic
     learning rate, gamma."""
     trial.suggest_float("dropout_rate", 1e-3, 0.1, log=True)

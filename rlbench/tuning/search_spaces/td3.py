@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import optuna
+
 from rlbench.tuning.search_spaces import SearchSpace
 from rlbench.tuning.search_spaces.off_policy import off_policy_hyperparams, suggest_off_policy
 
 NOISE_TYPES = ("ornstein-uhlenbeck", "normal", None)  # RL Zoo's choices (None: no noise)
 
 
-def suggest_td3(trial: Any) -> None:
+def suggest_td3(trial: optuna.Trial) -> None:
     suggest_off_policy(trial)
     trial.suggest_categorical("noise_type", list(NOISE_TYPES))
     trial.suggest_float("noise_std", 0.0, 0.5)

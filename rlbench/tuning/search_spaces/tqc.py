@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import optuna
+
 from rlbench.tuning.search_spaces import SearchSpace
 from rlbench.tuning.search_spaces.off_policy import off_policy_hyperparams, suggest_off_policy
 
 
-def suggest_tqc(trial: Any) -> None:
+def suggest_tqc(trial: optuna.Trial) -> None:
     suggest_off_policy(trial)
     n_quantiles = trial.suggest_int("n_quantiles", 5, 50)
     # The range depends on n_quantiles (as RL Zoo's): dropping every quantile would leave no target.
