@@ -32,17 +32,32 @@ from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization, normalize_obs
 from rlbench.config.algorithm import Algorithm
+from rlbench.envs.jax_native.vector import EnvCarry
 from rlbench.types import EnvSpec, Metrics, PyTree, Transition
 
 T = TypeVar("T")
 
 
 class Carry(NamedTuple):
-    """What a training iteration updates in place (donated): the learner states and their storage (replay
-    buffers; nothing for an on-policy learner)."""
+    """The host loop's carry, which is its LoopRun's: what a training iteration updates in place (donated), the
+    learner states and their storage (replay buffers; nothing for an on-policy learner)."""
 
     state: PyTree
     buffer_state: PyTree
+
+
+class DeviceCarry(NamedTuple):
+    """The device loop's carry (rlbench.loop.device), which is its LoopRun's: what its chunks update in place
+    (donated), every leaf with the seed axis when there are several seeds: learner states, replay buffers, the
+    training envs, the act keys, the last training metrics, and an on-policy learner's rollout staged so far
+    ([(n_seeds,) n_steps * n_envs, ...] step after step, with `truncated`; None off-policy)."""
+
+    state: PyTree
+    buffer_state: PyTree
+    envs: EnvCarry
+    act_key: jax.Array
+    metrics: dict[str, jax.Array]
+    rollout: Transition | None = None
 
 
 class IterationInputs(NamedTuple):

@@ -19,7 +19,7 @@ from rlbench.config.entry import RunConfig
 from rlbench.envs.episode_restore import EpisodeRecord, episode_records
 from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
-from rlbench.loop.compiled import Carry, EntryPoints
+from rlbench.loop.compiled import Carry, DeviceCarry, EntryPoints
 from rlbench.loop.divergence_guard import DivergenceGuard
 from rlbench.loop.saving import CheckpointSettings, RunCheckpoints
 from rlbench.loop.schedule import TrainSchedule
@@ -76,7 +76,7 @@ class LoopRun:
     schedule: TrainSchedule
     outputs: list[SeedOutput]
     loggers: list[Logger]
-    carry: Carry
+    carry: Carry | DeviceCarry  # the host loop's, or the device loop's (which holds the envs too)
     host: HostState
     saves: RunCheckpoints
     guard: DivergenceGuard

@@ -20,9 +20,8 @@ from rlbench.algos.common.config import LearnerConfig
 from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
 from rlbench.envs.make import close_vector_env, env_spec, make_vector_env
-from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
-from rlbench.loop.compiled import N_RECENT_ENTRY_POINTS, EntryPoints, entry_points
+from rlbench.loop.compiled import N_RECENT_ENTRY_POINTS, Carry, DeviceCarry, EntryPoints, entry_points
 from rlbench.loop.divergence import DIVERGED_METRIC, FAILED_FILE
 from rlbench.loop.divergence_guard import DivergenceGuard
 from rlbench.loop.evaluation import EVAL_SEED_OFFSET
@@ -33,6 +32,8 @@ from rlbench.loop.schedule import TrainSchedule
 from rlbench.loop.start import start
 from rlbench.loop.training_loop import OnEval, OnIteration, StopRequested, run_loop
 from rlbench.store.checkpoint import Checkpoint
+from rlbench.store.host_state import HostState
+from rlbench.types import EnvSpec
 
 __all__ = [
     "DIVERGED_METRIC",
@@ -108,19 +109,24 @@ def _train_on(
     programs = entry_points(algo, cfg, spec, n_seeds)
     schedule = TrainSchedule(cfg, programs.learner, run.n_envs, n_seeds)
     carry, host = start(run, spec, env, programs, schedule, resume)
-    with opened_outputs(run, outputs, programs) as (loggers, monitors, saves):
-        loop = LoopRun(
-            run, spec, env, eval_env, programs, schedule, list(outputs), loggers, carry, host, saves,
-            DivergenceGuard(programs.axis), monitors,
-        )  # fmt: skip
+    with opened_loop_run(run, spec, outputs, programs, schedule, carry, host, env, eval_env) as loop:
         return run_loop(loop, on_eval, on_iteration, stop_requested)
 
 
 @contextlib.contextmanager
-def opened_outputs(
-    run: RunConfig, outputs: Sequence[SeedOutput], programs: EntryPoints
-) -> Iterator[tuple[list[Logger], list[MonitorFiles | None], RunCheckpoints]]:
-    """Each seed's logger and Monitor file (closed on the way out), and the run's checkpoint writer."""
+def opened_loop_run(
+    run: RunConfig,
+    spec: EnvSpec,
+    outputs: Sequence[SeedOutput],
+    programs: EntryPoints,
+    schedule: TrainSchedule,
+    carry: Carry | DeviceCarry,
+    host: HostState,
+    env: VectorEnv | None = None,
+    eval_env: VectorEnv | None = None,
+) -> Iterator[LoopRun]:
+    """The run's record for either loop (envs None: they live on the device), with each seed's logger and
+    Monitor file open (closed on the way out) and the run's checkpoint writer."""
     settings = [output.checkpoints for output in outputs if output.checkpoints is not None]
     saves = RunCheckpoints(settings if len(settings) == len(outputs) else None, programs.axis, run.n_envs)
     on_policy = ("time/iterations",) if programs.learner.collection.stages_rollout else ()  # SB3's rollouts count
@@ -130,7 +136,21 @@ def opened_outputs(
     loggers = [output.make_logger(metric_names) for output in outputs]
     monitors = [None if out.run_dir is None else MonitorFiles(out.run_dir, run.n_envs, run.env_id) for out in outputs]
     try:
-        yield loggers, monitors, saves
+        yield LoopRun(
+            run=run,
+            spec=spec,
+            env=env,
+            eval_env=eval_env,
+            programs=programs,
+            schedule=schedule,
+            outputs=list(outputs),
+            loggers=loggers,
+            carry=carry,
+            host=host,
+            saves=saves,
+            guard=DivergenceGuard(programs.axis),
+            monitors=monitors,
+        )
     finally:
         for logger in loggers:
             logger.close()

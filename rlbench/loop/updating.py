@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlbench.loop.collect import episode_starts
-from rlbench.loop.compiled import IterationInputs
+from rlbench.loop.compiled import Carry, IterationInputs
 from rlbench.loop.run_state import LoopRun
 
 
@@ -22,6 +22,7 @@ def train_if_due(loop: LoopRun, episode_ended: bool) -> bool:
         inputs = IterationInputs(
             new, progress_remaining(loop), obs, host.act_key, normalization, loop.training, episode_starts(loop)
         )
+        assert isinstance(loop.carry, Carry), "the host loop's training iteration (the device loop trains in its chunk)"
         loop.carry, outputs = programs.update(loop.carry, inputs)
         host.metrics, host.next_action, host.act_key = outputs
         return True

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from rlbench.loop.compiled import Carry, device_copy
-from rlbench.loop.device.program import ChunkInputs, DeviceCarry, DevicePrograms
+from rlbench.loop.compiled import DeviceCarry, device_copy
+from rlbench.loop.device.program import ChunkInputs, DevicePrograms
 from rlbench.loop.device.start import uint32_seeds
 from rlbench.loop.divergence import verify_finite
 from rlbench.loop.evaluation import EvalResult, eval_env_seeds, record_evaluations
@@ -29,11 +29,10 @@ INT32_MAX = np.iinfo(np.int32).max
 
 @dataclass
 class DeviceRun:
-    """A LoopRun whose envs live on the device, with its compiled programs and the device carry."""
+    """A LoopRun whose envs live on the device (its carry a DeviceCarry), with its compiled programs."""
 
     loop: LoopRun
     device: DevicePrograms
-    carry: DeviceCarry
     chunk_length: int
     eval_steps: int  # at most this many vector steps in one call of an evaluation
 
@@ -61,24 +60,24 @@ def run_chunk(run: DeviceRun) -> bool:
     loop = run.loop
     host, axis = loop.host, loop.axis
     n_steps = steps_until_due(loop, run.chunk_length)
-    # The host may have changed the learner states since the last chunk (a frozen seed's put back).
-    carry = run.carry._replace(state=loop.carry.state, buffer_state=loop.carry.buffer_state)
+    carry = loop.carry
+    assert isinstance(carry, DeviceCarry), "the device loop's LoopRun carries its envs"
     update_start = np.int32(min(host.update_start, INT32_MAX))
     n_timesteps = np.float32(loop.run.n_timesteps)
     inputs = ChunkInputs(np.int32(host.vector_steps), np.int32(n_steps), update_start, n_timesteps, loop.training)
-    run.carry, outputs = run.device.chunk(carry, inputs)
-    loop.carry = Carry(run.carry.state, run.carry.buffer_state)
-    host.device_envs, host.act_key = run.carry.envs, run.carry.act_key
-    host.obs = axis.host(run.carry.envs.obs)
+    carry, outputs = run.device.chunk(carry, inputs)
+    loop.carry = carry
+    host.device_envs, host.act_key = carry.envs, carry.act_key  # what a checkpoint saves of them
+    host.obs = axis.host(carry.envs.obs)
     reward, done = (np.asarray(x)[:n_steps].reshape(n_steps, axis.n_seeds, -1) for x in outputs[:2])
     account_episodes(loop, reward, done)
     host.env_steps += n_steps * loop.run.n_envs
     host.vector_steps += n_steps
-    if run.carry.rollout is not None:
-        stage_on_host(loop, run.carry.rollout)
+    if carry.rollout is not None:
+        stage_on_host(loop, carry.rollout)
     trained = bool(outputs.trained)
     if trained:  # a copy: the carry's arrays are donated to the next chunk
-        host.metrics = device_copy(run.carry.metrics)
+        host.metrics = device_copy(carry.metrics)
     return trained
 
 

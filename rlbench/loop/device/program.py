@@ -38,21 +38,8 @@ from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.uniform import UniformBuffer
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.vector import EnvCarry, reset_envs, step_envs
+from rlbench.loop.compiled import DeviceCarry
 from rlbench.types import Metrics, PyTree, Transition
-
-
-class DeviceCarry(NamedTuple):
-    """What the chunks update in place (donated), every leaf with the seed axis when there are several seeds:
-    learner states, replay buffers, the training envs, the act keys, the last training metrics, and an
-    on-policy learner's rollout staged so far ([(n_seeds,) n_steps * n_envs, ...] step after step, with
-    `truncated`; None off-policy)."""
-
-    state: PyTree
-    buffer_state: PyTree
-    envs: EnvCarry
-    act_key: jax.Array
-    metrics: dict[str, jax.Array]
-    rollout: Transition | None = None
 
 
 class ChunkInputs(NamedTuple):

@@ -18,13 +18,12 @@ from rlbench.config.entry import RunConfig
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.ids import make_jax_env
 from rlbench.envs.wrappers import EnvWrapper
-from rlbench.loop.compiled import Carry, EntryPoints, entry_points
+from rlbench.loop.compiled import EntryPoints, entry_points
 from rlbench.loop.device.driver import DeviceRun, run_device_loop
 from rlbench.loop.device.program import DevicePrograms, RunShape, compile_device_programs
 from rlbench.loop.device.start import start_on_device
-from rlbench.loop.divergence_guard import DivergenceGuard
-from rlbench.loop.run_state import LoopRun, SeedOutput, TrainResult
-from rlbench.loop.runner import opened_outputs
+from rlbench.loop.run_state import SeedOutput, TrainResult
+from rlbench.loop.runner import opened_loop_run
 from rlbench.loop.schedule import TrainSchedule
 from rlbench.loop.training_loop import OnEval, OnIteration, StopRequested
 from rlbench.store.checkpoint import Checkpoint
@@ -97,13 +96,9 @@ def train_seeds_on_device(
     device = device_programs(programs, cfg, env, eval_env, shape, run.n_eval_envs, run.eval_episodes)
     carry, host = start_on_device(run, cfg, env.spec, programs, device, resume)
     schedule = TrainSchedule(cfg, programs.learner, run.n_envs, n_seeds)
-    with opened_outputs(run, outputs, programs) as (loggers, monitors, saves):
-        loop = LoopRun(
-            run, env.spec, None, None, programs, schedule, list(outputs), loggers,
-            Carry(carry.state, carry.buffer_state), host, saves, DivergenceGuard(programs.axis), monitors,
-        )  # fmt: skip
+    with opened_loop_run(run, env.spec, outputs, programs, schedule, carry, host) as loop:
         return run_device_loop(
-            DeviceRun(loop, device, carry, shape.chunk_length, chunk_length(run.n_eval_envs)),
+            DeviceRun(loop, device, shape.chunk_length, chunk_length(run.n_eval_envs)),
             on_eval,
             on_iteration,
             stop_requested,

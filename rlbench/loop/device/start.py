@@ -20,10 +20,10 @@ from rlbench.config.entry import RunConfig
 from rlbench.envs.jax_native.ids import make_jax_env
 from rlbench.envs.jax_native.vector import EnvCarry, reset_envs
 from rlbench.errors import ConfigError
-from rlbench.loop.compiled import EntryPoints
-from rlbench.loop.device.program import DeviceCarry, DevicePrograms, initial_metrics
-from rlbench.loop.saving import new_host_state, restore, train_after_new_transitions
-from rlbench.loop.start import env_seeds, initial_learner_states, remove_stale_writes
+from rlbench.loop.compiled import DeviceCarry, EntryPoints
+from rlbench.loop.device.program import DevicePrograms, initial_metrics
+from rlbench.loop.saving import new_host_state
+from rlbench.loop.start import env_seeds, initial_learner_states, resume_learners
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
 from rlbench.store.learner_state import restore_fitting, state_from_bytes, tree_shapes
@@ -53,19 +53,12 @@ def start_on_device(
         host.pending.stages_truncation = collection.stages_rollout
         host.device_envs = envs
         return _carry(programs, state, buffers, envs, act_key, host), host
-    remove_stale_writes(resume)
-    template = axis.take(state, 0)
-    replay = programs.learner.storage.replay
-    restored = restore(resume, seeds, template, replay, spec, n_envs, capacity, axis.host(envs.obs), None)
+    restored, states, restored_buffers = resume_learners(
+        run, spec, programs, resume, seeds, state, capacity, axis.host(envs.obs), None
+    )
     host = restored.host
-    host.act_key, host.next_action = axis.device(host.act_key), None  # the device loop acts inside its chunk
-    if host.pending.count and not host.pending.stages_truncation and collection.stages_rollout:
-        raise ConfigError(f"cannot resume from {resume[0].path}: its staged rollout lacks host/pending_truncated")
-    host.pending.stages_truncation = collection.stages_rollout
-    if restored.buffer_states is not None:
-        buffers = axis.stack(restored.buffer_states)
-    elif replay is not None:  # an on-policy learner keeps nothing between updates: nothing lost
-        train_after_new_transitions(host, collection.learning_starts, resume[0].path)
+    host.next_action = None  # the device loop acts inside its chunk
+    buffers = buffers if restored_buffers is None else restored_buffers
     if restored.replay_envs and host.saved_device_envs and None not in host.saved_device_envs:
         envs = saved_envs(envs, axis, cast(list[bytes], host.saved_device_envs))  # None is not in it
     else:
@@ -75,7 +68,7 @@ def start_on_device(
                 seed.episodes.restart(i)
         envs = new_envs(device, axis, seeds, host.env_steps, n_envs)
     host.saved_device_envs, host.device_envs, host.obs = None, envs, axis.host(envs.obs)
-    return _carry(programs, axis.stack(restored.states), buffers, envs, host.act_key, host), host
+    return _carry(programs, states, buffers, envs, host.act_key, host), host
 
 
 def _carry(
