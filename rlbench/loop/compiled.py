@@ -251,11 +251,9 @@ def all_finite_per_seed(n_seeds: int) -> Callable[[PyTree], jax.Array]:
 
 
 # -- the seed axis -----------------------------------------------------------------------------------------
-# Stacking and slicing a whole state as one compiled program each. Op by op, `jnp.stack` and `x[i]` compile
-# once per distinct leaf shape: for SAC's 77 state leaves, 0.76 s and 0.93 s at the start of a 3-seed run
-# (0.11 s and 0.18 s from a warm compilation cache), against 0.36 s and 0.25 s as one program each (0.06 s
-# and 0.07 s warm); each later call takes ~1 ms instead of 5-15 ms (measured 2026-12-01, this CPU). The
-# index is traced: one program serves every seed.
+# Stacking and slicing a whole state as one compiled program each: op by op, `jnp.stack` and `x[i]` compile
+# once per distinct leaf shape (SAC's state has 77 leaves), slower at a run's start and at every later call
+# (benchmarks/README.md, "Moved from code comments"). The index is traced: one program serves every seed.
 
 _stack_every_leaf = jax.jit(lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees))
 _slice_every_leaf = jax.jit(

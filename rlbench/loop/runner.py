@@ -1,12 +1,10 @@
-"""Training from a run's settings: `train` (one seed) and `train_seeds` (K seeds as one learner) build the
-envs, the compiled entry points, the loggers and the run's first state, then run the host loop
-(rlbench.loop.training_loop) and close what they opened.
+"""Training from a run's settings: `train_seeds` (one seed, or K seeds as one learner) builds the
+envs, the compiled entry points, the loggers and the run's first state, then runs the host loop
+(rlbench.loop.training_loop) and closes what it opened.
 
 Counting follows SB3: `n_timesteps` counts env steps over all envs, `train_freq` counts vector steps,
 actions are uniform random while fewer than `learning_starts` env steps were taken, and training starts
 once more than `learning_starts` were (rlbench.loop.schedule).
-
-The names other packages import from here stay here: SeedOutput, TrainResult, entry_points, ...
 """
 
 from __future__ import annotations
@@ -21,11 +19,10 @@ from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
 from rlbench.envs.make import close_vector_env, env_spec, make_vector_env
 from rlbench.loggers.monitor import MonitorFiles
-from rlbench.loop.compiled import N_RECENT_ENTRY_POINTS, Carry, DeviceCarry, EntryPoints, entry_points
-from rlbench.loop.divergence import DIVERGED_METRIC, FAILED_FILE
+from rlbench.loop.compiled import Carry, DeviceCarry, EntryPoints, entry_points
+from rlbench.loop.divergence import DIVERGED_METRIC
 from rlbench.loop.divergence_guard import DivergenceGuard
-from rlbench.loop.evaluation import EVAL_SEED_OFFSET
-from rlbench.loop.metrics_log import EVAL_METRICS, ROLLOUT_METRICS, TrainingRate
+from rlbench.loop.metrics_log import EVAL_METRICS, ROLLOUT_METRICS
 from rlbench.loop.run_state import LoopRun, SeedOutput, TrainResult
 from rlbench.loop.saving import RunCheckpoints
 from rlbench.loop.schedule import TrainSchedule
@@ -34,21 +31,6 @@ from rlbench.loop.training_loop import OnEval, OnIteration, StopRequested, run_l
 from rlbench.store.checkpoint import Checkpoint
 from rlbench.store.host_state import HostState
 from rlbench.types import EnvSpec
-
-__all__ = [
-    "DIVERGED_METRIC",
-    "EVAL_METRICS",
-    "EVAL_SEED_OFFSET",
-    "FAILED_FILE",
-    "N_RECENT_ENTRY_POINTS",
-    "ROLLOUT_METRICS",
-    "EntryPoints",
-    "SeedOutput",
-    "TrainResult",
-    "TrainingRate",
-    "entry_points",
-    "train_seeds",
-]
 
 
 def train_seeds(

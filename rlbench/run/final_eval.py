@@ -21,7 +21,7 @@ from rlbench.envs.make import close_vector_env, make_vector_env
 from rlbench.loggers.base import STEP_KEY
 from rlbench.loggers.tracking import WandbTracker
 from rlbench.loop.evaluation import EVAL_SEED_OFFSET, EvalResult, eval_metrics, evaluate
-from rlbench.loop.runner import TrainResult
+from rlbench.loop.run_state import TrainResult
 from rlbench.run.policy import load_policy
 from rlbench.store.checkpoint import Checkpoint, read_checkpoint
 

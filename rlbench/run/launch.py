@@ -29,7 +29,8 @@ from rlbench.loggers.tensorboard import TensorBoardLogger
 from rlbench.loggers.tracking import WandbTracker
 from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.evaluation import EvalResult
-from rlbench.loop.runner import SeedOutput, TrainResult, train_seeds
+from rlbench.loop.run_state import SeedOutput, TrainResult
+from rlbench.loop.runner import train_seeds
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.redact import redact_values
 from rlbench.run.exit_codes import EXIT_INTERRUPTED, STOPPING_ERRORS, exit_code

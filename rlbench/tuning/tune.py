@@ -37,7 +37,7 @@ import optuna
 from rlbench.envs.make import env_file_name
 from rlbench.errors import ConfigError, RunFailure
 from rlbench.loop.evaluation import EvalResult
-from rlbench.loop.runner import TrainResult
+from rlbench.loop.run_state import TrainResult
 from rlbench.redact import redact, redact_argv
 from rlbench.run.experiment import Experiment, RunRequest, resolve
 from rlbench.run.launch import Hooks, launch

@@ -20,7 +20,7 @@ from rlbench.config.registry import ALGORITHMS
 from rlbench.envs.make import check_env_runs
 from rlbench.errors import ConfigError
 from rlbench.loggers.base import MultiLogger
-from rlbench.loop.runner import TrainingRate
+from rlbench.loop.metrics_log import TrainingRate
 from rlbench.store.checkpoint import read_checkpoint
 from rlbench.store.manifest import Divergence
 from tests.conftest import REPO_ROOT, tiny_sac_config

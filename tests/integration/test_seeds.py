@@ -19,7 +19,9 @@ from rlbench.cli.train import EXIT_INTERRUPTED
 from rlbench.config.entry import RunConfig
 from rlbench.config.registry import ALGORITHMS
 from rlbench.loggers.csv import CSVLogger
-from rlbench.loop.runner import FAILED_FILE, SeedOutput, train_seeds
+from rlbench.loop.divergence import FAILED_FILE
+from rlbench.loop.run_state import SeedOutput
+from rlbench.loop.runner import train_seeds
 from rlbench.loop.saving import CheckpointSettings
 from rlbench.run.memory import check_open_files
 from rlbench.run.outputs import claim_run_dirs
