@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -121,56 +123,63 @@ SEEDS_TINY = [
 ]
 
 
-def test_three_seeds_write_their_own_run_folders_w_and_b_runs_and_one_seed_diverges(tmp_path, capsys):
-    """Issue 16 items 3, 4 and 6 through train.py: three run folders laid out as single runs (args.yml with
-    the seed and group, config.yml, command.txt, evaluations.npz, progress.csv, best/final/periodic models,
-    TensorBoard), three grouped offline W&B runs, one console line per evaluation; seed 1's env blows up,
-    so it is frozen and marked failed (folder, progress.csv, W&B) and the run exits 1 naming it."""
-    argv = [
-        *SEEDS_TINY,
-        "--env",
-        "tests.envs:SeedBlowUp-v0",
-        "-n",
-        "1000",
-        "--eval-freq",
-        "200",
-        "--eval-episodes",
-        "2",
-        "--save-freq",
-        "500",
-        "--log-interval",
-        "1",
-        "-tb",
-        str(tmp_path / "tb"),
-        "--track",
-    ]
+ENV_FOLDER = "tests.envs_SeedBlowUp-v0"
+
+
+class DivergingGroup(NamedTuple):
+    """One train.py run of three seeds whose seed 1 diverges (tests.envs:SeedBlowUp-v0), for the tests below."""
+
+    proc: subprocess.CompletedProcess[str]
+    root: Path  # -f is root/logs, -tb root/tb, W&B's offline runs under root/wandb
+    folders: list[Path]  # each seed's run folder
+    args: list[dict]  # each seed's args.yml
+    wandb_runs: dict[int, dict]  # by seed
+
+
+@pytest.fixture(scope="module")
+def diverging_group(tmp_path_factory) -> DivergingGroup:
+    """Issue 16 items 3, 4 and 6 through train.py: three seeds with W&B (offline), TensorBoard, evaluations,
+    periodic checkpoints and a log row per episode; seed 1's env blows up mid-run."""
+    root = tmp_path_factory.mktemp("diverging_group")
+    argv = [*SEEDS_TINY, "--env", "tests.envs:SeedBlowUp-v0", "-n", "1000", "--eval-freq", "200"]
+    argv += ["--eval-episodes", "2", "--save-freq", "500", "--log-interval", "1", "-tb", str(root / "tb"), "--track"]
     proc = subprocess.run(
-        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv],
+        [sys.executable, "train.py", "-f", str(root / "logs"), *argv],
         cwd=REPO_ROOT,
-        env=isolated_env(tmp_path, WANDB_MODE="offline"),
+        env=isolated_env(root, WANDB_MODE="offline"),
         capture_output=True,
         text=True,
         timeout=600,
     )
+    folders = [root / "logs" / "sac" / f"tests.envs_SeedBlowUp-v0_{n}" for n in (1, 2, 3)]
+    assert all((folder / ENV_FOLDER / "args.yml").is_file() for folder in folders), proc.stderr[-3000:]
+    args = [yaml.safe_load((folder / ENV_FOLDER / "args.yml").read_text()) for folder in folders]
+    runs = {wandb_run(path)["config"]["seed"]: wandb_run(path) for path in (root / "wandb").glob("offline-run-*")}
+    return DivergingGroup(proc, root, folders, args, runs)
+
+
+def test_a_diverged_seed_is_frozen_and_named_and_the_run_exits_1(diverging_group):
+    """Seed 1 is frozen when its learner diverges: the run goes on with two seeds, then exits 1 naming it."""
+    proc, folders = diverging_group.proc, diverging_group.folders
     assert proc.returncode == 1, proc.stderr[-3000:]
-    folders = [tmp_path / "logs" / "sac" / f"tests.envs_SeedBlowUp-v0_{n}" for n in (1, 2, 3)]
     assert f"1 of 3 seeds diverged and were frozen:\n  seed 1 ({folders[1]}): training diverged" in proc.stderr
     evals = [line for line in proc.stdout.splitlines() if line.startswith("Eval")]
     assert evals[0].startswith("Eval num_timesteps=200, episode_reward over 3 seeds: mean ")  # before seed 1 diverges
     assert evals[-1].startswith("Eval num_timesteps=1000, episode_reward over 2 seeds: mean ")
-    args = [yaml.safe_load((folder / "tests.envs_SeedBlowUp-v0" / "args.yml").read_text()) for folder in folders]
+
+
+def test_each_seed_has_a_single_runs_folder_with_its_seed_and_the_group(diverging_group):
+    """args.yml holds each folder's seed and one group; config.yml is the same; command.txt retrains the
+    folder's seed alone (issue 32 item 14); a healthy seed's folder holds what a single run's does."""
+    folders, args = diverging_group.folders, diverging_group.args
     assert [a["seed"] for a in args] == [0, 1, 2] and len({a["group"] for a in args}) == 1
-    configs = {(folder / "tests.envs_SeedBlowUp-v0" / "config.yml").read_text() for folder in folders}
-    assert len(configs) == 1
-    assert all(a["n_seeds"] == 3 for a in args)  # command.txt trains the folder's seed alone (issue 32 item 14)
-    assert (folders[0] / "tests.envs_SeedBlowUp-v0" / "command.txt").read_text().endswith(" --seed 0 --n-seeds 1\n")
-    runs = {wandb_run(path)["config"]["seed"]: wandb_run(path) for path in (tmp_path / "wandb").glob("offline-run-*")}
-    assert sorted(runs) == [0, 1, 2] and {run["group"] for run in runs.values()} == {args[0]["group"]}
+    assert all(a["n_seeds"] == 3 for a in args)
+    assert len({(folder / ENV_FOLDER / "config.yml").read_text() for folder in folders}) == 1
+    assert (folders[0] / ENV_FOLDER / "command.txt").read_text().endswith(" --seed 0 --n-seeds 1\n")
     for index in (0, 2):
-        folder = folders[index]
-        assert {path.name for path in folder.iterdir()} == {
-            "tests.envs_SeedBlowUp-v0",  # config.yml, args.yml, command.txt
-            "tests.envs_SeedBlowUp-v0.zip",
+        assert {path.name for path in folders[index].iterdir()} == {
+            ENV_FOLDER,  # config.yml, args.yml, command.txt
+            f"{ENV_FOLDER}.zip",
             "best_model.zip",
             "rl_model_500_steps.zip",
             "rl_model_1000_steps.zip",
@@ -178,20 +187,39 @@ def test_three_seeds_write_their_own_run_folders_w_and_b_runs_and_one_seed_diver
             "progress.csv",
             "0.monitor.csv",
         }
-        assert np.load(folder / "evaluations.npz")["results"].shape == (5, 2)
-        manifest = read_checkpoint(folder / "tests.envs_SeedBlowUp-v0.zip").manifest
+        assert np.load(folders[index] / "evaluations.npz")["results"].shape == (5, 2)
+        assert (diverging_group.root / "tb" / ENV_FOLDER / f"sac_{index + 1}").is_dir()
+
+
+def test_each_seeds_final_model_names_its_seed_and_the_groups_folders(diverging_group):
+    folders = diverging_group.folders
+    for index in (0, 2):
+        manifest = read_checkpoint(folders[index] / f"{ENV_FOLDER}.zip").manifest
         assert manifest.run.seed == index and manifest.run.group.index == index
         assert list(manifest.run.group.run_dirs) == [path.name for path in folders]
+
+
+def test_the_diverged_seed_leaves_failed_in_its_folder_and_no_final_model(diverging_group):
+    folder = diverging_group.folders[1]
+    assert (folder / FAILED_FILE).is_file() and not (folder / f"{ENV_FOLDER}.zip").exists()
+    assert list(csv.DictReader((folder / "progress.csv").open()))[-1]["train/diverged"] == "1.0"
+
+
+def test_three_grouped_w_and_b_runs_and_the_diverged_one_is_marked_failed(diverging_group):
+    runs = diverging_group.wandb_runs
+    assert sorted(runs) == [0, 1, 2] and {run["group"] for run in runs.values()} == {diverging_group.args[0]["group"]}
+    for index in (0, 2):
         assert runs[index]["exit_code"] == 0 and "failed" not in runs[index]["summary"]
-        assert (tmp_path / "tb" / "tests.envs_SeedBlowUp-v0" / f"sac_{index + 1}").is_dir()
     assert runs[1]["exit_code"] == 1 and runs[1]["summary"]["failed"].startswith("training diverged")
-    assert (folders[1] / FAILED_FILE).is_file() and not (folders[1] / "tests.envs_SeedBlowUp-v0.zip").exists()
-    assert list(csv.DictReader((folders[1] / "progress.csv").open()))[-1]["train/diverged"] == "1.0"
     assert any(row.get("train/diverged") == 1.0 for row in runs[1]["history"])
-    # enjoy.py reads a seed's folder as a single run's: seed 2's best model, by run number.
-    play = ["--algo", "sac", "--env", "tests.envs:SeedBlowUp-v0", "-f", str(tmp_path / "logs"), "--exp-id", "3"]
+
+
+def test_enjoy_reads_a_seeds_folder_as_a_single_runs(diverging_group, capsys):
+    """enjoy.py finds seed 2's best model by its run number, as a single run's."""
+    logs, folder = diverging_group.root / "logs", diverging_group.folders[2]
+    play = ["--algo", "sac", "--env", "tests.envs:SeedBlowUp-v0", "-f", str(logs), "--exp-id", "3"]
     assert enjoy([*play, "--load-best", "-n", "50", "--no-render"]) == 0
-    assert f"Loaded {folders[2] / 'best_model.zip'}" in capsys.readouterr().out
+    assert f"Loaded {folder / 'best_model.zip'}" in capsys.readouterr().out
 
 
 def test_sigterm_stops_every_seed_and_minus_i_on_any_one_resumes_the_group_bit_identically(tmp_path):
