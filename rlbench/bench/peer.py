@@ -46,7 +46,7 @@ from rlbench.redact import printable
 from rlbench.report import plots
 from rlbench.report.escaping import as_markdown
 from rlbench.run.experiment import RunRequest, resolve
-from rlbench.sweep.cell import CORE_LOCKS
+from rlbench.sweep.cores import CORE_LOCKS
 from rlbench.sweep.grid import Cell, SweepSpec, Task
 from rlbench.types import VecEnvKind
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import io
 import os
 import re
@@ -44,6 +43,7 @@ from rlbench.run.experiment import RunRequest
 from rlbench.run.outputs import RunOutputs
 from rlbench.run.signals import SignalScope
 from rlbench.sweep.board import BoardHandle
+from rlbench.sweep.cores import ALLOWED_CORES, claim_cores, pin_process, release_cores
 from rlbench.sweep.final_eval import final_evaluations
 from rlbench.sweep.grid import Task
 from rlbench.sweep.history import keep_history
@@ -56,10 +56,6 @@ if TYPE_CHECKING:
 
 STOP_POLL_S = 1.0  # how often a task asks the driver's board whether the sweep is stopping (a non-blocking call)
 PROGRESS_EVERY_S = 5.0
-CORE_LOCKS = Path(tempfile.gettempdir()) / f"rlbench-cores-{os.getuid()}"
-_held_core_locks: list[int] = []  # open lock files: held for the life of the process
-_held_cores: list[int] = []
-_ALLOWED_CORES = sorted(os.sched_getaffinity(0))  # this worker's cores before any task pinned it (a cpuset)
 
 
 @dataclass(frozen=True)
@@ -104,7 +100,7 @@ def run_task(spec: TaskSpec, board: BoardHandle) -> TaskOutcome:
     start = time.monotonic()
     node = node_name()
     cores = claim_cores(int(spec.packing.cpus_per_run)) if spec.packing.pin else []
-    pin_process(cores or _ALLOWED_CORES)
+    pin_process(cores or ALLOWED_CORES)
     if spec.packing.gpus_per_run > 0:  # Ray sets CUDA_VISIBLE_DEVICES; cap this process's share of the GPU
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{min(0.95, 0.95 * spec.packing.gpus_per_run):.3f}"
     if spec.shared_fs:
@@ -267,42 +263,6 @@ class ProgressReport:
         means = [result.mean for result in results if result is not None]
         if means:
             self.board.progress.remote(self.task_id, env_steps, None, sum(means) / len(means))
-
-
-def claim_cores(n: int) -> list[int]:
-    """`n` cores of this machine that no other task holds (an exclusive lock file per core); [] (unpinned)
-    when fewer are free."""
-    release_cores()
-    CORE_LOCKS.mkdir(mode=0o700, exist_ok=True)
-    for core in _ALLOWED_CORES:
-        if len(_held_cores) == n:
-            break
-        fd = os.open(CORE_LOCKS / f"core{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        _held_core_locks.append(fd)
-        _held_cores.append(core)
-    if len(_held_cores) < n:
-        release_cores()
-    return list(_held_cores)
-
-
-def pin_process(cores: list[int]) -> None:
-    """Pin every thread of this process to `cores`: a reused worker already has XLA's thread pool, and
-    sched_setaffinity(0) would move only the calling thread (new threads inherit its affinity)."""
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError):  # a thread that just ended
-            os.sched_setaffinity(int(tid), cores)
-
-
-def release_cores() -> None:
-    for fd in _held_core_locks:
-        os.close(fd)
-    _held_core_locks.clear()
-    _held_cores.clear()
 
 
 def node_name() -> str:
