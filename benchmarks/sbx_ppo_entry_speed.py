@@ -4,7 +4,7 @@ row is timed. Run in the peer's venv (sbx-rl, never an rlbench dependency) by rl
 
     /tmp/sbx-venv/bin/python benchmarks/sbx_ppo_entry_speed.py --env CartPole-v1 --steps 4096 --entry '{...}'
 
-`--entry` is rlbench's resolved entry in RL Zoo's spelling (rlbench.bench.peer_spelling.peer_entry, every
+`--entry` is rlbench's resolved entry in RL Zoo's spelling (rlbench.bench.peer_hyperparams.peer_entry, every
 setting written out and anything SBX cannot express already refused), read here as RL Zoo reads its keys:
 `lin_<x>` schedules for learning_rate and clip_range (x times the progress remaining), `normalize` as
 VecNormalize's arguments with the entry's gamma, env_kwargs to the env; policy_kwargs.activation_fn is a

@@ -9,7 +9,7 @@ from pathlib import Path
 import gymnasium as gym
 
 from rlbench.bench.on_policy_row import ON_POLICY
-from rlbench.bench.peer_spelling import missing_peers
+from rlbench.bench.peer_hyperparams import missing_peers
 from rlbench.config.registry import get_algo
 from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.errors import ConfigError

@@ -17,7 +17,7 @@ CartPole-v1's entry: 0.021 GFLOP for its 20 minibatch steps, one step being 0.01
 minibatch step of its own to count (off-policy learners expose theirs: critic_step_fn, actor_step_fn).
 
 The peer (`--peer`) is SBX's PPO built by benchmarks/sbx_ppo_entry_speed.py in the peer's venv from the same
-resolved entry in RL Zoo's spelling (rlbench.bench.peer_spelling), timed the same way; a setting SBX cannot
+resolved entry in RL Zoo's format (rlbench.bench.peer_hyperparams), timed the same way; a setting SBX cannot
 express makes the peer's row a refusal naming it. SBX has no A2C: `bench speed` refuses `--peer` with a2c.
 """
 
@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlbench.bench.children import Row, row_from, run_child
-from rlbench.bench.peer_spelling import Untranslatable, peer_entry
+from rlbench.bench.peer_hyperparams import Untranslatable, peer_entry
 from rlbench.types import PyTree, Transition
 
 if TYPE_CHECKING:
@@ -204,7 +204,7 @@ def update_only_rate(learner: Learner[Any], exp: Experiment, seconds: float = 5.
 
 
 def peer_case(algo: str, env_id: str, steps: int | None, device: str = "auto") -> tuple[Row, dict[str, Any] | str]:
-    """(the case's fields, the peer's entry in RL Zoo's spelling or why SBX cannot train it), resolved in this
+    """(the case's fields, the peer's entry in RL Zoo's format or why SBX cannot train it), resolved in this
     process as the rlbench row resolves it (the same file entry)."""
     exp = on_policy_experiment(algo, env_id, device=device)
     rollout = rollout_size(exp, exp.algo.make_learner(exp.learner_config, exp.env_spec))

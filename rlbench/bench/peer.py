@@ -6,8 +6,8 @@ RL Zoo imports torch, seconds; an install broken past that fails its cells, each
 and the peer's processes run in Python's isolated mode (`-I`: no current folder, PYTHONPATH or user site on
 `sys.path`) in a folder of rlbench's (a fresh one; the cell's), so that what they find and run is the venv's
 own, never a `sbx.py` or `rl_zoo3/` in the folder the benchmark was started from. Each cell
-of the grid (algo, env, seed) gets its resolved rlbench entry translated to RL Zoo's spelling
-(rlbench.bench.peer_spelling) and becomes one `PYTHON -m rl_zoo3.train` process with SBX's classes in RL
+of the grid (algo, env, seed) gets its resolved rlbench entry translated to RL Zoo's format
+(rlbench.bench.peer_hyperparams) and becomes one `PYTHON -m rl_zoo3.train` process with SBX's classes in RL
 Zoo's algorithm table, the same seed, env steps and evaluation schedule (`--eval-freq`, `--eval-episodes`,
 `--n-eval-envs`: RL Zoo divides the frequency by n_envs as rlbench does). They run once rlbench's cells
 have, on this machine: as the sweep's CPU cells, one process per core, each pinned to a core no sweep task
@@ -39,7 +39,7 @@ from typing import Any, Literal
 import yaml
 
 from rlbench.bench.children import finish_child, start_child, stopping_children
-from rlbench.bench.peer_spelling import NAMED_ACTIVATIONS, PEER_DIFFERENCES, SBX_CLASSES, Untranslatable, peer_entry
+from rlbench.bench.peer_hyperparams import NAMED_ACTIVATIONS, PEER_DIFFERENCES, SBX_CLASSES, Untranslatable, peer_entry
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.redact import printable
@@ -354,7 +354,7 @@ def report_lines(cells: Sequence[PeerCell], peer: Peer | None) -> list[str]:
     lines = [
         f"Peer (`sbx <algo>` rows and curves): SBX through RL Zoo ({named}), each cell one `python -m "
         "rl_zoo3.train` run with the same seed, env steps and evaluation schedule and the same resolved "
-        "hyperparameters in RL Zoo's spelling (`sbx.yml` in its folder).",
+        "hyperparameters in RL Zoo's format (`sbx.yml` in its folder).",
         "",
     ]
     for algo in dict.fromkeys(cell.cell.algo for cell in cells if cell.entry is not None):

@@ -1,7 +1,7 @@
 """An algorithm as the rest of rlbench knows it: one `Algorithm` value, listed in rlbench/config/registry.py.
 
 It joins the algorithm's math (rlbench/algos/<algo>/: `make_learner`: init, fused gradient steps, metrics,
-acting and exploration state, parameters, memory estimate) to its keys in RL Zoo's file spelling
+acting and exploration state, parameters, memory estimate) to its keys in RL Zoo's file format
 (rlbench/config/algorithms/<algo>.py: key set, validation, `build_config`, `config_to_hyperparams`, the
 policy_kwargs that shape its networks, which a resume must keep, and its preset). Outside those two places
 nothing knows an algorithm but through it. Its Optuna search space is joined by name (rlbench.tuning.spaces).
@@ -27,9 +27,9 @@ class Algorithm:
     read_config: Callable[[Mapping[str, Any], int, str], LearnerConfig]  # (learner keys, n_envs, where)
     # These two take the config read_config returns, of the algorithm's own class (SACConfig, PPOConfig, ...):
     # a Callable over the LearnerConfig union cannot name it, so their argument is Any.
-    config_to_hyperparams: Callable[[Any], dict[str, Any]]  # its inverse, in file spelling
+    config_to_hyperparams: Callable[[Any], dict[str, Any]]  # its inverse, in the file format
     make_learner: Callable[[Any, EnvSpec], Learner[Any]]
-    preset: Mapping[str, Any] = field(default_factory=dict)  # hyperparameters (file spelling) below the file entry
+    preset: Mapping[str, Any] = field(default_factory=dict)  # hyperparameters (file format) below the file entry
     architecture_keys: tuple[str, ...] = ARCHITECTURE_KEYS  # policy_kwargs a resume cannot change
     action_spaces: tuple[str, ...] = ("Box",)  # the gymnasium action spaces it acts in
     # SB3's learn(log_interval) default: episodes between logs off-policy (4), rollouts on-policy (PPO 1, A2C 100)

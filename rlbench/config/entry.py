@@ -1,7 +1,7 @@
 """A hyperparameter entry's run half: RunConfig, and the split of an entry into run keys, env
 wrappers and learner keys.
 
-This and each algorithm's keys (rlbench/config/algorithms/<algo>.py, with the shared value spellings in
+This and each algorithm's keys (rlbench/config/algorithms/<algo>.py, with the shared value formats in
 rlbench/config/values.py) are the boundary: strings such as `lin_7.3e-4`, `auto_0.1` or
 `"dict(net_arch=[64, 64])"` are parsed there (without eval) and nothing past them sees them. Unknown
 keys and bad values raise `ConfigError` naming the key and what would be valid, before any
@@ -106,7 +106,7 @@ def entry_env_wrappers(entry: Mapping[str, Any], trusted: Iterable[str], where: 
 
 
 def wrappers_to_entry(wrappers: Iterable[EnvWrapper]) -> dict[str, Any]:
-    """The inverse of entry_env_wrappers, in file spelling (config.yml): env_wrapper and frame_stack."""
+    """The inverse of entry_env_wrappers, in the file format (config.yml): env_wrapper and frame_stack."""
     out: dict[str, Any] = {}
     listed = [wrapper.to_entry() for wrapper in wrappers if wrapper.name != FRAME_STACK]
     if listed:
@@ -226,5 +226,5 @@ def _normalize_kwargs(value: object, where: str) -> dict[str, Any] | None:
 
 
 def normalize_to_entry(cfg: NormalizeConfig) -> dict[str, Any]:
-    """The inverse of parse_normalize, in file spelling: what config.yml and the manifests store."""
+    """The inverse of parse_normalize, in the file format: what config.yml and the manifests store."""
     return {name: getattr(cfg, name) for name in NORMALIZE_KWARGS}

@@ -1,4 +1,4 @@
-"""RL Zoo's spelling of hyperparameter values, parsed without eval into plain Python values.
+"""RL Zoo's format of hyperparameter values, parsed without eval into plain Python values.
 
 Every algorithm's key reader (rlbench/config/algorithms/<algo>.py) reads its keys with these, so that
 `lin_7.3e-4`, `auto_0.1`, `nn.ReLU` or `dict(pi=[64], qf=[400, 300])` mean the same everywhere. Each

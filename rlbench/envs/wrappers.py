@@ -51,7 +51,7 @@ class EnvWrapper:
         return self.wrapper_class(env, **dict(self.kwargs))
 
     def to_entry(self) -> dict[str, dict[str, Any]]:
-        """RL Zoo's spelling, as config.yml stores it."""
+        """RL Zoo's format, as config.yml stores it."""
         return {self.name: dict(self.kwargs)}
 
 

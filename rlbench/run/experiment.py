@@ -69,7 +69,7 @@ class Experiment:
     algo: Algorithm
     run: RunConfig
     learner_config: LearnerConfig
-    hyperparams: dict[str, Any]  # resolved, file spelling (saved as config.yml)
+    hyperparams: dict[str, Any]  # resolved, file format (saved as config.yml)
     spaces: dict[str, SpaceRecord]  # the env's observation and action spaces, as the manifest records them
     resume: Checkpoint | None = None  # the checkpoint -i named
     seeds: tuple[int, ...] = ()  # run.seed, run.seed + 1, ...: one learner each, trained together
@@ -318,7 +318,7 @@ def run_config(request: RunRequest, algo: Algorithm, learner: LearnerSettings, e
 
 
 def resolved_hyperparams(algo: Algorithm, learner: LearnerSettings, envs: Envs) -> dict[str, Any]:
-    """The resolved entry in the file's spelling, sorted (config.yml, the manifest, W&B)."""
+    """The resolved entry in the file's format, sorted (config.yml, the manifest, W&B)."""
     resolved = {
         "n_timesteps": learner.n_timesteps,
         "n_envs": learner.n_envs,

@@ -171,7 +171,7 @@ def check_resume_overrides(
 ) -> None:
     """Refuse -params that change the saved networks (B7); report the changes that are allowed.
 
-    `saved` is the checkpoint's resolved entry; the networks are compared in that resolved spelling
+    `saved` is the checkpoint's resolved entry; the networks are compared in that resolved format
     (`resolved`: the new learner config written back), so `net_arch=[8]` equals the saved
     `{pi: [8], qf: [8]}`. The policy_kwargs compared are those the algorithm says shape its networks.
     """

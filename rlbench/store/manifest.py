@@ -81,7 +81,7 @@ class RunDescription:
     seed: int
     n_timesteps: int
     n_envs: int
-    hyperparams: Mapping[str, Any]  # resolved, in the hyperparameter files' spelling
+    hyperparams: Mapping[str, Any]  # resolved, in the hyperparameter files' format
     spaces: Spaces
     resumed_from: str | None = None  # the checkpoint this run continued (`-i`)
     wandb_run_id: str | None = None

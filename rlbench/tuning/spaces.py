@@ -1,5 +1,5 @@
 """Search spaces, sampled in transformed coordinates (log scales, powers of two, 1 - gamma) and
-returned as hyperparameters in file spelling, ready to merge over a hyperparameter-file entry.
+returned as hyperparameters in the file format, ready to merge over a hyperparameter-file entry.
 
 `to_hyperparams(algo, params)` is the converter: it maps a trial's raw parameters (what Optuna
 stores) back to hyperparameters, so `--trial-id N` and the best-trial entry need no sampling code.

@@ -342,7 +342,7 @@ def test_a_stopped_bench_kills_its_peers_and_exits_75_with_the_command_that_cont
 
 # -- PPO beside SBX's PPO; A2C, which SBX does not have, refused at once ------------------------------------------
 
-CARTPOLE_PPO = {  # RL Zoo's ppo.yml CartPole-v1 entry as rlbench resolves it, in RL Zoo's spelling for SBX
+CARTPOLE_PPO = {  # RL Zoo's ppo.yml CartPole-v1 entry as rlbench resolves it, in RL Zoo's format for SBX
     "batch_size": 256,
     "clip_range": "lin_0.2",
     "ent_coef": 0.0,
@@ -388,7 +388,7 @@ def test_ppo_cells_get_rl_zoos_entry_and_what_sbx_cannot_express_is_refused_by_n
 
 
 def test_ppo_settings_sbx_cannot_express_are_named():
-    from rlbench.bench.peer_spelling import Untranslatable, peer_entry
+    from rlbench.bench.peer_hyperparams import Untranslatable, peer_entry
     from rlbench.run.experiment import RunRequest, resolve
 
     params = ("clip_range_vf:0.2", "target_kl:0.02", "policy_kwargs:dict(activation_fn=nn.ReLU)")
@@ -441,7 +441,7 @@ def test_ppo_trains_beside_sbx_ppo_with_rl_zoos_entry(peer_python, tmp_path, cap
 def test_ppo_normalize_reaches_sbx_as_vec_normalizes_arguments():
     """RL Zoo's MountainCar-v0 PPO entry normalizes observations and rewards: the peer's entry carries
     VecNormalize's arguments, with the entry's gamma (RL Zoo sets it so), and the rest of the entry as it is."""
-    from rlbench.bench.peer_spelling import peer_entry
+    from rlbench.bench.peer_hyperparams import peer_entry
     from rlbench.run.experiment import RunRequest, resolve
 
     exp = resolve(RunRequest(algo="ppo", env="MountainCar-v0", n_timesteps=1024, verbose=0))

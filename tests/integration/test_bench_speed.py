@@ -319,7 +319,7 @@ print(json.dumps({"system": "stand-in", "env": value("--env"), "steps": int(valu
 def test_ppo_row_end_to_end_with_rl_zoos_entry(tmp_path, capsys):
     """`--algos ppo --env CartPole-v1`: one row in a fresh process trains RL Zoo's entry (8 envs x 32 steps: a
     rollout of 256, one minibatch of 256, 20 epochs: 20 minibatch steps per rollout), --steps rounded up to a
-    whole rollout; the peer script is handed the same entry in RL Zoo's spelling (a stand-in here)."""
+    whole rollout; the peer script is handed the same entry in RL Zoo's format (a stand-in here)."""
     peer = tmp_path / "peer.py"
     peer.write_text(PPO_PEER_STAND_IN)
     output = tmp_path / "rows.jsonl"

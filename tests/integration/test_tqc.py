@@ -1,4 +1,4 @@
-"""TQC and CrossQ + TQC through train.py and enjoy.py: config.yml in RL Zoo's spelling, bit-exact
+"""TQC and CrossQ + TQC through train.py and enjoy.py: config.yml in RL Zoo's format, bit-exact
 resume from a checkpoint, and a policy that enjoy.py rebuilds from the checkpoint alone."""
 
 import hashlib

@@ -160,7 +160,7 @@ def test_an_algorithm_is_named_only_by_its_folder_and_its_keys():
 
 
 def test_the_learners_hold_no_file_spelling():
-    """RL Zoo's text (key sets, value parsing, presets in file spelling) is the boundary's (rlbench/config):
+    """RL Zoo's text (key sets, value parsing, presets in the file format) is the boundary's (rlbench/config):
     no module of rlbench/algos names a hyperparameter file key set, a preset or a parser of file values."""
     markers = ("KeySet", "_PRESET", "policy_kwargs", "parse_", "build_config", "config_to_hyperparams")
     offenders = [

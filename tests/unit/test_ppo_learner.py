@@ -1,6 +1,6 @@
 """PPO's Learner on the loop's staged transitions (issue 45): the rollout it reads from them (values and
 log-probabilities from the collecting parameters, a truncation bootstrapped from the step's own final
-observation, env columns kept apart), its acting in Box and Discrete spaces, RL Zoo's spelling of its keys,
+observation, env columns kept apart), its acting in Box and Discrete spaces, RL Zoo's format of its keys,
 and RL Zoo 2.9.2's own ppo.yml and a2c.yml entries."""
 
 from pathlib import Path
@@ -135,7 +135,7 @@ def test_box_acting_keeps_the_sample_and_evaluates_the_clipped_mean():
     assert float(jnp.abs(learner.acting.evaluate(state, obs)).max()) <= 1.0
 
 
-# --- RL Zoo's spelling ----------------------------------------------------------------------------------
+# --- RL Zoo's format ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

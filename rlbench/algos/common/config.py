@@ -1,6 +1,6 @@
 """The config fields every off-policy learner here shares (SAC, DroQ, CrossQ, TQC, TD3, DDPG); the SAC
 family's own (entropy, gSDE) are in algos/soft/config.py. Each algorithm's config.py adds its fields to this base.
-The keys that set them, in RL Zoo's file spelling, are the boundary's: rlbench/config/algorithms/.
+The keys that set them, in RL Zoo's file format, are the boundary's: rlbench/config/algorithms/.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> CrossQCo
 
 
 def config_to_hyperparams(cfg: CrossQConfig) -> dict[str, Any]:
-    """The inverse of build_config, in file spelling: what config.yml stores, sorted."""
+    """The inverse of build_config, in the file format: what config.yml stores, sorted."""
     out = soft_hyperparams(cfg)
     out["policy_kwargs"] |= {
         "batch_norm": cfg.critic.batch_norm,

@@ -158,24 +158,24 @@ def checked(cfg: PPOConfig, where: str) -> PPOConfig:
     return cfg
 
 
-def schedule_spelling(schedule: Schedule) -> float | str:
+def schedule_as_text(schedule: Schedule) -> float | str:
     return f"lin_{schedule.start}" if isinstance(schedule, LinearSchedule) else schedule.value
 
 
 def ppo_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
-    """The inverse of read_ppo, in file spelling: what config.yml stores, sorted."""
+    """The inverse of read_ppo, in the file format: what config.yml stores, sorted."""
     out = common_hyperparams(cfg) | {
         "batch_size": cfg.batch_size,
         "n_epochs": cfg.n_epochs,
-        "clip_range": schedule_spelling(cfg.clip_range),
-        "clip_range_vf": None if cfg.clip_range_vf is None else schedule_spelling(cfg.clip_range_vf),
+        "clip_range": schedule_as_text(cfg.clip_range),
+        "clip_range_vf": None if cfg.clip_range_vf is None else schedule_as_text(cfg.clip_range_vf),
         "target_kl": cfg.target_kl,
     }
     return dict(sorted(out.items()))
 
 
 def a2c_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
-    """The inverse of read_a2c, in file spelling."""
+    """The inverse of read_a2c, in the file format."""
     out = common_hyperparams(cfg) | {"use_rms_prop": cfg.optimizer == "rmsprop", "rms_prop_eps": cfg.optimizer_eps}
     return dict(sorted(out.items()))
 
@@ -183,7 +183,7 @@ def a2c_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
 def common_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
     net = cfg.network
     return {
-        "learning_rate": schedule_spelling(cfg.learning_rate),
+        "learning_rate": schedule_as_text(cfg.learning_rate),
         "n_steps": cfg.n_steps,
         "gamma": cfg.gamma,
         "gae_lambda": cfg.gae_lambda,

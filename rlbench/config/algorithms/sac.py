@@ -30,12 +30,12 @@ def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> SACConfi
 
 
 def config_to_hyperparams(cfg: SACConfig) -> dict[str, Any]:
-    """The inverse of build_config, in file spelling: what config.yml stores, sorted."""
+    """The inverse of build_config, in the file format: what config.yml stores, sorted."""
     return dict(sorted((soft_hyperparams(cfg) | target_hyperparams(cfg)).items()))
 
 
 # DroQ (Hiraoka et al. 2022, arXiv:2110.02034): SAC with a dropout + layer-norm critic and a high
-# update-to-data ratio. Keys use the hyperparameter-file spelling, so files and -params override them.
+# update-to-data ratio. Keys use the hyperparameter files' format, so files and -params override them.
 DROQ_PRESET: dict[str, Any] = {
     "gradient_steps": 20,
     "policy_delay": 20,

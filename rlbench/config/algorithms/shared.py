@@ -1,10 +1,10 @@
-"""The keys every off-policy learner reads (SAC, DroQ, CrossQ, TQC, TD3, DDPG) in RL Zoo's file spelling: the
+"""The keys every off-policy learner reads (SAC, DroQ, CrossQ, TQC, TD3, DDPG) in RL Zoo's file format: the
 KeySet type, the shared keys read into ActorCriticConfig's fields, the target networks' and quantile
-critics' keys, and the way back to the file spelling.
+critics' keys, and the way back to the file format.
 
 Each algorithm's module here declares its key set, reads the shared keys with `read_shared` and its own
-with rlbench.config.values, and writes the file spelling back with `shared_hyperparams`. config.yml and
-checkpoints store that spelling, and resuming and enjoy.py build the config from it again, so for every
+with rlbench.config.values, and writes the file format back with `shared_hyperparams`. config.yml and
+checkpoints store that format, and resuming and enjoy.py build the config from it again, so for every
 algorithm build_config(config_to_hyperparams(cfg)) == cfg (tests/unit/test_config.py).
 """
 
@@ -195,7 +195,7 @@ def _networks(kwargs: Mapping[str, Any], precision: Precision, policy: object) -
 
 
 def shared_hyperparams(cfg: ActorCriticConfig) -> dict[str, Any]:
-    """The shared fields of `cfg` in file spelling (what config.yml stores)."""
+    """The shared fields of `cfg` in the file format (what config.yml stores)."""
     lr = cfg.learning_rate
     out: dict[str, Any] = {
         "learning_rate": f"lin_{lr.start}" if isinstance(lr, LinearSchedule) else lr.value,
@@ -243,7 +243,7 @@ class TargetCritics(Protocol):
 
 
 def target_hyperparams(cfg: TargetCritics) -> dict[str, Any]:
-    """The inverse of read_target, in file spelling, for a config with target critics (SACConfig, TQCConfig)."""
+    """The inverse of read_target, in the file format, for a config with target critics (SACConfig, TQCConfig)."""
     return {"tau": cfg.tau, "target_update_interval": cfg.target_update_interval}
 
 
@@ -265,7 +265,7 @@ def read_quantiles(params: Mapping[str, Any], policy_kwargs: Mapping[str, Any]) 
 
 
 def quantile_hyperparams(hyperparams: dict[str, Any], quantiles: Quantiles) -> dict[str, Any]:
-    """`hyperparams` (file spelling) with the quantile settings added where RL Zoo's files put them."""
+    """`hyperparams` (file format) with the quantile settings added where RL Zoo's files put them."""
     policy_kwargs = {**hyperparams["policy_kwargs"], "n_quantiles": quantiles.n_quantiles}
     return {
         **hyperparams,

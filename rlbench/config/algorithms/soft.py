@@ -1,4 +1,4 @@
-"""The SAC family's keys (SAC, DroQ, TQC, CrossQ) in RL Zoo's file spelling: the entropy temperature, its
+"""The SAC family's keys (SAC, DroQ, TQC, CrossQ) in RL Zoo's file format: the entropy temperature, its
 target and gSDE, read into SoftConfig's fields and written back."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def read_soft(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int,
 
 
 def soft_hyperparams(cfg: SoftConfig) -> dict[str, Any]:
-    """The shared and the SAC family's fields of `cfg` in file spelling."""
+    """The shared and the SAC family's fields of `cfg` in the file format."""
     out = shared_hyperparams(cfg)
     out["ent_coef"] = f"auto_{cfg.ent_coef.initial}" if cfg.ent_coef.learned else cfg.ent_coef.initial
     out["temperature_loss"] = cfg.temperature_loss

@@ -43,7 +43,7 @@ def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> TD3Confi
 
 
 def config_to_hyperparams(cfg: TD3Config) -> dict[str, Any]:
-    """The inverse of build_config, in file spelling: what config.yml stores, sorted."""
+    """The inverse of build_config, in the file format: what config.yml stores, sorted."""
     out = shared_hyperparams(cfg)  # policy_delay among them
     out |= {"tau": cfg.tau, "target_policy_noise": cfg.target_policy_noise, "target_noise_clip": cfg.target_noise_clip}
     out["noise_type"] = None if cfg.action_noise is None else cfg.action_noise.kind
@@ -53,7 +53,7 @@ def config_to_hyperparams(cfg: TD3Config) -> dict[str, Any]:
 
 
 # DDPG (Lillicrap et al. 2016) as SB3 and SBX define it: TD3 with one critic, no target policy smoothing and
-# no delay; the critic's learning rate as SBX's DDPG. Keys in file spelling: files and -params override them.
+# no delay; the critic's learning rate as SBX's DDPG. Keys in the file format: files and -params override them.
 DDPG_PRESET: dict[str, Any] = {
     "policy_delay": 1,
     "target_policy_noise": 0.0,

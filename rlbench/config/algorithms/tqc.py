@@ -33,7 +33,7 @@ def build_config(params: Mapping[str, Any], n_envs: int, where: str) -> TQCConfi
 
 
 def config_to_hyperparams(cfg: TQCConfig) -> dict[str, Any]:
-    """The inverse of build_config, in file spelling: what config.yml stores, sorted."""
+    """The inverse of build_config, in the file format: what config.yml stores, sorted."""
     return dict(sorted(quantile_hyperparams(soft_hyperparams(cfg) | target_hyperparams(cfg), cfg.quantiles).items()))
 
 

@@ -38,34 +38,34 @@ class DeviceRun:
 
 
 def run_device_loop(
-    run: DeviceRun,
+    device_run: DeviceRun,
     on_eval: OnEval | None = None,
     on_iteration: OnIteration | None = None,
     stop_requested: StopRequested | None = None,
 ) -> TrainResult:
-    """The host loop's run_loop (rlbench.loop.training_loop) advancing a chunk at a time: until run.n_timesteps
+    """The host loop's run_loop (rlbench.loop.training_loop) advancing a chunk at a time: until loop.run.n_timesteps
     env steps per seed, every seed failed, or a stop is requested (polled between chunks)."""
 
     def advance(loop: LoopRun, bar: ProgressBar) -> None:
-        if run_chunk(run):
+        if run_chunk(device_run):
             bar.trained(loop.host.env_steps)
         verify_finite(loop)  # every chunk's end: a diverged learner is caught within a chunk
 
-    evaluate = None if run.device.evaluate is None else (lambda loop, stop: evaluate_on_device(run, stop))
-    return run_loop(run.loop, on_eval, on_iteration, stop_requested, advance, evaluate)
+    evaluate = None if device_run.device.evaluate is None else (lambda loop, stop: evaluate_on_device(device_run, stop))
+    return run_loop(device_run.loop, on_eval, on_iteration, stop_requested, advance, evaluate)
 
 
-def run_chunk(run: DeviceRun) -> bool:
+def run_chunk(device_run: DeviceRun) -> bool:
     """One chunk up to the next due point; the host state follows it. Returns whether it trained."""
-    loop = run.loop
+    loop = device_run.loop
     host, axis = loop.host, loop.axis
-    n_steps = steps_until_due(loop, run.chunk_length)
+    n_steps = steps_until_due(loop, device_run.chunk_length)
     carry = loop.carry
     assert isinstance(carry, DeviceCarry), "the device loop's LoopRun carries its envs"
     update_start = np.int32(min(host.update_start, INT32_MAX))
     n_timesteps = np.float32(loop.run.n_timesteps)
     inputs = ChunkInputs(np.int32(host.vector_steps), np.int32(n_steps), update_start, n_timesteps, loop.training)
-    carry, outputs = run.device.chunk(carry, inputs)
+    carry, outputs = device_run.device.chunk(carry, inputs)
     loop.carry = carry
     host.device_envs, host.act_key = carry.envs, carry.act_key  # what a checkpoint saves of them
     host.obs = axis.host(carry.envs.obs)
@@ -116,16 +116,16 @@ def account_episodes(loop: LoopRun, reward: np.ndarray, done: np.ndarray) -> Non
                     monitor.episode(env_index, episode_return, length)
 
 
-def evaluate_on_device(run: DeviceRun, stop_requested: StopRequested | None) -> list[EvalResult | None] | None:
+def evaluate_on_device(device_run: DeviceRun, stop_requested: StopRequested | None) -> list[EvalResult | None] | None:
     """Every seed's deterministic policy on its own eval envs, on the device, in calls of at most
-    run.eval_steps vector steps; recorded as the host loop's. None, with nothing recorded, when a stop is
+    device_run.eval_steps vector steps; recorded as the host loop's. None, with nothing recorded, when a stop is
     requested before it ends: a compiled call cannot be interrupted, so the host looks between calls."""
-    loop, programs = run.loop, run.device.evaluate
+    loop, programs = device_run.loop, device_run.device.evaluate
     assert programs is not None, "run_device_loop evaluates a run with eval envs only"
     axis = loop.axis
     verify_finite(loop)  # a diverged policy is not worth evaluating, nor a best_model
     seeds = uint32_seeds(eval_env_seeds(loop)).reshape(axis.n_seeds, loop.run.n_eval_envs)
-    evaluation, done, max_steps = programs.start(axis.device(seeds)), False, np.int32(run.eval_steps)
+    evaluation, done, max_steps = programs.start(axis.device(seeds)), False, np.int32(device_run.eval_steps)
     while not done:
         if stop_requested is not None and stop_requested():
             return None

@@ -11,7 +11,7 @@ import optuna
 
 class SearchSpace(NamedTuple):
     """An Optuna search space: `suggest(trial)` samples raw parameters (log scales, powers of two, ...)
-    and `to_hyperparams(trial.params)` turns them into hyperparameters in file spelling, so a stored
+    and `to_hyperparams(trial.params)` turns them into hyperparameters in the file format, so a stored
     trial is rebuilt without sampling again."""
 
     suggest: Callable[[optuna.Trial], None]

@@ -1,7 +1,7 @@
-"""rlbench's resolved hyperparameter entry in RL Zoo's spelling for SBX: the peer of `bench returns --peer`.
+"""rlbench's resolved hyperparameter entry in RL Zoo's format for SBX: the peer of `bench returns --peer`.
 
-rlbench reads RL Zoo's files and writes its resolved entry back in the same spelling (config.yml,
-`Experiment.hyperparams`), with its own spellings where it differs: `activation_fn: relu` for `nn.ReLU`,
+rlbench reads RL Zoo's files and writes its resolved entry back in the same format (config.yml,
+`Experiment.hyperparams`), with its own forms where it differs: `activation_fn: relu` for `nn.ReLU`,
 `ent_coef: auto_1.0` for `auto`, `precision`, `target_update_interval` and a full `normalize` dict.
 `peer_entry` turns that entry into the RL Zoo hyperparameter entry with which SBX trains the same learner
 (`python -m rl_zoo3.train --conf-file`, with SBX's classes as RL Zoo's algorithms): every setting is
@@ -141,7 +141,7 @@ def peer_entry(algo: str, resolved: Mapping[str, Any]) -> tuple[str, dict[str, A
         elif key in SPELLED:
             SPELLED[key](entry, value, resolved, refused)
         else:
-            refused.append(f"{key}={value!r} (no RL Zoo spelling for SBX's {PEER_ALGOS[algo]})")
+            refused.append(f"{key}={value!r} (RL Zoo's files have no form of it for SBX's {PEER_ALGOS[algo]})")
     if refused:
         raise Untranslatable(refused)
     return PEER_ALGOS[algo], dict(sorted(entry.items()))
@@ -216,7 +216,7 @@ def _normalize(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], r
 
 
 def _env_wrapper(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:
-    """RL Zoo's spelling already ({path: kwargs} per wrapper); one of rlbench's own modules is not in the peer."""
+    """RL Zoo's format already ({path: kwargs} per wrapper); one of rlbench's own modules is not in the peer."""
     own = [name for wrapper in value for name in wrapper if str(name).startswith("rlbench.")]
     if own:
         refused.append(f"env_wrapper {', '.join(own)} (rlbench's own wrapper: not installed in the peer)")

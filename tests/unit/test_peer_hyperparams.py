@@ -1,9 +1,9 @@
-"""rlbench's resolved entries in RL Zoo's spelling for SBX (rlbench.bench.peer_spelling), by hand values: every
+"""rlbench's resolved entries in RL Zoo's format for SBX (rlbench.bench.peer_hyperparams), by hand values: every
 setting written out as SBX's constructor and policy read it, and each setting SBX cannot express refused by name."""
 
 import pytest
 
-from rlbench.bench.peer_spelling import Untranslatable, peer_entry
+from rlbench.bench.peer_hyperparams import Untranslatable, peer_entry
 from rlbench.config.entry import normalize_to_entry, parse_normalize
 from rlbench.config.hyperparams import merge
 from rlbench.config.registry import ALGORITHMS
@@ -11,7 +11,7 @@ from rlbench.config.registry import ALGORITHMS
 
 def resolved(algo, entry, n_envs=1, **run):
     """The entry as rlbench resolves it (Experiment.hyperparams: run keys, then the learner's config written
-    back in file spelling), without building an env."""
+    back in the file format), without building an env."""
     spec = ALGORITHMS[algo]
     config = spec.build_config(merge(spec.preset, entry), n_envs, "test")
     base = {"n_timesteps": 50_000, "n_envs": n_envs, "policy": "MlpPolicy", "env_kwargs": {}, "stats_window_size": 100}
@@ -145,7 +145,7 @@ def test_settings_the_peer_cannot_express_are_refused_by_name():
     [
         ("crossq", resolved("crossq", {"policy_kwargs": {"n_quantiles": 25}}), "policy_kwargs.n_quantiles=25"),
         ("sac", {**resolved("sac", {}), "temperature_loss": "alpha"}, "temperature_loss='alpha'"),
-        ("sac", {**resolved("sac", {}), "some_new_key": 1}, "some_new_key=1 (no RL Zoo spelling"),
+        ("sac", {**resolved("sac", {}), "some_new_key": 1}, "some_new_key=1 (RL Zoo's files have no form of it"),
         ("sac", resolved("sac", {"gamma": 0.9}, normalize={"gamma": 0.99}), "normalize.gamma=0.99"),
         ("a2c", {}, "--algo a2c"),
         ("ddpg", resolved("ddpg", {"policy_delay": 2}), "policy_delay=2 (SBX's DDPG has policy_delay=1)"),
