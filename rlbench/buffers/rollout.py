@@ -1,13 +1,12 @@
 """An on-policy rollout: `n_steps` vector steps of `n_envs` envs, kept on the JAX device (PPO, A2C).
 
-Every field is [n_steps, n_envs, ...], written one vector step at a time by the pure `add_step`, so a
-device loop can fill it inside its scan and a host loop can fill it with one jitted call per step.
-Beside SB3's RolloutBuffer fields it keeps what GAE needs to treat a time limit as SB3 does, without
-folding it into the reward: `truncated` and `final_value`, V(final obs) of a truncated episode, which
-rlbench.algos.ppo.gae adds to that step's reward as gamma * final_value (SB3 adds it to the stored
-reward in OnPolicyAlgorithm.collect_rollouts). The rollout also keeps the observation after its last
-step (`last_obs`); the update reads V(last_obs) with the parameters that collected the rollout, which
-are those it starts from, as SB3's `compute_returns_and_advantage(last_values, dones)`.
+Every field is [n_steps, n_envs, ...]; the PPO learner builds it from the transitions the loops staged
+(rlbench.algos.ppo.learner), V and log pi read in one batched pass at the update. Beside SB3's RolloutBuffer fields
+it keeps what GAE needs to treat a time limit as SB3 does, without folding it into the reward: `truncated` and
+`final_value`, V(final obs) of a truncated episode, which rlbench.algos.ppo.gae adds to that step's reward as
+gamma * final_value (SB3 adds it to the stored reward in OnPolicyAlgorithm.collect_rollouts). The rollout also keeps the
+observation after its last step (`last_obs`); the update reads V(last_obs) with the parameters that collected the
+rollout, which are those it starts from, as SB3's `compute_returns_and_advantage(last_values, dones)`.
 """
 
 from __future__ import annotations
@@ -38,47 +37,6 @@ class RolloutState(struct.PyTreeNode):
     steps: RolloutStep  # [n_steps, n_envs, ...]
     last_obs: jax.Array  # [n_envs, obs_dim] the observation after the newest step (after reset if it ended)
     position: jax.Array  # int32, the next step to write; n_steps when the rollout is full
-
-
-def init_rollout(
-    n_steps: int, n_envs: int, obs_dim: int, action_shape: tuple[int, ...], action_dtype: jnp.dtype = jnp.float32
-) -> RolloutState:
-    """An empty rollout; `action_shape` is (action_dim,) for a Box, () for a Discrete space."""
-    if n_steps < 1 or n_envs < 1:
-        raise ValueError(f"a rollout needs n_steps >= 1 and n_envs >= 1, got {n_steps} and {n_envs}")
-    per_env = jnp.zeros((n_steps, n_envs), jnp.float32)
-    steps = RolloutStep(
-        obs=jnp.zeros((n_steps, n_envs, obs_dim), jnp.float32),
-        action=jnp.zeros((n_steps, n_envs, *action_shape), action_dtype),
-        reward=per_env,
-        terminated=per_env,
-        truncated=per_env,
-        final_value=per_env,
-        value=per_env,
-        log_prob=per_env,
-    )
-    return RolloutState(
-        steps=steps, last_obs=jnp.zeros((n_envs, obs_dim), jnp.float32), position=jnp.zeros((), jnp.int32)
-    )
-
-
-def add_step(state: RolloutState, step: RolloutStep, next_obs: jax.Array) -> RolloutState:
-    """The rollout with `step` ([n_envs, ...]) written at its position and `next_obs` as its last obs.
-
-    Writing into a full rollout is an error the caller prevents (the loop trains once `is_full`): JAX
-    clamps the index, so the last step would be overwritten rather than an error raised.
-    """
-    steps = jax.tree.map(lambda column, new: column.at[state.position].set(new.astype(column.dtype)), state.steps, step)
-    return RolloutState(steps=steps, last_obs=next_obs.astype(jnp.float32), position=state.position + 1)
-
-
-def is_full(state: RolloutState) -> jax.Array:
-    return state.position == state.steps.reward.shape[0]
-
-
-def restart(state: RolloutState) -> RolloutState:
-    """The same storage, to be overwritten from step 0 (`last_obs` is kept: the next rollout starts there)."""
-    return state.replace(position=jnp.zeros((), jnp.int32))
 
 
 def flatten_env_major(tree: T) -> T:

@@ -23,7 +23,7 @@ from rlbench.algos.ppo.losses import (
     ppo_loss,
     value_loss,
 )
-from rlbench.algos.ppo.state import init_state, sample_for_rollout
+from rlbench.algos.ppo.state import init_state
 from rlbench.algos.ppo.update import (
     StepCarry,
     epoch_keys,
@@ -33,9 +33,10 @@ from rlbench.algos.ppo.update import (
     minibatch_step,
     rollout_samples,
 )
-from rlbench.buffers.rollout import RolloutState, RolloutStep, add_step, init_rollout
+from rlbench.buffers.rollout import RolloutState, RolloutStep
 from rlbench.networks.actor_critic import ActorCritic, ActorCriticNetConfig
 from rlbench.networks.distributions import Categorical, DiagGaussian
+from tests.ppo_rollouts import add_step, init_rollout, sample_for_rollout
 
 OBS_DIM, ACTION_DIM, N_ENVS = 3, 2, 2
 TINY_NET = ActorCriticNetConfig(pi=(8, 8), vf=(8, 8))

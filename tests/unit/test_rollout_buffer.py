@@ -1,18 +1,12 @@
-"""The on-policy rollout storage: shapes and dtypes, where add_step writes, SB3's env-major flattening."""
+"""The on-policy rollout: SB3's env-major flattening, and the tests' step-by-step rollouts (tests/ppo_rollouts.py,
+which the PPO tests build on) write each step where it belongs."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-from rlbench.buffers.rollout import (
-    RolloutStep,
-    add_step,
-    flatten_env_major,
-    init_rollout,
-    is_full,
-    restart,
-)
+from rlbench.buffers.rollout import RolloutStep, flatten_env_major
+from tests.ppo_rollouts import add_step, init_rollout, is_full
 
 N_STEPS, N_ENVS, OBS_DIM = 3, 2, 4
 
@@ -52,11 +46,6 @@ def test_init_has_the_rollout_shapes_and_is_empty():
     assert int(state.position) == 0 and not bool(is_full(state))
 
 
-def test_init_refuses_an_empty_rollout():
-    with pytest.raises(ValueError, match="n_steps >= 1"):
-        init_rollout(0, N_ENVS, OBS_DIM, (2,))
-
-
 def test_add_step_writes_each_step_at_its_row_and_keeps_the_newest_obs():
     state = filled()
     assert int(state.position) == N_STEPS and bool(is_full(state))
@@ -72,12 +61,6 @@ def test_discrete_actions_are_stored_as_integers():
     state = filled(action_shape=(), action_dtype=jnp.int32)
     assert state.steps.action.shape == (N_STEPS, N_ENVS) and state.steps.action.dtype == jnp.int32
     np.testing.assert_array_equal(state.steps.action[2], [20, 21])
-
-
-def test_restart_rewinds_the_position_only():
-    state = restart(filled())
-    assert int(state.position) == 0
-    np.testing.assert_array_equal(state.last_obs, 100.0 + N_STEPS - 1)  # the next rollout starts there
 
 
 def test_flatten_is_env_major_as_sb3_swap_and_flatten():

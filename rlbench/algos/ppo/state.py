@@ -3,8 +3,6 @@ optimizer on the summed loss) and its exploration state: gSDE's matrices, one pe
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -22,14 +20,6 @@ class PPOState(struct.PyTreeNode):
     step: jax.Array  # int32 gradient steps taken (steps skipped by target_kl not counted)
     n_updates: jax.Array  # int32 SB3's train/n_updates: epochs started
     exploration: Exploration | None = None  # gSDE's held matrices [n_envs, latent, action] (None without)
-
-
-class RolloutSample(NamedTuple):
-    """An action as a rollout stores it (the sample, unclipped) with V(obs) and log pi(action | obs)."""
-
-    action: jax.Array
-    value: jax.Array
-    log_prob: jax.Array
 
 
 def init_state(cfg: PPOConfig, network: ActorCritic, obs_dim: int, key: jax.Array) -> PPOState:
@@ -60,10 +50,3 @@ def resample_exploration(state: PPOState) -> PPOState:
     assert exploration is not None, "gSDE's matrices are resampled only with use_sde (ppo_acting)"
     matrices = draw_matrices(state.policy.params, exploration.key, exploration.matrices.shape[0])
     return state.replace(exploration=matrices)
-
-
-def sample_for_rollout(state: PPOState, obs: jax.Array, key: jax.Array) -> RolloutSample:
-    """A sampled action per row of obs [B, obs_dim] with its value and log-probability (fresh noise)."""
-    distribution, value = state.policy.apply_fn({"params": state.policy.params}, obs)
-    action = distribution.sample(key)
-    return RolloutSample(action=action, value=value, log_prob=distribution.log_prob(action))
