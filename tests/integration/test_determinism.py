@@ -14,7 +14,7 @@ from jax import monitoring
 from rlbench.config.entry import RunConfig
 from rlbench.config.registry import ALGORITHMS
 from rlbench.loggers.base import MultiLogger
-from rlbench.loop import runner
+from rlbench.loop import compiled
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
 from tests.loop_runs import train
@@ -57,7 +57,7 @@ def test_same_seed_is_bit_identical_across_processes_and_other_seeds_differ(tmp_
 
 
 def test_a_second_run_in_the_process_reuses_the_compiled_programs_and_ends_bit_identical():
-    """runner.entry_points: a run with the algorithm, config, env spec and seed count of a recent run in the
+    """compiled.entry_points: a run with the algorithm, config, env spec and seed count of a recent run in the
     same process calls that run's programs (nothing is traced again) and ends exactly as the first; another
     config gets programs of its own, and only the last few are kept."""
     traced = []
@@ -72,7 +72,7 @@ def test_a_second_run_in_the_process_reuses_the_compiled_programs_and_ends_bit_i
         return [np.asarray(keys_as_data(leaf)) for leaf in jax.tree.leaves(state)]
 
     def programs(cfg):
-        return runner.entry_points(ALGORITHMS["sac"], cfg, EnvSpec(obs_dim=3, action_dim=1), 1)
+        return compiled.entry_points(ALGORITHMS["sac"], cfg, EnvSpec(obs_dim=3, action_dim=1), 1)
 
     cfg = tiny_sac_config(learning_starts=50)
     first = trained_leaves(cfg)
@@ -82,6 +82,6 @@ def test_a_second_run_in_the_process_reuses_the_compiled_programs_and_ends_bit_i
     assert traced == []
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
     assert not all(np.array_equal(a, b) for a, b in zip(first, trained_leaves(cfg, seed=1), strict=True))
-    others = [tiny_sac_config(learning_starts=50, gamma=0.9 + i / 100) for i in range(runner.N_RECENT_ENTRY_POINTS)]
+    others = [tiny_sac_config(learning_starts=50, gamma=0.9 + i / 100) for i in range(compiled.N_RECENT_ENTRY_POINTS)]
     assert all(programs(other) is not first_programs for other in others)
     assert programs(cfg) is not first_programs  # the oldest was dropped
