@@ -25,6 +25,12 @@ from rlbench.run import compile_cache  # noqa: E402
 report_statistics.REPS = 200
 
 compile_cache.enable()
+# This process's small programs stay out of the session's cache: JAX's eviction lists and stats every entry
+# under the cache's lock before each write (benchmarks/README.md, issue 47), and the op-by-op programs that
+# in-process tests dispatch (jnp calls outside jit, each compiled once in a few ms) were most of the session's
+# ~2,000 entries, so late in the session each of them waited ~100 ms to be written. The train.py processes
+# the tests start call enable() themselves and cache every program, as users' do.
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # -params of a tiny SAC learner, for the train.py runs (in-process or not) whose learner is not what they test:
