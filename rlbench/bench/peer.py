@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import math
 import os
@@ -46,7 +45,7 @@ from rlbench.redact import printable
 from rlbench.report import plots
 from rlbench.report.escaping import as_markdown
 from rlbench.run.experiment import RunRequest, resolve
-from rlbench.sweep.cores import CORE_LOCKS
+from rlbench.sweep.cores import lock_core
 from rlbench.sweep.grid import Cell, SweepSpec, Task
 from rlbench.types import VecEnvKind
 
@@ -244,15 +243,10 @@ def start(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> subp
 def claim_core() -> tuple[int | None, int | None]:
     """(a core of this process's that no sweep task nor other peer process holds, its lock); (None, None) when
     every core is held."""
-    CORE_LOCKS.mkdir(mode=0o700, exist_ok=True)
     for core in sorted(os.sched_getaffinity(0)):
-        fd = os.open(CORE_LOCKS / f"core{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        return core, fd
+        fd = lock_core(core)
+        if fd is not None:
+            return core, fd
     return None, None
 
 

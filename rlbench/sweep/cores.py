@@ -15,22 +15,29 @@ _held_cores: list[int] = []
 ALLOWED_CORES = sorted(os.sched_getaffinity(0))  # this worker's cores before any task pinned it (a cpuset)
 
 
+def lock_core(core: int) -> int | None:
+    """The open lock file that holds `core` for this process until it is closed; None when another holds it."""
+    CORE_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(CORE_LOCKS / f"core{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def claim_cores(n: int) -> list[int]:
     """`n` cores of this machine that no other task holds (an exclusive lock file per core); [] (unpinned)
     when fewer are free."""
     release_cores()
-    CORE_LOCKS.mkdir(mode=0o700, exist_ok=True)
     for core in ALLOWED_CORES:
         if len(_held_cores) == n:
             break
-        fd = os.open(CORE_LOCKS / f"core{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        _held_core_locks.append(fd)
-        _held_cores.append(core)
+        fd = lock_core(core)
+        if fd is not None:
+            _held_core_locks.append(fd)
+            _held_cores.append(core)
     if len(_held_cores) < n:
         release_cores()
     return list(_held_cores)
