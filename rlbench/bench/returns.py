@@ -36,7 +36,7 @@ from rlbench.bench import peer as sbx
 from rlbench.bench.children import ChildrenStopped
 from rlbench.bench.peer_hyperparams import missing_peers
 from rlbench.cli.flags import flag, parser_from, seeds_group, shared
-from rlbench.envs.make import check_env_id
+from rlbench.envs.checks import check_env_id
 from rlbench.errors import ConfigError, RunFailure
 from rlbench.redact import printable, redact_argv
 from rlbench.report import plots, statistics

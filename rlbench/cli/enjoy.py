@@ -26,7 +26,8 @@ from rlbench.config import hyperparams
 from rlbench.config.entry import entry_env_wrappers, normalize_entry
 from rlbench.config.literals import parse_key_values
 from rlbench.config.values import literal_mapping
-from rlbench.envs.make import check_env_id, check_env_runs, env_file_name, make_single_env
+from rlbench.envs.checks import check_env_id, check_env_runs
+from rlbench.envs.make import env_file_name, make_single_env
 from rlbench.envs.video import VideoWriter, find_ffmpeg
 from rlbench.envs.wrappers import EnvWrapper, trusted_modules
 from rlbench.errors import ConfigError

@@ -70,9 +70,15 @@ def _run_python_config(path: Path) -> Any:
 
 
 def select_entry(table: Mapping[str, Any], env_id: str, source: str, verbose: int = 1) -> dict[str, Any]:
-    """The entry for `env_id`, else `default`, else a ConfigError naming the keys the file has."""
+    """The entry for `env_id`, else (for EnvPool's `envpool:X`) gymnasium's X, else `default`, else a ConfigError
+    naming the keys the file has."""
+    gymnasium_id = env_id.removeprefix("envpool:")
     if env_id in table:
         entry = table[env_id]
+    elif gymnasium_id in table:  # EnvPool's X is gymnasium's X, checked to match (benchmarks/README.md)
+        if verbose:
+            print(f"Using the {gymnasium_id} entry of {source} for {env_id}")
+        entry = table[gymnasium_id]
     elif "default" in table:
         if verbose:
             print(f"Using 'default' hyperparameters of {source} for {env_id}")

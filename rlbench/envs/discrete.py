@@ -38,10 +38,18 @@ class IndexActions(gym.ActionWrapper):
         values = np.asarray(action, np.float64)
         if values.size != 1:
             raise ValueError(f"a Discrete({self.n}) action is one index, got an array of shape {values.shape}")
-        index = np.rint(values.reshape(()))
-        if not 0 <= index < self.n:  # NaN fails this too
-            raise ValueError(f"action index {values.reshape(())} is not one of Discrete({self.n})'s 0..{self.n - 1}")
-        return np.int64(self.start + int(index))
+        return np.int64(self.start + int(action_indices(values.reshape(1), self.n)[0]))
+
+
+def action_indices(values: npt.ArrayLike, n: int) -> npt.NDArray[np.int64]:
+    """Each value of an index column as the integer index it holds; ValueError for one that is not one of
+    Discrete(n)'s 0..n-1 (NaN included): a learner's sample is always one, so another is a caller's bug."""
+    rounded = np.rint(np.asarray(values, np.float64))
+    outside = ~((rounded >= 0) & (rounded < n))  # NaN is outside too
+    if outside.any():
+        bad = np.asarray(values).ravel()[np.flatnonzero(outside.ravel())[0]]
+        raise ValueError(f"action index {bad} is not one of Discrete({n})'s 0..{n - 1}")
+    return rounded.astype(np.int64)
 
 
 def index_space(n: int) -> gym.spaces.Box:

@@ -100,7 +100,10 @@ def _attribute_env(env: VectorEnv) -> SyncVectorEnv | AsyncVectorEnv:
 
 
 def episode_records(env: VectorEnv) -> list[EpisodeRecord | None] | None:
-    """Each training env's EpisodeRecord, or None when the envs cannot be asked (a dead worker)."""
+    """Each training env's EpisodeRecord, or None when the envs cannot be asked (a dead worker, or EnvPool's
+    pool, whose envs live in C++ and keep no record: a resume starts new episodes)."""
+    if not isinstance(env, SyncVectorEnv | AsyncVectorEnv):
+        return None
     try:
         return list(_attribute_env(env).call("episode_record"))
     except Exception as error:  # a broken worker must not stop the checkpoint that follows

@@ -17,7 +17,7 @@ from gymnasium.vector import VectorEnv
 from rlbench.algos.common.config import LearnerConfig
 from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
-from rlbench.envs.make import close_vector_env, env_spec, make_vector_env
+from rlbench.envs.make import close_vector_env, env_spec, eval_vec_env, make_vector_env
 from rlbench.loggers.monitor import MonitorFiles
 from rlbench.loop.compiled import Carry, DeviceCarry, EntryPoints, entry_points
 from rlbench.loop.divergence import DIVERGED_METRIC
@@ -63,7 +63,12 @@ def train_seeds(
         if run.eval_freq > 0:
             eval_kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
             eval_env = make_vector_env(
-                run.env_id, n_seeds * run.n_eval_envs, "dummy", eval_kwargs, run.env_wrappers, run.gym_packages
+                run.env_id,
+                n_seeds * run.n_eval_envs,
+                eval_vec_env(run.vec_env),
+                eval_kwargs,
+                run.env_wrappers,
+                run.gym_packages,
             )
         result = _train_on(run, algo, cfg, outputs, env, eval_env, resume, on_eval, on_iteration, stop_requested)
         failed = False

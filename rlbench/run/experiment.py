@@ -36,15 +36,23 @@ from rlbench.config.entry import (
 )
 from rlbench.config.registry import acting_in, get_algo
 from rlbench.config.values import positive_int
+from rlbench.envs.checks import check_env_id
+from rlbench.envs.envpool_vector import check_pool_memory, envpool_env_id, is_envpool
 from rlbench.envs.jax_native.ids import is_jax_native
-from rlbench.envs.make import check_env_id, env_file_name
+from rlbench.envs.make import env_file_name
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError
 from rlbench.loop.device.runner import device_loop_refusal
 from rlbench.loop.device.start import check_saved_envs
 from rlbench.run.device import select_device
 from rlbench.run.entry_layers import Layers, TrialLoader, checked_in_layers, entry_layers, trusted
-from rlbench.run.memory import buffer_summary, check_buffer_memory, check_learner_memory, check_open_files
+from rlbench.run.memory import (
+    available_memory_bytes,
+    buffer_summary,
+    check_buffer_memory,
+    check_learner_memory,
+    check_open_files,
+)
 from rlbench.run.probe import Envs, SpaceRecord, probe_envs, spaces_spec
 from rlbench.run.request import RunRequest
 from rlbench.run.resume import (
@@ -112,7 +120,9 @@ def prepare_process(request: RunRequest) -> Algorithm:
             importlib.import_module(module)
         except ImportError as error:
             raise ConfigError(f"--gym-packages: cannot import {module!r} ({error})") from None
-    check_env_id(request.env)
+    if is_envpool(request.env) and request.vec_env == "subproc":
+        raise ConfigError(f"--vec-env subproc: {request.env} steps in EnvPool's own threads; drop --vec-env")
+    check_env_id(envpool_env_id(request.env, request.vec_env))
     return algo
 
 
@@ -189,6 +199,9 @@ def seed_settings(request: RunRequest, algo: Algorithm, layers: Layers, learner:
     n_seeds = len(resume_seeds) if resume is not None else (request.n_seeds or 1)
     built = check_learner_fits(request, algo, learner, envs, n_seeds)
     check_open_files(n_seeds, learner.n_envs, request.vec_env)
+    if is_envpool(pool_id := envpool_env_id(request.env, request.vec_env)):
+        n_eval_envs = request.n_eval_envs if request.eval_freq > 0 else 0
+        check_pool_memory(pool_id, envs.env_kwargs, n_seeds * (learner.n_envs + n_eval_envs), available_memory_bytes())
     check_buffer_memory(built.storage.replay_capacity, envs.spec, 0, n_seeds)  # its line is printed after the checks
     check_learner_memory(built, envs.spec, n_seeds)
     for checkpoint in resume_seeds:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from rlbench.config.entry import RunConfig
-from rlbench.envs.make import close_vector_env, make_vector_env
+from rlbench.envs.make import close_vector_env, eval_vec_env, make_vector_env
 from rlbench.loggers.base import STEP_KEY
 from rlbench.loggers.tracking import WandbTracker
 from rlbench.loop.evaluation import EVAL_SEED_OFFSET, EvalResult, eval_metrics, evaluate
@@ -36,7 +36,8 @@ def final_model_evaluation(run: RunConfig, checkpoint: Checkpoint) -> EvalResult
         return None
     seed = checkpoint.manifest.run.seed
     kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
-    env = make_vector_env(run.env_id, run.n_eval_envs, "dummy", kwargs, run.env_wrappers, run.gym_packages)
+    vec_env = eval_vec_env(run.vec_env)
+    env = make_vector_env(run.env_id, run.n_eval_envs, vec_env, kwargs, run.env_wrappers, run.gym_packages)
     failed = True
     try:
         policy = load_policy(checkpoint, seed=seed)

@@ -17,7 +17,8 @@ import numpy as np
 
 from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.config.values import literal_mapping, positive_int
-from rlbench.envs.make import check_env_runs
+from rlbench.envs.checks import check_env_runs
+from rlbench.envs.envpool_vector import envpool_env_id
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError
 from rlbench.run.memory import available_memory_bytes
@@ -59,11 +60,11 @@ def probe_envs(request: RunRequest, run_keys: Mapping[str, Any], wrappers: tuple
     # Unlike RL Zoo, the file's env_kwargs reach the evaluation env too, unless --eval-env-kwargs is given.
     eval_env_kwargs = env_kwargs if eval_cli is None else file_env_kwargs | eval_cli
     check_run_numbers(request)
-    packages = request.gym_packages
-    obs_space, action_space = check_env_runs(request.env, env_kwargs, wrappers, packages, "--env-kwargs / env_kwargs")
+    packages, env_id = request.gym_packages, envpool_env_id(request.env, request.vec_env)
+    obs_space, action_space = check_env_runs(env_id, env_kwargs, wrappers, packages, "--env-kwargs / env_kwargs")
     spaces = {"observation": describe_space(obs_space), "action": describe_space(action_space)}
     if request.eval_freq > 0 and eval_env_kwargs != env_kwargs:
-        check_env_runs(request.env, eval_env_kwargs, wrappers, packages, "--eval-env-kwargs")
+        check_env_runs(env_id, eval_env_kwargs, wrappers, packages, "--eval-env-kwargs")
     return Envs(env_kwargs, eval_env_kwargs, spaces, spaces_spec(spaces))
 
 

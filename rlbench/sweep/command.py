@@ -27,7 +27,7 @@ from rlbench.cli.flags import Group, flag, parser_from, seeds_group, shared
 from rlbench.config import hyperparams
 from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.config.registry import get_algo
-from rlbench.envs.make import check_env_id
+from rlbench.envs.checks import check_env_id
 from rlbench.errors import ConfigError, RunFailure
 from rlbench.redact import redact_argv
 from rlbench.run import compile_cache

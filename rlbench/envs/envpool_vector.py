@@ -1,0 +1,216 @@
+"""EnvPool's pools as the host loop's vector env: `--env envpool:HalfCheetah-v4`, or `--vec-env envpool` for a
+gymnasium id that EnvPool also has. EnvPool steps its envs in C++ threads, without subprocess workers.
+
+- EnvPool resets an env on the step *after* its episode ends (that step ignores the action and returns the reset
+  observation with reward 0). The loop is written for gymnasium's SAME_STEP mode, so on the step that ends an
+  episode this adapter resets those envs at once (EnvPool's `reset(env_ids)`, exact in a synchronous pool) and
+  returns the first observation of the next episode, with the true final one in `info["final_obs"]`. The step
+  EnvPool would spend on the reset never happens: it reaches no buffer, rollout, Monitor file or evaluation.
+- Seeds are fixed when a pool is made, one per env: `reset(seed=...)` makes the pool anew with them, so env i
+  of `reset(seed=s)` starts as gymnasium's env i does with seed s + i (its own stream, not gymnasium's).
+- Actions arrive in [-1, 1] and are rescaled to the Box bounds with gymnasium's own `rescale_box` (so a
+  rescaled action is the one RescaleAction would pass); a Discrete env takes its action's index column.
+- An EnvPool env's state cannot be saved or replayed from a seed mid-stream: `-i` starts new episodes (see
+  rlbench.loop.saving.restore_envs), so such a resume is not bit-exact.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+from gymnasium.wrappers.utils import rescale_box
+
+from rlbench.envs.bounds import unrescalable_bounds
+from rlbench.envs.discrete import MAX_ACTIONS, action_indices, index_space
+from rlbench.errors import ConfigError
+
+PREFIX = "envpool:"
+INSTALL = 'pip install -e ".[envpool]"'
+# What rlbench sets on every pool itself: its size, a synchronous batch (the reset above needs it), its seeds.
+MANAGED_KWARGS = frozenset(
+    {"num_envs", "batch_size", "seed", "env_seed", "gym_reset_return_info", "max_num_players", "base_path"}
+)
+POSITIVE_KWARGS = ("max_episode_steps", "frame_skip")  # EnvPool accepts 0 and -1 here, and then misbehaves
+MAX_SEED = 2**31 - 2  # EnvPool's seeds are int32 (it asserts -2**31 + 1 <= seed < 2**31 - 1)
+
+
+def is_envpool(env_id: str) -> bool:
+    return env_id.startswith(PREFIX)
+
+
+def envpool_env_id(env_id: str, vec_env: str) -> str:
+    """The id a run's envs are built from: `envpool:X` for `--vec-env envpool` with a gymnasium id X."""
+    return PREFIX + env_id if vec_env == "envpool" and not is_envpool(env_id) else env_id
+
+
+def task_id(env_id: str) -> str:
+    """EnvPool's own name of an `envpool:` id."""
+    return env_id.removeprefix(PREFIX)
+
+
+def import_envpool(env_id: str) -> ModuleType:
+    try:
+        import envpool
+    except ImportError:
+        raise ConfigError(f"{env_id} needs EnvPool, which is not installed: {INSTALL}") from None
+    return envpool
+
+
+@cache
+def _all_tasks() -> frozenset[str]:
+    return frozenset(import_envpool(PREFIX).list_all_envs())
+
+
+def check_task(env_id: str) -> None:
+    """ConfigError naming EnvPool's closest ids when it has no env of `env_id`'s name."""
+    task = task_id(env_id)
+    if task in _all_tasks():
+        return
+    close = difflib.get_close_matches(task, sorted(_all_tasks()), n=3)
+    hint = f"; did you mean {', '.join(PREFIX + c for c in close)}?" if close else ""
+    raise ConfigError(f"environment {env_id!r}: EnvPool {_version()} has no env {task!r}{hint}")
+
+
+def _version() -> str:
+    return str(getattr(import_envpool(PREFIX), "__version__", ""))
+
+
+def check_kwargs(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> None:
+    """ConfigError (one line naming `flag`) for a kwarg EnvPool's env does not have, one rlbench sets itself,
+    or a count that must be positive."""
+    valid = set(import_envpool(env_id).make_spec(task_id(env_id)).config._fields) - MANAGED_KWARGS
+    for key, value in env_kwargs.items():
+        if key in MANAGED_KWARGS:
+            raise ConfigError(f"{flag}: {key} is set by rlbench for {env_id} (n_envs, --seed); drop it")
+        if key not in valid:
+            raise ConfigError(f"{flag}: {env_id} has no kwarg {key!r}; valid: {', '.join(sorted(valid))}")
+        if key in POSITIVE_KWARGS and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise ConfigError(f"{flag}: {env_id}'s {key} must be a positive integer, got {value!r}")
+
+
+class EnvPoolVectorEnv(VectorEnv):
+    """A synchronous EnvPool pool of `num_envs` envs in gymnasium's SAME_STEP autoreset mode, acting in [-1, 1]
+    (module docstring)."""
+
+    def __init__(self, env_id: str, num_envs: int, env_kwargs: Mapping[str, Any]):
+        self.env_id, self.num_envs, self._kwargs = env_id, num_envs, dict(env_kwargs)
+        self.metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+        self._pool = self._make_pool(list(range(num_envs)))
+        space = self._pool.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            self.n_actions, self.first_action = int(space.n), int(space.start)
+            if self.n_actions > MAX_ACTIONS:
+                raise ConfigError(f"{env_id}: {space} has more actions than rlbench's learners index exactly")
+            self.single_action_space: gym.spaces.Box = index_space(self.n_actions)
+        elif isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+            self.n_actions = 0
+            if (unrescalable := unrescalable_bounds(space.low, space.high)) is not None:
+                raise ConfigError(f"{env_id}: {unrescalable}")
+            ones = np.ones(space.shape, np.float32)
+            self.single_action_space, _, self._rescaled = rescale_box(space, -ones, ones)
+        else:
+            raise ConfigError(f"{env_id}: rlbench supports Box (float) and Discrete action spaces, got {space}")
+        observation_space = self._pool.observation_space
+        if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+            raise ConfigError(f"{env_id}: rlbench needs a flat Box observation space, got {observation_space}")
+        self.original_action_space: gym.spaces.Box = space if self.n_actions == 0 else self.single_action_space
+        self.single_observation_space: gym.spaces.Box = observation_space
+        self.observation_space = batch_space(observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+
+    def _make_pool(self, seeds: Sequence[int]) -> Any:
+        envpool = import_envpool(self.env_id)
+        # Seeds beyond int32 wrap (rlbench's seeds go to 2**32 - 1, as SB3's).
+        env_seeds = [int(seed) % (MAX_SEED + 1) for seed in seeds]
+        return envpool.make_gymnasium(
+            task_id(self.env_id), num_envs=self.num_envs, batch_size=self.num_envs, seed=env_seeds, **self._kwargs
+        )
+
+    def reset(
+        self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if options:
+            raise ValueError(f"{self.env_id}: reset options are not supported, got {sorted(options)}")
+        if seed is not None:
+            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
+            self._pool.close()
+            self._pool = self._make_pool(seeds)
+        obs, _ = self._pool.reset()
+        return obs, {}
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        obs, reward, terminated, truncated, _ = self._pool.step(self._pool_actions(actions))
+        infos: dict[str, Any] = {}
+        ended = terminated | truncated
+        if ended.any():  # reset them now (SAME_STEP): the step EnvPool would spend on it never happens
+            ids = np.flatnonzero(ended).astype(np.int32)
+            final_obs = np.full(self.num_envs, None, dtype=object)  # gymnasium's form: None where none ended
+            final_obs[ids] = list(obs[ids])
+            obs = obs.copy()
+            obs[ids] = self._pool.reset(ids)[0]
+            infos = {"final_obs": final_obs, "_final_obs": ended}
+        return obs, reward.astype(np.float64), terminated, truncated, infos
+
+    def _pool_actions(self, actions: np.ndarray) -> np.ndarray:
+        actions = np.asarray(actions).reshape(self.num_envs, -1)
+        if self.n_actions:
+            return (self.first_action + action_indices(actions[:, 0], self.n_actions)).astype(np.int32)
+        return np.asarray(self._rescaled(actions.astype(np.float32)))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._pool.close()
+
+
+def pool_spaces(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    """check_env_runs for an EnvPool id: its kwargs checked, one env built, reset and stepped; returns (observation
+    space, action space before rescaling: a Discrete env's index space)."""
+    check_kwargs(env_id, env_kwargs, flag)
+    try:
+        env = EnvPoolVectorEnv(env_id, 1, env_kwargs)
+    except ConfigError:
+        raise
+    except Exception as error:  # EnvPool's pybind constructors raise TypeError, with every signature in it
+        first_line = str(error).splitlines()[0] if str(error) else ""
+        raise ConfigError(
+            f"{flag}: {env_id} fails with {dict(env_kwargs)}: {type(error).__name__}: {first_line}"
+        ) from None
+    try:
+        env.reset(seed=0)
+        env.step(np.zeros((1, *env.single_action_space.shape), np.float32))
+        return env.single_observation_space, env.original_action_space
+    finally:
+        env.close()
+
+
+def check_pool_memory(env_id: str, env_kwargs: Mapping[str, Any], num_envs: int, available: int | None) -> None:
+    """Refuse `num_envs` envs that do not fit in `available` bytes, from what a pool of a few envs takes (an
+    env's model, data and buffers: about 0.7 MB for HalfCheetah, much more for Atari's frames)."""
+    if available is None:
+        return
+    probe = min(num_envs, 8)
+    before = _resident_bytes()
+    env = EnvPoolVectorEnv(env_id, probe, env_kwargs)
+    env.reset(seed=0)
+    per_env = max(_resident_bytes() - before, 0) / probe
+    env.close()
+    if per_env * num_envs > available:
+        raise ConfigError(
+            f"{env_id}: {num_envs} envs need about {per_env * num_envs / 2**30:.1f} GiB ({per_env / 2**20:.2f} MiB "
+            f"each, measured), but only {available / 2**30:.1f} GiB is available; use fewer envs or seeds"
+        )
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
