@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from functools import cache
 from types import ModuleType
@@ -131,9 +132,11 @@ class EnvPoolVectorEnv(VectorEnv):
         envpool = import_envpool(self.env_id)
         # Seeds beyond int32 wrap (rlbench's seeds go to 2**32 - 1, as SB3's).
         env_seeds = [int(seed) % (MAX_SEED + 1) for seed in seeds]
-        return envpool.make_gymnasium(
-            task_id(self.env_id), num_envs=self.num_envs, batch_size=self.num_envs, seed=env_seeds, **self._kwargs
-        )
+        with warnings.catch_warnings():  # gymnasium's Box on EnvPool's float64 bounds: "precision lowered"
+            warnings.filterwarnings("ignore", message=".*precision lowered", category=UserWarning)
+            return envpool.make_gymnasium(
+                task_id(self.env_id), num_envs=self.num_envs, batch_size=self.num_envs, seed=env_seeds, **self._kwargs
+            )
 
     def reset(
         self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
@@ -195,15 +198,17 @@ def pool_spaces(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> tuple[
 
 def check_pool_memory(env_id: str, env_kwargs: Mapping[str, Any], num_envs: int, available: int | None) -> None:
     """Refuse `num_envs` envs that do not fit in `available` bytes, from what a pool of a few envs takes (an
-    env's model, data and buffers: about 0.7 MB for HalfCheetah, much more for Atari's frames)."""
+    env's model, data and buffers: about 1.1 MiB for HalfCheetah, much more for Atari's frames)."""
     if available is None:
         return
-    probe = min(num_envs, 8)
-    before = _resident_bytes()
+    warm = EnvPoolVectorEnv(env_id, 1, env_kwargs)  # the libraries and assets a first pool loads, once a process
+    warm.reset(seed=0)
+    before, probe = _resident_bytes(), min(num_envs, 16)  # 16 HalfCheetahs: 1.3 MiB each, 256: 1.1
     env = EnvPoolVectorEnv(env_id, probe, env_kwargs)
     env.reset(seed=0)
     per_env = max(_resident_bytes() - before, 0) / probe
     env.close()
+    warm.close()
     if per_env * num_envs > available:
         raise ConfigError(
             f"{env_id}: {num_envs} envs need about {per_env * num_envs / 2**30:.1f} GiB ({per_env / 2**20:.2f} MiB "

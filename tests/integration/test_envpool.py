@@ -1,0 +1,229 @@
+"""EnvPool envs in the host loop (issue 46): the same-step resets against EnvPool's own next-step resets, the
+transitions a run stores, gymnasium's env of the same id in lockstep, the run's files, resume, bad input."""
+
+import re
+import signal
+import subprocess
+import sys
+
+import envpool
+import gymnasium as gym
+import jax
+import numpy as np
+import pytest
+
+from rlbench.buffers.uniform import unpack
+from rlbench.cli.train import EXIT_INTERRUPTED, main
+from rlbench.config.entry import RunConfig
+from rlbench.config.hyperparams import select_entry
+from rlbench.config.registry import ALGORITHMS
+from rlbench.envs.envpool_vector import EnvPoolVectorEnv, check_pool_memory
+from rlbench.errors import ConfigError
+from rlbench.loggers.base import MultiLogger
+from rlbench.store.checkpoint import read_checkpoint
+from rlbench.types import EnvSpec
+from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
+from tests.integration.test_resume import wait_for
+from tests.loop_runs import train
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered.*")  # EnvPool's float64 Pendulum bounds
+
+
+def next_step_transitions(task, seed, actions, kwargs):
+    """One env's transitions as EnvPool itself gives them (a pool of one, next-step reset), the reset steps
+    dropped: [(obs, action, reward, next_obs, terminated, truncated)], and the observation after the last."""
+    pool = envpool.make_gymnasium(task, num_envs=1, seed=[seed], **kwargs)
+    obs, _ = pool.reset()
+    rows = []
+    for action in actions:
+        next_obs, reward, terminated, truncated, _ = pool.step(action[None])
+        rows.append((obs[0], action, reward[0], next_obs[0], terminated[0], truncated[0]))
+        obs = next_obs
+        if terminated[0] or truncated[0]:
+            obs, reward, *_ = pool.step(np.zeros_like(action)[None])  # EnvPool's reset step
+            assert reward[0] == 0.0
+    return rows, obs[0]
+
+
+def test_the_pool_steps_as_envpool_without_its_reset_steps():
+    """Same-step mode: each env's (obs, reward, ends, final observation) are EnvPool's own env's, one env per
+    pool, with the reset steps it inserts after each end left out; a rescaled action is 2x (bounds [-2, 2])."""
+    kwargs, n_envs, steps = {"max_episode_steps": 5}, 3, 17
+    env = EnvPoolVectorEnv("envpool:Pendulum-v1", n_envs, kwargs)
+    obs, _ = env.reset(seed=[11, 12, 13])
+    actions = np.random.default_rng(0).uniform(-1, 1, (steps, n_envs, 1)).astype(np.float32)
+    got = []
+    for action in actions:
+        next_obs, reward, terminated, truncated, infos = env.step(action)
+        real_next = next_obs.copy()
+        for i in np.flatnonzero(terminated | truncated):
+            real_next[i] = infos["final_obs"][i]
+        got.append((obs, reward, real_next, terminated, truncated))
+        obs = next_obs
+    for i in range(n_envs):
+        rows, last_obs = next_step_transitions("Pendulum-v1", 11 + i, 2 * actions[:, i], kwargs)
+        for t, (obs_t, _, reward, next_obs, terminated, truncated) in enumerate(rows):
+            np.testing.assert_array_equal(got[t][0][i], obs_t)
+            assert got[t][1][i] == np.float32(reward)
+            np.testing.assert_array_equal(got[t][2][i], next_obs)
+            assert (got[t][3][i], got[t][4][i]) == (terminated, truncated)
+        np.testing.assert_array_equal(obs[i], last_obs)
+    assert sum(g[4].sum() for g in got) == n_envs * (steps // 5)  # truncations at steps 5, 10, 15
+
+
+def test_a_run_stores_exactly_the_real_transitions_and_monitors_whole_episodes(tmp_path):
+    """The buffer of a run on EnvPool holds one row per env step, each EnvPool's own transition (no reset step,
+    none across an episode's end: a truncated row's next_obs is the true final observation), and its
+    Monitor file one line per whole episode."""
+    run = RunConfig(
+        env_id="envpool:Pendulum-v1", n_timesteps=40, n_envs=2, env_kwargs={"max_episode_steps": 7}, seed=5,
+        eval_freq=-1, verbose=0,
+    )  # fmt: skip
+    result = train(run, ALGORITHMS["sac"], tiny_sac_config(learning_starts=1000), lambda names: MultiLogger([]))
+    rows = result.buffer_state.rows[: int(result.buffer_state.size)]
+    data = jax.tree.map(np.asarray, unpack(rows, EnvSpec(3, 1)))
+    assert len(data.obs) == 40
+    for i in range(2):  # rows are vector step after vector step, env after env
+        mine = slice(i, None, 2)
+        expected, _ = next_step_transitions("Pendulum-v1", 5 + i, 2 * data.action[mine], {"max_episode_steps": 7})
+        np.testing.assert_array_equal(data.obs[mine], np.stack([r[0] for r in expected]))
+        np.testing.assert_array_equal(data.reward[mine], np.array([r[2] for r in expected], np.float32))
+        np.testing.assert_array_equal(data.next_obs[mine], np.stack([r[3] for r in expected]))
+    assert data.terminated.sum() == 0  # Pendulum only truncates
+
+
+def test_rescaled_actions_and_spaces_are_gymnasiums():
+    env = EnvPoolVectorEnv("envpool:Pendulum-v1", 1, {})
+    assert env.single_action_space == gym.spaces.Box(-1, 1, (1,), np.float32)
+    assert env.original_action_space == gym.spaces.Box(-2, 2, (1,), np.float32)
+    wrapped = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1), np.float32(1))
+    for action in np.linspace(-1, 1, 9, dtype=np.float32):
+        np.testing.assert_array_equal(env._pool_actions(np.array([[action]])), [wrapped.action(np.array([action]))])
+    discrete = EnvPoolVectorEnv("envpool:CartPole-v1", 2, {})
+    assert discrete.single_action_space == gym.spaces.Box(0, 1, (1,), np.int64)
+    np.testing.assert_array_equal(discrete._pool_actions(np.array([[1.0], [0.0]], np.float32)), [1, 0])
+    with pytest.raises(ValueError, match=r"action index 2.0 is not one of Discrete\(2\)"):
+        discrete._pool_actions(np.array([[1.0], [2.0]], np.float32))
+
+
+def pendulum_state(env, obs):
+    env.unwrapped.state = np.array([np.arctan2(obs[1], obs[0]), obs[2]], np.float64)
+
+
+def hopper_state(env, obs):
+    env.unwrapped.set_state(np.concatenate([[0.0], obs[:5]]), obs[5:11])  # x: observed by no dynamics
+
+
+@pytest.mark.parametrize(
+    "task,set_state,tolerance,reward_tolerance",
+    [("Pendulum-v1", pendulum_state, 1e-5, 1e-4), ("Hopper-v4", hopper_state, 1e-12, 1e-6)],
+)
+def test_envpool_steps_as_gymnasium_from_the_same_state(task, set_state, tolerance, reward_tolerance):
+    """Same state, same actions: the same observations, rewards and episode end (Pendulum's state is read
+        back from float32 observations, hence its tolerance; Hopper's reward is x's velocity from positions that
+    differ by EnvPool's initial x; benchmarks/envpool_vs_gymnasium.py measures more)."""
+    pool, env = EnvPoolVectorEnv("envpool:" + task, 1, {}), gym.make(task)
+    obs, _ = pool.reset(seed=3)
+    env.reset(seed=3)
+    set_state(env, obs[0])
+    rng = np.random.default_rng(0)
+    wrapped = gym.wrappers.RescaleAction(env, np.float32(-1), np.float32(1))
+    for step in range(1, 1001):
+        action = rng.uniform(-1, 1, (1, *pool.single_action_space.shape)).astype(np.float32)
+        obs, reward, terminated, truncated, infos = pool.step(action)
+        gym_obs, gym_reward, gym_terminated, gym_truncated, _ = wrapped.step(action[0])
+        final = infos["final_obs"][0] if terminated[0] or truncated[0] else obs[0]
+        np.testing.assert_allclose(final, gym_obs, rtol=0, atol=tolerance)
+        assert reward[0] == pytest.approx(gym_reward, abs=reward_tolerance)
+        assert (terminated[0], truncated[0]) == (gym_terminated, gym_truncated), step
+        if gym_terminated or gym_truncated:
+            break
+    assert step == 200 if task == "Pendulum-v1" else step < 1000  # a random Hopper falls
+
+
+def test_entries_of_gymnasium_ids_apply_to_envpool_ids():
+    table = {"Pendulum-v1": {"gamma": 0.9}, "envpool:Hopper-v4": {"gamma": 0.8}, "Hopper-v4": {}, "default": {}}
+    assert select_entry(table, "envpool:Pendulum-v1", "f.yml", verbose=0) == {"gamma": 0.9}
+    assert select_entry(table, "envpool:Hopper-v4", "f.yml", verbose=0) == {"gamma": 0.8}  # its own wins
+    assert select_entry(table, "envpool:CartPole-v1", "f.yml", verbose=0) == {}  # default
+
+
+def run_cli(tmp_path, *argv):
+    return main(["-f", str(tmp_path / "logs"), "--verbose", "0", *argv])
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--env", "envpool:HalfCheeta-v4"], r"EnvPool 1.2.5 has no env 'HalfCheeta-v4'; did you mean envpool:HalfC"),
+        (["--env", "HopperBulletEnv-v0", "--vec-env", "envpool"], r"'envpool:HopperBulletEnv-v0': EnvPool .* has no"),
+        (["--env", "envpool:Pendulum-v1", "--env-kwargs", "max_steps:5"], r"has no kwarg 'max_steps'; valid: .*max_e"),
+        (["--env", "envpool:Pendulum-v1", "--env-kwargs", "num_envs:5"], r"num_envs is set by rlbench"),
+        (["--env", "envpool:Pendulum-v1", "--env-kwargs", "max_episode_steps:0"], r"must be a positive integer"),
+        (["--env", "envpool:Hopper-v4", "--env-kwargs", "healthy_z_min:'x'"], r"fails with .*TypeError: __init__"),
+        (["--env", "envpool:Pendulum-v1", "--vec-env", "subproc"], r"steps in EnvPool's own threads"),
+        (
+            ["--env", "envpool:Pendulum-v1", "-params", "env_wrapper:gymnasium.wrappers.TimeAwareObservation"],
+            r"env_wrapper: envpool:Pendulum-v1 steps in EnvPool's C\+\+ threads",
+        ),
+    ],
+)
+def test_bad_envpool_input_exits_2_before_writing(tmp_path, capsys, argv, message):
+    assert run_cli(tmp_path, "--algo", "sac", *argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and re.search(message, err), out + err
+    assert not (tmp_path / "logs").exists()
+
+
+def test_more_envs_than_fit_are_refused_from_a_measured_pool():
+    each = r"envpool:HalfCheetah-v4: 1000 envs need about \d\.\d GiB \(\d\.\d\d MiB each, measured\), but only 0\.0 GiB"
+    with pytest.raises(ConfigError, match=each):
+        check_pool_memory("envpool:HalfCheetah-v4", {}, 1000, available=2**20)
+    check_pool_memory("envpool:HalfCheetah-v4", {}, 1000, available=2**32)
+
+
+def test_without_envpool_installed_the_install_command_is_the_error(tmp_path):
+    code = "import sys; sys.modules['envpool'] = None; from rlbench.cli.train import main; sys.exit(main(sys.argv[1:]))"
+    argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "-f", str(tmp_path / "logs")]
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().endswith('needs EnvPool, which is not installed: pip install -e ".[envpool]"')
+
+
+def test_vec_env_envpool_trains_a_gymnasium_id_on_a_pool_and_evaluates_on_its_own(tmp_path):
+    argv = ["--algo", "sac", "--env", "Pendulum-v1", "--vec-env", "envpool", "-n", "120", "--eval-freq", "60"]
+    params = ["-params", *TINY_LEARNER, "n_envs:2"]
+    assert run_cli(tmp_path, *argv, "--eval-episodes", "2", "--env-kwargs", "max_episode_steps:20", *params) == 0
+    run_dir = tmp_path / "logs" / "sac" / "Pendulum-v1_1"
+    lengths = np.load(run_dir / "evaluations.npz")["ep_lengths"]
+    np.testing.assert_array_equal(lengths, np.full((2, 2), 20))  # EnvPool's kwarg: gymnasium's Pendulum has none
+    monitor = (run_dir / "0.monitor.csv").read_text().splitlines()[2:]
+    assert [line.split(",")[1] for line in monitor] == ["20"] * 3  # 60 steps of env 0: three whole episodes
+
+
+def test_sigterm_then_resume_starts_new_episodes_and_finishes(tmp_path):
+    """EnvPool keeps no episode record: -i restarts each env's episode from a new seed (not bit-exact, as the
+    README says), the interrupted episodes reach no Monitor file, and the run finishes."""
+    argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "--env-kwargs", "max_episode_steps:50", "--seed", "2"]
+    argv += ["--eval-freq", "-1", "--save-freq", "100", "-params", *TINY_LEARNER]
+    log = tmp_path / "stopped.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv, "-n", "100000"],
+            cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        run_dir = tmp_path / "logs" / "sac" / "envpool_Pendulum-v1_1"
+        wait_for(log, lambda: len(list(run_dir.glob("rl_model_*_steps.zip"))) >= 3 or proc.poll() is not None)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
+    stopped = max(run_dir.glob("rl_model_*_steps.zip"), key=lambda p: read_checkpoint(p).manifest.counters.env_steps)
+    assert read_checkpoint(stopped).manifest.counters.env_steps % 50  # stopped mid-episode
+    done = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv, "-n", "120", "-i", str(stopped)],  # -n: more
+        cwd=REPO_ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "start new episodes" in done.stdout
+    resumed = tmp_path / "logs" / "sac" / "envpool_Pendulum-v1_2"
+    lengths = [line.split(",")[1] for line in (resumed / "0.monitor.csv").read_text().splitlines()[2:]]
+    assert lengths == ["50", "50"]  # 120 steps after the resume: two whole episodes, none cut by the stop
