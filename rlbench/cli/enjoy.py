@@ -27,6 +27,7 @@ from rlbench.config.entry import entry_env_wrappers, normalize_entry
 from rlbench.config.literals import parse_key_values
 from rlbench.config.values import literal_mapping
 from rlbench.envs.checks import check_env_id, check_env_runs
+from rlbench.envs.envpool_vector import rendered_env_id
 from rlbench.envs.make import env_file_name, make_single_env
 from rlbench.envs.video import VideoWriter, find_ffmpeg
 from rlbench.envs.wrappers import EnvWrapper, trusted_modules
@@ -241,17 +242,23 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
         args.record, args.no_render = "", True  # the file name needs the model: set once it is found
     recording = args.record is not None
     headless = not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
+    # --record renders offscreen (rgb_array) even with --no-render, which only means "no window".
+    render = "rgb_array" if recording else (None if args.no_render or headless else "human")
     try:
-        loaded = load(args, record_video, headless)
+        env_id = args.env if render is None else rendered_env_id(args.env)
+        loaded = load(args, record_video, headless, env_id)
     except STOPPING_ERRORS as error:
         return exit_code(error)
     manifest = loaded.manifest
-    # --record renders offscreen (rgb_array) even with --no-render, which only means "no window".
-    render = "rgb_array" if recording else (None if args.no_render or headless else "human")
+    if env_id != args.env:
+        print(
+            f"{args.env} draws no frames here: playing gymnasium's {env_id}, which steps as EnvPool's",
+            file=sys.stderr,
+        )
     try:  # the first env renders, and the first can refuse to (a JAX-native env that draws no frames)
         envs = [
             make_single_env(
-                args.env, loaded.env_kwargs, loaded.wrappers, args.gym_packages, render_mode=render if i == 0 else None
+                env_id, loaded.env_kwargs, loaded.wrappers, args.gym_packages, render_mode=render if i == 0 else None
             )
             for i in range(args.n_envs)
         ]
@@ -294,8 +301,9 @@ def check_args(args: argparse.Namespace, headless: bool) -> str:
     return ffmpeg
 
 
-def load(args: argparse.Namespace, record_video: bool, headless: bool) -> Loaded:
-    """The model, its env's settings and its policy; ConfigError (exit 2) or CheckpointError (exit 1) first."""
+def load(args: argparse.Namespace, record_video: bool, headless: bool, env_id: str) -> Loaded:
+    """The model, its env's settings and its policy; ConfigError (exit 2) or CheckpointError (exit 1) first.
+    `env_id` is the env played: args.env's, or gymnasium's in place of an EnvPool id when rendering."""
     ffmpeg = check_args(args, headless)
     model = find_model(args)
     if record_video:
@@ -311,7 +319,7 @@ def load(args: argparse.Namespace, record_video: bool, headless: bool) -> Loaded
         env_kwargs |= parse_key_values(args.env_kwargs, "--env-kwargs")
     # As train.py: one env built, reset and stepped with these kwargs, so what the env rejects is one line now.
     flag = f"--env-kwargs / env_kwargs in {where}" if args.env_kwargs is not None else f"env_kwargs in {where}"
-    check_env_runs(args.env, env_kwargs, wrappers, args.gym_packages, flag)
+    check_env_runs(env_id, env_kwargs, wrappers, args.gym_packages, flag)
     from rlbench.run.policy import load_policy
 
     policy = load_policy(checkpoint, seed=args.seed)

@@ -54,7 +54,12 @@ RUN_FLAGS = (
     shared("eval_freq"),
     shared("eval_episodes"),
     flag("--n-eval-envs", type=int, default=1, help="number of evaluation envs"),
-    flag("--vec-env", default="dummy", choices=VEC_ENV_KINDS, help="in-process or subprocess envs"),
+    flag(
+        "--vec-env",
+        default="dummy",
+        choices=VEC_ENV_KINDS,
+        help="in-process, subprocess or EnvPool envs",
+    ),
     shared("hyperparams"),
     shared("env_kwargs"),
     flag(

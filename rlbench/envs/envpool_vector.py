@@ -219,3 +219,48 @@ def check_pool_memory(env_id: str, env_kwargs: Mapping[str, Any], num_envs: int,
 def _resident_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class EnvPoolEnv(gym.Env[np.ndarray, np.ndarray]):
+    """One EnvPool env as a gymnasium env (enjoy.py steps envs one by one): a pool of one. An ending step returns
+    the final observation; the pool has already started the next episode, which the next `reset()` returns."""
+
+    def __init__(self, env_id: str, env_kwargs: Mapping[str, Any]):
+        self._vector = EnvPoolVectorEnv(env_id, 1, env_kwargs)
+        self.observation_space = self._vector.single_observation_space
+        self.action_space = self._vector.single_action_space
+        self._next_episode: np.ndarray | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if seed is None and options is None and self._next_episode is not None:
+            obs, self._next_episode = self._next_episode, None
+            return obs, {}
+        self._next_episode = None
+        obs, _ = self._vector.reset(seed=None if seed is None else [seed], options=options)
+        return obs[0], {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, infos = self._vector.step(np.asarray(action)[None])
+        if terminated[0] or truncated[0]:
+            self._next_episode = obs[0]
+            return infos["final_obs"][0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
+        return obs[0], float(reward[0]), False, False, {}
+
+    def close(self) -> None:
+        self._vector.close()
+
+
+def rendered_env_id(env_id: str) -> str:
+    """The env that renders in place of `env_id`: gymnasium's of the same id for an EnvPool id (EnvPool's MuJoCo
+    renderer needs an OpenGL context it does not create headless, and its failure ends the process), which steps
+    as EnvPool's does from the same state (benchmarks/README.md). ConfigError where gymnasium has no such env."""
+    if not is_envpool(env_id):
+        return env_id
+    if (task := task_id(env_id)) not in gym.registry:
+        raise ConfigError(
+            f"{env_id} cannot be rendered: EnvPool draws no MuJoCo frames without a display, and gymnasium, which "
+            f"would, has no {task}; play it without frames (--no-render, no --record)"
+        )
+    return task

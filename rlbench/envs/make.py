@@ -37,7 +37,7 @@ from gymnasium.vector.async_vector_env import AsyncState
 
 from rlbench.envs.bounds import unrescalable_bounds
 from rlbench.envs.discrete import MAX_ACTIONS, IndexActions, action_count
-from rlbench.envs.envpool_vector import EnvPoolVectorEnv, envpool_env_id, is_envpool
+from rlbench.envs.envpool_vector import EnvPoolEnv, EnvPoolVectorEnv, envpool_env_id, is_envpool
 from rlbench.envs.episode_restore import EpisodeRecorder
 from rlbench.envs.jax_native.gym_env import JaxGymEnv
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
@@ -102,6 +102,8 @@ def make_single_env(
     with warnings.catch_warnings() if worker else contextlib.nullcontext():
         if worker:
             warnings.simplefilter("ignore")
+        if is_envpool(env_id):  # enjoy.py: wrappers are refused for EnvPool ids (rlbench.envs.checks)
+            return EnvPoolEnv(env_id, env_kwargs)
         if is_jax_native(env_id):  # the JAX env as a gymnasium env: the host loop, enjoy.py
             jax_env = make_jax_env(env_id, env_kwargs)
             if render_mode is not None and jax_env.render is None:

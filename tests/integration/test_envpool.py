@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rlbench.buffers.uniform import unpack
+from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.config.entry import RunConfig
 from rlbench.config.hyperparams import select_entry
@@ -23,6 +24,7 @@ from rlbench.loggers.base import MultiLogger
 from rlbench.store.checkpoint import read_checkpoint
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
+from tests.integration.test_enjoy import read_video
 from tests.integration.test_resume import wait_for
 from tests.loop_runs import train
 
@@ -227,3 +229,31 @@ def test_sigterm_then_resume_starts_new_episodes_and_finishes(tmp_path):
     resumed = tmp_path / "logs" / "sac" / "envpool_Pendulum-v1_2"
     lengths = [line.split(",")[1] for line in (resumed / "0.monitor.csv").read_text().splitlines()[2:]]
     assert lengths == ["50", "50"]  # 120 steps after the resume: two whole episodes, none cut by the stop
+
+
+@pytest.fixture(scope="module")
+def envpool_logs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("logs")
+    argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "-n", "100", "--env-kwargs", "max_episode_steps:20"]
+    assert main(["-f", str(folder), "--verbose", "0", *argv, "--eval-freq", "-1", "-params", *TINY_LEARNER]) == 0
+    return folder
+
+
+def test_enjoy_plays_on_envpool(envpool_logs, capsys):
+    argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "-f", str(envpool_logs), "-n", "45", "--no-render"]
+    assert enjoy(argv) == 0
+    out = capsys.readouterr().out
+    assert re.findall(r"Episode \d \(env 0\): return -?[\d.]+, length (\d+)", out) == ["20", "20"]  # EnvPool's kwarg
+
+
+def test_enjoy_records_with_gymnasiums_env_of_the_same_id(envpool_logs, tmp_path, capsys):
+    video = tmp_path / "agent.mp4"
+    argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "-f", str(envpool_logs), "-n", "12"]
+    assert enjoy([*argv, "--record", str(video)]) == 0
+    assert "envpool:Pendulum-v1 draws no frames here: playing gymnasium's Pendulum-v1" in capsys.readouterr().err
+    assert len(read_video(video)) == 12
+    argv[3] = "envpool:CheetahRun-v1"  # DeepMind Control: gymnasium has no such id
+    assert enjoy([*argv, "--record", str(video)]) == 2
+    assert re.fullmatch(
+        r"error: envpool:CheetahRun-v1 cannot be rendered: .* has no CheetahRun-v1; .*\n", capsys.readouterr().err
+    )
