@@ -11,6 +11,7 @@ import gymnasium as gym
 from rlbench.bench.on_policy_row import ON_POLICY
 from rlbench.bench.peer_hyperparams import missing_peers
 from rlbench.config.registry import get_algo
+from rlbench.envs.envpool_vector import is_envpool, task_id
 from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.errors import ConfigError
 
@@ -25,8 +26,11 @@ DEFAULT_CASES: list[Case] = [
 
 
 def host_twin(env_id: str) -> str | None:
-    """For a JAX-native id, the gymnasium env it mirrors, whose rows (rlbench's host loop, the --peer's) follow
-    the device loop's: gymnax's classic-control envs are gymnasium's, under the same names. None: no twin."""
+    """For a JAX-native or EnvPool id, the gymnasium env it mirrors, whose rows (rlbench's host loop, the
+    --peer's) follow its own: gymnax's classic-control envs and EnvPool's are gymnasium's, under the same names.
+    None: no twin."""
+    if is_envpool(env_id):
+        return task if (task := task_id(env_id)) in gym.registry else None
     if not is_jax_native(env_id):
         return None
     prefix, _, name = env_id.partition(":")

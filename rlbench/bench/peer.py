@@ -39,6 +39,7 @@ import yaml
 
 from rlbench.bench.children import finish_child, start_child, stopping_children
 from rlbench.bench.peer_hyperparams import NAMED_ACTIVATIONS, PEER_DIFFERENCES, SBX_CLASSES, Untranslatable, peer_entry
+from rlbench.envs.envpool_vector import PREFIX as ENVPOOL_PREFIX
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.redact import printable
@@ -139,6 +140,15 @@ class PeerCell:
     n_eval_envs: int = 1
     vec_env: VecEnvKind = "dummy"
 
+    @property
+    def env(self) -> str:
+        """The env the peer trains on: gymnasium's of the same id for an EnvPool id (RL Zoo makes gymnasium's)."""
+        return self.cell.env.removeprefix(ENVPOOL_PREFIX)
+
+    @property
+    def zoo_vec_env(self) -> str:
+        return "subproc" if self.vec_env == "subproc" else "dummy"  # RL Zoo has no EnvPool
+
 
 def plan_cells(spec: SweepSpec, template: RunRequest, sweep_folder: Path) -> list[PeerCell]:
     """Every cell of the grid with its RL Zoo entry, or the reason it has none. The entry is rlbench's
@@ -174,11 +184,11 @@ def command(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> li
         "-c",
         BOOTSTRAP,
         "" if core is None else str(core),
-        *("--algo", cell.zoo_algo, "--env", cell.cell.env, "-f", str(cell.folder.resolve())),
+        *("--algo", cell.zoo_algo, "--env", cell.env, "-f", str(cell.folder.resolve())),
         *("--conf-file", str((cell.folder / "sbx.yml").resolve()), "--seed", str(cell.cell.seed)),
         *("-n", str(cell.entry["n_timesteps"]), "--eval-freq", str(spec.eval_freq)),
         *("--eval-episodes", str(spec.eval_episodes), "--n-eval-envs", str(cell.n_eval_envs)),
-        *("--vec-env", cell.vec_env, "--device", "cpu"),  # (the torch device: SBX's learners are JAX's)
+        *("--vec-env", cell.zoo_vec_env, "--device", "cpu"),  # (the torch device: SBX's learners are JAX's)
     ]
 
 
@@ -235,7 +245,7 @@ def start(cell: PeerCell, peer: Peer, spec: SweepSpec, core: int | None) -> subp
     """The cell's folder made afresh (an earlier attempt's files removed), its entry written, its process started."""
     shutil.rmtree(cell.folder, ignore_errors=True)
     cell.folder.mkdir(parents=True)
-    atomic_write_text(cell.folder / "sbx.yml", yaml.safe_dump({cell.cell.env: cell.entry}, sort_keys=True))
+    atomic_write_text(cell.folder / "sbx.yml", yaml.safe_dump({cell.env: cell.entry}, sort_keys=True))
     log = cell.folder / "peer.log"
     return start_child(command(cell, peer, spec, core), peer_environment(peer.device), output=log, cwd=cell.folder)
 
@@ -252,7 +262,7 @@ def claim_core() -> tuple[int | None, int | None]:
 
 def run_folder(cell: PeerCell) -> Path:
     """RL Zoo's run folder: the first of its algo and env in the cell's own log folder."""
-    return cell.folder / cell.zoo_algo / f"{cell.cell.env}_1"
+    return cell.folder / cell.zoo_algo / f"{cell.env}_1"
 
 
 def record(cell: PeerCell, code: int, seconds: float, error: str | None = None) -> PeerOutcome:

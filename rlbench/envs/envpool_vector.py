@@ -134,9 +134,11 @@ class EnvPoolVectorEnv(VectorEnv):
         env_seeds = [int(seed) % (MAX_SEED + 1) for seed in seeds]
         with warnings.catch_warnings():  # gymnasium's Box on EnvPool's float64 bounds: "precision lowered"
             warnings.filterwarnings("ignore", message=".*precision lowered", category=UserWarning)
-            return envpool.make_gymnasium(
+            pool = envpool.make_gymnasium(
                 task_id(self.env_id), num_envs=self.num_envs, batch_size=self.num_envs, seed=env_seeds, **self._kwargs
             )
+            pool.observation_space, pool.action_space  # noqa: B018  (built on first access: here, quietly)
+            return pool
 
     def reset(
         self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None

@@ -1,6 +1,7 @@
 """EnvPool envs in the host loop (issue 46): the same-step resets against EnvPool's own next-step resets, the
 transitions a run stores, gymnasium's env of the same id in lockstep, the run's files, resume, bad input."""
 
+import json
 import re
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+from rlbench.bench.speed import main as speed_main
 from rlbench.buffers.uniform import unpack
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import EXIT_INTERRUPTED, main
@@ -257,3 +259,38 @@ def test_enjoy_records_with_gymnasiums_env_of_the_same_id(envpool_logs, tmp_path
     assert re.fullmatch(
         r"error: envpool:CheetahRun-v1 cannot be rendered: .* has no CheetahRun-v1; .*\n", capsys.readouterr().err
     )
+
+
+ENV_ECHO_PEER = """
+import json, sys
+args = sys.argv[1:]
+print(json.dumps({"system": "stand-in", "env": args[args.index("--env") + 1]}))
+"""
+
+
+def test_bench_speed_measures_envpool_beside_gymnasiums_env_and_the_peer_on_gymnasiums(tmp_path):
+    """`bench speed --env envpool:X`: rlbench's row on EnvPool, its row on gymnasium's X, the peer's on X (RL Zoo
+    makes gymnasium's envs)."""
+    peer = tmp_path / "peer.py"
+    peer.write_text(ENV_ECHO_PEER)
+    output = tmp_path / "rows.jsonl"
+    args = ["--env", "envpool:Pendulum-v1", "--case", "sac", "1", "1", "40", "--qf", "16", "--device", "cpu"]
+    args += ["--peer", sys.executable, "--peer-script", str(peer), "--output", str(output), "--update-seconds", "0.2"]
+    assert speed_main(args) == 0
+    _, envpool_row, gymnasium_row, peer_row = [json.loads(line) for line in output.read_text().splitlines()]
+    assert (envpool_row["env"], gymnasium_row["env"]) == ("envpool:Pendulum-v1", "Pendulum-v1")
+    assert envpool_row["env_steps_per_s"] > 0 and gymnasium_row["env_steps_per_s"] > 0
+    assert peer_row == {"system": "stand-in", "env": "Pendulum-v1", "device": "cpu"}
+
+
+def test_the_peer_trains_gymnasiums_env_of_an_envpool_id(tmp_path):
+    from rlbench.bench import peer as sbx
+    from rlbench.run.request import RunRequest
+    from rlbench.sweep.grid import SweepSpec
+
+    spec = SweepSpec(name="returns", algos=("sac",), envs=("envpool:Pendulum-v1",), seeds=(1,), n_timesteps=400,
+                     eval_freq=200, eval_episodes=1)  # fmt: skip
+    (cell,) = sbx.plan_cells(spec, RunRequest(n_timesteps=400, vec_env="envpool"), tmp_path / "sweep")
+    argv = sbx.command(cell, sbx.Peer(sys.executable, "a stand-in"), spec, None)
+    assert argv[argv.index("--env") + 1] == "Pendulum-v1" and argv[argv.index("--vec-env") + 1] == "dummy"
+    assert sbx.run_folder(cell).name == "Pendulum-v1_1"
