@@ -15,7 +15,8 @@ from rlbench.algos.soft.temperature import EntropyCoef
 from rlbench.buffers.uniform import unpack
 from rlbench.config.entry import RunConfig
 from rlbench.config.registry import ALGORITHMS
-from rlbench.envs.make import check_autoreset_mode, check_env_runs, make_single_env
+from rlbench.envs.checks import check_env_runs
+from rlbench.envs.make import check_autoreset_mode, make_single_env
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.loggers.base import MultiLogger
 from rlbench.networks.mlp import NetworkConfig

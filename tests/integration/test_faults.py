@@ -17,7 +17,7 @@ import tests.envs  # noqa: F401  (registers the test envs)
 from rlbench.cli.train import main
 from rlbench.config.entry import RunConfig
 from rlbench.config.registry import ALGORITHMS
-from rlbench.envs.make import check_env_runs
+from rlbench.envs.checks import check_env_runs
 from rlbench.errors import ConfigError
 from rlbench.loggers.base import MultiLogger
 from rlbench.loop.metrics_log import TrainingRate

@@ -16,7 +16,8 @@ from rlbench.envs.jax_native.vector import (
     step_envs_in_bounds,
     unit_to_bounds,
 )
-from rlbench.envs.make import check_env_id, check_env_runs, final_observations, make_single_env, make_vector_env
+from rlbench.envs.checks import check_env_id, check_env_runs
+from rlbench.envs.make import final_observations, make_single_env, make_vector_env
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
 
