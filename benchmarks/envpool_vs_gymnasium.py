@@ -10,7 +10,10 @@
 3. Throughput: 8 HalfCheetah-v4 envs stepped with random actions through rlbench's vector envs: EnvPool's pool,
    gymnasium's subprocess workers and gymnasium's in-process envs.
 
-    python benchmarks/envpool_vs_gymnasium.py [--episodes 100] [--throughput-steps 5000]
+4. --n-seeds' layout: 4 seeds x 2 HalfCheetah-v4 envs as one pool of 8 (what rlbench builds) or as four pools of 2
+   stepped one after another (a pool per seed).
+
+    python benchmarks/envpool_vs_gymnasium.py [--episodes 100] [--throughput-steps 5000] [--sections 3 4]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import envpool
 import gymnasium as gym
 import numpy as np
 
+from rlbench.envs.envpool_vector import EnvPoolVectorEnv
 from rlbench.envs.make import make_vector_env
 from rlbench.report.returns import machine_line
 
@@ -127,19 +131,27 @@ def throughput(vec_env: str, n_envs: int, steps: int) -> float:
     return steps * n_envs / elapsed
 
 
+def pools_throughput(n_pools: int, envs_per_pool: int, steps: int) -> float:
+    pools = [EnvPoolVectorEnv("envpool:HalfCheetah-v4", envs_per_pool, {}) for _ in range(n_pools)]
+    for i, pool in enumerate(pools):
+        pool.reset(seed=i * envs_per_pool)
+    actions = np.random.default_rng(0).uniform(-1, 1, (steps, n_pools, envs_per_pool, 6)).astype(np.float32)
+    start = time.perf_counter()
+    for action in actions:
+        for pool, pool_action in zip(pools, action, strict=True):
+            pool.step(pool_action)
+    elapsed = time.perf_counter() - start
+    for pool in pools:
+        pool.close()
+    return steps * n_pools * envs_per_pool / elapsed
+
+
 def cpu_flags() -> str:
     flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
     return " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f" {f}" in flags) or "none"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=100)
-    parser.add_argument("--lockstep-seeds", type=int, default=5)
-    parser.add_argument("--throughput-steps", type=int, default=5000)
-    args = parser.parse_args()
-    warnings.simplefilter("ignore")
-    print(f"# {machine_line()}; CPU flags: {cpu_flags()}; EnvPool {envpool.__version__}, gymnasium {gym.__version__}")
+def lockstep_section(args: argparse.Namespace) -> None:
     print("\n## 1. Lockstep from EnvPool's initial state, same random actions (largest |difference|)")
     print("| env | seed | steps | end | obs, steps 1-10 | obs, 1-50 | obs, episode | reward, episode |")
     print("|---|---|---|---|---|---|---|---|")
@@ -150,6 +162,9 @@ def main() -> None:
                 f"| {task} | {seed} | {r['steps']} | {r['end']} | {r['obs_10']:.1e} | {r['obs_50']:.1e} | "
                 f"{r['obs_all']:.1e} | {r['reward_all']:.1e} |"
             )
+
+
+def distributions_section(args: argparse.Namespace) -> None:
     print(f"\n## 2. {args.episodes} random-action episodes each")
     print("| env | source | return mean (s.e.) | length mean | terminated |")
     print("|---|---|---|---|---|")
@@ -159,11 +174,38 @@ def main() -> None:
             se = returns.std(ddof=1) / np.sqrt(len(returns))
             stats = f"{returns.mean():.1f} ({se:.1f}) | {lengths.mean():.1f} | {terminated.mean():.2f}"
             print(f"| {task} | {source} | {stats} |")
+
+
+def throughput_section(args: argparse.Namespace) -> None:
     print(f"\n## 3. Env steps/s, 8 HalfCheetah-v4 envs, random actions, {args.throughput_steps} vector steps")
     print("| vector env | env steps/s |")
     print("|---|---|")
     for vec_env in ("envpool", "subproc", "dummy"):
         print(f"| {vec_env} | {throughput(vec_env, 8, args.throughput_steps):,.0f} |")
+
+
+def seed_layout_section(args: argparse.Namespace) -> None:
+    print(f"\n## 4. Env steps/s, 4 seeds x 2 HalfCheetah-v4 envs, {args.throughput_steps} vector steps")
+    print("| layout | env steps/s |")
+    print("|---|---|")
+    for name, (n_pools, per_pool) in {"one pool of 8": (1, 8), "four pools of 2": (4, 2)}.items():
+        print(f"| {name} | {pools_throughput(n_pools, per_pool, args.throughput_steps):,.0f} |")
+
+
+SECTIONS = {1: lockstep_section, 2: distributions_section, 3: throughput_section, 4: seed_layout_section}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--lockstep-seeds", type=int, default=5)
+    parser.add_argument("--throughput-steps", type=int, default=5000)
+    parser.add_argument("--sections", type=int, nargs="+", default=sorted(SECTIONS), choices=sorted(SECTIONS))
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    print(f"# {machine_line()}; CPU flags: {cpu_flags()}; EnvPool {envpool.__version__}, gymnasium {gym.__version__}")
+    for section in args.sections:
+        SECTIONS[section](args)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from rlbench.config.registry import ALGORITHMS
 from rlbench.envs.envpool_vector import EnvPoolVectorEnv, check_pool_memory
 from rlbench.errors import ConfigError
 from rlbench.loggers.base import MultiLogger
+from rlbench.loop.run_state import SeedOutput
+from rlbench.loop.runner import train_seeds
 from rlbench.store.checkpoint import read_checkpoint
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
@@ -294,3 +296,16 @@ def test_the_peer_trains_gymnasiums_env_of_an_envpool_id(tmp_path):
     argv = sbx.command(cell, sbx.Peer(sys.executable, "a stand-in"), spec, None)
     assert argv[argv.index("--env") + 1] == "Pendulum-v1" and argv[argv.index("--vec-env") + 1] == "dummy"
     assert sbx.run_folder(cell).name == "Pendulum-v1_1"
+
+
+def test_each_seed_of_one_pool_collects_as_a_single_run_with_that_seed():
+    """--n-seeds 3 on EnvPool: one pool of 3 x 2 envs, env j of seed s seeded s + j; each seed's warm-up
+    transitions (episode ends included: 7-step episodes) are bit for bit a single run's with that seed."""
+    cfg = tiny_sac_config(learning_starts=100, buffer_size=128)
+    run = RunConfig(env_id="envpool:Pendulum-v1", n_timesteps=40, n_envs=2, env_kwargs={"max_episode_steps": 7},
+                    eval_freq=-1, verbose=0, seed=7)  # fmt: skip
+    group = train_seeds(run, ALGORITHMS["sac"], cfg, [SeedOutput(lambda names: MultiLogger([])) for _ in range(3)])
+    for index in range(3):
+        single = train(RunConfig(**{**vars(run), "seed": 7 + index}), ALGORITHMS["sac"], cfg, lambda n: MultiLogger([]))
+        np.testing.assert_array_equal(np.asarray(group.buffer_state.rows[index]), np.asarray(single.buffer_state.rows))
+    assert not np.array_equal(np.asarray(group.buffer_state.rows[0]), np.asarray(group.buffer_state.rows[1]))

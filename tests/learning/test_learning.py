@@ -195,3 +195,13 @@ def test_ppo_on_the_device_loop_solves_gymnax_cartpole_on_every_seed(tmp_path):
     # 2026-12-05: every seed at 500 (~18 s).
     finals = final_evals(tmp_path, "ppo", 100_000, [1, 2, 3], *ZOO_CARTPOLE_PPO, env="gymnax:CartPole-v1")
     assert min(finals.values()) >= 475, finals
+
+
+@pytest.mark.slow
+def test_sac_solves_envpool_pendulum_in_6k_steps_on_every_seed(tmp_path):
+    # EnvPool's Pendulum-v1 with hyperparams/sac.yml's Pendulum-v1 entry (the fallback from envpool: ids), on the
+    # host loop: EnvPool's env steps as gymnasium's to float32 rounding (tests/integration/test_envpool.py), so
+    # gymnasium's budget holds; two seeds of one --n-seeds run.
+    pytest.importorskip("envpool")
+    finals = final_evals(tmp_path, "sac", 6_000, [1, 2], env="envpool:Pendulum-v1")
+    assert min(finals.values()) >= -250, finals
