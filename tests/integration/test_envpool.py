@@ -309,3 +309,13 @@ def test_each_seed_of_one_pool_collects_as_a_single_run_with_that_seed():
         single = train(RunConfig(**{**vars(run), "seed": 7 + index}), ALGORITHMS["sac"], cfg, lambda n: MultiLogger([]))
         np.testing.assert_array_equal(np.asarray(group.buffer_state.rows[index]), np.asarray(single.buffer_state.rows))
     assert not np.array_equal(np.asarray(group.buffer_state.rows[0]), np.asarray(group.buffer_state.rows[1]))
+
+
+def test_ppo_on_a_discrete_envpool_env_monitors_whole_episodes_without_reset_steps(tmp_path):
+    """CartPole pays 1 per step; EnvPool's reset step pays 0. Every Monitor line of a PPO run has return ==
+    length (no reset step counted), at most the 10-step limit, and one env's episodes add up to its steps."""
+    argv = ["--algo", "ppo", "--env", "envpool:CartPole-v1", "-n", "256", "--env-kwargs", "max_episode_steps:10"]
+    assert run_cli(tmp_path, *argv, "--eval-freq", "-1", "-params", "n_envs:2", "n_steps:32", "batch_size:32") == 0
+    lines = (tmp_path / "logs" / "ppo" / "envpool_CartPole-v1_1" / "0.monitor.csv").read_text().splitlines()[2:]
+    episodes = [(float(r), int(n)) for r, n, _ in (line.split(",") for line in lines)]
+    assert all(r == n <= 10 for r, n in episodes) and 128 - 10 < sum(n for _, n in episodes) <= 128
