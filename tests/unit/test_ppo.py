@@ -187,24 +187,35 @@ def test_orthogonal_init_has_sb3_gains_and_log_std_init():
 def collected_rollout(cfg: PPOConfig, state, discrete=False, seed=0) -> RolloutState:
     """n_steps x N_ENVS steps acted by `state` on random observations, with a termination and a truncation."""
     rollout = init_rollout(cfg.n_steps, N_ENVS, OBS_DIM, () if discrete else (ACTION_DIM,))
-    key, act = jax.random.key(seed), jax.jit(sample_for_rollout)
+    key = jax.random.key(seed)
     for t in range(cfg.n_steps):
-        key, obs_key, act_key, reward_key = jax.random.split(key, 4)
-        obs = jax.random.normal(obs_key, (N_ENVS, OBS_DIM))
-        acted = act(state, obs, act_key)
-        end = jnp.array([float(t == 2), 0.0])
-        step = RolloutStep(
-            obs,
-            acted.action,
-            jax.random.normal(reward_key, (N_ENVS,)),
-            end,
-            end[::-1],
-            jnp.ones(N_ENVS),
-            acted.value,
-            acted.log_prob,
-        )
-        rollout = add_step(rollout, step, obs + 1.0)
+        rollout, key = collect_step(state, rollout, key, t)
     return rollout
+
+
+@jax.jit
+def collect_step(state, rollout: RolloutState, key, t) -> tuple[RolloutState, jax.Array]:
+    """One step of collected_rollout, compiled once (op by op, the rollouts cost these tests seconds each)."""
+    key, obs_key, act_key, reward_key = jax.random.split(key, 4)
+    obs = jax.random.normal(obs_key, (N_ENVS, OBS_DIM))
+    acted = sample_for_rollout(state, obs, act_key)
+    end = jnp.stack([jnp.where(t == 2, 1.0, 0.0), jnp.float32(0.0)])
+    step = RolloutStep(
+        obs,
+        acted.action,
+        jax.random.normal(reward_key, (N_ENVS,)),
+        end,
+        end[::-1],
+        jnp.ones(N_ENVS),
+        acted.value,
+        acted.log_prob,
+    )
+    return add_step(rollout, step, obs + 1.0), key
+
+
+def compiled_samples(cfg: PPOConfig, policy, rollout: RolloutState) -> Minibatch:
+    """rollout_samples compiled (the tests' op-by-op calls were most of their time)."""
+    return jax.jit(lambda policy, rollout: rollout_samples(cfg, policy, rollout))(policy, rollout)
 
 
 def ppo_setup(**overrides):
@@ -241,7 +252,7 @@ def test_one_minibatch_per_epoch_is_taken_in_rollout_order_and_updates_as_a_shuf
     jax.make_jaxpr(make_update(dataclasses.replace(cfg, batch_size=4), N_ENVS))(state, rollout, jnp.float32(1.0))
     assert len(permutations) == 1  # two minibatches: shuffled (traced once, in the epochs' scan)
     monkeypatch.undo()
-    flat = rollout_samples(cfg, state.policy, rollout)
+    flat = compiled_samples(cfg, state.policy, rollout)
     in_order = epoch_minibatches(flat, None, 1, 8)
     np.testing.assert_array_equal(np.asarray(in_order.obs[0]), np.asarray(flat.obs))
     updated, _ = jax.jit(make_update(cfg, N_ENVS))(state, rollout, jnp.float32(1.0))
@@ -268,7 +279,7 @@ def test_a_batch_size_that_does_not_divide_ends_each_epoch_with_sb3s_smaller_min
     """10 samples in minibatches of 4: SB3 takes permutation[0:4], [4:8], [8:10]. The fused epoch pads the last
     to 4 with weight 0, and its loss (advantage normalization included) is the loss of its 2 samples alone."""
     cfg, state, rollout = ppo_setup(n_steps=5, batch_size=4)
-    flat = rollout_samples(cfg, state.policy, rollout)  # 5 steps x 2 envs
+    flat = compiled_samples(cfg, state.policy, rollout)  # 5 steps x 2 envs
     key = jax.random.key(9)
     minibatches = epoch_minibatches(flat, key, 3, 4)
     order = np.asarray(jax.random.permutation(key, 10))
@@ -277,12 +288,13 @@ def test_a_batch_size_that_does_not_divide_ends_each_epoch_with_sb3s_smaller_min
     alone = jax.tree.map(lambda x: x[order[8:]], flat)
     np.testing.assert_array_equal(last.advantage[:2], alone.advantage)
     settings = loss_settings(cfg, jnp.float32(1.0))
-    padded_loss, padded_metrics = ppo_loss(state.policy.params, state.policy.apply_fn, last, settings)
-    alone_loss, alone_metrics = ppo_loss(state.policy.params, state.policy.apply_fn, alone, settings)
+    loss = jax.jit(lambda params, batch: ppo_loss(params, state.policy.apply_fn, batch, settings))
+    padded_loss, padded_metrics = loss(state.policy.params, last)
+    alone_loss, alone_metrics = loss(state.policy.params, alone)
     np.testing.assert_allclose(padded_loss, alone_loss, rtol=1e-6)
     for name in alone_metrics:
         np.testing.assert_allclose(padded_metrics[name], alone_metrics[name], rtol=1e-5, atol=1e-7, err_msg=name)
-    grad = jax.grad(lambda p, b: ppo_loss(p, state.policy.apply_fn, b, settings)[0])
+    grad = jax.jit(jax.grad(lambda p, b: loss(p, b)[0]))
     assert_params_close(grad(state.policy.params, last), grad(state.policy.params, alone), tol=1e-5)
     update = jax.jit(make_update(cfg, N_ENVS))
     updated, metrics = update(state, rollout, jnp.float32(1.0))
@@ -383,7 +395,7 @@ def test_a2c_gradient_equals_the_plain_a2c_loss_gradient():
     net = ActorCritic(TINY_NET, ACTION_DIM, discrete=False)
     state = init_state(cfg, net, OBS_DIM, jax.random.key(2))
     rollout = collected_rollout(cfg, state)
-    flat = rollout_samples(cfg, state.policy, rollout)
+    flat = compiled_samples(cfg, state.policy, rollout)
     settings = loss_settings(cfg, jnp.float32(1.0))
 
     def a2c_loss(params):  # SB3's A2C.train
