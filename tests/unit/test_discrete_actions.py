@@ -11,9 +11,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlbench.envs.checks import check_env_runs
 from rlbench.envs.discrete import IndexActions
 from rlbench.envs.episode_restore import episode_records, restore_episodes
-from rlbench.envs.checks import check_env_runs
 from rlbench.envs.make import env_spec, flat_box_in_unit_actions, make_single_env, make_vector_env
 from rlbench.errors import ConfigError
 from rlbench.run.probe import describe_space, spaces_spec

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from rlbench.envs.bounds import non_finite_kwarg, unrescalable_bounds
+from rlbench.envs.checks import check_env_id, check_env_runs
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.gym_env import JaxGymEnv
 from rlbench.envs.jax_native.ids import import_env_package, is_jax_native, make_jax_env
@@ -16,7 +17,6 @@ from rlbench.envs.jax_native.vector import (
     step_envs_in_bounds,
     unit_to_bounds,
 )
-from rlbench.envs.checks import check_env_id, check_env_runs
 from rlbench.envs.make import final_observations, make_single_env, make_vector_env
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
