@@ -17,7 +17,10 @@ gymnasium id that EnvPool also has. EnvPool steps its envs in C++ threads, witho
 from __future__ import annotations
 
 import difflib
+import json
 import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -198,19 +201,36 @@ def pool_spaces(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> tuple[
         env.close()
 
 
+# Below this many envs the memory check is skipped: its fresh process costs about a second, and 64 envs of any
+# EnvPool task measured here fit in a few GiB (HalfCheetah-v4: 1.1-1.3 MiB each).
+CHECKED_ABOVE = 64
+_PROBE = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+from rlbench.envs.envpool_vector import EnvPoolVectorEnv, resident_bytes
+env_id, kwargs, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+warm = EnvPoolVectorEnv(env_id, 1, kwargs)  # the libraries and assets a first pool loads, once a process
+warm.reset(seed=0)
+before = resident_bytes()
+pool = EnvPoolVectorEnv(env_id, n, kwargs)
+pool.reset(seed=0)
+print((resident_bytes() - before) / n)
+"""
+
+
 def check_pool_memory(env_id: str, env_kwargs: Mapping[str, Any], num_envs: int, available: int | None) -> None:
-    """Refuse `num_envs` envs that do not fit in `available` bytes, from what a pool of a few envs takes (an
-    env's model, data and buffers: about 1.1 MiB for HalfCheetah, much more for Atari's frames)."""
-    if available is None:
+    """Refuse more than CHECKED_ABOVE envs when they do not fit in `available` bytes, from what a pool of 16 takes
+    beyond a pool of one (an env's model, data and buffers: about 1.1-1.3 MiB for HalfCheetah, much more for
+    Atari's frames), measured in a fresh process: this one's resident size moves with everything else it does (a
+    collection during the probe read as a negative size)."""
+    if available is None or num_envs <= CHECKED_ABOVE:
         return
-    warm = EnvPoolVectorEnv(env_id, 1, env_kwargs)  # the libraries and assets a first pool loads, once a process
-    warm.reset(seed=0)
-    before, probe = _resident_bytes(), min(num_envs, 16)  # 16 HalfCheetahs: 1.3 MiB each, 256: 1.1
-    env = EnvPoolVectorEnv(env_id, probe, env_kwargs)
-    env.reset(seed=0)
-    per_env = max(_resident_bytes() - before, 0) / probe
-    env.close()
-    warm.close()
+    probe = 16
+    code = [sys.executable, "-c", _PROBE, env_id, json.dumps(dict(env_kwargs)), str(probe)]
+    done = subprocess.run(code, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:  # the kwargs were checked already (pool_spaces): a machine without memory to probe
+        raise ConfigError(f"{env_id}: could not measure a pool of {probe} envs: {done.stderr.strip()[-300:]}")
+    per_env = max(float(done.stdout.split()[-1]), 0.0)
     if per_env * num_envs > available:
         raise ConfigError(
             f"{env_id}: {num_envs} envs need about {per_env * num_envs / 2**30:.1f} GiB ({per_env / 2**20:.2f} MiB "
@@ -218,7 +238,8 @@ def check_pool_memory(env_id: str, env_kwargs: Mapping[str, Any], num_envs: int,
         )
 
 
-def _resident_bytes() -> int:
+def resident_bytes() -> int:
+    """This process's resident memory (Linux)."""
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 

@@ -186,6 +186,7 @@ def test_more_envs_than_fit_are_refused_from_a_measured_pool():
     with pytest.raises(ConfigError, match=each):
         check_pool_memory("envpool:HalfCheetah-v4", {}, 1000, available=2**20)
     check_pool_memory("envpool:HalfCheetah-v4", {}, 1000, available=2**32)
+    check_pool_memory("envpool:HalfCheetah-v4", {}, 64, available=2**20)  # few envs: not measured
 
 
 def test_without_envpool_installed_the_install_command_is_the_error(tmp_path):
@@ -319,3 +320,17 @@ def test_ppo_on_a_discrete_envpool_env_monitors_whole_episodes_without_reset_ste
     lines = (tmp_path / "logs" / "ppo" / "envpool_CartPole-v1_1" / "0.monitor.csv").read_text().splitlines()[2:]
     episodes = [(float(r), int(n)) for r, n, _ in (line.split(",") for line in lines)]
     assert all(r == n <= 10 for r, n in episodes) and 128 - 10 < sum(n for _, n in episodes) <= 128
+
+
+def test_optuna_tunes_on_an_envpool_id_into_a_real_storage(tmp_path):
+    import optuna
+
+    from rlbench.tuning.study import make_storage
+
+    storage = str(tmp_path / "tune.log")
+    argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "-optimize", "--n-trials", "2", "-n", "200"]
+    argv += ["--n-evaluations", "1", "--eval-episodes", "1", "--env-kwargs", "max_episode_steps:50"]
+    assert run_cli(tmp_path, *argv, "--storage", storage, "-params", *TINY_LEARNER) == 0
+    study = optuna.load_study(storage=make_storage(storage), study_name="sac_envpool_Pendulum-v1")
+    finished = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(finished) == 2 and all(np.isfinite(t.value) and t.value < 0 for t in finished)
