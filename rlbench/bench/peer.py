@@ -39,7 +39,7 @@ import yaml
 
 from rlbench.bench.children import finish_child, start_child, stopping_children
 from rlbench.bench.peer_hyperparams import NAMED_ACTIVATIONS, PEER_DIFFERENCES, SBX_CLASSES, Untranslatable, peer_entry
-from rlbench.envs.envpool_vector import PREFIX as ENVPOOL_PREFIX
+from rlbench.envs.envpool_vector import task_id
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, atomic_write_text, parse_json, read_bounded_text
 from rlbench.redact import printable
@@ -143,7 +143,7 @@ class PeerCell:
     @property
     def env(self) -> str:
         """The env the peer trains on: gymnasium's of the same id for an EnvPool id (RL Zoo makes gymnasium's)."""
-        return self.cell.env.removeprefix(ENVPOOL_PREFIX)
+        return task_id(self.cell.env)
 
     @property
     def zoo_vec_env(self) -> str:

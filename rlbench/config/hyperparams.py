@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlbench.envs.envpool_vector import task_id
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, parse_yaml, read_bounded_text
 
@@ -72,7 +73,7 @@ def _run_python_config(path: Path) -> Any:
 def select_entry(table: Mapping[str, Any], env_id: str, source: str, verbose: int = 1) -> dict[str, Any]:
     """The entry for `env_id`, else (for EnvPool's `envpool:X`) gymnasium's X, else `default`, else a ConfigError
     naming the keys the file has."""
-    gymnasium_id = env_id.removeprefix("envpool:")
+    gymnasium_id = task_id(env_id)  # env_id itself unless an EnvPool id
     if env_id in table:
         entry = table[env_id]
     elif gymnasium_id in table:  # EnvPool's X is gymnasium's X, checked to match (benchmarks/README.md)
