@@ -12,7 +12,7 @@ import jax
 PyTree = Any
 Params = Mapping[str, Any]
 # --vec-env: the training envs in this process (gymnasium's SyncVectorEnv) or one subprocess each (AsyncVectorEnv).
-VecEnvKind = Literal["dummy", "subproc", "envpool"]
+VecEnvKind = Literal["dummy", "subproc", "envpool", "envpool-xla"]
 Metrics = dict[str, jax.Array]
 
 

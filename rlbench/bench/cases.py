@@ -14,6 +14,7 @@ from rlbench.config.registry import get_algo
 from rlbench.envs.envpool_vector import is_envpool, task_id
 from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.errors import ConfigError
+from rlbench.types import VecEnvKind
 
 # An off-policy case: (algo, n_envs, gradient_steps, steps timed, critic widths).
 Case = tuple[str, int, int, int, list[int]]
@@ -35,6 +36,17 @@ def host_twin(env_id: str) -> str | None:
         return None
     prefix, _, name = env_id.partition(":")
     return name if prefix == "gymnax" and name in gym.registry else None
+
+
+def row_envs(env_id: str) -> list[tuple[str, VecEnvKind]]:
+    """The (env id, --vec-env) of an off-policy case's rlbench rows: the env itself; for an EnvPool id also its
+    device loop (envpool-xla); then its host twin's."""
+    rows: list[tuple[str, VecEnvKind]] = [(env_id, "dummy")]
+    if is_envpool(env_id):
+        rows.append((env_id, "envpool-xla"))
+    if (twin := host_twin(env_id)) is not None:
+        rows.append((twin, "dummy"))
+    return rows
 
 
 def check_algos(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -23,7 +23,7 @@ from rlbench.algos.common.learner import Learner
 from rlbench.bench.children import Row
 from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.run.cost import gradient_step_gflop
-from rlbench.types import EnvSpec, PyTree, Transition
+from rlbench.types import EnvSpec, PyTree, Transition, VecEnvKind
 
 if TYPE_CHECKING:
     from rlbench.run.experiment import Experiment
@@ -73,6 +73,7 @@ def bench_experiment(
     n_timesteps: int,
     n_seeds: int = 1,
     policy: str = "MlpPolicy",
+    vec_env: VecEnvKind = "dummy",
 ) -> Experiment:
     """A row's run, resolved as train.py resolves its runs (seed 0, no evaluation, quiet), from the row's
     hyperparameters instead of a file's."""
@@ -80,8 +81,9 @@ def bench_experiment(
 
     entry = {**bench_entry(algo, gradient_steps, qf, precision, policy), "n_envs": n_envs}
     request = RunRequest(
-        algo=algo, env=env_id, entry=entry, n_timesteps=n_timesteps, seed=0, n_seeds=n_seeds, eval_freq=-1, verbose=0
-    )
+        algo=algo, env=env_id, entry=entry, n_timesteps=n_timesteps, seed=0, n_seeds=n_seeds, eval_freq=-1,
+        verbose=0, vec_env=vec_env,
+    )  # fmt: skip
     return resolve(request)
 
 
@@ -156,12 +158,15 @@ def rlbench_row(
     update_seconds: float = 5.0,
     n_seeds: int = 1,
     policy: str = "MlpPolicy",
+    vec_env: VecEnvKind = "dummy",
 ) -> Row:
     """Time `steps` env steps after 1000 random steps and 100 * n_envs training steps of warm-up, then the
     update alone for `update_seconds`. With `n_seeds` K, K vmapped seeds train together: the rates are
     for all seeds together, `per_seed_env_steps_per_s` for each."""
     warmup = WARMUP_STEPS + 100 * n_envs
-    exp = bench_experiment(algo, env_id, n_envs, gradient_steps, qf, precision, warmup + steps, n_seeds, policy)
+    exp = bench_experiment(
+        algo, env_id, n_envs, gradient_steps, qf, precision, warmup + steps, n_seeds, policy, vec_env
+    )
     marks = timed_training(exp, warmup, steps)
     seconds = marks["end"] - marks["start"]
     timed = (marks["end_steps"] - marks["start_steps"]) * n_seeds  # env steps of all seeds
@@ -172,9 +177,9 @@ def rlbench_row(
     learner = exp.algo.make_learner(cfg, spec)
     gflop = gradient_step_gflop(learner, cfg, spec, compiled=True)
     bare = update_only_rate(learner, cfg, spec, update_seconds, n_seeds)
-    device_loop = is_jax_native(env_id)
+    device_loop = is_jax_native(env_id) or vec_env == "envpool-xla"
     return {
-        **row_case(algo, env_id, n_envs, gradient_steps, qf, precision, policy),
+        **row_case(algo, env_id, n_envs, gradient_steps, qf, precision, policy, vec_env),
         **(
             {"n_seeds": n_seeds, "per_seed_env_steps_per_s": round(timed / n_seeds / seconds, 1)} if n_seeds > 1 else {}
         ),
@@ -254,13 +259,22 @@ def first_step_row(
 
 
 def row_case(
-    algo: str, env_id: str, n_envs: int, gradient_steps: int, qf: list[int], precision: str, policy: str = "MlpPolicy"
+    algo: str,
+    env_id: str,
+    n_envs: int,
+    gradient_steps: int,
+    qf: list[int],
+    precision: str,
+    policy: str = "MlpPolicy",
+    vec_env: VecEnvKind = "dummy",
 ) -> Row:
-    """The fields that say which case an rlbench row measured (`policy` only when not MlpPolicy)."""
+    """The fields that say which case an rlbench row measured (`policy` only when not MlpPolicy, `vec_env` only
+    when not dummy)."""
     return {
         **({"policy": policy} if policy != "MlpPolicy" else {}),
+        **({"vec_env": vec_env} if vec_env != "dummy" else {}),
         "system": "rlbench",
-        "loop": "device" if is_jax_native(env_id) else "host",
+        "loop": "device" if is_jax_native(env_id) or vec_env == "envpool-xla" else "host",
         "algo": algo,
         "env": env_id,
         "n_envs": n_envs,

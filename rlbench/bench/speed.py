@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import DTypeLike
 
-from rlbench.bench.cases import cases_from, check_algos, host_twin, on_policy_algos
+from rlbench.bench.cases import cases_from, check_algos, host_twin, on_policy_algos, row_envs
 from rlbench.bench.children import Row, rlbench_row_in_subprocess, row_from, run_child, stopping_children
 from rlbench.bench.on_policy_row import ON_POLICY, on_policy_peer_row, on_policy_row
 from rlbench.bench.on_policy_row import PEER_SCRIPT as ON_POLICY_PEER_SCRIPT
@@ -350,9 +350,10 @@ def off_policy_rows(args: argparse.Namespace, peak: dict[str, float]) -> Iterato
                 if args.first_step:
                     yield from first_step_rows(case, args.device)
                     continue
-                for env_id in (args.env, *([twin] if (twin := host_twin(args.env)) else [])):
+                for env_id, vec_env in row_envs(args.env):
+                    on_env = {**case, "env_id": env_id, **({"vec_env": vec_env} if vec_env != "dummy" else {})}
                     row = rlbench_row_in_subprocess(
-                        {**case, "env_id": env_id, "steps": steps, "update_seconds": args.update_seconds}, args.device
+                        {**on_env, "steps": steps, "update_seconds": args.update_seconds}, args.device
                     )
                     if "error" not in row:
                         row["peak_gflops"] = peak[precision]

@@ -71,6 +71,8 @@ class UniformBuffer:
     spec: EnvSpec
     init_fn: Callable[[], BufferState]
     add_fn: Callable[[BufferState, Transition], BufferState]
+    # (state, transitions [n], valid [n] bool): the valid rows only, in order, as if they were added alone
+    add_valid_fn: Callable[[BufferState, Transition, jax.Array], BufferState]
     sample_fn: Callable[[BufferState, jax.Array, int], Transition]
 
 
@@ -98,11 +100,26 @@ def make_uniform_buffer(capacity: int, spec: EnvSpec) -> UniformBuffer:
             size=jnp.minimum(state.size + n, capacity),
         )
 
+    def add_valid(state: BufferState, transitions: Transition, valid: jax.Array) -> BufferState:
+        n = transitions.reward.shape[0]
+        if n > capacity:
+            raise ValueError(f"cannot add {n} transitions at once to a buffer of {capacity}")
+        count = valid.sum(dtype=jnp.int32)
+        slots = (state.position + jnp.cumsum(valid, dtype=jnp.int32) - 1) % capacity
+        targets = jnp.where(valid, slots, capacity)  # capacity: out of range, dropped
+        return BufferState(
+            rows=state.rows.at[targets].set(pack(transitions), mode="drop"),
+            position=(state.position + count) % capacity,
+            size=jnp.minimum(state.size + count, capacity),
+        )
+
     def sample(state: BufferState, key: jax.Array, n: int) -> Transition:
         picked = jax.random.randint(key, (n,), 0, jnp.maximum(state.size, 1))
         return unpack(state.rows[picked], spec)
 
-    return UniformBuffer(capacity=capacity, spec=spec, init_fn=init, add_fn=add, sample_fn=sample)
+    return UniformBuffer(
+        capacity=capacity, spec=spec, init_fn=init, add_fn=add, add_valid_fn=add_valid, sample_fn=sample
+    )
 
 
 # A checkpoint's replay_buffer/ members by name: float32 rows, an integer position and capacity.

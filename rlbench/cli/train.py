@@ -58,7 +58,8 @@ RUN_FLAGS = (
         "--vec-env",
         default="dummy",
         choices=VEC_ENV_KINDS,
-        help="in-process, subprocess or EnvPool envs",
+        help="in-process, subprocess or EnvPool envs (envpool-xla: EnvPool stepped inside the compiled training "
+        "program, the device loop)",
     ),
     shared("hyperparams"),
     shared("env_kwargs"),

@@ -52,8 +52,9 @@ def is_envpool(env_id: str) -> bool:
 
 
 def envpool_env_id(env_id: str, vec_env: str) -> str:
-    """The id a run's envs are built from: `envpool:X` for `--vec-env envpool` with a gymnasium id X."""
-    return PREFIX + env_id if vec_env == "envpool" and not is_envpool(env_id) else env_id
+    """The id a run's envs are built from: `envpool:X` for `--vec-env envpool` (or `envpool-xla`) with a gymnasium
+    id X."""
+    return PREFIX + env_id if vec_env.startswith("envpool") and not is_envpool(env_id) else env_id
 
 
 def task_id(env_id: str) -> str:

@@ -45,7 +45,7 @@ from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.types import EnvSpec, VecEnvKind
 
-VEC_ENV_KINDS: tuple[VecEnvKind, ...] = ("dummy", "subproc", "envpool")
+VEC_ENV_KINDS: tuple[VecEnvKind, ...] = ("dummy", "subproc", "envpool", "envpool-xla")
 # What a vector env's step returns: (observations, rewards, terminated, truncated, infos), one row per env.
 VectorStepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
@@ -223,7 +223,7 @@ def make_vector_env(
 
 def eval_vec_env(vec_env: VecEnvKind) -> VecEnvKind:
     """The evaluation envs' kind: in-process, or EnvPool's own pool when the run trains on EnvPool."""
-    return "envpool" if vec_env == "envpool" else "dummy"
+    return "envpool" if vec_env.startswith("envpool") else "dummy"
 
 
 def check_autoreset_mode(env: VectorEnv) -> None:

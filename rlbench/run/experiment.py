@@ -122,6 +122,8 @@ def prepare_process(request: RunRequest) -> Algorithm:
             raise ConfigError(f"--gym-packages: cannot import {module!r} ({error})") from None
     if is_envpool(request.env) and request.vec_env == "subproc":
         raise ConfigError(f"--vec-env subproc: {request.env} steps in EnvPool's own threads; drop --vec-env")
+    if is_jax_native(request.env) and request.vec_env.startswith("envpool"):
+        raise ConfigError(f"--vec-env {request.vec_env}: {request.env} is a JAX-native env, not EnvPool's; drop it")
     check_env_id(envpool_env_id(request.env, request.vec_env))
     return algo
 
@@ -241,7 +243,7 @@ def check_learner_fits(
             f"train_freq: {config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
             "its own episode ends, and the seeds of one process train together; train one seed per process"
         )
-    if is_jax_native(request.env):
+    if is_jax_native(request.env) or request.vec_env == "envpool-xla":
         refusal = device_loop_refusal(
             request.vec_env, learner.normalize, learner.env_wrappers, built.collection, config
         )

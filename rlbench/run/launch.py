@@ -87,7 +87,8 @@ def launch(exp: Experiment, outputs: RunOutputs, hooks: Hooks = Hooks()) -> Laun
         if outputs.tracking is not None:
             for index, run_dir in enumerate(launched.run_dirs):
                 trackers.append(start_tracking(outputs.tracking, outputs, exp, index, run_dir))
-        train = train_seeds_on_device if is_jax_native(exp.run.env_id) else train_seeds
+        on_device = is_jax_native(exp.run.env_id) or exp.run.vec_env == "envpool-xla"
+        train = train_seeds_on_device if on_device else train_seeds
         launched.result = train(
             exp.run,
             exp.algo,

@@ -74,10 +74,13 @@ class EpisodeTracker:
         self.returns = np.zeros(self.n_envs)
         self.lengths = np.zeros(self.n_envs, dtype=np.int64)
 
-    def step(self, reward: np.ndarray, done: np.ndarray) -> list[tuple[int, float, int]]:
-        """Account one vector step; returns the episodes that ended: (env index, return, length)."""
+    def step(
+        self, reward: np.ndarray, done: np.ndarray, valid: np.ndarray | None = None
+    ) -> list[tuple[int, float, int]]:
+        """Account one vector step (`valid`: which envs made a transition; an EnvPool reset step adds no length);
+        returns the episodes that ended: (env index, return, length)."""
         self.returns += reward
-        self.lengths += 1
+        self.lengths += 1 if valid is None else valid
         ended = []
         for i in np.flatnonzero(done):
             ended.append((int(i), float(self.returns[i]), int(self.lengths[i])))

@@ -211,7 +211,8 @@ def test_vec_env_envpool_trains_a_gymnasium_id_on_a_pool_and_evaluates_on_its_ow
 def test_sigterm_then_resume_starts_new_episodes_and_finishes(tmp_path):
     """EnvPool keeps no episode record: -i restarts each env's episode from a new seed (not bit-exact, as the
     README says), the interrupted episodes reach no Monitor file, and the run finishes."""
-    argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "--env-kwargs", "max_episode_steps:50", "--seed", "2"]
+    # Episodes of 64 steps: a checkpoint every 100 steps falls mid-episode up to 1,600 steps.
+    argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "--env-kwargs", "max_episode_steps:64", "--seed", "2"]
     argv += ["--eval-freq", "-1", "--save-freq", "100", "-params", *TINY_LEARNER]
     log = tmp_path / "stopped.log"
     with log.open("w") as out:
@@ -224,7 +225,7 @@ def test_sigterm_then_resume_starts_new_episodes_and_finishes(tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
     stopped = max(run_dir.glob("rl_model_*_steps.zip"), key=lambda p: read_checkpoint(p).manifest.counters.env_steps)
-    assert read_checkpoint(stopped).manifest.counters.env_steps % 50  # stopped mid-episode
+    assert read_checkpoint(stopped).manifest.counters.env_steps % 64  # stopped mid-episode
     done = subprocess.run(
         [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv, "-n", "120", "-i", str(stopped)],  # -n: more
         cwd=REPO_ROOT, capture_output=True, text=True,
@@ -233,7 +234,7 @@ def test_sigterm_then_resume_starts_new_episodes_and_finishes(tmp_path):
     assert "start new episodes" in done.stdout
     resumed = tmp_path / "logs" / "sac" / "envpool_Pendulum-v1_2"
     lengths = [line.split(",")[1] for line in (resumed / "0.monitor.csv").read_text().splitlines()[2:]]
-    assert lengths == ["50", "50"]  # 120 steps after the resume: two whole episodes, none cut by the stop
+    assert lengths == ["64"]  # 120 steps after the resume: one whole episode, none cut by the stop
 
 
 @pytest.fixture(scope="module")
@@ -272,17 +273,21 @@ print(json.dumps({"system": "stand-in", "env": args[args.index("--env") + 1]}))
 
 
 def test_bench_speed_measures_envpool_beside_gymnasiums_env_and_the_peer_on_gymnasiums(tmp_path):
-    """`bench speed --env envpool:X`: rlbench's row on EnvPool, its row on gymnasium's X, the peer's on X (RL Zoo
-    makes gymnasium's envs)."""
+    """`bench speed --env envpool:X`: rlbench's rows on EnvPool (the host loop, then the device loop through its XLA
+    interface), its row on gymnasium's X, the peer's on X (RL Zoo makes gymnasium's envs)."""
     peer = tmp_path / "peer.py"
     peer.write_text(ENV_ECHO_PEER)
     output = tmp_path / "rows.jsonl"
-    args = ["--env", "envpool:Pendulum-v1", "--case", "sac", "1", "1", "40", "--qf", "16", "--device", "cpu"]
+    # 1,000 steps: the device loop's row times whole chunks (of 1,000 vector steps at one env)
+    args = ["--env", "envpool:Pendulum-v1", "--case", "sac", "1", "1", "1000", "--qf", "16", "--device", "cpu"]
     args += ["--peer", sys.executable, "--peer-script", str(peer), "--output", str(output), "--update-seconds", "0.2"]
     assert speed_main(args) == 0
-    _, envpool_row, gymnasium_row, peer_row = [json.loads(line) for line in output.read_text().splitlines()]
-    assert (envpool_row["env"], gymnasium_row["env"]) == ("envpool:Pendulum-v1", "Pendulum-v1")
-    assert envpool_row["env_steps_per_s"] > 0 and gymnasium_row["env_steps_per_s"] > 0
+    _, envpool_row, xla_row, gymnasium_row, peer_row = [json.loads(line) for line in output.read_text().splitlines()]
+    assert (envpool_row["env"], xla_row["env"], gymnasium_row["env"]) == ("envpool:Pendulum-v1",) * 2 + ("Pendulum-v1",)
+    assert (envpool_row["loop"], xla_row["loop"], xla_row["vec_env"], gymnasium_row["loop"]) == (
+        "host", "device", "envpool-xla", "host"
+    )  # fmt: skip
+    assert min(row["env_steps_per_s"] for row in (envpool_row, xla_row, gymnasium_row)) > 0
     assert peer_row == {"system": "stand-in", "env": "Pendulum-v1", "device": "cpu"}
 
 

@@ -67,10 +67,11 @@ def run_chunk(device_run: DeviceRun) -> bool:
     inputs = ChunkInputs(np.int32(host.vector_steps), np.int32(n_steps), update_start, n_timesteps, loop.training)
     carry, outputs = device_run.device.chunk(carry, inputs)
     loop.carry = carry
-    host.device_envs, host.act_key = carry.envs, carry.act_key  # what a checkpoint saves of them
+    host.act_key = carry.act_key  # what a checkpoint saves of it, and of the envs where they can be saved
+    host.device_envs = carry.envs if device_run.device.envs.saves_envs else None
     host.obs = axis.host(carry.envs.obs)
-    reward, done = (np.asarray(x)[:n_steps].reshape(n_steps, axis.n_seeds, -1) for x in outputs[:2])
-    account_episodes(loop, reward, done)
+    reward, done, valid = (np.asarray(x)[:n_steps].reshape(n_steps, axis.n_seeds, -1) for x in outputs[:3])
+    account_episodes(loop, reward, done, valid)
     host.env_steps += n_steps * loop.run.n_envs
     host.vector_steps += n_steps
     if carry.rollout is not None:
@@ -105,13 +106,15 @@ def steps_until_due(loop: LoopRun, chunk_length: int) -> int:
     return min(chunk_length, left, *(period - host.vector_steps % period for period in periods))
 
 
-def account_episodes(loop: LoopRun, reward: np.ndarray, done: np.ndarray) -> None:
-    """A chunk's rewards and episode ends ([n_steps, n_seeds, n_envs]) into each seed's episode tracker and
-    Monitor file, step by step as the host loop accounts them."""
-    for step_reward, step_done in zip(reward, done, strict=True):
+def account_episodes(loop: LoopRun, reward: np.ndarray, done: np.ndarray, valid: np.ndarray) -> None:
+    """A chunk's rewards, episode ends and transitions ([n_steps, n_seeds, n_envs]; an EnvPool reset step is no
+    transition and adds nothing) into each seed's episode tracker and Monitor file, step by step as the host loop
+    accounts them."""
+    for step_reward, step_done, step_valid in zip(reward, done, valid, strict=True):
         for index, seed in enumerate(loop.host.seeds):
             monitor = loop.monitors[index] if seed.failed is None else None
-            for env_index, episode_return, length in seed.episodes.step(step_reward[index], step_done[index]):
+            ended = seed.episodes.step(step_reward[index], step_done[index], step_valid[index])
+            for env_index, episode_return, length in ended:
                 if monitor is not None:
                     monitor.episode(env_index, episode_return, length)
 

@@ -36,9 +36,9 @@ from rlbench.algos.common.config import LearnerConfig
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.uniform import UniformBuffer
-from rlbench.envs.jax_native.env import JaxEnv
-from rlbench.envs.jax_native.vector import EnvCarry, reset_envs, step_envs
+from rlbench.envs.jax_native.vector import EnvCarry, EnvStep
 from rlbench.loop.compiled import DeviceCarry
+from rlbench.loop.device.envs import DeviceEnvs
 from rlbench.types import Metrics, PyTree, Transition
 
 
@@ -57,10 +57,12 @@ class ChunkInputs(NamedTuple):
 
 class ChunkOutputs(NamedTuple):
     """Per vector step of the chunk ([chunk length, (n_seeds,) n_envs]; steps past steps_to_run are zeros): each
-    env's reward and whether its episode ended there; and whether any training ran."""
+    env's reward, whether its episode ended there and whether the step was a transition (not an EnvPool reset
+    step); and whether any training ran."""
 
     reward: jax.Array
     done: jax.Array
+    valid: jax.Array
     trained: jax.Array  # bool scalar
 
 
@@ -75,35 +77,33 @@ class RunShape(NamedTuple):
 
 
 ChunkFn = Callable[[DeviceCarry, ChunkInputs], tuple[DeviceCarry, ChunkOutputs]]
-# Per vector step: (reward, done, whether it trained)
-StepOutputs = tuple[jax.Array, jax.Array, jax.Array]
+# Per vector step: (reward, done, valid, whether it trained)
+StepOutputs = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 # One seed's (state, buffer state, staged rollout (None off-policy), progress_remaining, first_step, training)
 #   -> (state, buffer state, metrics)
 LearnFn = Callable[
     [PyTree, PyTree, Transition | None, jax.Array, jax.Array, jax.Array | None], tuple[PyTree, PyTree, Metrics]
 ]
-# (stored: the buffer state or the staged rollout, transitions [n_envs, ...], vector steps into the rollout) -> stored
-InsertFn = Callable[[PyTree, Transition, jax.Array], PyTree]
-# One seed's (state, stored, envs, act key, warming up, vector steps into the rollout)
-#   -> (state, stored, envs, act key, reward, done)
-CollectFn = Callable[
-    [PyTree, PyTree, EnvCarry, jax.Array, jax.Array, jax.Array],
-    tuple[PyTree, PyTree, EnvCarry, jax.Array, jax.Array, jax.Array],
-]
+# One seed's (stored: the buffer state or the staged rollout, transitions [n_envs, ...], valid [n_envs], vector
+#   steps into the rollout) -> stored
+InsertFn = Callable[[PyTree, Transition, jax.Array, jax.Array], PyTree]
+# One seed's (state, envs, act key, warming up, vector steps into the rollout) -> (action, exploration, act key)
+ActFn = Callable[[PyTree, EnvCarry, jax.Array, jax.Array, jax.Array], tuple[jax.Array, PyTree, jax.Array]]
 
 
 def make_chunk(
     cfg: LearnerConfig,
     learner: Learner[PyTree],
     buffer: UniformBuffer | None,
-    env: JaxEnv,
+    envs: DeviceEnvs,
     axis: SeedAxis,
     shape: RunShape,
 ) -> ChunkFn:
     """(DeviceCarry, ChunkInputs) -> (DeviceCarry, ChunkOutputs): up to `shape.chunk_length` vector steps
     (`buffer`: None for an on-policy learner)."""
     stages_rollout = learner.collection.stages_rollout
-    collect = _collect_fn(learner, _insert_fn(stages_rollout, buffer, shape.n_envs), env, shape.n_envs)
+    act = axis.map(_act_fn(learner, envs.spec.action_dim, shape.n_envs), shared_argnums=(3, 4))
+    insert = axis.map(_insert_fn(stages_rollout, buffer, shape.n_envs, envs.has_reset_steps), shared_argnums=(3,))
     learn = _learn_fn(learner)
 
     def vector_step(
@@ -111,10 +111,14 @@ def make_chunk(
     ) -> tuple[DeviceCarry, StepOutputs]:
         env_steps = vector_steps * shape.n_envs  # before this step
         warming_up = env_steps < shape.learning_starts
-        stored = carry.rollout if stages_rollout else carry.buffer_state
-        state, stored, envs, act_key, reward, done = axis.map(collect, shared_argnums=(4, 5))(
-            carry.state, stored, carry.envs, carry.act_key, warming_up, vector_steps % shape.train_freq
-        )
+        steps_in_rollout = vector_steps % shape.train_freq
+        action, exploration, act_key = act(carry.state, carry.envs, carry.act_key, warming_up, steps_in_rollout)
+        # A Box action is clipped to [-1, 1] for the env; the rollout keeps the sample (SB3's PPO).
+        next_envs, step, valid = envs.step(carry.envs, action)
+        transition = _transition(carry.envs.obs, action, step)
+        stored = insert(carry.rollout if stages_rollout else carry.buffer_state, transition, valid, steps_in_rollout)
+        state = carry.state.replace(exploration=exploration)
+        done = step.terminated | step.truncated
         rollout, buffer_state = (stored, carry.buffer_state) if stages_rollout else (None, stored)
         env_steps = env_steps + shape.n_envs
         due = ((vector_steps + 1) % shape.train_freq == 0) & (env_steps > inputs.update_start)
@@ -127,15 +131,34 @@ def make_chunk(
             )
 
         state, buffer_state, metrics = jax.lax.cond(due, trained, lambda: (state, buffer_state, carry.metrics))
-        return DeviceCarry(state, buffer_state, envs, act_key, metrics, rollout), (reward, done, due)
+        return DeviceCarry(state, buffer_state, next_envs, act_key, metrics, rollout), (step.reward, done, valid, due)
+
+    return _scanned(vector_step, shape.chunk_length)
+
+
+def _transition(obs: jax.Array, action: jax.Array, step: EnvStep) -> Transition:
+    return Transition(
+        obs=obs,
+        action=action,
+        reward=step.reward,
+        next_obs=step.final_obs,  # the true last observation of an episode that ended
+        terminated=step.terminated.astype(jnp.float32),  # a time limit bootstraps: never across a reset
+        truncated=step.truncated.astype(jnp.float32),  # not terminated (vector.py): GAE bootstraps there
+    )
+
+
+def _scanned(
+    vector_step: Callable[[DeviceCarry, ChunkInputs, jax.Array], tuple[DeviceCarry, StepOutputs]], chunk_length: int
+) -> ChunkFn:
+    """The chunk: `chunk_length` vector steps in one scan, those past `steps_to_run` skipped."""
 
     def chunk(carry: DeviceCarry, inputs: ChunkInputs) -> tuple[DeviceCarry, ChunkOutputs]:
         n_seeds_envs = carry.envs.elapsed.shape  # [(n_seeds,) n_envs]
 
         def step_or_skip(scan_carry: DeviceCarry, index: jax.Array) -> tuple[DeviceCarry, StepOutputs]:
             def skipped() -> tuple[DeviceCarry, StepOutputs]:
-                zeros = (jnp.zeros(n_seeds_envs, jnp.float32), jnp.zeros(n_seeds_envs, bool), jnp.array(False))
-                return scan_carry, zeros
+                no_step = jnp.zeros(n_seeds_envs, bool)
+                return scan_carry, (jnp.zeros(n_seeds_envs, jnp.float32), no_step, no_step, jnp.array(False))
 
             vector_steps = cast(jax.Array, inputs.vector_steps)  # traced: every input is a jax.Array here
             stepped: tuple[DeviceCarry, StepOutputs] = jax.lax.cond(
@@ -145,8 +168,8 @@ def make_chunk(
             )
             return stepped
 
-        carry, (reward, done, due) = jax.lax.scan(step_or_skip, carry, jnp.arange(shape.chunk_length))
-        return carry, ChunkOutputs(reward, done, due.any())
+        carry, (reward, done, valid, due) = jax.lax.scan(step_or_skip, carry, jnp.arange(chunk_length))
+        return carry, ChunkOutputs(reward, done, valid, due.any())
 
     return chunk
 
@@ -179,15 +202,23 @@ def _learn_fn(learner: Learner[PyTree]) -> LearnFn:
     return learn
 
 
-def _insert_fn(stages_rollout: bool, buffer: UniformBuffer | None, n_envs: int) -> InsertFn:
-    """(stored, transitions [n_envs, ...], vector steps into the rollout) -> stored: into the replay buffer, or
-    an on-policy learner's staged rollout at the rows the host loop's PendingTransitions fill."""
+def _insert_fn(stages_rollout: bool, buffer: UniformBuffer | None, n_envs: int, has_reset_steps: bool) -> InsertFn:
+    """(stored, transitions [n_envs, ...], valid, vector steps into the rollout) -> stored: into the replay buffer
+    (its valid rows only, where envs take reset steps), or an on-policy learner's staged rollout at the rows the
+    host loop's PendingTransitions fill (every step valid: rlbench.run refuses an on-policy learner otherwise)."""
     if not stages_rollout:
         assert buffer is not None, "an off-policy learner's transitions go to its replay buffer"
-        # A replay buffer keeps no truncation column: the time limit is in `terminated` = 0 already.
-        return lambda buffer_state, new, steps_in_rollout: buffer.add_fn(buffer_state, new._replace(truncated=None))
 
-    def stage(rollout: Transition, transition: Transition, steps_in_rollout: jax.Array) -> Transition:
+        def add(buffer_state: PyTree, new: Transition, valid: jax.Array, steps_in_rollout: jax.Array) -> PyTree:
+            new = new._replace(truncated=None)  # no truncation column: the time limit is in `terminated` = 0
+            if has_reset_steps:
+                return buffer.add_valid_fn(buffer_state, new, valid)
+            return buffer.add_fn(buffer_state, new)
+
+        return add
+    assert not has_reset_steps, "a rollout has a row for every env and vector step"
+
+    def stage(rollout: Transition, transition: Transition, valid: jax.Array, steps_in_rollout: jax.Array) -> Transition:
         row = steps_in_rollout * n_envs
         staged_rows: Transition = jax.tree.map(
             lambda staged, new: jax.lax.dynamic_update_slice_in_dim(staged, new.astype(staged.dtype), row, 0),
@@ -199,9 +230,10 @@ def _insert_fn(stages_rollout: bool, buffer: UniformBuffer | None, n_envs: int) 
     return stage
 
 
-def _collect_fn(learner: Learner[PyTree], insert: InsertFn, env: JaxEnv, n_envs: int) -> CollectFn:
-    """One seed's vector step of experience: act, step its envs, insert (or stage) the transitions."""
-    acting, action_dim = learner.acting, env.spec.action_dim
+def _act_fn(learner: Learner[PyTree], action_dim: int, n_envs: int) -> ActFn:
+    """One seed's actions for its envs: uniform in [-1, 1] while warming up (an algorithm with random warm-up), else
+    the learner's exploration, gSDE's matrices redrawn first when its schedule says so."""
+    acting = learner.acting
 
     def act(
         state: PyTree, envs: EnvCarry, act_key: jax.Array, warming_up: jax.Array, steps_in_rollout: jax.Array
@@ -224,30 +256,7 @@ def _collect_fn(learner: Learner[PyTree], insert: InsertFn, env: JaxEnv, n_envs:
         acted: tuple[jax.Array, PyTree, jax.Array] = jax.lax.cond(warming_up, uniform, explore)
         return acted
 
-    def collect(
-        state: PyTree,
-        stored: PyTree,
-        envs: EnvCarry,
-        act_key: jax.Array,
-        warming_up: jax.Array,
-        steps_in_rollout: jax.Array,
-    ) -> tuple[PyTree, PyTree, EnvCarry, jax.Array, jax.Array, jax.Array]:
-        action, exploration, act_key = act(state, envs, act_key, warming_up, steps_in_rollout)
-        # step_envs clips a Box action to [-1, 1] for the env; the rollout keeps the sample (SB3's PPO).
-        next_envs, step = step_envs(env, envs, action)
-        transition = Transition(
-            obs=envs.obs,
-            action=action,
-            reward=step.reward,
-            next_obs=step.final_obs,  # the true last observation of an episode that ended
-            terminated=step.terminated.astype(jnp.float32),  # a time limit bootstraps: never across a reset
-            truncated=step.truncated.astype(jnp.float32),  # not terminated (vector.py): GAE bootstraps there
-        )
-        stored = insert(stored, transition, steps_in_rollout)
-        done = step.terminated | step.truncated
-        return state.replace(exploration=exploration), stored, next_envs, act_key, step.reward, done
-
-    return collect
+    return act
 
 
 class Evaluation(NamedTuple):
@@ -273,29 +282,33 @@ class EvalPrograms(NamedTuple):
 
 
 def make_evaluate(
-    learner: Learner[PyTree], env: JaxEnv, axis: SeedAxis, n_eval_envs: int, n_episodes: int
-) -> tuple[Callable[[jax.Array], Evaluation], Callable[[PyTree, Evaluation, jax.Array], tuple[Evaluation, jax.Array]]]:
+    learner: Learner[PyTree], envs: DeviceEnvs, axis: SeedAxis, n_eval_envs: int, n_episodes: int
+) -> tuple[Callable[[ArrayLike], Evaluation], Callable[[PyTree, Evaluation, jax.Array], tuple[Evaluation, jax.Array]]]:
     """(start, advance) of every seed's deterministic policy for `n_episodes` whole episodes on envs reset
     from the given seeds, spread over the envs as SB3's evaluate_policy spreads them (env i runs
     (n_episodes + i) // n_eval_envs; extra episodes are not counted). Each vector step is the same computation
-    however the steps are split into calls, so the results are too."""
+    however the steps are split into calls, so the results are too. Every seed's envs step until the last seed's
+    episodes are counted (the envs step together): a seed's counted episodes are the same either way."""
     targets = jnp.asarray([(n_episodes + i) // n_eval_envs for i in range(n_eval_envs)], jnp.int32)
     first_slot = jnp.asarray(np.concatenate([[0], np.cumsum(np.asarray(targets))[:-1]]), jnp.int32)
-    evaluate_action = learner.acting.evaluate
+    evaluate_action = axis.map(learner.acting.evaluate)
+    lead = (axis.n_seeds,) if axis.batched else ()
 
-    def start(seeds: jax.Array) -> Evaluation:
-        zeros = jnp.zeros(n_eval_envs, jnp.int32)
-        returns, lengths = jnp.zeros(n_episodes, jnp.float32), jnp.zeros(n_episodes, jnp.int32)
-        return Evaluation(reset_envs(env, seeds), zeros, zeros.astype(jnp.float32), zeros, returns, lengths)
+    def start(seeds: ArrayLike) -> Evaluation:  # a host call (EnvPool's pools reset outside any program)
+        def zeros(n: int, dtype: type) -> jax.Array:  # one buffer each: the evaluation is donated
+            return jnp.zeros((*lead, n), dtype)
 
-    def step(state: PyTree, c: Evaluation) -> Evaluation:
-        envs, out = step_envs(env, c.envs, evaluate_action(state, c.envs.obs))
-        episode_return, length = c.episode_return + out.reward, c.episode_length + 1
+        per_env = zeros(n_eval_envs, jnp.int32), zeros(n_eval_envs, jnp.float32), zeros(n_eval_envs, jnp.int32)
+        per_episode = zeros(n_episodes, jnp.float32), zeros(n_episodes, jnp.int32)
+        return Evaluation(envs.reset(seeds), *per_env, *per_episode)
+
+    def record(c: Evaluation, out: EnvStep, valid: jax.Array) -> Evaluation:  # one seed's
+        episode_return, length = c.episode_return + out.reward, c.episode_length + valid  # a reset step: neither
         ended = out.terminated | out.truncated
         counted = ended & (c.counts < targets)
         slot = jnp.where(counted, first_slot + c.counts, n_episodes)  # n_episodes: out of range, dropped
         return Evaluation(
-            envs=envs,
+            envs=c.envs,
             counts=c.counts + counted,
             episode_return=jnp.where(ended, 0.0, episode_return),
             episode_length=jnp.where(ended, 0, length),
@@ -303,18 +316,19 @@ def make_evaluate(
             lengths=c.lengths.at[slot].set(length, mode="drop"),
         )
 
-    def advance(state: PyTree, evaluation: Evaluation, max_steps: jax.Array) -> tuple[Evaluation, jax.Array]:
+    def step(states: PyTree, c: Evaluation) -> Evaluation:
+        stepped, out, valid = envs.step(c.envs, evaluate_action(states, c.envs.obs))
+        recorded: Evaluation = axis.map(record)(c._replace(envs=stepped), out, valid)
+        return recorded
+
+    def advance(states: PyTree, evaluation: Evaluation, max_steps: jax.Array) -> tuple[Evaluation, jax.Array]:
         def running(c: tuple[Evaluation, ArrayLike]) -> jax.Array:
             return (c[0].counts < targets).any() & (c[1] < max_steps)
 
-        evaluation, _ = jax.lax.while_loop(running, lambda c: (step(state, c[0]), c[1] + 1), (evaluation, 0))
+        evaluation, _ = jax.lax.while_loop(running, lambda c: (step(states, c[0]), c[1] + 1), (evaluation, 0))
         return evaluation, (evaluation.counts >= targets).all()
 
-    def advance_all(states: PyTree, evaluation: Evaluation, max_steps: jax.Array) -> tuple[Evaluation, jax.Array]:
-        evaluation, done = axis.map(advance, shared_argnums=(2,))(states, evaluation, max_steps)
-        return evaluation, jnp.all(done)
-
-    return axis.map(start), advance_all
+    return start, advance
 
 
 def initial_metrics(
@@ -337,11 +351,11 @@ def initial_metrics(
 
 
 class DevicePrograms(NamedTuple):
-    """The device loop's compiled programs (its only `jax.jit` sites)."""
+    """The device loop's compiled programs (its only `jax.jit` sites) and the envs they step."""
 
     chunk: ChunkFn  # the carry donated
     evaluate: EvalPrograms | None  # None without evaluations
-    reset: Callable[[ArrayLike], EnvCarry]  # env seeds [(n_seeds,) n_envs] uint32 -> EnvCarry
+    envs: DeviceEnvs  # the training envs: `reset` starts them from env seeds [(n_seeds,) n_envs] uint32
 
 
 def compile_device_programs(
@@ -349,18 +363,15 @@ def compile_device_programs(
     learner: Learner[PyTree],
     buffer: UniformBuffer | None,
     axis: SeedAxis,
-    env: JaxEnv,
-    eval_env: JaxEnv | None,
+    envs: DeviceEnvs,
+    eval_envs: DeviceEnvs | None,
     shape: RunShape,
     n_eval_envs: int,
     n_eval_episodes: int,
 ) -> DevicePrograms:
     evaluate = None
-    if eval_env is not None:
-        start, advance = make_evaluate(learner, eval_env, axis, n_eval_envs, n_eval_episodes)
-        evaluate = EvalPrograms(jax.jit(start), jax.jit(advance, donate_argnums=1))
-    return DevicePrograms(
-        chunk=jax.jit(make_chunk(cfg, learner, buffer, env, axis, shape), donate_argnums=0),
-        evaluate=evaluate,
-        reset=jax.jit(axis.map(lambda seeds: reset_envs(env, seeds))),
-    )
+    if eval_envs is not None:
+        start, advance = make_evaluate(learner, eval_envs, axis, n_eval_envs, n_eval_episodes)
+        evaluate = EvalPrograms(start, jax.jit(advance, donate_argnums=1))
+    chunk = jax.jit(make_chunk(cfg, learner, buffer, envs, axis, shape), donate_argnums=0)
+    return DevicePrograms(chunk=chunk, evaluate=evaluate, envs=envs)

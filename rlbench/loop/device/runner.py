@@ -15,11 +15,14 @@ from rlbench.algos.common.learner import Collection
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
+from rlbench.envs.envpool_vector import envpool_env_id
+from rlbench.envs.envpool_xla import EnvPoolXla
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.ids import make_jax_env
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.loop.compiled import EntryPoints, entry_points
 from rlbench.loop.device.driver import DeviceRun, run_device_loop
+from rlbench.loop.device.envs import device_envs
 from rlbench.loop.device.program import DevicePrograms, RunShape, compile_device_programs
 from rlbench.loop.device.start import start_on_device
 from rlbench.loop.run_state import SeedOutput, TrainResult
@@ -57,12 +60,20 @@ def device_loop_refusal(
     cfg: LearnerConfig,
 ) -> str | None:
     """Why a run's settings do not fit the device loop (one line: the setting and what to do), or None."""
-    if vec_env != "dummy":
+    on_envpool = vec_env == "envpool-xla"
+    if vec_env != "dummy" and not on_envpool:
         return f"--vec-env {vec_env}: a JAX-native env steps on the device, inside the training program; drop it"
     if normalize is not None:
-        return "normalize: not available on the device loop yet (JAX-native envs); remove it from the entry"
+        return "normalize: not available on the device loop yet; remove it from the entry" + (
+            " or train with --vec-env envpool" if on_envpool else ""
+        )
     if env_wrappers:
-        return "env_wrapper: gymnasium wrappers cannot wrap a JAX-native env on the device loop; remove them"
+        return "env_wrapper: gymnasium wrappers cannot wrap the device loop's envs; remove them"
+    if on_envpool and collection.stages_rollout:
+        return (
+            "an on-policy learner's rollout on EnvPool's device loop would hold its reset steps; "
+            "train it with --vec-env envpool (the host loop)"
+        )
     if collection.per_episode:
         assert isinstance(cfg, ActorCriticConfig), "train_freq in episodes is an off-policy learner's"
         return f"train_freq: {cfg.train_freq} episode(s): the device loop trains every train_freq vector steps"
@@ -79,11 +90,40 @@ def train_seeds_on_device(
     resume: Sequence[Checkpoint] | None = None,
     stop_requested: StopRequested | None = None,
 ) -> TrainResult:
-    """rlbench.loop.runner.train_seeds for a JAX-native env: every seed and env in one compiled chunk."""
-    env = make_jax_env(run.env_id, run.env_kwargs)
-    eval_env = None
-    if run.eval_freq > 0:
-        eval_env = make_jax_env(run.env_id, run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs)
+    """rlbench.loop.runner.train_seeds for a JAX-native env, or an EnvPool env with --vec-env envpool-xla: every
+    seed and env in one compiled chunk."""
+    n_seeds = len(outputs)
+    eval_kwargs = run.env_kwargs if run.eval_env_kwargs is None else run.eval_env_kwargs
+    env: JaxEnv | EnvPoolXla
+    eval_env: JaxEnv | EnvPoolXla | None = None
+    if run.vec_env == "envpool-xla":  # one pool per seed; closed when the run ends
+        env = EnvPoolXla(envpool_env_id(run.env_id, run.vec_env), run.env_kwargs, n_seeds, run.n_envs)
+        if run.eval_freq > 0:
+            eval_env = EnvPoolXla(env.env_id, eval_kwargs, n_seeds, run.n_eval_envs)
+    else:
+        env = make_jax_env(run.env_id, run.env_kwargs)
+        if run.eval_freq > 0:
+            eval_env = make_jax_env(run.env_id, eval_kwargs)
+    try:
+        return _train_on_device(run, algo, cfg, outputs, env, eval_env, on_eval, on_iteration, resume, stop_requested)
+    finally:
+        for pools in (env, eval_env):
+            if isinstance(pools, EnvPoolXla):
+                pools.close()
+
+
+def _train_on_device(
+    run: RunConfig,
+    algo: Algorithm,
+    cfg: LearnerConfig,
+    outputs: Sequence[SeedOutput],
+    env: JaxEnv | EnvPoolXla,
+    eval_env: JaxEnv | EnvPoolXla | None,
+    on_eval: OnEval | None,
+    on_iteration: OnIteration | None,
+    resume: Sequence[Checkpoint] | None,
+    stop_requested: StopRequested | None,
+) -> TrainResult:
     n_seeds = len(outputs)
     programs = entry_points(algo, cfg, env.spec, n_seeds)
     collection = programs.learner.collection
@@ -93,7 +133,10 @@ def train_seeds_on_device(
         assert isinstance(cfg, ActorCriticConfig), "a learner that stages no rollout is an off-policy one"
         length = chunk_length(run.n_envs, steps_per_update(cfg), cfg.train_freq)
     shape = RunShape(run.n_envs, collection.learning_starts, collection.vector_steps_per_update, length)
-    device = device_programs(programs, cfg, env, eval_env, shape, run.n_eval_envs, run.eval_episodes)
+    if isinstance(env, EnvPoolXla):  # programs traced on EnvPool's pools step those pools only: never cached
+        device = compile_programs(programs, cfg, env, eval_env, shape, run.n_eval_envs, run.eval_episodes)
+    else:
+        device = device_programs(programs, cfg, env, eval_env, shape, run.n_eval_envs, run.eval_episodes)
     carry, host = start_on_device(run, cfg, env.spec, programs, device, resume)
     schedule = TrainSchedule(cfg, programs.learner, run.n_envs, n_seeds)
     with opened_loop_run(run, env.spec, outputs, programs, schedule, carry, host) as loop:
@@ -115,13 +158,26 @@ def device_programs(
     n_eval_envs: int,
     n_eval_episodes: int,
 ) -> DevicePrograms:
+    return compile_programs(programs, cfg, env, eval_env, shape, n_eval_envs, n_eval_episodes)
+
+
+def compile_programs(
+    programs: EntryPoints,
+    cfg: LearnerConfig,
+    env: JaxEnv | EnvPoolXla,
+    eval_env: JaxEnv | EnvPoolXla | None,
+    shape: RunShape,
+    n_eval_envs: int,
+    n_eval_episodes: int,
+) -> DevicePrograms:
+    axis = programs.axis
     return compile_device_programs(
         cfg,
         programs.learner,
         programs.learner.storage.replay,
-        programs.axis,
-        env,
-        eval_env,
+        axis,
+        device_envs(env, axis),
+        None if eval_env is None else device_envs(eval_env, axis),
         shape,
         n_eval_envs,
         n_eval_episodes,

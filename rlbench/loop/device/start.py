@@ -45,29 +45,35 @@ def start_on_device(
     axis, n_envs, collection = programs.axis, run.n_envs, programs.learner.collection
     seeds, state, act_key = initial_learner_states(run, programs)
     buffers = programs.init_buffers()
-    envs = new_envs(device, axis, seeds, 0, n_envs)
+    saves_envs = device.envs.saves_envs
     # Off-policy, each vector step inserts its transitions: nothing is ever staged on the host.
     capacity = n_envs * (collection.vector_steps_per_update if collection.stages_rollout else 1)
     if resume is None:
+        envs = new_envs(device, axis, seeds, 0, n_envs)
         host = new_host_state(seeds, axis.host(envs.obs), act_key, spec, collection.learning_starts, capacity)
         host.pending.stages_truncation = collection.stages_rollout
-        host.device_envs = envs
+        host.device_envs = envs if saves_envs else None
         return _carry(programs, state, buffers, envs, act_key, host), host
+    # EnvPool's pools are made once, from the seeds of the env steps a resume starts at (below)
+    fresh = new_envs(device, axis, seeds, 0, n_envs) if saves_envs else None
+    fresh_obs = axis.host(fresh.obs) if fresh is not None else np.zeros((axis.n_seeds, n_envs, spec.obs_dim))
     restored, states, restored_buffers = resume_learners(
-        run, spec, programs, resume, seeds, state, capacity, axis.host(envs.obs), None
+        run, spec, programs, resume, seeds, state, capacity, fresh_obs.astype(np.float32), None
     )
     host = restored.host
     host.next_action = None  # the device loop acts inside its chunk
     buffers = buffers if restored_buffers is None else restored_buffers
-    if restored.replay_envs and host.saved_device_envs and None not in host.saved_device_envs:
-        envs = saved_envs(envs, axis, cast(list[bytes], host.saved_device_envs))  # None is not in it
+    if fresh is not None and restored.replay_envs and host.saved_device_envs and None not in host.saved_device_envs:
+        envs = saved_envs(fresh, axis, cast(list[bytes], host.saved_device_envs))  # None is not in it
     else:
-        print("The checkpoints hold no envs for this n_envs: the envs start new episodes")
+        why = "hold no envs for this n_envs" if saves_envs else f"cannot hold {run.env_id}'s envs (EnvPool)"
+        print(f"The checkpoints {why}: the envs start new episodes")
         for seed in host.seeds:
             for i in range(n_envs):
                 seed.episodes.restart(i)
         envs = new_envs(device, axis, seeds, host.env_steps, n_envs)
-    host.saved_device_envs, host.device_envs, host.obs = None, envs, axis.host(envs.obs)
+    host.saved_device_envs, host.obs = None, axis.host(envs.obs)
+    host.device_envs = envs if saves_envs else None
     return _carry(programs, states, buffers, envs, host.act_key, host), host
 
 
@@ -86,7 +92,7 @@ def _carry(
 def new_envs(device: DevicePrograms, axis: SeedAxis, seeds: Sequence[int], offset: int, n_envs: int) -> EnvCarry:
     """Each seed's n_envs envs reset from the host loop's env seeds (s + offset + j), in the device layout."""
     flat = uint32_seeds(env_seeds(seeds, offset, n_envs))
-    return device.reset(axis.device(flat.reshape(axis.n_seeds, n_envs)))
+    return device.envs.reset(axis.device(flat.reshape(axis.n_seeds, n_envs)))
 
 
 def uint32_seeds(seeds: Sequence[int]) -> npt.NDArray[np.uint32]:
