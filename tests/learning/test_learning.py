@@ -198,10 +198,11 @@ def test_ppo_on_the_device_loop_solves_gymnax_cartpole_on_every_seed(tmp_path):
 
 
 @pytest.mark.slow
-def test_sac_solves_envpool_pendulum_in_7k_steps_on_every_seed(tmp_path):
-    # EnvPool's Pendulum-v1 with hyperparams/sac.yml's Pendulum-v1 entry (the fallback from envpool: ids), on the
-    # host loop, two seeds of one --n-seeds run. Evaluated every 1k to 8k (2026-12-06, seeds 1-3): seeds 1 and 2
+@pytest.mark.parametrize("vec_env", ["dummy", "envpool-xla"])  # the host loop, the device loop
+def test_sac_solves_envpool_pendulum_in_7k_steps_on_every_seed(tmp_path, vec_env):
+    # EnvPool's Pendulum-v1 with hyperparams/sac.yml's Pendulum-v1 entry (the fallback from envpool: ids), two
+    # seeds of one --n-seeds run. Host loop evaluated every 1k to 8k (2026-12-06, seeds 1-3): seeds 1 and 2
     # stayed at -124 to -189 from 5k on; seed 3 (not tested) dipped to -346 at 6k between -183 and -126.
     pytest.importorskip("envpool")
-    finals = final_evals(tmp_path, "sac", 7_000, [1, 2], env="envpool:Pendulum-v1")
+    finals = final_evals(tmp_path, "sac", 7_000, [1, 2], "--vec-env", vec_env, env="envpool:Pendulum-v1")
     assert min(finals.values()) >= -250, finals
