@@ -5,6 +5,11 @@ PPO (benchmarks/sbx_ppo_speed.py in the peer's venv) with RL Zoo 2.9.2's entry f
 
     python benchmarks/ppo_speed.py --peer .venv-peer/bin/python --case CartPole-v1 20000 --case HalfCheetah-v4 8192
     python benchmarks/ppo_speed.py --peer .venv-peer/bin/python --case gymnax:CartPole-v1 200000
+    python benchmarks/ppo_speed.py --peer .venv-peer/bin/python --case envpool:HalfCheetah-v4 8192 \
+        --vec-env envpool-xla --no-normalize
+
+`--vec-env` is rlbench's (`envpool-xla`: the device loop on EnvPool); `--no-normalize` drops the entry's
+`normalize` on both sides (the device loop does not take it yet).
 
 A JAX-native id (`gymnax:CartPole-v1`) trains on rlbench's device loop with RL Zoo's entry for the gymnasium id
 of the same name (given as -params: RL Zoo's files name gymnasium's ids), beside SBX's PPO on gymnasium's env.
@@ -53,18 +58,22 @@ def rollout_of(env_id: str) -> int:
     return int(entry.get("n_steps", 2048)) * int(entry.get("n_envs", 1))
 
 
-def zoo_params(env_id: str) -> list[str]:
-    """-params with the gymnasium id's entry, for a JAX-native id (none for a gymnasium id: its entry applies)."""
+def zoo_params(env_id: str, no_normalize: bool) -> list[str]:
+    """-params with the gymnasium id's entry, for a JAX-native or EnvPool id (none for a gymnasium id: its entry
+    applies), and `normalize:False` with `no_normalize`."""
+    off = ["normalize:False"] if no_normalize else []
     if ":" not in env_id:
-        return []
+        return ["-params", *off] if off else []
     entry = {key: value for key, value in zoo_entry(env_id).items() if key not in ("n_timesteps", "policy")}
-    return ["-params", *(f"{key}:{value}" for key, value in entry.items())]
+    if no_normalize:
+        entry.pop("normalize", None)
+    return ["-params", *(f"{key}:{value}" for key, value in entry.items()), *off]
 
 
-def rlbench_rate(env_id: str, steps: int) -> float:
+def rlbench_rate(env_id: str, steps: int, vec_env: str, no_normalize: bool) -> float:
     with tempfile.TemporaryDirectory() as folder:
         argv = ["--algo", "ppo", "--env", env_id, "-f", folder, "--eval-freq", "-1", "--verbose", "0", "--seed", "0"]
-        argv += zoo_params(env_id)
+        argv += ["--vec-env", vec_env, *zoo_params(env_id, no_normalize)]
         quiet = contextlib.redirect_stdout(io.StringIO())
         with quiet:
             assert train([*argv, "-n", str(2 * rollout_of(env_id))]) == 0  # compiles
@@ -74,9 +83,10 @@ def rlbench_rate(env_id: str, steps: int) -> float:
         return steps / (time.perf_counter() - start)
 
 
-def sbx_rate(peer: str, env_id: str, steps: int) -> dict:
+def sbx_rate(peer: str, env_id: str, steps: int, no_normalize: bool) -> dict:
     gym_id = env_id.rpartition(":")[2]  # SBX trains on gymnasium's env of the same name
     command = [peer, str(REPO / "benchmarks" / "sbx_ppo_speed.py"), "--env", gym_id, "--steps", str(steps)]
+    command += ["--no-normalize"] if no_normalize else []
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
     done = subprocess.run(command, capture_output=True, text=True, check=True, env=env, timeout=3600)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -87,16 +97,18 @@ def main() -> None:
     parser.add_argument("--peer", required=True, help="the Python of a venv with sbx-rl (and gymnasium[mujoco])")
     parser.add_argument("--case", nargs=2, action="append", metavar=("ENV", "STEPS"), required=True)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--vec-env", default="dummy", help="rlbench's --vec-env (envpool-xla: the device loop)")
+    parser.add_argument("--no-normalize", action="store_true", help="drop the entries' normalize on both sides")
     args = parser.parse_args()
     print(json.dumps({"machine": machine(), "cpu_flags": cpu_flags()}), flush=True)
     for env_id, steps in args.case:
         ours, theirs = [], []
         for _ in range(args.rounds):
-            ours.append(rlbench_rate(env_id, int(steps)))
+            ours.append(rlbench_rate(env_id, int(steps), args.vec_env, args.no_normalize))
             print(
                 json.dumps({"system": "rlbench", "algo": "ppo", "env": env_id, "env_steps_per_s": round(ours[-1], 1)})
             )
-            theirs.append(sbx_rate(args.peer, env_id, int(steps))["env_steps_per_s"])
+            theirs.append(sbx_rate(args.peer, env_id, int(steps), args.no_normalize)["env_steps_per_s"])
             print(
                 json.dumps({"system": "sbx", "algo": "ppo", "env": env_id, "env_steps_per_s": theirs[-1]}), flush=True
             )

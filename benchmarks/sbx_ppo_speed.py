@@ -29,11 +29,12 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--env", default="CartPole-v1")
 parser.add_argument("--steps", type=int, default=20000, help="env steps timed after the warm-up")
 parser.add_argument("--warmup", type=int, default=0, help="env steps of the warm-up (default: two rollouts)")
+parser.add_argument("--no-normalize", action="store_true", help="the entry without its VecNormalize")
 args = parser.parse_args()
 
 entry = yaml.safe_load((Path(__file__).resolve().parents[1] / "hyperparams" / "ppo.yml").read_text())[args.env]
 n_envs = int(entry.pop("n_envs", 1))
-normalize = entry.pop("normalize", False)
+normalize = entry.pop("normalize", False) and not args.no_normalize
 for key in ("n_timesteps", "policy"):
     entry.pop(key, None)
 for key in ("learning_rate", "clip_range"):

@@ -1,8 +1,9 @@
 """EnvPool stepped inside a compiled program through its XLA interface (`--vec-env envpool-xla`): the device
 loop on EnvPool's MuJoCo, DeepMind Control and classic-control envs.
 
-- One synchronous pool per seed, each env seeded as the host loop seeds it (env j of seed s: s + j), so a
-  seed's envs step as that seed's single run would, whatever runs beside them.
+- One synchronous pool per seed (an on-policy learner: one per env, below), each env seeded as the host loop
+  seeds it (env j of seed s: s + j), so a seed's envs step as that seed's single run would, whatever runs beside
+  them.
 - EnvPool resets an env on the step *after* its episode ends: that step ignores the action and returns the
   reset observation with reward 0. Its shapes are static (every call steps every env of the pool), so the
   reset cannot happen on the ending step as the host loop's adapter does it. Here: when every env of a pool
@@ -10,6 +11,8 @@ loop on EnvPool's MuJoCo, DeepMind Control and classic-control envs.
   once, inside the same vector step, and nothing is lost. Otherwise the envs that ended take their reset step
   with the next vector step, which acts on their final observation in vain: that step is marked not `valid`
   and reaches no buffer, Monitor file, evaluation or episode length, but it is an env step of the run's count.
+  A rollout has a row for every env and vector step, so an on-policy learner's envs get a pool each: they
+  never take a reset step of their own (EnvPool's threads then step one env per call).
 - The pool's C++ state cannot be saved: a resume starts new episodes (pools seeded from the env steps taken, as
   the host loop reseeds envs it cannot replay), so such a resume is not bit-exact.
 - EnvPool's custom calls name their pool's address: a program traced on these pools steps them and no others.
@@ -33,7 +36,6 @@ from jax.typing import ArrayLike
 
 from rlbench.envs.envpool_vector import MAX_SEED, EnvPoolVectorEnv, import_envpool, task_id
 from rlbench.envs.jax_native.vector import EnvCarry, EnvStep
-from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
 
 # EnvPool's traced step: (handle, actions [n_envs, action_dim], env ids [n_envs] int32) -> (handle, its outputs)
@@ -41,33 +43,45 @@ StepFn = Callable[[jax.Array, jax.Array, ArrayLike], tuple[jax.Array, tuple[Any,
 
 
 class PoolState(NamedTuple):
-    """EnvCarry.state of a pool: the handle that orders its custom calls, and which envs ended on the last step
-    and take their reset step with the next one."""
+    """EnvCarry.state of a seed's pools: the handles that order their custom calls, and which envs ended on the
+    last step and take their reset step with the next one."""
 
-    handle: jax.Array  # [(n_seeds,) 8] uint8
+    handle: jax.Array  # [(n_seeds,) pools per seed, 8] uint8
     resetting: jax.Array  # [(n_seeds,) n_envs] bool
 
 
 class EnvPoolXla:
-    """The pools of a run's seeds ([(n_seeds,) n_envs] envs in the device loop's layout) and their traced step."""
+    """The pools of a run's seeds ([(n_seeds,) n_envs] envs in the device loop's layout) and their traced step:
+    each seed's envs in pools of `pool_size` (all of them unless `use_pools_of` says otherwise)."""
 
     saves_envs = False  # nothing of a pool's state can be saved in a checkpoint
-    has_reset_steps = True
 
     def __init__(self, env_id: str, env_kwargs: Mapping[str, Any], n_seeds: int, n_envs: int):
         self.env_id, self.env_kwargs, self.n_seeds, self.n_envs = env_id, dict(env_kwargs), n_seeds, n_envs
+        self.pool_size = n_envs
         probe = EnvPoolVectorEnv(env_id, 1, env_kwargs)
         try:
-            if probe.n_actions:
-                raise ConfigError(f"--vec-env envpool-xla: {env_id} has Discrete actions; use --vec-env envpool")
             space = probe.original_action_space
+            self.n_actions, self.first_action = probe.n_actions, getattr(probe, "first_action", 0)
             obs_dim = int(probe.single_observation_space.shape[0])
-            self.spec = EnvSpec(obs_dim=obs_dim, action_dim=int(np.prod(space.shape)))
-            self._gradient, self._intercept = _rescaling(space.low, space.high, space.dtype)
+            self.spec = EnvSpec(obs_dim, int(np.prod(space.shape)), self.n_actions)
+            if not self.n_actions:
+                self._gradient, self._intercept = _rescaling(space.low, space.high, space.dtype)
         finally:
             probe.close()
         self._pools: list[Any] = []
         self._steps: list[StepFn] = []
+
+    @property
+    def has_reset_steps(self) -> bool:
+        """A pool of one env always takes its reset step inside the ending step: every step is a transition."""
+        return self.pool_size > 1
+
+    def use_pools_of(self, pool_size: int) -> None:
+        """Pools of `pool_size` envs (1: an on-policy learner's rollout, which has a row for every env and step);
+        before the pools are made."""
+        assert not self._pools and self.n_envs % pool_size == 0, "pools divide each seed's envs, before reset"
+        self.pool_size = pool_size
 
     def reset(self, seeds: ArrayLike) -> EnvCarry:
         """The first call makes the pools, env j of seed s from seeds[s, j], and starts their first episodes; a
@@ -75,15 +89,15 @@ class EnvPoolXla:
         and a program traced on it steps no other). A host call."""
         if self._pools:
             return self.restart()
-        flat = np.asarray(seeds).reshape(self.n_seeds, self.n_envs)
+        flat = np.asarray(seeds).reshape(-1, self.pool_size)
         envpool = import_envpool(self.env_id)
         with warnings.catch_warnings():  # gymnasium's Box on EnvPool's float64 bounds: "precision lowered"
             warnings.filterwarnings("ignore", message=".*precision lowered", category=UserWarning)
             for row in flat:
                 pool = envpool.make_gymnasium(
                     task_id(self.env_id),
-                    num_envs=self.n_envs,
-                    batch_size=self.n_envs,
+                    num_envs=self.pool_size,
+                    batch_size=self.pool_size,
                     seed=[int(seed) % (MAX_SEED + 1) for seed in row],  # EnvPool's are int32
                     **self.env_kwargs,
                 )
@@ -95,44 +109,69 @@ class EnvPoolXla:
 
     def restart(self) -> EnvCarry:
         """New episodes in every env of the pools, continuing each env's own random stream (host call)."""
-        obs = [np.asarray(pool.reset()[0], np.float32) for pool, _ in self._pools]
-        handles = [np.asarray(handle) for _, handle in self._pools]
+        obs = np.concatenate([np.asarray(pool.reset()[0], np.float32) for pool, _ in self._pools])
+        handles = np.stack([np.asarray(handle) for _, handle in self._pools])
         zeros = np.zeros((self.n_seeds, self.n_envs))
         carry = EnvCarry(
-            state=PoolState(jnp.asarray(np.stack(handles)), jnp.asarray(zeros, bool)),
-            obs=jnp.asarray(np.stack(obs)),
+            state=PoolState(jnp.asarray(handles.reshape(self.n_seeds, -1, 8)), jnp.asarray(zeros, bool)),
+            obs=jnp.asarray(obs.reshape(self.n_seeds, self.n_envs, -1)),
             key=jnp.asarray(zeros, jnp.uint32),  # unused: the pools draw their own randomness
             elapsed=jnp.asarray(zeros, jnp.int32),
         )
         return carry if self.n_seeds > 1 else jax.tree.map(lambda leaf: leaf[0], carry)
 
     def step(self, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, jax.Array]:
-        """(envs, step, valid) of one vector step of every seed's pool, actions [(n_seeds,) n_envs, action_dim]
-        in [-1, 1]; `valid` is False where an env took its reset step (traced)."""
+        """(envs, step, valid) of one vector step of every seed's pools, actions [(n_seeds,) n_envs, action_dim]
+        in [-1, 1] (a Discrete env's index column); `valid` is False where an env took its reset step (traced)."""
         if self.n_seeds == 1:
-            return self._step_pool(0, envs, actions)
-        stepped = [self._step_pool(s, _seed_slice(envs, s), actions[s]) for s in range(self.n_seeds)]
+            return self._step_seed(0, envs, actions)
+        stepped = [self._step_seed(s, _seed_slice(envs, s), actions[s]) for s in range(self.n_seeds)]
         out: tuple[EnvCarry, EnvStep, jax.Array] = jax.tree.map(lambda *xs: jnp.stack(xs), *stepped)
         return out
 
-    def _step_pool(self, index: int, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, jax.Array]:
-        step, ids = self._steps[index], np.arange(self.n_envs, dtype=np.int32)
+    def _step_seed(self, seed: int, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, jax.Array]:
+        size, per_seed = self.pool_size, self.n_envs // self.pool_size
         state = envs.state
-        assert isinstance(state, PoolState), "an EnvPool carry holds its pool's handle"
-        unit = jnp.clip(jnp.asarray(actions, jnp.float32).reshape(self.n_envs, -1), -1.0, 1.0)
+        assert isinstance(state, PoolState), "an EnvPool carry holds its pools' handles"
+        parts = []
+        for index in range(per_seed):
+            envs_of_pool = slice(index * size, (index + 1) * size)
+            pool_envs = _env_slice(envs._replace(state=None), envs_of_pool)
+            pool_state = PoolState(state.handle[index], state.resetting[envs_of_pool])
+            parts.append(self._step_pool(seed * per_seed + index, pool_envs, pool_state, actions[envs_of_pool]))
+        carries, steps, valid = zip(*parts, strict=True)
+        handles = jnp.stack([carry.state.handle for carry in carries])
+        joined: EnvCarry = jax.tree.map(lambda *xs: jnp.concatenate(xs), *carries)  # handles: stacked instead
+        joined = joined._replace(state=joined.state._replace(handle=handles))
+        step: EnvStep = jax.tree.map(lambda *xs: jnp.concatenate(xs), *steps)
+        return joined, step, jnp.concatenate(valid)
+
+    def _pool_actions(self, actions: jax.Array) -> jax.Array:
+        """The pool's actions from the learner's: an index (as EnvPool's int32, from its first action), or a Box
+        action clipped to [-1, 1] and mapped to the bounds with RescaleAction's arithmetic in the space's dtype,
+        as the host loop's adapter applies it. Traced under jax.enable_x64."""
+        if self.n_actions:
+            index = jnp.clip(jnp.rint(actions[:, 0]), 0, self.n_actions - 1).astype(jnp.int32)
+            return index + jnp.int32(self.first_action)
+        unit = jnp.clip(actions.astype(jnp.float32), -1.0, 1.0)
+        return (unit.astype(self._gradient.dtype) - self._intercept) / self._gradient
+
+    def _step_pool(
+        self, index: int, envs: EnvCarry, state: PoolState, actions: jax.Array
+    ) -> tuple[EnvCarry, EnvStep, jax.Array]:
+        step, ids = self._steps[index], np.arange(self.pool_size, dtype=np.int32)
         with jax.enable_x64(True):
-            # RescaleAction's map from [-1, 1] in the space's dtype, as the host loop's adapter applies it
-            in_bounds = (unit.astype(self._gradient.dtype) - self._intercept) / self._gradient
-            handle, (obs, reward, terminated, truncated, _) = step(state.handle, in_bounds, ids)
+            pool_actions = self._pool_actions(jnp.asarray(actions).reshape(self.pool_size, -1))
+            handle, (obs, reward, terminated, truncated, _) = step(state.handle, pool_actions, ids)
             valid = ~state.resetting
             ended = (terminated | truncated) & valid
 
             def reset_now() -> tuple[jax.Array, jax.Array]:  # every env ended: the pool's reset step at once
-                reset_handle, reset = step(handle, jnp.zeros_like(in_bounds), ids)
+                reset_handle, reset = step(handle, jnp.zeros_like(pool_actions), ids)
                 return reset_handle, reset[0].astype(jnp.float32)
 
             handle, next_obs = jax.lax.cond(ended.all(), reset_now, lambda: (handle, obs.astype(jnp.float32)))
-        final_obs = obs.astype(jnp.float32)
+        final_obs = obs.astype(jnp.float32).reshape(next_obs.shape)
         all_reset = ended.all()
         elapsed = jnp.where(valid & ~all_reset, envs.elapsed + 1, 0).astype(jnp.int32)
         carry = EnvCarry(PoolState(handle, ended & ~all_reset), next_obs, envs.key, elapsed)
@@ -147,6 +186,11 @@ class EnvPoolXla:
 
 def _seed_slice(envs: EnvCarry, seed: int) -> EnvCarry:
     sliced: EnvCarry = jax.tree.map(lambda leaf: leaf[seed], envs)
+    return sliced
+
+
+def _env_slice(envs: EnvCarry, envs_of_pool: slice) -> EnvCarry:
+    sliced: EnvCarry = jax.tree.map(lambda leaf: leaf[envs_of_pool], envs)
     return sliced
 
 

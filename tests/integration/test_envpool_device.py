@@ -150,6 +150,39 @@ def test_an_evaluation_on_envpool_s_device_loop_is_the_host_loop_s():
     np.testing.assert_allclose([r for _, r in device_episodes], [r for _, r in host_episodes], rtol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "algo,env_id,overrides",
+    [
+        ("ppo", "envpool:CartPole-v1", {}),  # Discrete actions, terminations at different steps in the two envs
+        ("a2c", "envpool:Hopper-v4", {}),  # Box, float64 actions
+        ("ppo", "envpool:Pendulum-v1", {"use_sde": True, "sde_sample_freq": 4}),  # samples beyond the bounds
+    ],
+)
+def test_ppo_on_envpool_s_device_loop_computes_what_the_host_loop_computes(algo, env_id, overrides):
+    """An on-policy learner's envs get a pool each, so no env takes a reset step of its own: every staged rollout
+    row (obs, sampled action, reward, final obs, terminated, truncated), the parameters after five updates and
+    the episodes equal the host loop's on EnvPool."""
+    entry = {"n_steps": 16, "batch_size": 8, "n_epochs": 2} if algo == "ppo" else {"n_steps": 16}
+    policy = {"net_arch": {"pi": [16], "vf": [16]}}
+    cfg = ALGORITHMS[algo].build_config({**entry, "policy_kwargs": policy, **overrides}, 2, "test")
+    run = RunConfig(env_id=env_id, n_timesteps=5 * 32 + 16, n_envs=2, seed=4, eval_freq=-1, verbose=0)
+    on_host = train(run, ALGORITHMS[algo], cfg, NO_LOG)
+    on_device = train_seeds_on_device(RunConfig(**{**run.__dict__, "vec_env": "envpool-xla"}), ALGORITHMS[algo], cfg,
+                                      [SeedOutput(NO_LOG)])  # fmt: skip
+    host_rows, device_rows = on_host.host.pending, on_device.host.pending
+    assert host_rows.count == device_rows.count == 16
+    for name in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
+        np.testing.assert_allclose(getattr(device_rows, name)[:, :16], getattr(host_rows, name)[:, :16], rtol=1e-5,
+                                   atol=1e-6, err_msg=name)  # fmt: skip
+    for host_leaf, device_leaf in zip(
+        jax.tree.leaves(on_host.state.policy.params), jax.tree.leaves(on_device.state.policy.params), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(device_leaf), np.asarray(host_leaf), rtol=1e-4, atol=1e-6)
+    host_episodes, device_episodes = on_host.host.seeds[0].episodes, on_device.host.seeds[0].episodes
+    assert device_episodes.finished_lengths == host_episodes.finished_lengths
+    assert env_id.endswith("Pendulum-v1") or len(set(host_episodes.finished_lengths)) > 1
+
+
 def test_k_seeds_on_their_own_pools_start_as_their_single_runs():
     """--n-seeds 2 on the device loop: one pool per seed, seed i's first transitions are its single run's."""
     run = device_run(env_id="envpool:Pendulum-v1", n_timesteps=20, n_envs=2, seed=5)
@@ -181,7 +214,6 @@ def run_cli(tmp_path, *argv):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--algo", "ppo", "--env", "envpool:Pendulum-v1"], r"on-policy learner's rollout .* --vec-env envpool \("),
         (["--algo", "sac", "--env", "envpool:Pendulum-v1", "--env-kwargs", "max_episode_steps:0"], r"positive"),
         (["--algo", "sac", "--env", "Pendulum-v1", "-params", "normalize:True"], r"normalize: not available on the"),
         (["--algo", "sac", "--env", "gymnax:Pendulum-v1"], r"JAX-native env, not EnvPool's; drop it"),

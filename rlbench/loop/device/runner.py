@@ -69,11 +69,6 @@ def device_loop_refusal(
         )
     if env_wrappers:
         return "env_wrapper: gymnasium wrappers cannot wrap the device loop's envs; remove them"
-    if on_envpool and collection.stages_rollout:
-        return (
-            "an on-policy learner's rollout on EnvPool's device loop would hold its reset steps; "
-            "train it with --vec-env envpool (the host loop)"
-        )
     if collection.per_episode:
         assert isinstance(cfg, ActorCriticConfig), "train_freq in episodes is an off-policy learner's"
         return f"train_freq: {cfg.train_freq} episode(s): the device loop trains every train_freq vector steps"
@@ -127,6 +122,8 @@ def _train_on_device(
     n_seeds = len(outputs)
     programs = entry_points(algo, cfg, env.spec, n_seeds)
     collection = programs.learner.collection
+    if isinstance(env, EnvPoolXla) and collection.stages_rollout:
+        env.use_pools_of(1)  # a rollout holds every env's every step: no env may take a reset step of its own
     if collection.stages_rollout:
         length = chunk_length(run.n_envs, rollout_steps=collection.vector_steps_per_update)
     else:
