@@ -58,6 +58,15 @@ def tiny_config(config_type=SACConfig, **overrides):
     return config_type(**values)
 
 
+def ppo_config(algo="ppo", **overrides):
+    """PPO (or A2C, its preset) with 16-step rollouts, small minibatches and [16] networks, for 2 envs."""
+    from rlbench.config.registry import ALGORITHMS
+
+    entry = {"n_steps": 16, "batch_size": 8, "n_epochs": 2} if algo == "ppo" else {"n_steps": 16}
+    net = {"net_arch": {"pi": [16], "vf": [16]}}
+    return ALGORITHMS[algo].build_config({**entry, "policy_kwargs": net, **overrides}, 2, "test")
+
+
 def tiny_sac_config(**overrides) -> SACConfig:
     return tiny_config(SACConfig, **overrides)
 

@@ -21,7 +21,7 @@ import numpy as np
 from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
 from rlbench.algos.common.learner import Learner
 from rlbench.bench.children import Row
-from rlbench.envs.jax_native.ids import is_jax_native
+from rlbench.loop.device.envs import steps_on_device
 from rlbench.run.cost import gradient_step_gflop
 from rlbench.types import EnvSpec, PyTree, Transition, VecEnvKind
 
@@ -177,7 +177,7 @@ def rlbench_row(
     learner = exp.algo.make_learner(cfg, spec)
     gflop = gradient_step_gflop(learner, cfg, spec, compiled=True)
     bare = update_only_rate(learner, cfg, spec, update_seconds, n_seeds)
-    device_loop = is_jax_native(env_id) or vec_env == "envpool-xla"
+    device_loop = steps_on_device(env_id, vec_env)
     return {
         **row_case(algo, env_id, n_envs, gradient_steps, qf, precision, policy, vec_env),
         **(
@@ -274,7 +274,7 @@ def row_case(
         **({"policy": policy} if policy != "MlpPolicy" else {}),
         **({"vec_env": vec_env} if vec_env != "dummy" else {}),
         "system": "rlbench",
-        "loop": "device" if is_jax_native(env_id) or vec_env == "envpool-xla" else "host",
+        "loop": "device" if steps_on_device(env_id, vec_env) else "host",
         "algo": algo,
         "env": env_id,
         "n_envs": n_envs,

@@ -117,7 +117,7 @@ class EnvPoolVectorEnv(VectorEnv):
                 raise ConfigError(f"{env_id}: {space} has more actions than rlbench's learners index exactly")
             self.single_action_space: gym.spaces.Box = index_space(self.n_actions)
         elif isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
-            self.n_actions = 0
+            self.n_actions, self.first_action = 0, 0
             if (unrescalable := unrescalable_bounds(space.low, space.high)) is not None:
                 raise ConfigError(f"{env_id}: {unrescalable}")
             ones = np.ones(space.shape, np.float32)

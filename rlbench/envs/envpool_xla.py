@@ -62,7 +62,7 @@ class EnvPoolXla:
         probe = EnvPoolVectorEnv(env_id, 1, env_kwargs)
         try:
             space = probe.original_action_space
-            self.n_actions, self.first_action = probe.n_actions, getattr(probe, "first_action", 0)
+            self.n_actions, self.first_action = probe.n_actions, probe.first_action
             obs_dim = int(probe.single_observation_space.shape[0])
             self.spec = EnvSpec(obs_dim, int(np.prod(space.shape)), self.n_actions)
             if not self.n_actions:
@@ -125,7 +125,7 @@ class EnvPoolXla:
         in [-1, 1] (a Discrete env's index column); `valid` is False where an env took its reset step (traced)."""
         if self.n_seeds == 1:
             return self._step_seed(0, envs, actions)
-        stepped = [self._step_seed(s, _seed_slice(envs, s), actions[s]) for s in range(self.n_seeds)]
+        stepped = [self._step_seed(s, _sliced(envs, s), actions[s]) for s in range(self.n_seeds)]
         out: tuple[EnvCarry, EnvStep, jax.Array] = jax.tree.map(lambda *xs: jnp.stack(xs), *stepped)
         return out
 
@@ -136,7 +136,7 @@ class EnvPoolXla:
         parts = []
         for index in range(per_seed):
             envs_of_pool = slice(index * size, (index + 1) * size)
-            pool_envs = _env_slice(envs._replace(state=None), envs_of_pool)
+            pool_envs = _sliced(envs._replace(state=None), envs_of_pool)
             pool_state = PoolState(state.handle[index], state.resetting[envs_of_pool])
             parts.append(self._step_pool(seed * per_seed + index, pool_envs, pool_state, actions[envs_of_pool]))
         carries, steps, valid = zip(*parts, strict=True)
@@ -170,9 +170,9 @@ class EnvPoolXla:
                 reset_handle, reset = step(handle, jnp.zeros_like(pool_actions), ids)
                 return reset_handle, reset[0].astype(jnp.float32)
 
-            handle, next_obs = jax.lax.cond(ended.all(), reset_now, lambda: (handle, obs.astype(jnp.float32)))
-        final_obs = obs.astype(jnp.float32).reshape(next_obs.shape)
-        all_reset = ended.all()
+            all_reset = ended.all()
+            handle, next_obs = jax.lax.cond(all_reset, reset_now, lambda: (handle, obs.astype(jnp.float32)))
+        final_obs = obs.astype(jnp.float32)
         elapsed = jnp.where(valid & ~all_reset, envs.elapsed + 1, 0).astype(jnp.int32)
         carry = EnvCarry(PoolState(handle, ended & ~all_reset), next_obs, envs.key, elapsed)
         reward = jnp.where(valid, reward.astype(jnp.float32), 0.0)
@@ -184,13 +184,9 @@ class EnvPoolXla:
             pool.close()
 
 
-def _seed_slice(envs: EnvCarry, seed: int) -> EnvCarry:
-    sliced: EnvCarry = jax.tree.map(lambda leaf: leaf[seed], envs)
-    return sliced
-
-
-def _env_slice(envs: EnvCarry, envs_of_pool: slice) -> EnvCarry:
-    sliced: EnvCarry = jax.tree.map(lambda leaf: leaf[envs_of_pool], envs)
+def _sliced(envs: EnvCarry, index: int | slice) -> EnvCarry:
+    """Every leaf's [index]: one seed's envs, or one pool's of a seed."""
+    sliced: EnvCarry = jax.tree.map(lambda leaf: leaf[index], envs)
     return sliced
 
 

@@ -42,6 +42,7 @@ from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.envs.make import env_file_name
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError
+from rlbench.loop.device.envs import steps_on_device
 from rlbench.loop.device.runner import device_loop_refusal
 from rlbench.loop.device.start import check_saved_envs
 from rlbench.run.device import select_device
@@ -243,7 +244,7 @@ def check_learner_fits(
             f"train_freq: {config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
             "its own episode ends, and the seeds of one process train together; train one seed per process"
         )
-    if is_jax_native(request.env) or request.vec_env == "envpool-xla":
+    if steps_on_device(request.env, request.vec_env):
         refusal = device_loop_refusal(
             request.vec_env, learner.normalize, learner.env_wrappers, built.collection, config
         )

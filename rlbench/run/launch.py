@@ -21,12 +21,12 @@ import jax
 import numpy as np
 import yaml
 
-from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.loggers.base import Logger, MultiLogger
 from rlbench.loggers.console import ConsoleLogger
 from rlbench.loggers.csv import CSVLogger
 from rlbench.loggers.tensorboard import TensorBoardLogger
 from rlbench.loggers.tracking import WandbTracker
+from rlbench.loop.device.envs import steps_on_device
 from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.evaluation import EvalResult
 from rlbench.loop.run_state import SeedOutput, TrainResult
@@ -87,8 +87,7 @@ def launch(exp: Experiment, outputs: RunOutputs, hooks: Hooks = Hooks()) -> Laun
         if outputs.tracking is not None:
             for index, run_dir in enumerate(launched.run_dirs):
                 trackers.append(start_tracking(outputs.tracking, outputs, exp, index, run_dir))
-        on_device = is_jax_native(exp.run.env_id) or exp.run.vec_env == "envpool-xla"
-        train = train_seeds_on_device if on_device else train_seeds
+        train = train_seeds_on_device if steps_on_device(exp.run.env_id, exp.run.vec_env) else train_seeds
         launched.result = train(
             exp.run,
             exp.algo,

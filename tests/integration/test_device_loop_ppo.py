@@ -12,18 +12,13 @@ from rlbench.config.registry import ALGORITHMS
 from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.run_state import SeedOutput
 from rlbench.store.checkpoint import read_checkpoint
+from tests.conftest import ppo_config
 from tests.integration.test_device_loop import NO_LOG, state_hash
 from tests.loop_runs import train
 
 pytest.importorskip("gymnax")
 
 PPO = ALGORITHMS["ppo"]
-NET = {"net_arch": {"pi": [16], "vf": [16]}}
-
-
-def ppo_config(algo="ppo", **overrides):
-    entry = {"n_steps": 16, "batch_size": 8, "n_epochs": 2} if algo == "ppo" else {"n_steps": 16}
-    return ALGORITHMS[algo].build_config({**entry, "policy_kwargs": NET, **overrides}, 2, "test")
 
 
 CASES = {

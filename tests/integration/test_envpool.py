@@ -208,29 +208,36 @@ def test_vec_env_envpool_trains_a_gymnasium_id_on_a_pool_and_evaluates_on_its_ow
     assert [line.split(",")[1] for line in monitor] == ["20"] * 3  # 60 steps of env 0: three whole episodes
 
 
+def sigterm_then_resume(tmp_path, argv, folder):
+    """train.py with `argv` stopped by a real SIGTERM after its third checkpoint (exit 75), then -i from its latest
+    checkpoint for 120 more steps (exit 0): (that checkpoint's path, the resumed process)."""
+    log = tmp_path / "stopped.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv, "-n", "1000000"],
+            cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        run_dir = tmp_path / "logs" / "sac" / f"{folder}_1"
+        wait_for(log, lambda: len(list(run_dir.glob("rl_model_*_steps.zip"))) >= 3 or proc.poll() is not None)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
+    stopped = max(run_dir.glob("rl_model_*_steps.zip"), key=lambda p: read_checkpoint(p).manifest.counters.env_steps)
+    done = subprocess.run(
+        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv, "-n", "120", "-i", str(stopped)],  # -n: more
+        cwd=REPO_ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return stopped, done
+
+
 def test_sigterm_then_resume_starts_new_episodes_and_finishes(tmp_path):
     """EnvPool keeps no episode record: -i restarts each env's episode from a new seed (not bit-exact, as the
     README says), the interrupted episodes reach no Monitor file, and the run finishes."""
     # Episodes of 64 steps: a checkpoint every 100 steps falls mid-episode up to 1,600 steps.
     argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "--env-kwargs", "max_episode_steps:64", "--seed", "2"]
     argv += ["--eval-freq", "-1", "--save-freq", "100", "-params", *TINY_LEARNER]
-    log = tmp_path / "stopped.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv, "-n", "100000"],
-            cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        run_dir = tmp_path / "logs" / "sac" / "envpool_Pendulum-v1_1"
-        wait_for(log, lambda: len(list(run_dir.glob("rl_model_*_steps.zip"))) >= 3 or proc.poll() is not None)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
-    stopped = max(run_dir.glob("rl_model_*_steps.zip"), key=lambda p: read_checkpoint(p).manifest.counters.env_steps)
+    stopped, done = sigterm_then_resume(tmp_path, argv, "envpool_Pendulum-v1")
     assert read_checkpoint(stopped).manifest.counters.env_steps % 64  # stopped mid-episode
-    done = subprocess.run(
-        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv, "-n", "120", "-i", str(stopped)],  # -n: more
-        cwd=REPO_ROOT, capture_output=True, text=True,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
     assert "start new episodes" in done.stdout
     resumed = tmp_path / "logs" / "sac" / "envpool_Pendulum-v1_2"
     lengths = [line.split(",")[1] for line in (resumed / "0.monitor.csv").read_text().splitlines()[2:]]

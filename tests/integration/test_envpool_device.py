@@ -3,9 +3,6 @@ the same pools, its reset steps reach no buffer, episode record or evaluation, i
 runs, a SIGTERM resumes, and what it cannot do is refused."""
 
 import re
-import signal
-import subprocess
-import sys
 
 import envpool
 import jax
@@ -15,7 +12,7 @@ import pytest
 
 from rlbench.algos.td3.config import TD3Config
 from rlbench.buffers.uniform import make_uniform_buffer, unpack
-from rlbench.cli.train import EXIT_INTERRUPTED, main
+from rlbench.cli.train import main
 from rlbench.config.entry import RunConfig
 from rlbench.config.registry import ALGORITHMS
 from rlbench.loggers.base import MultiLogger
@@ -23,8 +20,8 @@ from rlbench.loop.device.runner import train_seeds_on_device
 from rlbench.loop.run_state import SeedOutput
 from rlbench.store.checkpoint import read_checkpoint
 from rlbench.types import EnvSpec, Transition
-from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_config, tiny_sac_config
-from tests.integration.test_resume import wait_for
+from tests.conftest import TINY_LEARNER, ppo_config, tiny_config, tiny_sac_config
+from tests.integration.test_envpool import sigterm_then_resume
 from tests.loop_runs import train
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered.*")  # EnvPool's float64 Pendulum bounds
@@ -162,9 +159,7 @@ def test_ppo_on_envpool_s_device_loop_computes_what_the_host_loop_computes(algo,
     """An on-policy learner's envs get a pool each, so no env takes a reset step of its own: every staged rollout
     row (obs, sampled action, reward, final obs, terminated, truncated), the parameters after five updates and
     the episodes equal the host loop's on EnvPool."""
-    entry = {"n_steps": 16, "batch_size": 8, "n_epochs": 2} if algo == "ppo" else {"n_steps": 16}
-    policy = {"net_arch": {"pi": [16], "vf": [16]}}
-    cfg = ALGORITHMS[algo].build_config({**entry, "policy_kwargs": policy, **overrides}, 2, "test")
+    cfg = ppo_config(algo, **overrides)
     run = RunConfig(env_id=env_id, n_timesteps=5 * 32 + 16, n_envs=2, seed=4, eval_freq=-1, verbose=0)
     on_host = train(run, ALGORITHMS[algo], cfg, NO_LOG)
     on_device = train_seeds_on_device(RunConfig(**{**run.__dict__, "vec_env": "envpool-xla"}), ALGORITHMS[algo], cfg,
@@ -232,23 +227,8 @@ def test_sigterm_on_envpool_s_device_loop_checkpoints_and_resumes_with_new_episo
     argv = ["--algo", "sac", "--env", "envpool:Pendulum-v1", "--vec-env", "envpool-xla", "--seed", "2"]
     argv += ["--env-kwargs", "max_episode_steps:50", "--eval-freq", "-1", "--save-freq", "100"]
     argv += ["-params", *TINY_LEARNER]
-    log = tmp_path / "stopped.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv, "-n", "1000000"],
-            cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        run_dir = tmp_path / "logs" / "sac" / "envpool_Pendulum-v1_1"
-        wait_for(log, lambda: len(list(run_dir.glob("rl_model_*_steps.zip"))) >= 3 or proc.poll() is not None)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) == EXIT_INTERRUPTED, log.read_text()[-2000:]
-    stopped = max(run_dir.glob("rl_model_*_steps.zip"), key=lambda p: read_checkpoint(p).manifest.counters.env_steps)
+    stopped, done = sigterm_then_resume(tmp_path, argv, "envpool_Pendulum-v1")
     steps = read_checkpoint(stopped).manifest.counters.env_steps
-    done = subprocess.run(
-        [sys.executable, "train.py", "-f", str(tmp_path / "logs"), *argv, "-n", "120", "-i", str(stopped)],
-        cwd=REPO_ROOT, capture_output=True, text=True,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
     assert "cannot hold envpool:Pendulum-v1's envs (EnvPool): the envs start new episodes" in done.stdout
     resumed = tmp_path / "logs" / "sac" / "envpool_Pendulum-v1_2"
     assert read_checkpoint(resumed / "envpool_Pendulum-v1.zip").manifest.counters.env_steps == steps + 120

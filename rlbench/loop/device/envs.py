@@ -14,8 +14,14 @@ from jax.typing import ArrayLike
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.envs.envpool_xla import EnvPoolXla
 from rlbench.envs.jax_native.env import JaxEnv
+from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.envs.jax_native.vector import EnvCarry, EnvStep, reset_envs, step_envs
 from rlbench.types import EnvSpec
+
+
+def steps_on_device(env_id: str, vec_env: str) -> bool:
+    """Whether a run on `env_id` trains with the device loop: a JAX-native env, or EnvPool's XLA interface."""
+    return is_jax_native(env_id) or vec_env == "envpool-xla"
 
 
 class DeviceEnvs(Protocol):
