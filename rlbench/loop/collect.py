@@ -42,7 +42,7 @@ def act(loop: LoopRun) -> np.ndarray:
             loop.state = programs.resample_exploration(loop.state)
         obs, normalization = loop.policy_inputs()
         device_action, exploration, host.act_key = programs.act(
-            loop.state, obs, host.act_key, episode_starts(loop), normalization
+            loop.state, obs, host.act_key, episode_starts(loop), normalization, loop.progress_remaining()
         )
         if exploration is not None:  # the algorithm keeps an exploration state (None: nothing to put back)
             loop.state = loop.state.replace(exploration=exploration)

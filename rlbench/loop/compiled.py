@@ -86,10 +86,11 @@ class IterationOutputs(NamedTuple):
 
 # The entry points' signatures, as the host calls them (numpy values where it has them; the learner states,
 # buffer states and keys are the device's, with the seed axis when there are several seeds).
-# (learner states, obs [(n_seeds,) n_envs, obs_dim], act keys, episode starts (None: all False), normalization)
-#   -> (actions, exploration states, act keys)
+# (learner states, obs [(n_seeds,) n_envs, obs_dim], act keys, episode starts (None: all False), normalization,
+#  progress_remaining) -> (actions, exploration states, act keys)
 ActFn = Callable[
-    [PyTree, ArrayLike, jax.Array, ArrayLike | None, Normalization | None], tuple[jax.Array, PyTree, jax.Array]
+    [PyTree, ArrayLike, jax.Array, ArrayLike | None, Normalization | None, ArrayLike],
+    tuple[jax.Array, PyTree, jax.Array],
 ]
 # (learner states, obs, normalization) -> the deterministic actions
 ActDeterministicFn = Callable[[PyTree, ArrayLike, Normalization | None], jax.Array]
@@ -143,12 +144,13 @@ def _entry_points(
         act_key: jax.Array,
         episode_start: jax.Array | None,
         normalization: Normalization | None,
+        progress_remaining: jax.Array,
     ) -> tuple[jax.Array, PyTree, jax.Array]:
         """(action, exploration state, act key): the loop puts the exploration state back into its state.
         `episode_start` is None when the algorithm's acting does not read it."""
         if episode_start is None:
             episode_start = jnp.zeros(obs.shape[:1], bool)
-        return acting.explore(state, normalize_obs(obs, normalization), act_key, episode_start)
+        return acting.explore(state, normalize_obs(obs, normalization), act_key, episode_start, progress_remaining)
 
     def act_deterministic(state: PyTree, obs: jax.Array, normalization: Normalization | None) -> jax.Array:
         return acting.evaluate(state, normalize_obs(obs, normalization))
@@ -173,7 +175,7 @@ def _entry_points(
         axis=axis,
         init=jax.jit(learner.init_fn),
         init_buffers=jax.jit(lambda: axis.broadcast(storage.init_fn())),
-        act=given_policy_part(jax.jit(axis.map(act)), acting),
+        act=given_policy_part(jax.jit(axis.map(act, shared_argnums=(5,))), acting),
         act_deterministic=given_policy_part(jax.jit(axis.map(act_deterministic)), acting),
         insert=jax.jit(axis.map(storage.insert_fn), donate_argnums=0),
         update=jax.jit(iteration(axis, learner), donate_argnums=0),
@@ -224,7 +226,7 @@ def iteration(axis: SeedAxis, learner: Learner[PyTree]) -> IterationFn:
             if episode_start is None:
                 episode_start = jnp.zeros(obs.shape[:1], bool)
             action, exploration, act_key = acting.explore(
-                updated, normalize_obs(obs, normalization), act_key, episode_start
+                updated, normalize_obs(obs, normalization), act_key, episode_start, progress_remaining
             )
             return updated.replace(exploration=exploration), buffer_state, metrics, action, act_key
 

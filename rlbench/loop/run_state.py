@@ -115,6 +115,11 @@ class LoopRun:
         normalizer = self.host.normalizer
         return None if normalizer is None else self.axis.device(normalizer.device())
 
+    def progress_remaining(self) -> np.float32:
+        """SB3's progress_remaining, 1 at the start of the run and 0 at its end (learning-rate and exploration
+        schedules), after the env steps taken so far."""
+        return np.float32(1.0 - self.host.env_steps / self.run.n_timesteps)
+
     def policy_inputs(self) -> tuple[np.ndarray, Normalization | None]:
         """(the current observations for the device, the statistics it scales them with). An on-policy learner
         with `normalize` gets them scaled here, on the host (and no statistics): the rollout stages the very

@@ -16,7 +16,7 @@ rollout's gradient steps run in calls of one compiled length (`steps_per_update`
 
 from __future__ import annotations
 
-from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
+from rlbench.algos.common.config import LearnerConfig, ReplayConfig
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.algos.common.learner import Learner
 from rlbench.store.host_state import HostState
@@ -32,9 +32,9 @@ class TrainSchedule:
             raise ValueError("train_freq in episodes trains each seed at its own episode ends: one seed per run")
 
     @property
-    def episodic_config(self) -> ActorCriticConfig:
+    def episodic_config(self) -> ReplayConfig:
         """The config of a learner that trains at episode ends (train_freq in episodes): an off-policy one's."""
-        assert isinstance(self.cfg, ActorCriticConfig), "train_freq in episodes is an off-policy learner's"
+        assert isinstance(self.cfg, ReplayConfig), "train_freq in episodes is an off-policy learner's"
         return self.cfg
 
     @property

@@ -20,7 +20,7 @@ def train_if_due(loop: LoopRun, episode_ended: bool) -> bool:
     if schedule.fused_update_due(host):
         obs, normalization = loop.policy_inputs()
         inputs = IterationInputs(
-            new, progress_remaining(loop), obs, host.act_key, normalization, loop.training, episode_starts(loop)
+            new, loop.progress_remaining(), obs, host.act_key, normalization, loop.training, episode_starts(loop)
         )
         assert isinstance(loop.carry, Carry), "the host loop's training iteration (the device loop trains in its chunk)"
         loop.carry, outputs = programs.update(loop.carry, inputs)
@@ -31,11 +31,6 @@ def train_if_due(loop: LoopRun, episode_ended: bool) -> bool:
     for n_steps in calls:  # the next step acts with the trained policy (host.next_action stays None)
         assert programs.train_steps is not None, "train_freq in episodes is an off-policy learner's"
         loop.state, host.metrics = programs.train_steps(
-            loop.state, loop.carry.buffer_state, progress_remaining(loop), loop.normalization(), np.int32(n_steps)
+            loop.state, loop.carry.buffer_state, loop.progress_remaining(), loop.normalization(), np.int32(n_steps)
         )
     return bool(calls)
-
-
-def progress_remaining(loop: LoopRun) -> np.float32:
-    """SB3's progress_remaining, 1 at the start of the run and 0 at its end (learning-rate schedules)."""
-    return np.float32(1.0 - loop.host.env_steps / loop.run.n_timesteps)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
+from rlbench.algos.common.config import LearnerConfig, ReplayConfig
 from rlbench.algos.common.learner import Learner
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.config.algorithm import Algorithm
@@ -232,14 +232,16 @@ def check_learner_fits(
     """The learner (its sizes and schedule; nothing traced), once its settings fit the env, the loop and the
     seeds: the action space it acts in, `normalize`, train_freq in episodes, the device loop's limits."""
     config = learner.learner_config
-    if envs.spec.discrete and "Discrete" not in algo.action_spaces:
+    space = "Discrete" if envs.spec.discrete else "Box"
+    if space not in algo.action_spaces:
         raise ConfigError(
-            f"--env {request.env} has a Discrete action space, and --algo {algo.name} acts in Box spaces only; "
-            f"algorithms for Discrete actions: {', '.join(acting_in('Discrete'))}"
+            f"--env {request.env} has a {space} action space, and --algo {algo.name} acts in "
+            f"{' and '.join(algo.action_spaces)} spaces only; algorithms for {space} actions: "
+            f"{', '.join(acting_in(space))}"
         )
     built = algo.make_learner(config, envs.spec)  # what it stores and when it trains, not its programs
     if built.collection.per_episode and n_seeds > 1:
-        assert isinstance(config, ActorCriticConfig), "only off-policy learners train at episode ends"
+        assert isinstance(config, ReplayConfig), "only off-policy learners train at episode ends"
         raise ConfigError(
             f"train_freq: {config.train_freq} episode(s) with --n-seeds {n_seeds}: each seed would train at "
             "its own episode ends, and the seeds of one process train together; train one seed per process"

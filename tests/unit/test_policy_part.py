@@ -5,6 +5,7 @@ algorithm's acting reads and its policy_part leaves out would break exactly here
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -45,7 +46,7 @@ def test_acting_on_the_policy_part_is_acting_on_the_whole_state(name, keys, spec
     key, starts = jax.random.key(2), np.array([True, False])
     explore, sample, evaluate = jax.jit(acting.explore), jax.jit(acting.sample), jax.jit(acting.evaluate)
     for whole, given_part in [
-        (explore(state, obs, key, starts), explore(part, obs, key, starts)),
+        (explore(state, obs, key, starts, jnp.float32(1.0)), explore(part, obs, key, starts, jnp.float32(1.0))),
         (sample(state, obs, key), sample(part, obs, key)),
         (evaluate(state, obs), evaluate(part, obs)),
     ]:

@@ -116,7 +116,7 @@ def test_acting_in_a_discrete_space_returns_the_index_as_one_float_column():
     learner = make_learner(ppo_config(), spec)
     state = learner.init_fn(jax.random.key(0))
     obs = jax.random.normal(jax.random.key(1), (64, 3))
-    action, _, _ = learner.acting.explore(state, obs, jax.random.key(2), jnp.zeros(64, bool))
+    action, _, _ = learner.acting.explore(state, obs, jax.random.key(2), jnp.zeros(64, bool), jnp.float32(1.0))
     assert action.shape == (64, 1) and action.dtype == jnp.float32
     assert set(np.unique(np.asarray(action))) <= set(range(5)) and len(np.unique(np.asarray(action))) > 1
     distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)
@@ -128,7 +128,7 @@ def test_box_acting_keeps_the_sample_and_evaluates_the_clipped_mean():
     learner = make_learner(cfg, SPEC)
     state = learner.init_fn(jax.random.key(0))
     obs = jax.random.normal(jax.random.key(1), (256, 3))
-    action, _, _ = learner.acting.explore(state, obs, jax.random.key(2), jnp.zeros(256, bool))
+    action, _, _ = learner.acting.explore(state, obs, jax.random.key(2), jnp.zeros(256, bool), jnp.float32(1.0))
     assert float(jnp.abs(action).max()) > 1.0  # std e: the sample leaves [-1, 1], and the rollout keeps it
     sampled, _ = learner.acting.sample(state, obs, jax.random.key(2))
     np.testing.assert_array_equal(sampled, jnp.clip(action, -1.0, 1.0))  # enjoy.py --stochastic: clipped
@@ -251,8 +251,8 @@ def test_gsde_acts_with_each_envs_held_matrix_and_resamples_on_sb3s_schedule():
     state = learner.init_fn(jax.random.key(0))
     assert state.exploration.matrices.shape == (N_ENVS, 8, SPEC.action_dim)
     obs = jax.random.normal(jax.random.key(1), (N_ENVS, 3))
-    first, _, _ = learner.acting.explore(state, obs, jax.random.key(2), jnp.zeros(N_ENVS, bool))
-    again, _, _ = learner.acting.explore(state, obs, jax.random.key(3), jnp.zeros(N_ENVS, bool))
+    first, _, _ = learner.acting.explore(state, obs, jax.random.key(2), jnp.zeros(N_ENVS, bool), jnp.float32(1.0))
+    again, _, _ = learner.acting.explore(state, obs, jax.random.key(3), jnp.zeros(N_ENVS, bool), jnp.float32(1.0))
     np.testing.assert_array_equal(first, again)  # the held matrices, not the acting key, make the noise
     distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)
     for env in range(N_ENVS):

@@ -127,7 +127,7 @@ def explore_steps(cfg, episode_starts):
     explore = jax.jit(learner.acting.explore)
     key, out = jax.random.key(9), []
     for start in episode_starts:
-        action, exploration, next_key = explore(state, obs, key, jnp.asarray(start))
+        action, exploration, next_key = explore(state, obs, key, jnp.asarray(start), jnp.float32(1.0))
         white = jax.random.normal(jax.random.split(key)[1], action.shape)  # the draw explore makes
         out.append((np.asarray(action), None if exploration is None else np.asarray(exploration), np.asarray(white)))
         state, key = state.replace(exploration=exploration), next_key

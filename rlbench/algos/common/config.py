@@ -1,4 +1,5 @@
-"""The config fields every off-policy learner here shares (SAC, DroQ, CrossQ, TQC, TD3, DDPG); the SAC
+"""The config fields every learner shares (LearnerConfig), every off-policy one (ReplayConfig: also DQN) and every
+actor-critic one (ActorCriticConfig: SAC, DroQ, CrossQ, TQC, TD3, DDPG); the SAC
 family's own (entropy, gSDE) are in algos/soft/config.py. Each algorithm's config.py adds its fields to this base.
 The keys that set them, in RL Zoo's file format, are the boundary's: rlbench/config/algorithms/.
 """
@@ -27,10 +28,10 @@ class LearnerConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ActorCriticConfig(LearnerConfig):
-    """The fields of every off-policy learner here (actor, critics, replay, schedule); the defaults are SBX's SAC."""
+class ReplayConfig(LearnerConfig):
+    """The fields of every off-policy learner (replay, warm-up, training schedule): the actor-critic family's
+    (ActorCriticConfig) and the value-based family's (algos/dqn's DQNConfig)."""
 
-    qf_learning_rate: float | None = None  # critic; None -> follows learning_rate
     buffer_size: int = 1_000_000
     learning_starts: int = 100  # env steps of uniform random actions before training
     batch_size: int = 256
@@ -39,6 +40,13 @@ class ActorCriticConfig(LearnerConfig):
     # Per training iteration. -1 only with train_freq_unit "episode": as many as the iteration's env steps
     # (with train_freq in steps, -1 is resolved to train_freq * n_envs when read).
     gradient_steps: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorCriticConfig(ReplayConfig):
+    """The fields of every actor-critic learner here (actor, critics, delay); the defaults are SBX's SAC."""
+
+    qf_learning_rate: float | None = None  # critic; None -> follows learning_rate
     policy_delay: int = 1  # actor (and temperature, targets: per algorithm) update every `policy_delay` gradient steps
     n_critics: int = 2
     adam_b1: float = 0.9

@@ -30,7 +30,7 @@ from typing import Protocol, Self, TypeVar
 import jax
 import jax.numpy as jnp
 
-from rlbench.algos.common.config import ActorCriticConfig
+from rlbench.algos.common.config import ActorCriticConfig, ReplayConfig
 from rlbench.algos.common.steps import fuse_steps, set_learning_rate
 from rlbench.algos.common.train_state import NetworkState
 from rlbench.buffers.normalization import Normalization, normalize_batch
@@ -120,7 +120,7 @@ SCHEDULE_METRICS = (
 )
 
 
-def steps_per_update(cfg: ActorCriticConfig) -> int:
+def steps_per_update(cfg: ReplayConfig) -> int:
     """The gradient steps one compiled update scans over: gradient_steps, or VARIABLE_STEPS_PER_UPDATE when
     their number varies (gradient_steps -1)."""
     return cfg.gradient_steps if cfg.gradient_steps > 0 else VARIABLE_STEPS_PER_UPDATE
@@ -187,7 +187,7 @@ def make_gradient_steps(
     return gradient_steps
 
 
-def make_train(cfg: ActorCriticConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[S]) -> TrainFn[S]:
+def make_train(cfg: ReplayConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[S]) -> TrainFn[S]:
     n = steps_per_update(cfg)
 
     def train(
@@ -209,7 +209,7 @@ def make_train(cfg: ActorCriticConfig, buffer: UniformBuffer, gradient_steps: Gr
     return train
 
 
-def make_update(cfg: ActorCriticConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[S]) -> ReplayUpdateFn[S]:
+def make_update(cfg: ReplayConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[S]) -> ReplayUpdateFn[S]:
     train = make_train(cfg, buffer, gradient_steps)
 
     def update(

@@ -117,7 +117,7 @@ def ppo_acting(discrete: bool, sde_sample_freq: int | None) -> Acting:
         return action.astype(jnp.float32)[:, None] if discrete else action
 
     def explore(
-        state: PPOState, obs: jax.Array, key: jax.Array, episode_start: jax.Array
+        state: PPOState, obs: jax.Array, key: jax.Array, episode_start: jax.Array, progress_remaining: jax.Array
     ) -> tuple[jax.Array, Exploration | None, jax.Array]:
         key, draw = jax.random.split(key)
         distribution, _ = state.policy.apply_fn({"params": state.policy.params}, obs)

@@ -92,7 +92,7 @@ def act_deterministic(state: SoftPolicyState, obs: jax.Array) -> jax.Array:
 
 
 def explore(
-    state: SoftPolicyState, obs: jax.Array, key: jax.Array, episode_start: jax.Array
+    state: SoftPolicyState, obs: jax.Array, key: jax.Array, episode_start: jax.Array, progress_remaining: jax.Array
 ) -> tuple[jax.Array, Exploration | None, jax.Array]:
     """`act`, with the exploration state as the Acting interface returns it (gSDE's matrices do not change
     at episode starts: they are redrawn on their own schedule)."""

@@ -52,7 +52,7 @@ def policy_part(state: TD3State) -> TD3State:
 
 def td3_acting(noise: ActionNoise | None) -> Acting:
     def explore(
-        state: TD3State, obs: jax.Array, key: jax.Array, episode_start: jax.Array
+        state: TD3State, obs: jax.Array, key: jax.Array, episode_start: jax.Array, progress_remaining: jax.Array
     ) -> tuple[jax.Array, jax.Array | None, jax.Array]:
         action = evaluate(state, obs)
         if noise is None:  # static

@@ -87,8 +87,9 @@ LearnFn = Callable[
 # One seed's (stored: the buffer state or the staged rollout, transitions [n_envs, ...], valid [n_envs], vector
 #   steps into the rollout) -> stored
 InsertFn = Callable[[PyTree, Transition, jax.Array, jax.Array], PyTree]
-# One seed's (state, envs, act key, warming up, vector steps into the rollout) -> (action, exploration, act key)
-ActFn = Callable[[PyTree, EnvCarry, jax.Array, jax.Array, jax.Array], tuple[jax.Array, PyTree, jax.Array]]
+# One seed's (state, envs, act key, warming up, vector steps into the rollout, progress_remaining) -> (action,
+#   exploration, act key)
+ActFn = Callable[[PyTree, EnvCarry, jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, PyTree, jax.Array]]
 
 
 def make_chunk(
@@ -102,7 +103,7 @@ def make_chunk(
     """(DeviceCarry, ChunkInputs) -> (DeviceCarry, ChunkOutputs): up to `shape.chunk_length` vector steps
     (`buffer`: None for an on-policy learner)."""
     stages_rollout = learner.collection.stages_rollout
-    act = axis.map(_act_fn(learner, envs.spec.action_dim, shape.n_envs), shared_argnums=(3, 4))
+    act = axis.map(_act_fn(learner, envs.spec.action_dim, shape.n_envs), shared_argnums=(3, 4, 5))
     insert = axis.map(_insert_fn(stages_rollout, buffer, shape.n_envs, envs.has_reset_steps), shared_argnums=(3,))
     learn = _learn_fn(learner)
 
@@ -112,7 +113,10 @@ def make_chunk(
         env_steps = vector_steps * shape.n_envs  # before this step
         warming_up = env_steps < shape.learning_starts
         steps_in_rollout = vector_steps % shape.train_freq
-        action, exploration, act_key = act(carry.state, carry.envs, carry.act_key, warming_up, steps_in_rollout)
+        acting_progress = (1.0 - env_steps / inputs.n_timesteps).astype(jnp.float32)
+        action, exploration, act_key = act(
+            carry.state, carry.envs, carry.act_key, warming_up, steps_in_rollout, acting_progress
+        )
         # A Box action is clipped to [-1, 1] for the env; the rollout keeps the sample (SB3's PPO).
         next_envs, step, valid = envs.step(carry.envs, action)
         transition = _transition(carry.envs.obs, action, step)
@@ -236,7 +240,12 @@ def _act_fn(learner: Learner[PyTree], action_dim: int, n_envs: int) -> ActFn:
     acting = learner.acting
 
     def act(
-        state: PyTree, envs: EnvCarry, act_key: jax.Array, warming_up: jax.Array, steps_in_rollout: jax.Array
+        state: PyTree,
+        envs: EnvCarry,
+        act_key: jax.Array,
+        warming_up: jax.Array,
+        steps_in_rollout: jax.Array,
+        progress_remaining: jax.Array,
     ) -> tuple[jax.Array, PyTree, jax.Array]:
         def explore() -> tuple[jax.Array, PyTree, jax.Array]:
             # gSDE's matrices are redrawn on its schedule before the action (the host loop: at a rollout's start
@@ -244,7 +253,7 @@ def _act_fn(learner: Learner[PyTree], action_dim: int, n_envs: int) -> ActFn:
             # Acting.resample_due takes a traced int32 here, as every schedule in rlbench.algos does (typed int)
             resample_due = acting.resample_due(steps_in_rollout)  # type: ignore[arg-type]
             redrawn = jax.lax.cond(resample_due, acting.resample, lambda s: s, state)
-            return acting.explore(redrawn, envs.obs, act_key, envs.elapsed == 0)
+            return acting.explore(redrawn, envs.obs, act_key, envs.elapsed == 0, progress_remaining)
 
         def uniform() -> tuple[jax.Array, PyTree, jax.Array]:
             key, draw = jax.random.split(act_key)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
+from rlbench.algos.common.config import LearnerConfig, ReplayConfig
 from rlbench.algos.common.fused import steps_per_update
 from rlbench.algos.common.learner import Collection
 from rlbench.buffers.normalization import NormalizeConfig
@@ -70,7 +70,7 @@ def device_loop_refusal(
     if env_wrappers:
         return "env_wrapper: gymnasium wrappers cannot wrap the device loop's envs; remove them"
     if collection.per_episode:
-        assert isinstance(cfg, ActorCriticConfig), "train_freq in episodes is an off-policy learner's"
+        assert isinstance(cfg, ReplayConfig), "train_freq in episodes is an off-policy learner's"
         return f"train_freq: {cfg.train_freq} episode(s): the device loop trains every train_freq vector steps"
     return None
 
@@ -127,7 +127,7 @@ def _train_on_device(
     if collection.stages_rollout:
         length = chunk_length(run.n_envs, rollout_steps=collection.vector_steps_per_update)
     else:
-        assert isinstance(cfg, ActorCriticConfig), "a learner that stages no rollout is an off-policy one"
+        assert isinstance(cfg, ReplayConfig), "a learner that stages no rollout is an off-policy one"
         length = chunk_length(run.n_envs, steps_per_update(cfg), cfg.train_freq)
     shape = RunShape(run.n_envs, collection.learning_starts, collection.vector_steps_per_update, length)
     if isinstance(env, EnvPoolXla):  # programs traced on EnvPool's pools step those pools only: never cached
