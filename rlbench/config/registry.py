@@ -8,13 +8,14 @@ import difflib
 
 from rlbench.config.algorithm import Algorithm, with_foreign_keys
 from rlbench.config.algorithms.crossq import CROSSQ
+from rlbench.config.algorithms.dqn import DQN, QRDQN
 from rlbench.config.algorithms.ppo import A2C, PPO
 from rlbench.config.algorithms.sac import DROQ, SAC
 from rlbench.config.algorithms.td3 import DDPG, TD3
 from rlbench.config.algorithms.tqc import TQC
 from rlbench.errors import ConfigError
 
-ALGORITHMS: dict[str, Algorithm] = with_foreign_keys((SAC, DROQ, CROSSQ, TQC, TD3, DDPG, PPO, A2C))
+ALGORITHMS: dict[str, Algorithm] = with_foreign_keys((SAC, DROQ, CROSSQ, TQC, TD3, DDPG, PPO, A2C, DQN, QRDQN))
 
 
 def acting_in(space: str) -> list[str]:

@@ -9,12 +9,12 @@ not compiled: a few tenths of a second); the benchmark analyses the compiled one
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import jax
 import jax.numpy as jnp
 
-from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig
+from rlbench.algos.common.config import ActorCriticConfig, LearnerConfig, ReplayConfig
 from rlbench.algos.common.learner import Learner
 from rlbench.config.algorithm import Algorithm
 from rlbench.types import EnvSpec, PyTree, Transition
@@ -30,6 +30,13 @@ class GradientSteps(Protocol):
 
     @property
     def policy_delay(self) -> int: ...
+
+
+class ValueSteps(NamedTuple):
+    """A value-based learner's gradient steps (DQN): one step kind, every step."""
+
+    batch_size: int
+    policy_delay: int = 1
 
 
 def parameter_count(tree: PyTree) -> int:
@@ -69,7 +76,8 @@ def gradient_step_gflop(learner: Learner[Any], cfg: GradientSteps, spec: EnvSpec
     batch = batch_shapes(spec, cfg.batch_size)
 
     def flops(step: Callable[..., Any] | None) -> float:
-        assert step is not None, "an off-policy learner's critic_step_fn and actor_step_fn"
+        if step is None:  # a value-based learner (DQN) has no actor step
+            return 0.0
         lowered = jax.jit(step).lower(state, batch, key)
         analysis = (lowered.compile() if compiled else lowered).cost_analysis()
         assert analysis is not None, "XLA's cost analysis of the step"
@@ -85,6 +93,14 @@ def learner_summary(algo: Algorithm, cfg: LearnerConfig, spec: EnvSpec) -> str:
     if learner.critic_step_fn is None:  # on-policy: one network pair and one optimizer
         shapes = jax.eval_shape(lambda key: learner.parameters(learner.init_fn(key)), jax.random.key(0))
         return f"Learner: {si(parameter_count(shapes))} parameters (policy and value networks)"
+    if learner.actor_step_fn is None:  # value-based: one Q-network
+        assert isinstance(cfg, ReplayConfig), "a learner with a Q-network step is an off-policy one"
+        shapes = jax.eval_shape(lambda key: learner.parameters(learner.init_fn(key)), jax.random.key(0))
+        flop = gradient_step_gflop(learner, ValueSteps(cfg.batch_size), spec) * 1e9
+        return (
+            f"Learner: {si(parameter_count(shapes))} parameters (Q-network); about {si(flop, 'FLOP')} per "
+            f"gradient step at batch {cfg.batch_size}"
+        )
     assert isinstance(cfg, ActorCriticConfig), "a learner with a critic step is an off-policy one"
     actor, critics = parameter_counts(learner)
     flop = gradient_step_gflop(learner, cfg, spec) * 1e9

@@ -14,6 +14,7 @@ import optuna
 
 from rlbench.tuning.search_spaces import SearchSpace
 from rlbench.tuning.search_spaces.crossq import CROSSQ_SPACE
+from rlbench.tuning.search_spaces.dqn import DQN_SPACE, QRDQN_SPACE
 from rlbench.tuning.search_spaces.ppo import A2C_SPACE, PPO_SPACE
 from rlbench.tuning.search_spaces.sac import DROQ_SPACE, SAC_SPACE
 from rlbench.tuning.search_spaces.td3 import TD3_SPACE
@@ -29,6 +30,8 @@ SPACES: dict[str, SearchSpace] = {
     "ddpg": TD3_SPACE,  # RL Zoo samples DDPG in TD3's space
     "ppo": PPO_SPACE,
     "a2c": A2C_SPACE,
+    "dqn": DQN_SPACE,
+    "qrdqn": QRDQN_SPACE,
 }
 
 

@@ -38,14 +38,8 @@ from rlbench.buffers.uniform import BufferState, UniformBuffer
 from rlbench.types import Metrics, Transition
 
 
-class ActorCriticState(Protocol):
-    """What the fused iteration reads of a learner state (SACState, CrossQState, TD3State)."""
-
-    @property
-    def actor(self) -> NetworkState: ...
-
-    @property
-    def critic(self) -> NetworkState: ...
+class ReplayLearnerState(Protocol):
+    """What sampling and the scan of gradient steps read of an off-policy learner state (DQNState too)."""
 
     @property
     def key(self) -> jax.Array: ...
@@ -56,8 +50,19 @@ class ActorCriticState(Protocol):
     def replace(self, **overrides: object) -> Self: ...
 
 
+class ActorCriticState(ReplayLearnerState, Protocol):
+    """What the actor-critic iteration reads of a learner state (SACState, CrossQState, TD3State)."""
+
+    @property
+    def actor(self) -> NetworkState: ...
+
+    @property
+    def critic(self) -> NetworkState: ...
+
+
 State = TypeVar("State")
 S = TypeVar("S", bound=ActorCriticState)
+R = TypeVar("R", bound=ReplayLearnerState)
 
 # One half of a gradient step: (state, batch [B, ...], key) -> (state, metrics).
 StepFn = Callable[[State, Transition, jax.Array], tuple[State, Metrics]]
@@ -144,22 +149,6 @@ def make_gradient_steps(
             state, actor_metrics = jax.lax.cond(do_actor, actor_step, skip_actor_step, state, batch, actor_key)
         return state.replace(step=state.step + 1), critic_metrics | actor_metrics
 
-    def first_steps_only(end: jax.Array) -> Callable[[S, StepInputs], tuple[S, Metrics]]:
-        """gradient_step on the steps before `end`; the others leave the state as it is, with NaN metrics."""
-
-        def counted_step(state: S, step_batch_and_key: StepInputs) -> tuple[S, Metrics]:
-            _, metric_shapes = jax.eval_shape(gradient_step, state, step_batch_and_key)
-
-            def skip_step(state: S, step_batch_and_key: StepInputs) -> tuple[S, Metrics]:
-                return state, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), metric_shapes)
-
-            stepped: tuple[S, Metrics] = jax.lax.cond(
-                step_batch_and_key[0] < end, gradient_step, skip_step, state, step_batch_and_key
-            )
-            return stepped
-
-        return counted_step
-
     def gradient_steps(
         state: S,
         batches: Transition,
@@ -174,10 +163,7 @@ def make_gradient_steps(
             actor=set_learning_rate(state.actor, actor_lr),
             critic=set_learning_rate(state.critic, critic_lr),
         )
-        steps = first_step + jnp.arange(keys.shape[0], dtype=jnp.int32)
-        step_fn = gradient_step if n_steps is None else first_steps_only(first_step + n_steps)
-        state, metrics = jax.lax.scan(step_fn, state, (steps, batches, keys))  # metrics [n_steps]
-        metrics = {name: jnp.nanmean(value) for name, value in metrics.items()}
+        state, metrics = scan_gradient_steps(gradient_step, state, batches, keys, first_step, n_steps)
         # SB3 logs the schedule's value as train/learning_rate; SBX logs each optimizer's, as below.
         metrics["train/learning_rate"] = metrics["train/learning_rate_actor"] = actor_lr
         metrics["train/learning_rate_critic"] = critic_lr
@@ -187,17 +173,52 @@ def make_gradient_steps(
     return gradient_steps
 
 
-def make_train(cfg: ReplayConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[S]) -> TrainFn[S]:
+def scan_gradient_steps(
+    gradient_step: Callable[[R, StepInputs], tuple[R, Metrics]],
+    state: R,
+    batches: Transition,
+    keys: jax.Array,
+    first_step: jax.Array,
+    n_steps: jax.Array | None = None,
+) -> tuple[R, Metrics]:
+    """`gradient_step` over the batches in one `lax.scan` (only the first `n_steps` when given), its metrics
+    averaged over the steps that ran (NaN-skipping)."""
+    steps = first_step + jnp.arange(keys.shape[0], dtype=jnp.int32)
+    step_fn = gradient_step if n_steps is None else _first_steps_only(gradient_step, first_step + n_steps)
+    state, metrics = jax.lax.scan(step_fn, state, (steps, batches, keys))  # metrics [n_steps]
+    return state, {name: jnp.nanmean(value) for name, value in metrics.items()}
+
+
+def _first_steps_only(
+    gradient_step: Callable[[R, StepInputs], tuple[R, Metrics]], end: jax.Array
+) -> Callable[[R, StepInputs], tuple[R, Metrics]]:
+    """gradient_step on the steps before `end`; the others leave the state as it is, with NaN metrics."""
+
+    def counted_step(state: R, step_batch_and_key: StepInputs) -> tuple[R, Metrics]:
+        _, metric_shapes = jax.eval_shape(gradient_step, state, step_batch_and_key)
+
+        def skip_step(state: R, step_batch_and_key: StepInputs) -> tuple[R, Metrics]:
+            return state, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), metric_shapes)
+
+        stepped: tuple[R, Metrics] = jax.lax.cond(
+            step_batch_and_key[0] < end, gradient_step, skip_step, state, step_batch_and_key
+        )
+        return stepped
+
+    return counted_step
+
+
+def make_train(cfg: ReplayConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[R]) -> TrainFn[R]:
     n = steps_per_update(cfg)
 
     def train(
-        state: S,
+        state: R,
         buffer_state: BufferState,
         progress_remaining: jax.Array,
         first_step: jax.Array,
         normalization: Normalization | None = None,
         n_steps: jax.Array | None = None,
-    ) -> tuple[S, Metrics]:
+    ) -> tuple[R, Metrics]:
         key, sample_key, steps_key = jax.random.split(state.key, 3)
         # The buffer holds original transitions (as SB3 with VecNormalize): scaled here, by the current statistics.
         batch = buffer.sample_fn(buffer_state, sample_key, n * cfg.batch_size)
@@ -209,17 +230,17 @@ def make_train(cfg: ReplayConfig, buffer: UniformBuffer, gradient_steps: Gradien
     return train
 
 
-def make_update(cfg: ReplayConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[S]) -> ReplayUpdateFn[S]:
+def make_update(cfg: ReplayConfig, buffer: UniformBuffer, gradient_steps: GradientStepsFn[R]) -> ReplayUpdateFn[R]:
     train = make_train(cfg, buffer, gradient_steps)
 
     def update(
-        state: S,
+        state: R,
         buffer_state: BufferState,
         new: Transition,
         progress_remaining: jax.Array,
         first_step: jax.Array,
         normalization: Normalization | None = None,
-    ) -> tuple[S, BufferState, Metrics]:
+    ) -> tuple[R, BufferState, Metrics]:
         buffer_state = buffer.add_fn(buffer_state, new)
         state, metrics = train(state, buffer_state, progress_remaining, first_step, normalization)
         return state, buffer_state, metrics

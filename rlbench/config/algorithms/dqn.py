@@ -1,0 +1,147 @@
+"""DQN's and QR-DQN's keys as RL Zoo's dqn.yml and qrdqn.yml write them, read into a checked DQNConfig and
+written back (config.yml, checkpoints): build_config(config_to_hyperparams(cfg)) == cfg; and the Algorithm
+values of both: value-based learners that act in Discrete action spaces.
+
+QR-DQN is DQN's learner with quantiles (rlbench.algos.dqn.config.qrdqn_config: SB3-contrib's defaults); its
+only own key is policy_kwargs.n_quantiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from rlbench.algos.dqn.config import DQNConfig, EpsilonSchedule, qrdqn_config
+from rlbench.algos.dqn.update import make_learner
+from rlbench.config.algorithm import Algorithm
+from rlbench.config.algorithms.ppo import schedule_as_text
+from rlbench.config.algorithms.shared import KeySet, checked_policy_kwargs
+from rlbench.config.values import (
+    layer_widths,
+    number,
+    parse_activation,
+    parse_schedule,
+    parse_train_freq,
+    resolve_gradient_steps,
+)
+from rlbench.errors import ConfigError
+from rlbench.networks.mlp import NetworkConfig
+
+DQN_KEYS = KeySet(
+    keys=(
+        "learning_rate",
+        "buffer_size",
+        "learning_starts",
+        "batch_size",
+        "tau",
+        "gamma",
+        "train_freq",
+        "gradient_steps",
+        "target_update_interval",
+        "exploration_fraction",
+        "exploration_initial_eps",
+        "exploration_final_eps",
+        "max_grad_norm",
+        "policy",
+        "policy_kwargs",
+    ),
+    policy_kwargs=("net_arch", "activation_fn"),
+)
+QRDQN_KEYS = DQN_KEYS.extend(policy_kwargs=("n_quantiles",))
+ARCHITECTURE_KEYS = ("net_arch", "activation_fn", "n_quantiles")  # what a resume cannot change
+
+
+def reader(defaults: DQNConfig, key_set: KeySet) -> Callable[[Mapping[str, Any], int, str], DQNConfig]:
+    def read(params: Mapping[str, Any], n_envs: int, where: str) -> DQNConfig:
+        """A checked config from the learner keys of a merged entry (ConfigError, exit 2, naming the key)."""
+        kwargs = checked_policy_kwargs(params, key_set, where)
+        check_policy(params.get("policy", "MlpPolicy"), where)
+        p = {"train_freq": defaults.train_freq, **params}
+        values: dict[str, Any] = {"n_envs": n_envs, "gradient_steps": resolve_gradient_steps(p, n_envs)}
+        values["train_freq"], values["train_freq_unit"] = parse_train_freq(p)
+        if "learning_rate" in p:
+            values["learning_rate"] = parse_schedule("learning_rate", p["learning_rate"])
+        for key, low in (("buffer_size", 1), ("learning_starts", 0), ("batch_size", 1), ("target_update_interval", 1)):
+            if key in p:
+                values[key] = number(p, key, int, low)
+        if "gamma" in p:
+            values["gamma"] = number(p, "gamma", float, 0, 1, high_open=True)
+        if "tau" in p:
+            values["tau"] = number(p, "tau", float, 0, 1, low_open=True)
+        if "max_grad_norm" in p:
+            values["max_grad_norm"] = (
+                None if p["max_grad_norm"] is None else number(p, "max_grad_norm", float, 0, low_open=True)
+            )
+        values["exploration"] = read_exploration(p, defaults.exploration)
+        values["q_network"] = read_network(kwargs, defaults)
+        if defaults.n_quantiles is not None and "n_quantiles" in kwargs:
+            values["n_quantiles"] = number(kwargs, "n_quantiles", int, 1)
+        return replace(defaults, **values)
+
+    return read
+
+
+def check_policy(policy: object, where: str) -> None:
+    if policy != "MlpPolicy":
+        raise ConfigError(
+            f"policy: {policy!r} is not supported for DQN and QR-DQN yet (image observations need CnnPolicy, "
+            f"not built yet); valid: MlpPolicy (from {where})"
+        )
+
+
+def read_exploration(params: Mapping[str, Any], default: EpsilonSchedule) -> EpsilonSchedule:
+    """SB3's exploration_fraction, exploration_initial_eps and exploration_final_eps, each in [0, 1]."""
+    values = {
+        "fraction": ("exploration_fraction", default.fraction),
+        "initial": ("exploration_initial_eps", default.initial),
+        "final": ("exploration_final_eps", default.final),
+    }
+    read = {name: number({key: params.get(key, value)}, key, float, 0, 1) for name, (key, value) in values.items()}
+    return EpsilonSchedule(**read)
+
+
+def read_network(kwargs: Mapping[str, Any], defaults: DQNConfig) -> NetworkConfig:
+    """The Q-network's trunk: net_arch as a list of widths (SB3's DQN), activation_fn."""
+    network = defaults.q_network
+    if "net_arch" in kwargs:
+        network = replace(network, hidden=layer_widths(kwargs["net_arch"], ""))
+    if "activation_fn" in kwargs:
+        network = replace(network, activation=parse_activation(kwargs["activation_fn"]))
+    return network
+
+
+def dqn_hyperparams(cfg: DQNConfig) -> dict[str, Any]:
+    """The inverse of the reader, in the file format: what config.yml stores, sorted."""
+    policy_kwargs: dict[str, Any] = {"net_arch": list(cfg.q_network.hidden), "activation_fn": cfg.q_network.activation}
+    if cfg.n_quantiles is not None:
+        policy_kwargs["n_quantiles"] = cfg.n_quantiles
+    out = {
+        "learning_rate": schedule_as_text(cfg.learning_rate),
+        "buffer_size": cfg.buffer_size,
+        "learning_starts": cfg.learning_starts,
+        "batch_size": cfg.batch_size,
+        "tau": cfg.tau,
+        "gamma": cfg.gamma,
+        "train_freq": cfg.train_freq if cfg.train_freq_unit == "step" else [cfg.train_freq, cfg.train_freq_unit],
+        "gradient_steps": cfg.gradient_steps,
+        "target_update_interval": cfg.target_update_interval,
+        "exploration_fraction": cfg.exploration.fraction,
+        "exploration_initial_eps": cfg.exploration.initial,
+        "exploration_final_eps": cfg.exploration.final,
+        "max_grad_norm": cfg.max_grad_norm,
+        "policy": "MlpPolicy",
+        "policy_kwargs": policy_kwargs,
+    }
+    return dict(sorted(out.items()))
+
+
+DISCRETE = ("Discrete",)
+DQN = Algorithm(
+    "dqn", DQN_KEYS, reader(DQNConfig(), DQN_KEYS), dqn_hyperparams, make_learner,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=DISCRETE,
+)  # fmt: skip
+QRDQN = Algorithm(
+    "qrdqn", QRDQN_KEYS, reader(qrdqn_config(), QRDQN_KEYS), dqn_hyperparams, make_learner,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=DISCRETE,
+)  # fmt: skip
