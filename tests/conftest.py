@@ -237,6 +237,19 @@ def pytest_runtest_teardown(item, nextitem):
 # The algorithms whose configs share ActorCriticConfig's fields (networks, precision, replay): SAC's and TD3's
 # families. PPO and A2C have their own config (rlbench.algos.ppo.config) and tests (tests/unit/test_ppo*.py).
 def off_policy_algorithms() -> list[str]:
+    """The actor-critic learners with a replay buffer (SAC's and TD3's families; DQN's: value_based_algorithms)."""
     from rlbench.config.registry import ALGORITHMS
 
-    return [name for name, algo in ALGORITHMS.items() if "buffer_size" in algo.keys.keys]
+    return [
+        name for name, algo in ALGORITHMS.items() if "buffer_size" in algo.keys.keys and "Box" in algo.action_spaces
+    ]
+
+
+def value_based_algorithms() -> list[str]:
+    from rlbench.config.registry import ALGORITHMS
+
+    return [
+        name
+        for name, algo in ALGORITHMS.items()
+        if "target_update_interval" in algo.keys.keys and "Box" not in algo.action_spaces
+    ]

@@ -191,7 +191,7 @@ def test_a2c_reads_sb3s_a2c_defaults():
         ("ppo", {"clip_range": "lin_-0.2"}, 1, "clip_range: expected a finite number > 0"),
         ("ppo", {"use_sde": "yes"}, 1, "use_sde: expected True or False"),
         ("ppo", {"policy": "CnnPolicy"}, 1, "policy: 'CnnPolicy' is not supported for PPO and A2C yet"),
-        ("ppo", {"tau": 0.01}, 1, "tau: a key of sac, droq, tqc, td3, ddpg; --algo ppo does not read it"),
+        ("ppo", {"tau": 0.01}, 1, "tau: a key of sac, droq, tqc, td3, ddpg, dqn, qrdqn; --algo ppo does not read it"),
         ("a2c", {"n_epochs": 4}, 1, "n_epochs: a key of ppo; --algo a2c does not read it"),
         ("sac", {"gae_lambda": 0.9}, 1, "gae_lambda: a key of ppo, a2c; --algo sac does not read it"),
         ("ppo", {"policy_kwargs": {"optimizer_class": "RMSpropTFLike"}}, 1, "unknown hyperparameter 'optimizer_class'"),

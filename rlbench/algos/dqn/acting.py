@@ -52,14 +52,14 @@ def dqn_acting(cfg: DQNConfig, n_actions: int) -> Acting:
         state: DQNState, obs: jax.Array, key: jax.Array, episode_start: jax.Array, progress_remaining: jax.Array
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         key, draw = jax.random.split(key)
-        warming_up = state.exploration * cfg.n_envs < cfg.learning_starts
-        epsilon = jnp.where(warming_up, 1.0, cfg.exploration(progress_remaining))
+        warming_up = state.exploration * cfg.vector_envs < cfg.learning_starts
+        epsilon = jnp.where(warming_up, 1.0, cfg.exploration_schedule(progress_remaining))
         return epsilon_greedy(state, obs, draw, epsilon, n_actions), state.exploration + 1, key
 
     def sample(state: DQNState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         """enjoy.py --stochastic: epsilon-greedy at the schedule's final epsilon (SB3's rate after training)."""
         key, draw = jax.random.split(key)
-        return epsilon_greedy(state, obs, draw, jnp.float32(cfg.exploration.final), n_actions), key
+        return epsilon_greedy(state, obs, draw, jnp.float32(cfg.exploration_schedule.final), n_actions), key
 
     def evaluate(state: DQNState, obs: jax.Array) -> jax.Array:
         return as_action(greedy_index(state, obs))

@@ -41,15 +41,15 @@ class DQNConfig(ReplayConfig):
     train_freq: int = 4
     tau: float = 1.0
     target_update_interval: int = 1000  # SBX's (SB3's is 10000)
-    exploration: EpsilonSchedule = field(default_factory=EpsilonSchedule)
+    exploration_schedule: EpsilonSchedule = field(default_factory=EpsilonSchedule)
     max_grad_norm: float | None = 10.0  # SB3's gradient clipping (SBX's DQN does not clip); None: none
     q_network: NetworkConfig = field(default_factory=NetworkConfig)  # [256, 256] ReLU, as SBX's
-    n_envs: int = 1  # the target interval and the warm-up count vector steps
+    vector_envs: int = 1  # n_envs: the target interval and the warm-up count vector steps
     n_quantiles: int | None = None  # QR-DQN: quantiles of each action's return
 
     @property
     def target_interval_vector_steps(self) -> int:
-        return max(self.target_update_interval // self.n_envs, 1)
+        return max(self.target_update_interval // self.vector_envs, 1)
 
 
 def qrdqn_config(**values: object) -> DQNConfig:
@@ -57,7 +57,7 @@ def qrdqn_config(**values: object) -> DQNConfig:
     defaults: dict[str, object] = {
         "learning_rate": ConstantSchedule(5e-5),
         "target_update_interval": 10000,
-        "exploration": EpsilonSchedule(fraction=0.005, final=0.01),
+        "exploration_schedule": EpsilonSchedule(fraction=0.005, final=0.01),
         "max_grad_norm": None,
         "q_network": NetworkConfig(hidden=(64, 64)),
         "n_quantiles": 200,

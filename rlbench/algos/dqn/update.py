@@ -113,7 +113,7 @@ def make_gradient_steps(cfg: DQNConfig) -> GradientStepsFn[DQNState]:
         state, metrics = scan_gradient_steps(gradient_step, state, batches, keys, first_step, n_steps)
         metrics["train/learning_rate"] = learning_rate
         metrics["train/n_updates"] = state.step
-        metrics["rollout/exploration_rate"] = cfg.exploration(progress_remaining)  # the next step's epsilon
+        metrics["rollout/exploration_rate"] = cfg.exploration_schedule(progress_remaining)  # the next step's epsilon
         return state, metrics
 
     return gradient_steps

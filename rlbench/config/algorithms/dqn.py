@@ -26,7 +26,7 @@ from rlbench.config.values import (
     resolve_gradient_steps,
 )
 from rlbench.errors import ConfigError
-from rlbench.networks.mlp import NetworkConfig
+from rlbench.networks.mlp import PRECISIONS, NetworkConfig
 
 DQN_KEYS = KeySet(
     keys=(
@@ -45,6 +45,7 @@ DQN_KEYS = KeySet(
         "max_grad_norm",
         "policy",
         "policy_kwargs",
+        "precision",
     ),
     policy_kwargs=("net_arch", "activation_fn"),
 )
@@ -56,9 +57,8 @@ def reader(defaults: DQNConfig, key_set: KeySet) -> Callable[[Mapping[str, Any],
     def read(params: Mapping[str, Any], n_envs: int, where: str) -> DQNConfig:
         """A checked config from the learner keys of a merged entry (ConfigError, exit 2, naming the key)."""
         kwargs = checked_policy_kwargs(params, key_set, where)
-        check_policy(params.get("policy", "MlpPolicy"), where)
         p = {"train_freq": defaults.train_freq, **params}
-        values: dict[str, Any] = {"n_envs": n_envs, "gradient_steps": resolve_gradient_steps(p, n_envs)}
+        values: dict[str, Any] = {"vector_envs": n_envs, "gradient_steps": resolve_gradient_steps(p, n_envs)}
         values["train_freq"], values["train_freq_unit"] = parse_train_freq(p)
         if "learning_rate" in p:
             values["learning_rate"] = parse_schedule("learning_rate", p["learning_rate"])
@@ -73,8 +73,8 @@ def reader(defaults: DQNConfig, key_set: KeySet) -> Callable[[Mapping[str, Any],
             values["max_grad_norm"] = (
                 None if p["max_grad_norm"] is None else number(p, "max_grad_norm", float, 0, low_open=True)
             )
-        values["exploration"] = read_exploration(p, defaults.exploration)
-        values["q_network"] = read_network(kwargs, defaults)
+        values["exploration_schedule"] = read_exploration(p, defaults.exploration_schedule)
+        values["q_network"] = read_network(p, kwargs, defaults, where)
         if defaults.n_quantiles is not None and "n_quantiles" in kwargs:
             values["n_quantiles"] = number(kwargs, "n_quantiles", int, 1)
         return replace(defaults, **values)
@@ -82,12 +82,28 @@ def reader(defaults: DQNConfig, key_set: KeySet) -> Callable[[Mapping[str, Any],
     return read
 
 
-def check_policy(policy: object, where: str) -> None:
+def read_network(
+    params: Mapping[str, Any], kwargs: Mapping[str, Any], defaults: DQNConfig, where: str
+) -> NetworkConfig:
+    """The Q-network's trunk: `policy` (MlpPolicy), net_arch as a list of widths (SB3's DQN),
+    activation_fn, precision."""
+    policy = params.get("policy", "MlpPolicy")
     if policy != "MlpPolicy":
+        what = " (image observations)" if policy == "CnnPolicy" else ""
         raise ConfigError(
-            f"policy: {policy!r} is not supported for DQN and QR-DQN yet (image observations need CnnPolicy, "
-            f"not built yet); valid: MlpPolicy (from {where})"
+            f"policy: {policy!r}{what} is not supported for DQN and QR-DQN yet; valid: MlpPolicy (from {where})"
         )
+    network = defaults.q_network
+    hidden = layer_widths(kwargs["net_arch"], "") if "net_arch" in kwargs else network.hidden
+    precision = params.get("precision", "float32")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r} (from {where})")
+    return replace(
+        network,
+        hidden=hidden,
+        activation=parse_activation(kwargs.get("activation_fn", network.activation)),
+        precision=precision,
+    )
 
 
 def read_exploration(params: Mapping[str, Any], default: EpsilonSchedule) -> EpsilonSchedule:
@@ -99,16 +115,6 @@ def read_exploration(params: Mapping[str, Any], default: EpsilonSchedule) -> Eps
     }
     read = {name: number({key: params.get(key, value)}, key, float, 0, 1) for name, (key, value) in values.items()}
     return EpsilonSchedule(**read)
-
-
-def read_network(kwargs: Mapping[str, Any], defaults: DQNConfig) -> NetworkConfig:
-    """The Q-network's trunk: net_arch as a list of widths (SB3's DQN), activation_fn."""
-    network = defaults.q_network
-    if "net_arch" in kwargs:
-        network = replace(network, hidden=layer_widths(kwargs["net_arch"], ""))
-    if "activation_fn" in kwargs:
-        network = replace(network, activation=parse_activation(kwargs["activation_fn"]))
-    return network
 
 
 def dqn_hyperparams(cfg: DQNConfig) -> dict[str, Any]:
@@ -126,11 +132,12 @@ def dqn_hyperparams(cfg: DQNConfig) -> dict[str, Any]:
         "train_freq": cfg.train_freq if cfg.train_freq_unit == "step" else [cfg.train_freq, cfg.train_freq_unit],
         "gradient_steps": cfg.gradient_steps,
         "target_update_interval": cfg.target_update_interval,
-        "exploration_fraction": cfg.exploration.fraction,
-        "exploration_initial_eps": cfg.exploration.initial,
-        "exploration_final_eps": cfg.exploration.final,
+        "exploration_fraction": cfg.exploration_schedule.fraction,
+        "exploration_initial_eps": cfg.exploration_schedule.initial,
+        "exploration_final_eps": cfg.exploration_schedule.final,
         "max_grad_norm": cfg.max_grad_norm,
         "policy": "MlpPolicy",
+        "precision": cfg.q_network.precision,
         "policy_kwargs": policy_kwargs,
     }
     return dict(sorted(out.items()))
