@@ -34,7 +34,7 @@ REFUSALS = {key: rf"hyperparameter '{key}' is not supported yet" for key in NOT_
 REFUSALS["env_wrapper"] = r"env_wrapper '[\w.]+': module '[\w.]+' is not trusted"
 
 
-ALGOS = ("sac", "tqc", "crossq", "td3", "ddpg")
+ALGOS = ("sac", "tqc", "crossq", "td3", "ddpg", "dqn", "qrdqn")
 # DDPG is TD3 with a preset: an entry whose setting trains as TD3's is resolved only.
 TRAINS_AS = {"ddpg": "td3"}
 
