@@ -27,7 +27,7 @@ def run_cli(tmp_path, *argv):
     [
         (["--env", "Pendulm-v1"], r"not found.*did you mean.*Pendulum-v1"),
         (["--env", "gymnax:Pendulm-v1"], r"gymnax has no environment 'Pendulm-v1'; did you mean gymnax:Pendulum-v1"),
-        (["--env", "gymnax:Breakout-MinAtar"], r"gymnax:Breakout-MinAtar': rlbench does not know this env's termin"),
+        (["--env", "gymnax:Catch-bsuite"], r"gymnax:Catch-bsuite': rlbench does not know this env's termin"),
         (["--algo", "sacc"], r"unknown algorithm 'sacc'.*did you mean 'sac'"),
         (["-params", "learning_rat:0.001"], r"unknown hyperparameter 'learning_rat'.*did you mean 'learning_rate'"),
         (["-params", "learning_rate:abc"], r"learning_rate"),
@@ -73,7 +73,7 @@ def test_a_discrete_jax_env_under_sac_exits_2_naming_the_algorithms_that_act_in_
     assert run_cli(tmp_path, "--algo", "sac", "--env", "gymnax:CartPole-v1") == 2
     err = capsys.readouterr().err  # stdout names the hyperparameter entry used: sac.yml has no gymnax entry
     assert err.startswith("error: --env gymnax:CartPole-v1 has a Discrete action space") and len(err.splitlines()) == 1
-    assert err.rstrip().endswith("algorithms for Discrete actions: ppo, a2c"), err
+    assert err.rstrip().endswith("algorithms for Discrete actions: ppo, a2c, dqn, qrdqn"), err
     assert not (tmp_path / "logs").exists()
 
 

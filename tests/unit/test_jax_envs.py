@@ -187,7 +187,7 @@ def test_jax_native_ids():
     ("env_id", "kwargs", "expected"),
     [
         ("gymnax:Pendulm-v1", None, "did you mean gymnax:Pendulum-v1"),
-        ("gymnax:Breakout-MinAtar", None, "does not know this env's termination condition yet .*gymnax:CartPole-v1"),
+        ("gymnax:Catch-bsuite", None, "does not know this env's termination condition yet .*gymnax:CartPole-v1"),
         ("gymnax:Pendulum-v1", {"max_tork": 1.0}, "has no parameter 'max_tork'; valid: max_steps_in_episode"),
         ("gymnax:Pendulum-v1", {"max_torque": "strong"}, "max_torque must be a number"),
         ("gymnax:PointRobot-misc", {"dense_reward": 1}, "dense_reward must be True or False, got 1"),
@@ -224,6 +224,33 @@ def test_a_discrete_gymnax_env_terminates_where_gymnax_does_without_its_time_lim
             state, _ = jax_env.reset(step_key)
     if name == "CartPole-v1":
         assert ends >= 5
+
+
+@pytest.mark.parametrize("name", ["Breakout-MinAtar", "Asterix-MinAtar", "SpaceInvaders-MinAtar"])
+def test_a_minatar_game_over_terminates_and_its_time_limit_truncates(name):
+    """MinAtar's step stores terminal = game over or time limit: with the limit out of reach, rlbench's
+    termination is gymnax's is_terminal at every step of random play; at the limit it is not a termination."""
+    import gymnax
+
+    env, params = gymnax.make(name)
+    endless = make_jax_env(f"gymnax:{name}", {"max_steps_in_episode": 10**6})
+    assert endless.spec.obs_dim == int(np.prod(env.observation_space(params).shape))  # flattened image
+    state, _ = endless.reset(jax.random.key(0))
+    step, key, ends = jax.jit(endless.step), jax.random.key(1), 0
+    for _ in range(300):
+        key, act_key, step_key = jax.random.split(key, 3)
+        index = jax.random.randint(act_key, (1,), 0, endless.spec.n_actions).astype(jnp.float32)
+        state, _, _, terminated = step(state, index, step_key)
+        assert bool(terminated) == bool(env.is_terminal(state, params.replace(max_steps_in_episode=10**6)))
+        if terminated:
+            ends += 1
+            state, _ = endless.reset(step_key)
+    assert ends >= 1
+    short = make_jax_env(f"gymnax:{name}", {"max_steps_in_episode": 3})
+    state, _ = short.reset(jax.random.key(2))
+    for _ in range(3):  # noop (action 0) until the limit: the game is not over, the time is
+        state, _, _, terminated = short.step(state, jnp.zeros(1), jax.random.key(3))
+    assert bool(env.is_terminal(state, params.replace(max_steps_in_episode=3))) and not bool(terminated)
 
 
 def test_check_env_id_refuses_an_unknown_jax_env_with_close_matches():

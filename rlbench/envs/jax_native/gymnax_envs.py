@@ -1,4 +1,5 @@
-"""gymnax's classic-control envs as JaxEnvs (`gymnax:Pendulum-v1`, `gymnax:CartPole-v1`).
+"""gymnax's classic-control and MinAtar envs as JaxEnvs (`gymnax:Pendulum-v1`, `gymnax:Breakout-MinAtar`; MinAtar's
+image observations [10, 10, channels] flattened, as every observation here).
 
 gymnax's own `step` autoresets and its `is_terminal` counts the time limit as an end, both of which rlbench's
 vector layer does itself (a time limit truncates, it does not terminate). So the env is stepped with
@@ -65,8 +66,14 @@ def _acrobot_swung_up(state: PyTree, params: PyTree) -> jax.Array:
     return -jnp.cos(state.joint_angle1) - jnp.cos(state.joint_angle2 + state.joint_angle1) > 1.0
 
 
+def _minatar_game_over(state: PyTree, params: PyTree) -> jax.Array:
+    """MinAtar's step stores `terminal` = game over or time limit: the time limit taken out. A game that ends on
+    the time limit's very step reads as truncated (the state keeps no separate record of it)."""
+    return state.terminal & (state.time < params.max_steps_in_episode)
+
+
 # Each env's termination, read from its is_terminal with the time limit taken out (gymnax 0.0.9): a time
-# limit alone ends Pendulum, Reacher, Swimmer and PointRobot episodes.
+# limit alone ends Pendulum, Reacher, Swimmer, PointRobot and Freeway-MinAtar episodes.
 TERMINATION: dict[str, Termination] = {
     "Pendulum-v1": _never,
     "MountainCarContinuous-v0": _mountain_car_goal,
@@ -76,6 +83,10 @@ TERMINATION: dict[str, Termination] = {
     "Reacher-misc": _never,
     "Swimmer-misc": _never,
     "PointRobot-misc": _never,
+    "Asterix-MinAtar": _minatar_game_over,
+    "Breakout-MinAtar": _minatar_game_over,
+    "SpaceInvaders-MinAtar": _minatar_game_over,
+    "Freeway-MinAtar": _never,
 }
 
 
