@@ -1,4 +1,4 @@
-"""Which rows `bench speed` measures: the off-policy cases (--case, --algos or DEFAULT_CASES), the on-policy
+"""Which rows `bench speed` measures: the off-policy cases (--case, --algos or DEFAULT_CASES), the entry
 algorithms among --algos, and the checks of those choices before anything is measured."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from rlbench.bench.on_policy_row import ON_POLICY
+from rlbench.bench.entry_row import ENTRY_ALGOS
 from rlbench.bench.peer_hyperparams import missing_peers
 from rlbench.config.registry import get_algo
 from rlbench.envs.envpool_vector import is_envpool, task_id
@@ -51,28 +51,26 @@ def row_envs(env_id: str) -> list[tuple[str, VecEnvKind]]:
 
 def check_algos(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The algorithms and flags of the rows asked for, before anything is measured: an unknown algorithm or
-    `--peer` with one SBX does not have (A2C) raises ConfigError (one line, exit 2); a flag the on-policy rows do
+    `--peer` with one SBX does not have (A2C) raises ConfigError (one line, exit 2); a flag the entry rows do
     not take, or a peer script not found, is a usage error."""
     if args.algos and args.case:
         p.error("--algos and --case: one or the other (--case names the off-policy cases one by one)")
     algos = list(args.algos or [case[0] for case in args.case or DEFAULT_CASES])
     for algo in algos:
         get_algo(algo)
-    on_policy = [algo for algo in algos if algo in ON_POLICY]
-    if args.case and on_policy:
-        p.error(f"--case {on_policy[0]}: on-policy rows train RL Zoo's entry for --env; use --algos {on_policy[0]}")
-    if on_policy:
+    entry_rows = [algo for algo in algos if algo in ENTRY_ALGOS]
+    if args.case and entry_rows:
+        p.error(f"--case {entry_rows[0]}: entry rows train RL Zoo's entry for --env; use --algos {entry_rows[0]}")
+    if entry_rows:
         refused = {"--n-seeds": args.n_seeds, "--first-step": args.first_step,
                    "--policy": args.policy != "MlpPolicy", "--precision": args.precision != ["float32"]}  # fmt: skip
         for name, given in refused.items():
             if given:
-                p.error(
-                    f"{name}: not with on-policy rows ({', '.join(on_policy)}), which train RL Zoo's entry as it is"
-                )
+                p.error(f"{name}: not with entry rows ({', '.join(entry_rows)}), which train RL Zoo's entry as it is")
     if args.peer and (refusal := missing_peers(algos)):
         raise ConfigError(refusal)
-    scripts = ([args.peer_script] if len(on_policy) < len(algos) else []) + (
-        [args.peer_on_policy_script] if on_policy else []
+    scripts = ([args.peer_script] if len(entry_rows) < len(algos) else []) + (
+        [args.peer_on_policy_script] if entry_rows else []
     )
     if args.peer and not (Path(args.peer).exists() and all(script.exists() for script in scripts)):
         p.error(
@@ -86,7 +84,7 @@ def cases_from(args: argparse.Namespace) -> list[Case]:
     DEFAULT_CASES, else 1 env x 1 gradient step, with --steps), or DEFAULT_CASES."""
     if args.algos:
         cases: list[Case] = []
-        for algo in (a for a in dict.fromkeys(args.algos) if a not in ON_POLICY):
+        for algo in (a for a in dict.fromkeys(args.algos) if a not in ENTRY_ALGOS):
             qf = args.qf or ([1024, 1024] if algo == "crossq" else [256, 256])
             defaults = [case for case in DEFAULT_CASES if case[0] == algo] or [(algo, 1, 1, 3000, qf)]
             cases += [(a, e, g, args.steps or s, args.qf or q) for a, e, g, s, q in defaults]
@@ -99,6 +97,6 @@ def cases_from(args: argparse.Namespace) -> list[Case]:
     ]
 
 
-def on_policy_algos(args: argparse.Namespace) -> list[str]:
-    """The on-policy algorithms among --algos, once each, in order."""
-    return [algo for algo in dict.fromkeys(args.algos or []) if algo in ON_POLICY]
+def entry_algos(args: argparse.Namespace) -> list[str]:
+    """The algorithms among --algos whose rows train RL Zoo's entry (PPO, A2C, DQN, QR-DQN), once each, in order."""
+    return [algo for algo in dict.fromkeys(args.algos or []) if algo in ENTRY_ALGOS]

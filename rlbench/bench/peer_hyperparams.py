@@ -20,6 +20,10 @@ noise key instead of gSDE's state-dependent noise, its `clip_range_vf` is unused
 the learning rate instead of stopping the epochs: those are refused. Its activation goes by flax.linen
 name (an RL Zoo YAML entry cannot name a flax function; the peer's process looks the name up in a fixed table),
 and it takes no stats_window_size (SB3's 100).
+
+DQN: SBX's DQN takes RL Zoo's keys (tau, target_update_interval, the exploration schedule's three, train_freq,
+gradient_steps, learning_starts, batch_size, buffer_size); it has no gradient clipping (a max_grad_norm is
+refused), no stats_window_size, and two hidden layers of net_arch[0] units (another net_arch is refused).
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ SBX_VERSION = "0.28"  # the peer these tables describe
 # rlbench's --algo -> RL Zoo's --algo with SBX's classes (DroQ is SAC with a dropout and layer-norm critic).
 PEER_ALGOS = {
     "sac": "sac", "droq": "sac", "tqc": "tqc", "crossq": "crossq", "td3": "td3", "ddpg": "ddpg", "ppo": "ppo",
+    "dqn": "dqn",
 }  # fmt: skip
 # SBX's classes by RL Zoo's algorithm name: what the peer's process puts in RL Zoo's table (SBX 0.28).
-SBX_CLASSES = {"sac": "SAC", "tqc": "TQC", "crossq": "CrossQ", "td3": "TD3", "ddpg": "DDPG", "ppo": "PPO"}
+SBX_CLASSES = {"sac": "SAC", "tqc": "TQC", "crossq": "CrossQ", "td3": "TD3", "ddpg": "DDPG", "ppo": "PPO", "dqn": "DQN"}
 
 # Keys written as they are: RL Zoo reads them (n_envs, n_timesteps, policy, normalize, env_wrapper,
 # frame_stack, env_kwargs) or passes them to SBX's constructor, which has the same meaning.
@@ -65,12 +70,21 @@ OWN_KEYS = {
     "td3": ("tau", "target_policy_noise", "target_noise_clip", "noise_std"),
     "ddpg": ("tau", "noise_std"),
     "ppo": ("n_steps", "n_epochs", "gae_lambda", "clip_range", "vf_coef", "max_grad_norm", "normalize_advantage"),
+    "dqn": (
+        "tau",
+        "target_update_interval",
+        "exploration_fraction",
+        "exploration_initial_eps",
+        "exploration_final_eps",
+    ),
 }
 # What SBX's DDPG constructor does not take: TD3's tricks, which it fixes off, and stats_window_size, which stays
 # SB3's 100. rlbench's DDPG must have the same values; they are left out of the entry. SBX's PPO takes no
 # stats_window_size either.
 DDPG_FIXED = {"policy_delay": 1, "target_policy_noise": 0.0, "target_noise_clip": 0.0, "stats_window_size": 100}
-FIXED: dict[str, dict[str, float]] = {"ddpg": DDPG_FIXED, "ppo": {"stats_window_size": 100}}
+FIXED: dict[str, dict[str, float]] = {
+    "ddpg": DDPG_FIXED, "ppo": {"stats_window_size": 100}, "dqn": {"stats_window_size": 100},
+}  # fmt: skip
 SAME_POLICY_KWARGS = ("net_arch", "n_critics", "dropout_rate", "layer_norm", "optimizer_kwargs")
 OWN_POLICY_KWARGS = {
     "tqc": ("n_quantiles",),
@@ -91,6 +105,7 @@ OWN_ONLY_VALUE: dict[str, dict[str, tuple[object, str]]] = {
         "clip_range_vf": (None, "SBX 0.28's PPO leaves clip_range_vf unused: its value loss is never clipped"),
         "target_kl": (None, "SBX's PPO adapts the learning rate to target_kl; rlbench, as SB3, stops the epochs"),
     },
+    "dqn": {"max_grad_norm": (None, "SBX's DQN does not clip the gradient")},
 }
 ONLY_POLICY_KWARG = {"activation_fn": ("relu", "an RL Zoo YAML entry cannot name a flax activation; SBX's is relu")}
 # PPO's activation goes to the peer by its flax.linen name (RL Zoo's MuJoCo entries use ReLU, SBX's PPO's default
@@ -126,7 +141,10 @@ def peer_entry(algo: str, resolved: Mapping[str, Any]) -> tuple[str, dict[str, A
         raise Untranslatable([f"--algo {algo} (no SBX algorithm for it here; known: {', '.join(PEER_ALGOS)})"])
     refused: list[str] = []
     entry: dict[str, Any] = {}
-    only = {**ONLY_VALUE, **OWN_ONLY_VALUE.get(algo, {})}
+    # An algorithm's own keys pass as they are, over another family's only value (DQN's target_update_interval).
+    only = {
+        key: rule for key, rule in {**ONLY_VALUE, **OWN_ONLY_VALUE.get(algo, {})}.items() if key not in OWN_KEYS[algo]
+    }
     for key, value in _without_fixed(algo, resolved, refused).items():
         if key == "policy_kwargs":
             entry[key] = peer_policy_kwargs(algo, value or {}, refused)
@@ -177,6 +195,8 @@ def peer_policy_kwargs(algo: str, kwargs: Mapping[str, Any], refused: list[str])
         elif key in only:
             if value != only[key][0]:
                 refused.append(f"{name} ({only[key][1]})")
+        elif algo == "dqn" and key == "net_arch" and (len(value) != 2 or value[0] != value[1]):
+            refused.append(f"{name} (SBX's DQN has two hidden layers of net_arch[0] units)")
         elif key in SAME_POLICY_KWARGS or key in OWN_POLICY_KWARGS.get(algo, ()):
             out[key] = value
         elif key in GSDE_POLICY_KWARGS:

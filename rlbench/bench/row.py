@@ -173,7 +173,7 @@ def rlbench_row(
     grad_steps_per_s = timed / n_envs * gradient_steps / seconds
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cfg, spec = exp.learner_config, exp.env_spec
-    assert isinstance(cfg, ActorCriticConfig), "these rows are off-policy learners' (on_policy_row: PPO's)"
+    assert isinstance(cfg, ActorCriticConfig), "these rows are off-policy learners' (entry_row: PPO's)"
     learner = exp.algo.make_learner(cfg, spec)
     gflop = gradient_step_gflop(learner, cfg, spec, compiled=True)
     bare = update_only_rate(learner, cfg, spec, update_seconds, n_seeds)

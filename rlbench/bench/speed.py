@@ -15,9 +15,9 @@ compile time and peak memory are its own, and adds:
   (the best of a few square and network-shaped float32 products, measured once per invocation);
 - `peak_rss_mib` (host) and, on a GPU, `peak_device_mib`.
 
-On-policy learners (`--algos ppo a2c`) train RL Zoo's entry for the env instead (rlbench.bench.on_policy_row:
-their rollout and minibatch steps; their FLOP are not counted, "n/a"); their peer is SBX's PPO on the same
-entry (SBX has no A2C: `--peer` with a2c is refused).
+PPO, A2C, DQN and QR-DQN (`--algos ppo a2c dqn qrdqn`) train RL Zoo's entry for the env instead
+(rlbench.bench.entry_row: their updates and gradient steps; their FLOP are not counted, "n/a"); their peer is
+SBX's PPO or DQN on the same entry (SBX has no A2C or QR-DQN: `--peer` with them is refused).
 
 `--first-step` measures instead the time to the first gradient step (`first_grad_step_s`: building the
 envs and learner, every compilation, the random warm-up, up to the end of the first update), cold (an
@@ -41,10 +41,10 @@ import jax
 import jax.numpy as jnp
 from jax.typing import DTypeLike
 
-from rlbench.bench.cases import cases_from, check_algos, host_twin, on_policy_algos, row_envs
+from rlbench.bench.cases import cases_from, check_algos, entry_algos, host_twin, row_envs
 from rlbench.bench.children import Row, rlbench_row_in_subprocess, row_from, run_child, stopping_children
-from rlbench.bench.on_policy_row import ON_POLICY, on_policy_peer_row, on_policy_row
-from rlbench.bench.on_policy_row import PEER_SCRIPT as ON_POLICY_PEER_SCRIPT
+from rlbench.bench.entry_row import ENTRY_ALGOS, entry_peer_row, entry_row
+from rlbench.bench.entry_row import PEER_SCRIPT as ENTRY_PEER_SCRIPT
 from rlbench.bench.row import first_step_row, rlbench_row
 from rlbench.bench.seed_packing import packing_rows
 from rlbench.cli.flags import flag, parser_from, shared
@@ -180,20 +180,20 @@ FLAGS = (
         "algos",
         default=None,
         help="instead of --case: each algorithm's cases (off-policy: its DEFAULT_CASES, else 1 env x 1 gradient "
-        "step; on-policy, ppo and a2c: RL Zoo's entry for --env in hyperparams/<algo>.yml)",
+        "step; ppo, a2c, dqn and qrdqn: RL Zoo's entry for --env in hyperparams/<algo>.yml)",
     ),
     flag(
         "--steps",
         type=int,
         default=None,
-        help="env steps timed in each --algos row (default: the case's; on-policy: 16 rollouts, rounded up to whole "
-        "rollouts)",
+        help="env steps timed in each --algos row (default: the case's; entry rows: 16 updates, rounded up to whole "
+        "updates)",
     ),
     flag(
         "--peer-on-policy-script",
         type=Path,
-        default=ON_POLICY_PEER_SCRIPT,
-        help="the peer's benchmark script for ppo rows (default: benchmarks/sbx_ppo_entry_speed.py)",
+        default=ENTRY_PEER_SCRIPT,
+        help="the peer's benchmark script for ppo and dqn rows (default: benchmarks/sbx_entry_row_speed.py)",
     ),
     flag(
         "--policy",
@@ -269,7 +269,7 @@ def measure(argv: list[str] | None = None) -> int:
         return exit_code(error)
     if args.one_row is not None:
         case = json.loads(args.one_row)
-        row = on_policy_row(**case) if case["algo"] in ON_POLICY else rlbench_row(**case)
+        row = entry_row(**case) if case["algo"] in ENTRY_ALGOS else rlbench_row(**case)
         print(json.dumps(row), flush=True)
         return 0
     if args.one_first_step is not None:
@@ -321,21 +321,21 @@ def throughput_cases(args: argparse.Namespace, matmul_gflops: dict[str, dict[str
     --first-step its cold and warm rows; then the on-policy rows."""
     peak = {dtype: max(rates.values()) for dtype, rates in (matmul_gflops or {}).items()}
     yield from off_policy_rows(args, peak)
-    yield from on_policy_rows(args)
+    yield from entry_rows(args)
 
 
-def on_policy_rows(args: argparse.Namespace) -> Iterator[Row]:
-    """Each --algos on-policy algorithm's rows on --env and its host twin, both with the twin's file entry (RL
+def entry_rows(args: argparse.Namespace) -> Iterator[Row]:
+    """Each --algos entry algorithm's rows on --env and its host twin, both with the twin's file entry (RL
     Zoo's files name gymnasium's ids), --repeats times, each followed by the --peer's on the twin. Their FLOP are
-    not counted (rlbench.bench.on_policy_row): no fraction of the peak."""
+    not counted (rlbench.bench.entry_row): no fraction of the peak."""
     twin = host_twin(args.env)
-    for algo in on_policy_algos(args):
+    for algo in entry_algos(args):
         for _ in range(args.repeats):
             for env_id in (args.env, *([twin] if twin else [])):
                 case = {"algo": algo, "env_id": env_id, "steps": args.steps, "update_seconds": args.update_seconds}
                 yield rlbench_row_in_subprocess({**case, "entry_env": twin}, args.device)
             if args.peer:
-                yield on_policy_peer_row(
+                yield entry_peer_row(
                     args.peer, args.peer_on_policy_script, algo, twin or args.env, args.steps, args.peer_device
                 )
 

@@ -411,7 +411,7 @@ def test_a2c_beside_the_peer_is_one_line_exit_2_before_anything(tmp_path, capsys
     assert bench_main([*args, "--output", str(folder / "returns.md"), "--peer", str(tmp_path / "no-python")]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "error: --peer: SBX 0.28 has no A2C, so nothing can train a2c beside rlbench; run it without --peer (SBX's "
-        "peers here: sac, droq, tqc, crossq, td3, ddpg, ppo)"
+        "peers here: sac, droq, tqc, crossq, td3, ddpg, ppo, dqn)"
     ]
     assert list(folder.iterdir()) == []
 

@@ -169,7 +169,8 @@ def test_grid_report_then_rerun_skips(tmp_path, capsys, ray_session):
         (
             "--algos",
             "sacc",
-            "unknown algorithm 'sacc'; did you mean 'sac'? (valid: sac, droq, crossq, tqc, td3, ddpg, ppo, a2c)",
+            "unknown algorithm 'sacc'; did you mean 'sac'? (valid: sac, droq, crossq, tqc, td3, ddpg, ppo, a2c, dqn, "
+            "qrdqn)",
         ),
         ("--envs", "Pendulum-v9", "environment 'Pendulum-v9' not found"),
         ("--params-for", "droq", "--params-for droq: not one of --algos (sac)"),

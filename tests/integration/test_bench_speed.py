@@ -303,7 +303,7 @@ def test_policy_reaches_the_rlbench_row_and_the_peer(tmp_path):
     assert "--policy" not in argv  # MlpPolicy: the peer's default, so older peer scripts still run
 
 
-# -- on-policy rows: PPO and A2C train RL Zoo's entry for the env ----------------------------------------------
+# -- entry rows: PPO, A2C, DQN and QR-DQN train RL Zoo's entry for the env --------------------------------------
 
 
 PPO_PEER_STAND_IN = """
@@ -347,19 +347,22 @@ def test_ppo_row_end_to_end_with_rl_zoos_entry(tmp_path, capsys):
 def test_a_peer_that_cannot_express_the_entry_is_a_refused_row_not_a_run(tmp_path):
     """RL Zoo's Pendulum-v1 PPO entry explores with gSDE, which SBX's PPO only imitates (one repeated noise key):
     the peer's row names the setting, and nothing is started (the script does not exist)."""
-    from rlbench.bench.on_policy_row import on_policy_peer_row
+    from rlbench.bench.entry_row import entry_peer_row
 
-    row = on_policy_peer_row(sys.executable, tmp_path / "absent.py", "ppo", "Pendulum-v1", None)
+    row = entry_peer_row(sys.executable, tmp_path / "absent.py", "ppo", "Pendulum-v1", None)
     assert (row["system"], row["algo"], row["env"], row["rollout"], row["steps"]) == ("peer", "ppo", "Pendulum-v1",
                                                                                       4096, 16 * 4096)  # fmt: skip
     assert row["refused"].startswith("SBX cannot express use_sde=True (SBX's PPO repeats one noise key")
     assert "error" not in row
 
 
-UNKNOWN = "error: unknown algorithm 'ppa'; did you mean 'ppo'? (valid: sac, droq, crossq, tqc, td3, ddpg, ppo, a2c)"
+UNKNOWN = (
+    "error: unknown algorithm 'ppa'; did you mean 'ppo'? (valid: sac, droq, crossq, tqc, td3, ddpg, ppo, a2c, dqn, "
+    "qrdqn)"
+)
 NO_A2C = (
     "error: --peer: SBX 0.28 has no A2C, so nothing can train a2c beside rlbench; run it without --peer (SBX's peers "
-    "here: sac, droq, tqc, crossq, td3, ddpg, ppo)"
+    "here: sac, droq, tqc, crossq, td3, ddpg, ppo, dqn)"
 )
 
 
@@ -378,11 +381,11 @@ def test_an_unknown_algorithm_or_a2c_beside_the_peer_is_one_line_exit_2(tmp_path
     [
         (
             ["--case", "ppo", "8", "20", "1000"],
-            "--case ppo: on-policy rows train RL Zoo's entry for --env; use --algos",
+            "--case ppo: entry rows train RL Zoo's entry for --env; use --algos",
         ),
-        (["--algos", "ppo", "--precision", "bfloat16"], "--precision: not with on-policy rows (ppo)"),
-        (["--algos", "a2c", "--n-seeds", "2"], "--n-seeds: not with on-policy rows (a2c)"),
-        (["--algos", "ppo", "--first-step"], "--first-step: not with on-policy rows (ppo)"),
+        (["--algos", "ppo", "--precision", "bfloat16"], "--precision: not with entry rows (ppo)"),
+        (["--algos", "a2c", "--n-seeds", "2"], "--n-seeds: not with entry rows (a2c)"),
+        (["--algos", "ppo", "--first-step"], "--first-step: not with entry rows (ppo)"),
         (["--algos", "sac", "--case", "sac", "1", "1", "10"], "--algos and --case: one or the other"),
     ],
 )
@@ -404,7 +407,7 @@ def test_algos_selects_each_algorithms_default_cases_with_steps():
 
 @pytest.mark.slow  # SBX's PPO in the peer's venv: its imports and compilation, about 15 s
 def test_ppo_row_beside_sbx_ppo_on_the_same_entry(peer_python, tmp_path):
-    """The real peer: benchmarks/sbx_ppo_entry_speed.py builds SBX's PPO from the translated entry and times
+    """The real peer: benchmarks/sbx_entry_row_speed.py builds SBX's PPO from the translated entry and times
     it as rlbench's row is timed (two rollouts of warm-up, then whole rollouts)."""
     output = tmp_path / "rows.jsonl"
     argv = ["--algos", "ppo", "--env", "CartPole-v1", "--steps", "512", "--device", "cpu", "--update-seconds", "0.2"]
@@ -414,6 +417,21 @@ def test_ppo_row_beside_sbx_ppo_on_the_same_entry(peer_python, tmp_path):
         assert (row["n_envs"], row["rollout"], row["batch_size"], row["steps"]) == (8, 256, 256, 512)
         assert row["grad_steps_per_rollout"] == 20 and row["env_steps_per_s"] > 0
     assert (theirs["system"], theirs["sbx_version"], theirs["device"]) == ("sbx", "0.28.0", "cpu")
+
+
+@pytest.mark.slow  # SBX's DQN in the peer's venv: its imports and compilation, about 10 s
+def test_dqn_row_beside_sbx_dqn_on_the_same_entry(peer_python, tmp_path):
+    """RL Zoo's CartPole-v1 DQN entry (train_freq 256, 128 gradient steps of 64): both rows warm up past
+    learning_starts 1000 and two updates, then time two whole updates; SBX's DQN built from the translated entry."""
+    output = tmp_path / "rows.jsonl"
+    argv = ["--algos", "dqn", "--env", "CartPole-v1", "--steps", "512", "--device", "cpu", "--update-seconds", "0.2"]
+    assert speed_main([*argv, "--peer", peer_python, "--output", str(output)]) == 0
+    _, ours, theirs = [json.loads(line) for line in output.read_text().splitlines()]
+    for row in (ours, theirs):
+        assert (row["n_envs"], row["rollout"], row["batch_size"], row["steps"]) == (1, 256, 64, 512)
+        assert row["grad_steps_per_rollout"] == 128 and row["env_steps_per_s"] > 0
+    assert ours["grad_steps_per_s"] == pytest.approx(ours["env_steps_per_s"] * 128 / 256, rel=0.01)
+    assert (theirs["system"], theirs["algo"], theirs["sbx_version"]) == ("sbx", "dqn", "0.28.0")
 
 
 @pytest.mark.slow  # the device loop's first chunk (7936 env steps) is its warm-up: about 20 s for both rows

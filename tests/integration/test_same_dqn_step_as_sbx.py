@@ -2,7 +2,7 @@
 target matters) and batch (with terminations), one step of rlbench's (rlbench.algos.dqn.update.q_step) and one
 of SBX's own `DQN.update_qnetwork` (tests/peer/sbx_dqn_step.py, in the peer's venv) give the same loss, mean Q
 and gradient of every parameter. Both run SGD at learning rate 1 (each parameter's change is minus its
-gradient) and no gradient clipping (SBX's DQN has none; SB3's max_grad_norm 10 is rlbench's default).
+gradient) and no gradient clipping (SBX's DQN has none, nor rlbench's by default).
 """
 
 import subprocess

@@ -117,14 +117,14 @@ def test_saved_value_based_hyperparams_rebuild_the_same_config(name):
         "learning_rate": "lin_1e-3",
         "precision": "bfloat16",
         "exploration_fraction": 0.3,
-        "max_grad_norm": None,
+        "max_grad_norm": 5.0,
         "train_freq": [2, "episode"],
         "gradient_steps": -1,
         "policy_kwargs": {"net_arch": [32], "activation_fn": "tanh"},
     }
     cfg = spec.build_config(entry, 1, name)
     assert cfg.q_network.precision == "bfloat16" and cfg.q_network.hidden == (32,)
-    assert cfg.exploration_schedule.fraction == 0.3 and cfg.max_grad_norm is None and cfg.gradient_steps == -1
+    assert cfg.exploration_schedule.fraction == 0.3 and cfg.max_grad_norm == 5.0 and cfg.gradient_steps == -1
     assert spec.build_config(spec.config_to_hyperparams(cfg), 1, name) == cfg
 
 

@@ -231,4 +231,4 @@ def test_qrdqn_takes_sb3_contribs_defaults_and_rl_zoos_n_quantiles():
     assert cfg.n_quantiles == 10 and cfg.target_update_interval == 10000 and cfg.max_grad_norm is None
     assert cfg.q_network.hidden == (64, 64) and cfg.exploration_schedule.final == 0.01
     dqn = get_algo("dqn").build_config({}, 4, "test")
-    assert dqn.n_quantiles is None and dqn.target_interval_vector_steps == 250 and dqn.max_grad_norm == 10.0
+    assert dqn.n_quantiles is None and dqn.target_interval_vector_steps == 250 and dqn.max_grad_norm is None

@@ -42,7 +42,7 @@ class DQNConfig(ReplayConfig):
     tau: float = 1.0
     target_update_interval: int = 1000  # SBX's (SB3's is 10000)
     exploration_schedule: EpsilonSchedule = field(default_factory=EpsilonSchedule)
-    max_grad_norm: float | None = 10.0  # SB3's gradient clipping (SBX's DQN does not clip); None: none
+    max_grad_norm: float | None = None  # clip the gradient's global norm (SB3's default 10); None: SBX's, no clipping
     q_network: NetworkConfig = field(default_factory=NetworkConfig)  # [256, 256] ReLU, as SBX's
     vector_envs: int = 1  # n_envs: the target interval and the warm-up count vector steps
     n_quantiles: int | None = None  # QR-DQN: quantiles of each action's return
@@ -58,7 +58,6 @@ def qrdqn_config(**values: object) -> DQNConfig:
         "learning_rate": ConstantSchedule(5e-5),
         "target_update_interval": 10000,
         "exploration_schedule": EpsilonSchedule(fraction=0.005, final=0.01),
-        "max_grad_norm": None,
         "q_network": NetworkConfig(hidden=(64, 64)),
         "n_quantiles": 200,
     }

@@ -23,7 +23,7 @@ class DQNState(struct.PyTreeNode):
 
 
 def make_optimizer(cfg: DQNConfig) -> optax.GradientTransformation:
-    """Adam after clipping the gradient's global norm to max_grad_norm (SB3's), with the learning rate a leaf of
+    """Adam after clipping the gradient's global norm to max_grad_norm (when set), with the learning rate a leaf of
     the state (`inject_hyperparams`) so a schedule needs no recompile."""
 
     def chain(learning_rate: float) -> optax.GradientTransformation:

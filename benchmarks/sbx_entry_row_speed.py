@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""`bench speed --algos ppo --peer PYTHON`'s peer: SBX's PPO trained on the row's resolved entry, timed as rlbench's
-row is timed. Run in the peer's venv (sbx-rl, never an rlbench dependency) by rlbench.bench.on_policy_row:
+"""`bench speed --algos ppo|dqn --peer PYTHON`'s peer: SBX's PPO or DQN trained on the row's resolved entry, timed as
+rlbench's row is timed. Run in the peer's venv (sbx-rl, never an rlbench dependency) by rlbench.bench.entry_row:
 
-    /tmp/sbx-venv/bin/python benchmarks/sbx_ppo_entry_speed.py --env CartPole-v1 --steps 4096 --entry '{...}'
+    /tmp/sbx-venv/bin/python benchmarks/sbx_entry_row_speed.py --algo ppo --env CartPole-v1 --steps 4096 --entry '{...}'
 
 `--entry` is rlbench's resolved entry in RL Zoo's spelling (rlbench.bench.peer_hyperparams.peer_entry, every
 setting written out and anything SBX cannot express already refused), read here as RL Zoo reads its keys:
 `lin_<x>` schedules for learning_rate and clip_range (x times the progress remaining), `normalize` as
 VecNormalize's arguments with the entry's gamma, env_kwargs to the env; policy_kwargs.activation_fn is a
-flax.linen function's name. No `eval`. Two rollouts of warm-up (the first compiles), then `--steps` env steps
-timed in one learn(). Prints one JSON line.
+flax.linen function's name. No `eval`. Warm-up: learning_starts (DQN) and two updates (PPO's rollouts, DQN's
+train_freq steps; the first compiles), then `--steps` env steps timed in one learn(). Prints one JSON line.
 """
 
 import argparse
@@ -18,11 +18,12 @@ import time
 
 import flax.linen
 import numpy as np
-from sbx import PPO
+from sbx import DQN, PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
 RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "env_kwargs", "policy")
+CLASSES = {"ppo": PPO, "dqn": DQN}
 
 
 def schedule(value):
@@ -33,8 +34,16 @@ def schedule(value):
     return value
 
 
+def gradient_steps_per_update(model, algo: str, update: int) -> int:
+    """PPO: n_epochs minibatches of batch_size per rollout; DQN: gradient_steps (-1: the update's env steps)."""
+    if algo == "ppo":
+        return model.n_epochs * -(-update // model.batch_size)
+    return update if model.gradient_steps < 0 else model.gradient_steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--algo", choices=sorted(CLASSES), default="ppo")
     parser.add_argument("--env", required=True)
     parser.add_argument("--steps", type=int, required=True, help="env steps timed after the warm-up")
     parser.add_argument("--entry", required=True, help="the entry as JSON, in RL Zoo's spelling")
@@ -54,27 +63,32 @@ def main() -> None:
     policy_kwargs = dict(settings.pop("policy_kwargs", {}))
     if "activation_fn" in policy_kwargs:
         policy_kwargs["activation_fn"] = getattr(flax.linen, policy_kwargs["activation_fn"])
-    model = PPO(entry.get("policy", "MlpPolicy"), env, policy_kwargs=policy_kwargs, verbose=0, seed=0, **settings)
-    rollout = model.n_steps * n_envs
-    model.learn(total_timesteps=2 * rollout)  # the first rollout compiles
-    start = time.perf_counter()
+    policy = entry.get("policy", "MlpPolicy")
+    model = CLASSES[args.algo](policy, env, policy_kwargs=policy_kwargs, verbose=0, seed=0, **settings)
+    if args.algo == "ppo":
+        update, warmup = model.n_steps * n_envs, 0
+    else:
+        update, warmup = model.train_freq.frequency * n_envs, model.learning_starts
+    warmup += 2 * update
+    model.learn(total_timesteps=warmup)  # the first update compiles
+    before, start = int(model.num_timesteps), time.perf_counter()  # SB3 may collect past `warmup`: whole updates
     model.learn(total_timesteps=args.steps, reset_num_timesteps=False)
     seconds = time.perf_counter() - start
-    timed = int(model.num_timesteps) - 2 * rollout
-    minibatches = model.n_epochs * -(-rollout // model.batch_size)
+    timed = int(model.num_timesteps) - before
+    per_update = gradient_steps_per_update(model, args.algo, update)
     print(
         json.dumps(
             {
                 "system": "sbx",
-                "algo": "ppo",
+                "algo": args.algo,
                 "env": args.env,
                 "n_envs": n_envs,
-                "rollout": rollout,
+                "rollout": update,
                 "batch_size": model.batch_size,
-                "grad_steps_per_rollout": minibatches,
+                "grad_steps_per_rollout": per_update,
                 "steps": timed,
                 "env_steps_per_s": round(timed / seconds, 1),
-                "grad_steps_per_s": round(timed / rollout * minibatches / seconds, 1),
+                "grad_steps_per_s": round(timed / update * per_update / seconds, 1),
                 "sbx_version": __import__("sbx").__version__,
                 "numpy": np.__version__,
             }

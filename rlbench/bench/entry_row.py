@@ -1,24 +1,26 @@
-"""One `bench speed` row of an on-policy learner (PPO, A2C), measured in this process (`--one-row`), and the SBX
-peer's row of the same case.
+"""One `bench speed` row of a learner that trains RL Zoo's entry for the env (PPO, A2C, DQN, QR-DQN), measured in
+this process (`--one-row`), and the SBX peer's row of the same case.
 
-An on-policy row trains RL Zoo's entry for the env as train.py reads it (hyperparams/<algo>.yml: n_envs, n_steps,
-batch_size, n_epochs, normalize, networks, schedules), resolved and launched as train.py's runs
+An entry row trains RL Zoo's entry for the env as train.py reads it (hyperparams/<algo>.yml: n_envs, n_steps or
+train_freq, batch sizes, normalize, networks, schedules), resolved and launched as train.py's runs
 (rlbench.run.experiment, rlbench.run.launch) with seed 0, no evaluation, no run folder; on a JAX-native env, its
-gymnasium twin's entry (`bench speed` passes it: RL Zoo's files name gymnasium's ids). The first rollout
-compiles acting and the update; the second is warm-up (on the device loop: its first chunk, at least); then
-`steps` env steps (rounded up to whole rollouts) are timed between two `on_iteration` marks, each blocking on the
-learner state. A gradient step is one minibatch step (PPO: n_epochs x ceil(rollout / batch_size) per rollout;
-A2C: one), counted by the learner state's `step` over the timed window (so a target_kl that stops epochs early is
-counted as it ran). The compiled update is then timed alone on a fixed random rollout (no env, no host work);
+gymnasium twin's entry (`bench speed` passes it: RL Zoo's files name gymnasium's ids). An "update" is what the
+learner trains on at once: PPO's rollout, or DQN's train_freq vector steps. Warm-up is learning_starts (DQN) and
+two updates (the first compiles acting and the update; the second runs them compiled; on the device loop: its
+first chunk, at least); then `steps` env steps (rounded up to whole updates) are timed between two
+`on_iteration` marks, each blocking on the learner state. A gradient step is one minibatch step (PPO: n_epochs x
+ceil(rollout / batch_size) per rollout; A2C: one; DQN: gradient_steps), counted by the learner state's `step`
+over the timed window (so a target_kl that stops epochs early is counted as it ran). The compiled update is
+then timed alone on fixed random transitions (no env, no host work; DQN's buffer holds them alone);
 `update_compile_s` is the time to compile it there, or to load it from the compilation cache when that holds it.
 
 `gflop_per_grad_step` is "n/a" on these rows: XLA's cost analysis counts a loop's body once (PPO's update on
-CartPole-v1's entry: 0.021 GFLOP for its 20 minibatch steps, one step being 0.014), and a learner exposes no
-minibatch step of its own to count (off-policy learners expose theirs: critic_step_fn, actor_step_fn).
+CartPole-v1's entry: 0.021 GFLOP for its 20 minibatch steps, one step being 0.014), and the figure would be
+comparable across rows only if every learner exposed its gradient step alone.
 
-The peer (`--peer`) is SBX's PPO built by benchmarks/sbx_ppo_entry_speed.py in the peer's venv from the same
-resolved entry in RL Zoo's format (rlbench.bench.peer_hyperparams), timed the same way; a setting SBX cannot
-express makes the peer's row a refusal naming it. SBX has no A2C: `bench speed` refuses `--peer` with a2c.
+The peer (`--peer`) is SBX's PPO or DQN built by benchmarks/sbx_entry_row_speed.py in the peer's venv from the
+same resolved entry in RL Zoo's format (rlbench.bench.peer_hyperparams), timed the same way; a setting SBX cannot
+express makes the peer's row a refusal naming it. SBX has no A2C or QR-DQN: `bench speed` refuses `--peer` with them.
 """
 
 from __future__ import annotations
@@ -36,21 +38,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlbench.bench.children import Row, row_from, run_child
-from rlbench.bench.peer_hyperparams import Untranslatable, peer_entry
+from rlbench.bench.peer_hyperparams import PEER_ALGOS, Untranslatable, peer_entry
 from rlbench.types import PyTree, Transition
 
 if TYPE_CHECKING:
     from rlbench.algos.common.learner import Learner
     from rlbench.run.experiment import Experiment
 
-ON_POLICY = ("ppo", "a2c")
-WARMUP_ROLLOUTS = 2  # the first compiles acting and the update; the second runs them compiled
-DEFAULT_ROLLOUTS = 16  # timed when --steps is not given
-PEER_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sbx_ppo_entry_speed.py"
+ENTRY_ALGOS = ("ppo", "a2c", "dqn", "qrdqn")
+WARMUP_ROLLOUTS = 2  # updates: the first compiles acting and the update; the second runs them compiled
+DEFAULT_ROLLOUTS = 16  # updates timed when --steps is not given
+PEER_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sbx_entry_row_speed.py"
 NOT_COUNTED = "n/a"  # the FLOP of a minibatch step: see the module docstring
 
 
-def on_policy_experiment(algo: str, env_id: str, device: str = "auto", entry_env: str | None = None) -> Experiment:
+def entry_experiment(algo: str, env_id: str, device: str = "auto", entry_env: str | None = None) -> Experiment:
     """The row's run, resolved as train.py resolves `--algo ALGO --env ENV` (the file's entry and its
     n_timesteps, which the row replaces), with seed 0, no evaluation, quiet. With `entry_env` (a JAX-native
     env's gymnasium twin: RL Zoo's files name gymnasium's ids), that env's entry, resolved, is the row's."""
@@ -58,28 +60,37 @@ def on_policy_experiment(algo: str, env_id: str, device: str = "auto", entry_env
 
     entry = None
     if entry_env is not None and entry_env != env_id:
-        entry = on_policy_experiment(algo, entry_env, device).hyperparams
+        entry = entry_experiment(algo, entry_env, device).hyperparams
     request = RunRequest(algo=algo, env=env_id, seed=0, eval_freq=-1, verbose=0, device=device, entry=entry)
     return resolve(request)
 
 
 def rollout_size(exp: Experiment, learner: Learner[Any]) -> int:
-    """Env steps per update: the learner's vector steps per update (n_steps) times the run's envs."""
+    """Env steps per update: the learner's vector steps per update (n_steps, or train_freq) times the run's envs."""
     return learner.collection.vector_steps_per_update * exp.run.n_envs
 
 
 def warmup_steps(exp: Experiment, learner: Learner[Any]) -> int:
-    """WARMUP_ROLLOUTS rollouts; on the device loop (a JAX-native env), at least its first chunk of whole
-    rollouts, which compiles the whole training program and after which the host first hears from it
-    (`on_iteration` follows each chunk; a chunk ends early only at the run's end here, with no evaluation or
-    checkpoint due)."""
+    """learning_starts (DQN's warm-up) and WARMUP_ROLLOUTS updates; on the device loop (a JAX-native env), at least
+    its first chunk (of whole rollouts, on-policy), which compiles the whole training program and after which the
+    host first hears from it (`on_iteration` follows each chunk; a chunk ends early only at the run's end here,
+    with no evaluation or checkpoint due)."""
+    from rlbench.algos.common.config import ReplayConfig
+    from rlbench.algos.common.fused import steps_per_update
     from rlbench.envs.jax_native.ids import is_jax_native
     from rlbench.loop.device.runner import chunk_length
 
-    warmup = WARMUP_ROLLOUTS * rollout_size(exp, learner)
+    collection, update = learner.collection, rollout_size(exp, learner)
+    # The first update follows the first whole update's steps past learning_starts: every mark on an update's end.
+    warmup = (collection.learning_starts // update + WARMUP_ROLLOUTS) * update
     if not is_jax_native(exp.run.env_id):
         return warmup
-    vector_steps = chunk_length(exp.run.n_envs, rollout_steps=learner.collection.vector_steps_per_update)
+    if collection.stages_rollout:
+        vector_steps = chunk_length(exp.run.n_envs, rollout_steps=collection.vector_steps_per_update)
+    else:
+        cfg = exp.learner_config
+        assert isinstance(cfg, ReplayConfig), "a learner that stages no rollout is an off-policy one"
+        vector_steps = chunk_length(exp.run.n_envs, steps_per_update(cfg), cfg.train_freq)
     return max(warmup, vector_steps * exp.run.n_envs)
 
 
@@ -88,14 +99,14 @@ def timed_steps(rollout: int, steps: int | None) -> int:
     return rollout * (DEFAULT_ROLLOUTS if steps is None else max(1, -(-steps // rollout)))
 
 
-def on_policy_row(
+def entry_row(
     algo: str, env_id: str, steps: int | None = None, update_seconds: float = 5.0, entry_env: str | None = None
 ) -> Row:
     """Train WARMUP_ROLLOUTS rollouts, time `steps` env steps (whole rollouts), then the update alone; with
-    `entry_env`, that env's entry (on_policy_experiment)."""
+    `entry_env`, that env's entry (entry_experiment)."""
     from rlbench.bench.row import peak_device_memory
 
-    exp = on_policy_experiment(algo, env_id, entry_env=entry_env)
+    exp = entry_experiment(algo, env_id, entry_env=entry_env)
     learner = exp.algo.make_learner(exp.learner_config, exp.env_spec)
     rollout = rollout_size(exp, learner)
     warmup, steps = warmup_steps(exp, learner), timed_steps(rollout, steps)
@@ -108,7 +119,7 @@ def on_policy_row(
     compile_s, bare = update_only_rate(learner, exp, update_seconds)
     grad_steps_per_s = grad_steps / seconds
     return {
-        **on_policy_case(algo, env_id, exp, rollout),
+        **entry_case(algo, env_id, exp, rollout),
         **({"entry_of": entry_env} if entry_env not in (None, env_id) else {}),
         "grad_steps_per_rollout": round(grad_steps * rollout / timed, 2),
         "steps": timed,
@@ -124,7 +135,7 @@ def on_policy_row(
     }
 
 
-def on_policy_case(algo: str, env_id: str, exp: Experiment, rollout: int) -> Row:
+def entry_case(algo: str, env_id: str, exp: Experiment, rollout: int) -> Row:
     """The fields that say which case a row measured: the entry's envs, rollout and minibatch size."""
     from rlbench.envs.jax_native.ids import is_jax_native
 
@@ -206,9 +217,9 @@ def update_only_rate(learner: Learner[Any], exp: Experiment, seconds: float = 5.
 def peer_case(algo: str, env_id: str, steps: int | None, device: str = "auto") -> tuple[Row, dict[str, Any] | str]:
     """(the case's fields, the peer's entry in RL Zoo's format or why SBX cannot train it), resolved in this
     process as the rlbench row resolves it (the same file entry)."""
-    exp = on_policy_experiment(algo, env_id, device=device)
+    exp = entry_experiment(algo, env_id, device=device)
     rollout = rollout_size(exp, exp.algo.make_learner(exp.learner_config, exp.env_spec))
-    case = {**on_policy_case(algo, env_id, exp, rollout), "system": "peer", "steps": timed_steps(rollout, steps)}
+    case = {**entry_case(algo, env_id, exp, rollout), "system": "peer", "steps": timed_steps(rollout, steps)}
     del case["loop"], case["precision"]
     try:
         return case, peer_entry(algo, exp.hyperparams)[1]
@@ -216,15 +227,14 @@ def peer_case(algo: str, env_id: str, steps: int | None, device: str = "auto") -
         return case, str(error)
 
 
-def on_policy_peer_row(
-    python: str, script: Path, algo: str, env_id: str, steps: int | None, device: str = "cpu"
-) -> Row:
-    """The peer's row: SBX's PPO trained on the translated entry by `script` in the peer's Python, or a refusal
+def entry_peer_row(python: str, script: Path, algo: str, env_id: str, steps: int | None, device: str = "cpu") -> Row:
+    """The peer's row: SBX's PPO or DQN trained on the translated entry by `script` in the peer's Python, or a refusal
     naming what SBX cannot express (not an error: nothing failed)."""
     case, entry = peer_case(algo, env_id, steps)
     if isinstance(entry, str):
         return {**case, "device": device, "refused": entry}
-    command = [python, str(script), "--env", env_id, "--steps", str(case["steps"]), "--entry", json.dumps(entry)]
+    command = [python, str(script), "--algo", PEER_ALGOS[algo], "--env", env_id, "--steps", str(case["steps"])]
+    command += ["--entry", json.dumps(entry)]
     # As the off-policy peer's: no GPU for a CPU row, no pre-allocation of the GPU's memory for a GPU row.
     env = {"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"} if device == "cpu" else {}
     env = env or {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
