@@ -182,3 +182,27 @@ def test_td3_and_ddpg_entries_by_hand():
     assert zoo["policy_kwargs"]["n_critics"] == 1
     _, zoo = peer_entry("td3", resolved("td3", {}))
     assert "noise_type" not in zoo and "noise_std" not in zoo  # no action noise: RL Zoo's default
+
+
+def test_dqn_entry_by_hand_and_what_sbx_dqn_cannot_express():
+    """RL Zoo's CartPole-v1 DQN entry as rlbench resolves it: SBX's DQN takes every key (the target interval and
+    the exploration schedule included); stats_window_size stays SB3's; a gradient clip or a net_arch other than
+    two equal layers (SBX's QNetwork) is refused by name."""
+    resolved = {
+        "batch_size": 64, "buffer_size": 100000, "exploration_final_eps": 0.04, "exploration_fraction": 0.16,
+        "exploration_initial_eps": 1.0, "gamma": 0.99, "gradient_steps": 128, "learning_rate": 0.0023,
+        "learning_starts": 1000, "max_grad_norm": None, "n_envs": 1, "n_timesteps": 50000, "policy": "MlpPolicy",
+        "policy_kwargs": {"net_arch": [256, 256], "activation_fn": "relu"}, "precision": "float32",
+        "stats_window_size": 100, "target_update_interval": 10, "tau": 1.0, "train_freq": 256,
+    }  # fmt: skip
+    algo, entry = peer_entry("dqn", resolved)
+    expected = {key: value for key, value in resolved.items() if key not in ("max_grad_norm", "precision")}
+    del expected["stats_window_size"]
+    assert (algo, entry) == ("dqn", {**expected, "policy_kwargs": {"net_arch": [256, 256]}})
+    with pytest.raises(Untranslatable, match=r"max_grad_norm=10.0 \(SBX's DQN does not clip the gradient\)"):
+        peer_entry("dqn", {**resolved, "max_grad_norm": 10.0})
+    uneven = {**resolved, "policy_kwargs": {"net_arch": [64, 32]}}
+    with pytest.raises(Untranslatable, match=r"net_arch=\[64, 32\] \(SBX's DQN has two hidden layers"):
+        peer_entry("dqn", uneven)
+    with pytest.raises(Untranslatable, match="--algo qrdqn"):
+        peer_entry("qrdqn", resolved)
