@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.ppo_speed import cpu_flags  # noqa: E402
+from benchmarks.entry_speed import cpu_flags  # noqa: E402
 from rlbench.bench.speed import machine  # noqa: E402
 from rlbench.cli.train import main as train  # noqa: E402
 

@@ -389,7 +389,7 @@ def test_an_unknown_algorithm_or_a2c_beside_the_peer_is_one_line_exit_2(tmp_path
         (["--algos", "sac", "--case", "sac", "1", "1", "10"], "--algos and --case: one or the other"),
     ],
 )
-def test_flags_the_on_policy_rows_do_not_take_are_usage_errors(capsys, extra, named):
+def test_flags_the_entry_rows_do_not_take_are_usage_errors(capsys, extra, named):
     with pytest.raises(SystemExit) as exited:
         speed_main([*extra, "--device", "cpu"])
     assert exited.value.code == 2 and named in capsys.readouterr().err
