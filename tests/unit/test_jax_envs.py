@@ -235,16 +235,22 @@ def test_a_minatar_game_over_terminates_and_its_time_limit_truncates(name):
     env, params = gymnax.make(name)
     endless = make_jax_env(f"gymnax:{name}", {"max_steps_in_episode": 10**6})
     assert endless.spec.obs_dim == int(np.prod(env.observation_space(params).shape))  # flattened image
-    state, _ = endless.reset(jax.random.key(0))
-    step, key, ends = jax.jit(endless.step), jax.random.key(1), 0
-    for _ in range(300):
-        key, act_key, step_key = jax.random.split(key, 3)
+    no_limit = params.replace(max_steps_in_episode=10**6)
+
+    def random_step(state, key):  # one compiled scan of random play, restarting at each termination
+        act_key, step_key = jax.random.split(key)
         index = jax.random.randint(act_key, (1,), 0, endless.spec.n_actions).astype(jnp.float32)
-        state, _, _, terminated = step(state, index, step_key)
-        assert bool(terminated) == bool(env.is_terminal(state, params.replace(max_steps_in_episode=10**6)))
-        if terminated:
-            ends += 1
-            state, _ = endless.reset(step_key)
+        state, _, _, terminated = endless.step(state, index, step_key)
+        gymnax_says = env.is_terminal(state, no_limit)
+        state = jax.lax.cond(terminated, lambda: endless.reset(step_key)[0], lambda: state)
+        return state, (terminated, gymnax_says)
+
+    state, _ = endless.reset(jax.random.key(0))
+    _, (terminated, gymnax_says) = jax.jit(
+        lambda s: jax.lax.scan(random_step, s, jax.random.split(jax.random.key(1), 400))
+    )(state)
+    np.testing.assert_array_equal(np.asarray(terminated), np.asarray(gymnax_says))
+    ends = int(np.sum(terminated))
     assert ends >= 1
     short = make_jax_env(f"gymnax:{name}", {"max_steps_in_episode": 3})
     state, _ = short.reset(jax.random.key(2))
