@@ -198,7 +198,7 @@ def checkpoints_in_staging(log: Path, name: str) -> list[Path]:
     return list((log / "sweeps" / name / "staging").glob("*/*/*/rl_model_*_steps.zip"))
 
 
-@pytest.mark.slow  # 20-60 s: two train runs to their checkpoints, stopped, then continued, with W&B files
+@pytest.mark.slow  # 30-90 s: two train runs to their checkpoints, stopped, then continued, with W&B files
 def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tmp_path, local_ray):
     """Also --track: every cell's W&B run is in the sweep's group, and a continued cell continues its run."""
     log = tmp_path / "logs"
@@ -207,13 +207,20 @@ def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tm
     # Long enough that no cell ends in the second or two a stop takes to reach it, however busy the machine;
     # half a CPU each, so that both cells run at once even where Ray counts one CPU (a cell that ends before
     # the other's first checkpoint leaves staging, and the wait below would never see two).
-    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "2", "-n", "6000", "--save-freq", "500"]
-    argv += ["--eval-freq", "2000", "--eval-episodes", "2", *TINY, "--name", "c", "--no-report", "--track"]
+    # 20k steps: an idle 2-core VM runs a cell of 6k in about 5 s, which a stop sent after both cells' first
+    # checkpoints could miss (seen: both cells done before the stop reached them).
+    argv = ["--algos", "sac", "--envs", "Pendulum-v1", "--seeds", "2", "-n", "20000", "--save-freq", "1000"]
+    argv += ["--eval-freq", "5000", "--eval-episodes", "2", *TINY, "--name", "c", "--no-report", "--track"]
     argv += ["--cpus-per-run", "0.5"]
     driver = sweep_process(log, env, *argv)
     try:
+        # A checkpoint of each cell, counted by run folder: a cell that finished has left staging with its own, and
+        # two checkpoints of the other alone would send the stop too late for the finished one (seen on a busy CI).
         wait_until(
-            lambda: len(checkpoints_in_staging(log, "c")) >= 2, 180, what="a checkpoint of each cell", process=driver
+            lambda: len({path.parent for path in checkpoints_in_staging(log, "c")}) >= 2,
+            180,
+            what="a checkpoint of each cell",
+            process=driver,
         )
         driver.send_signal(signal.SIGINT)
         out, _ = driver.communicate(timeout=180)
@@ -236,8 +243,8 @@ def test_ctrl_c_stops_the_sweep_with_exit_75_and_the_same_command_finishes_it(tm
         text = (log / "sweeps/c" / cell["log"]).read_text()
         assert "=== continuing from checkpoint" in text and "Resuming from" in text
         steps = np.load(log / cell["run_dir"] / "evaluations.npz")["timesteps"]
-        np.testing.assert_array_equal(steps, np.arange(2000, 6001, 2000))  # one history across the stop
-        assert_whole_history(log / cell["run_dir"], 6000, 2000)  # progress.csv and Monitor file too (issue 32)
+        np.testing.assert_array_equal(steps, np.arange(5000, 20001, 5000))  # one history across the stop
+        assert_whole_history(log / cell["run_dir"], 20000, 5000)  # progress.csv and Monitor file too (issue 32)
     assert sorted(p.name for p in (log / "sac").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_2"]
     runs = [wandb_run(path) for path in (tmp_path / "wandb").glob("offline-run-*")]
     assert len(runs) == 4 and {run["group"] for run in runs} == {"c"}  # two attempts of two cells
