@@ -18,7 +18,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 import jax
 
 from rlbench.algos.common.acting import Acting
-from rlbench.algos.common.config import ActorCriticConfig
+from rlbench.algos.common.config import ActorCriticConfig, ReplayConfig
 from rlbench.algos.common.footprint import update_activation_bytes
 from rlbench.algos.common.fused import (
     SCHEDULE_METRICS,
@@ -73,6 +73,16 @@ class Storage:
 
 def replay_storage(buffer: UniformBuffer) -> Storage:
     return Storage(init_fn=buffer.init_fn, insert_fn=buffer.add_fn, replay=buffer)
+
+
+def replay_collection(cfg: ReplayConfig) -> Collection:
+    """An off-policy learner's schedule: train_freq vector steps (or episodes) after learning_starts env steps."""
+    return Collection(
+        vector_steps_per_update=cfg.train_freq,
+        learning_starts=cfg.learning_starts,
+        per_episode=cfg.train_freq_unit == "episode",
+        stages_rollout=False,
+    )
 
 
 def no_storage() -> Storage:
@@ -157,12 +167,7 @@ def assemble_learner(
         init_fn=init_fn,
         update_fn=make_update(cfg, buffer, gradient_steps),
         storage=replay_storage(buffer),
-        collection=Collection(
-            vector_steps_per_update=cfg.train_freq,
-            learning_starts=cfg.learning_starts,
-            per_episode=cfg.train_freq_unit == "episode",
-            stages_rollout=False,
-        ),
+        collection=replay_collection(cfg),
         train_fn=make_train(cfg, buffer, gradient_steps),
         gradient_steps_fn=gradient_steps,
         metric_names=(*critic_metric_names, *actor_metric_names, *SCHEDULE_METRICS),

@@ -27,7 +27,7 @@ from rlbench.algos.common.fused import (
     scan_gradient_steps,
     steps_per_update,
 )
-from rlbench.algos.common.learner import Collection, Learner, replay_storage
+from rlbench.algos.common.learner import Learner, replay_collection, replay_storage
 from rlbench.algos.common.quantiles import quantile_huber_loss
 from rlbench.algos.common.steps import apply_loss, polyak, set_learning_rate
 from rlbench.algos.dqn.acting import dqn_acting
@@ -137,12 +137,7 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec) -> Learner[DQNState]:
         init_fn=lambda key: init_state(cfg, spec, network, key),
         update_fn=make_update(cfg, buffer, gradient_steps),
         storage=replay_storage(buffer),
-        collection=Collection(
-            vector_steps_per_update=cfg.train_freq,
-            learning_starts=cfg.learning_starts,
-            per_episode=cfg.train_freq_unit == "episode",
-            stages_rollout=False,
-        ),
+        collection=replay_collection(cfg),
         train_fn=make_train(cfg, buffer, gradient_steps),
         gradient_steps_fn=gradient_steps,
         critic_step_fn=lambda state, batch, key: q_step(cfg, state, batch, key),
