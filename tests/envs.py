@@ -89,6 +89,35 @@ class SeedBlowUpEnv(BlowUpEnv):
         return obs, reward if self.first_seed == self.bad_seed else 1.0, terminated, truncated, info
 
 
+class BrightSideEnv(gym.Env):
+    """Image observations for CnnPolicy: a uint8 [36, 36, 1] frame (NatureCNN's smallest) lit on its left or
+    right half, drawn from the env's generator each step; Discrete(2) actions, reward 1 for naming the lit side
+    (0 left, 1 right) of the frame acted on, else 0. A random policy earns half a point a step, one that reads the
+    image one. Episodes end by the registration's time limit. `side`: the frame's height and width; `box_actions`:
+    a Box action in [-1, 1] instead, naming the right side when positive."""
+
+    def __init__(self, side: int = 36, box_actions: bool = False):
+        self.observation_space = gym.spaces.Box(0, 255, (side, side, 1), np.uint8)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32) if box_actions else gym.spaces.Discrete(2)
+        self.side, self.lit, self.box_actions = side, 0, box_actions
+
+    def _obs(self) -> np.ndarray:
+        self.lit = int(self.np_random.integers(2))
+        frame = np.zeros(self.observation_space.shape, np.uint8)
+        frame[:, self.lit * self.side // 2 : (self.lit + 1) * self.side // 2] = 255
+        return frame
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        side = int(action[0] > 0) if self.box_actions else int(action)
+        reward = float(side == self.lit)
+        return self._obs(), reward, False, False, {}
+
+
+gym.register("BrightSide-v0", entry_point=BrightSideEnv, max_episode_steps=16)
 gym.register("InfiniteHorizon-v0", entry_point=CountingEnv, kwargs={"constant_obs": True}, max_episode_steps=8)
 gym.register("TerminateAt8-v0", entry_point=CountingEnv, kwargs={"constant_obs": True, "terminate_at": 8})
 gym.register("Counting-v0", entry_point=CountingEnv, max_episode_steps=7)

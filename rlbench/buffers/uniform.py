@@ -6,7 +6,10 @@ transitions and samples every gradient step's batch without a host round trip.
 Storage is one float32 matrix with a row per transition, [obs | next_obs | action | reward |
 terminated]. One row array means one gather per batch and one in-place write per insert. (With
 a column per field, XLA:CPU copied whole same-shaped columns, 40 ms a call at 1M transitions, when
-the insert and the gather of two such columns shared a compiled call.)
+the insert and the gather of two such columns shared a compiled call.) Image observations
+(`EnvSpec.image_shape`) keep their uint8 in a second matrix, `pixels` [obs | next_obs], a quarter of
+float32's bytes (Atari's 84x84x4 frames: 56 KiB per transition instead of 220); the float rows then hold
+[action | reward | terminated] and `pixels` is [capacity, 0] for every other observation.
 """
 
 from __future__ import annotations
@@ -25,43 +28,45 @@ from rlbench.types import EnvSpec, Transition
 
 
 class BufferState(struct.PyTreeNode):
-    rows: jax.Array  # [capacity, 2 * obs_dim + action_dim + 2] float32
+    rows: jax.Array  # [capacity, row_width(spec)] float32
+    pixels: jax.Array  # [capacity, pixel_width(spec)] uint8: an image's obs and next_obs, else no columns
     position: jax.Array  # int32, next row to write
     size: jax.Array  # int32, rows filled so far (<= capacity)
 
 
+def pixel_width(spec: EnvSpec) -> int:
+    return 2 * spec.obs_dim if spec.image_shape else 0
+
+
 def row_width(spec: EnvSpec) -> int:
-    return 2 * spec.obs_dim + spec.action_dim + 2
+    return 2 * spec.obs_dim + spec.action_dim + 2 - pixel_width(spec)
 
 
 def bytes_per_transition(spec: EnvSpec) -> int:
-    return 4 * row_width(spec)
+    return 4 * row_width(spec) + pixel_width(spec)
 
 
-def pack(transitions: Transition) -> jax.Array:
-    """[n, ...] fields -> [n, width] rows."""
-    return jnp.concatenate(
-        [
-            transitions.obs,
-            transitions.next_obs,
-            transitions.action,
-            transitions.reward[:, None],
-            transitions.terminated[:, None],
-        ],
-        axis=1,
-        dtype=jnp.float32,
-    )
+def pack(transitions: Transition, spec: EnvSpec) -> tuple[jax.Array, jax.Array]:
+    """[n, ...] fields -> ([n, row_width] float32 rows, [n, pixel_width] uint8 pixels)."""
+    observations = [transitions.obs, transitions.next_obs]
+    rest = [transitions.action, transitions.reward[:, None], transitions.terminated[:, None]]
+    if spec.image_shape:
+        return jnp.concatenate(rest, axis=1, dtype=jnp.float32), jnp.concatenate(observations, axis=1, dtype=jnp.uint8)
+    no_pixels = jnp.zeros((transitions.reward.shape[0], 0), jnp.uint8)
+    return jnp.concatenate([*observations, *rest], axis=1, dtype=jnp.float32), no_pixels
 
 
-def unpack(rows: jax.Array, spec: EnvSpec) -> Transition:
-    """[n, width] rows -> Transition of [n, ...] fields."""
+def unpack(rows: jax.Array, pixels: jax.Array, spec: EnvSpec) -> Transition:
+    """[n, row_width] rows and [n, pixel_width] pixels -> Transition of [n, ...] fields (images as uint8)."""
     o, a = spec.obs_dim, spec.action_dim
+    observations = pixels if spec.image_shape else rows
+    rest = rows if spec.image_shape else rows[:, 2 * o :]
     return Transition(
-        obs=rows[:, :o],
-        next_obs=rows[:, o : 2 * o],
-        action=rows[:, 2 * o : 2 * o + a],
-        reward=rows[:, 2 * o + a],
-        terminated=rows[:, 2 * o + a + 1],
+        obs=observations[:, :o],
+        next_obs=observations[:, o : 2 * o],
+        action=rest[:, :a],
+        reward=rest[:, a],
+        terminated=rest[:, a + 1],
     )
 
 
@@ -85,6 +90,7 @@ def make_uniform_buffer(capacity: int, spec: EnvSpec) -> UniformBuffer:
         # Distinct arrays for position and size: one buffer in two leaves cannot be donated.
         return BufferState(
             rows=jnp.zeros((capacity, row_width(spec)), jnp.float32),
+            pixels=jnp.zeros((capacity, pixel_width(spec)), jnp.uint8),
             position=jnp.zeros((), jnp.int32),
             size=jnp.zeros((), jnp.int32),
         )
@@ -94,8 +100,10 @@ def make_uniform_buffer(capacity: int, spec: EnvSpec) -> UniformBuffer:
         if n > capacity:
             raise ValueError(f"cannot add {n} transitions at once to a buffer of {capacity}")
         targets = (state.position + jnp.arange(n)) % capacity  # wraps around the end
+        rows, pixels = pack(transitions, spec)
         return BufferState(
-            rows=state.rows.at[targets].set(pack(transitions)),
+            rows=state.rows.at[targets].set(rows),
+            pixels=state.pixels.at[targets].set(pixels),
             position=(state.position + n) % capacity,
             size=jnp.minimum(state.size + n, capacity),
         )
@@ -107,33 +115,39 @@ def make_uniform_buffer(capacity: int, spec: EnvSpec) -> UniformBuffer:
         count = valid.sum(dtype=jnp.int32)
         slots = (state.position + jnp.cumsum(valid, dtype=jnp.int32) - 1) % capacity
         targets = jnp.where(valid, slots, capacity)  # capacity: out of range, dropped
+        rows, pixels = pack(transitions, spec)
         return BufferState(
-            rows=state.rows.at[targets].set(pack(transitions), mode="drop"),
+            rows=state.rows.at[targets].set(rows, mode="drop"),
+            pixels=state.pixels.at[targets].set(pixels, mode="drop"),
             position=(state.position + count) % capacity,
             size=jnp.minimum(state.size + count, capacity),
         )
 
     def sample(state: BufferState, key: jax.Array, n: int) -> Transition:
         picked = jax.random.randint(key, (n,), 0, jnp.maximum(state.size, 1))
-        return unpack(state.rows[picked], spec)
+        return unpack(state.rows[picked], state.pixels[picked], spec)
 
     return UniformBuffer(
         capacity=capacity, spec=spec, init_fn=init, add_fn=add, add_valid_fn=add_valid, sample_fn=sample
     )
 
 
-# A checkpoint's replay_buffer/ members by name: float32 rows, an integer position and capacity.
+# A checkpoint's replay_buffer/ members by name: float32 rows, uint8 pixels (images only), an integer position
+# and capacity.
 BufferArrays = Mapping[str, npt.NDArray[Any]]
 
 
 def buffer_to_arrays(state: BufferState) -> dict[str, npt.NDArray[Any]]:
     """The filled rows and the ring position, for a checkpoint (empty rows are not saved)."""
     size = int(state.size)
-    return {
+    arrays = {
         "rows": np.asarray(state.rows[:size]),
         "position": np.asarray(state.position),
         "capacity": np.asarray(state.rows.shape[0], np.int64),
     }
+    if state.pixels.shape[-1]:
+        arrays["pixels"] = np.asarray(state.pixels[:size])
+    return arrays
 
 
 def check_buffer_arrays(capacity: int, spec: EnvSpec, arrays: BufferArrays) -> None:
@@ -150,6 +164,13 @@ def check_buffer_arrays(capacity: int, spec: EnvSpec, arrays: BufferArrays) -> N
             f"replay_buffer/rows.npy holds {rows.dtype}{list(rows.shape)}, expected float32[n, {width}] "
             f"with n <= buffer_size={capacity} (obs_dim={spec.obs_dim}, action_dim={spec.action_dim})"
         )
+    if pixel_width(spec):
+        pixels = arrays["pixels"]
+        if pixels.shape != (len(rows), pixel_width(spec)) or pixels.dtype != np.uint8:
+            raise ValueError(
+                f"replay_buffer/pixels.npy holds {pixels.dtype}{list(pixels.shape)}, expected uint8"
+                f"[{len(rows)}, {pixel_width(spec)}] (obs and next_obs of {len(rows)} image transitions)"
+            )
     position = arrays["position"]
     if position.shape != () or position.dtype.kind not in "iu" or not 0 <= int(position) < capacity:
         shown = position.tolist() if position.shape == () else f"{position.dtype}{list(position.shape)}"
@@ -162,8 +183,12 @@ def buffer_from_arrays(buffer: UniformBuffer, arrays: BufferArrays) -> BufferSta
     rows = arrays["rows"]
     full = np.zeros((buffer.capacity, row_width(buffer.spec)), np.float32)
     full[: len(rows)] = rows
+    pixels = np.zeros((buffer.capacity, pixel_width(buffer.spec)), np.uint8)
+    if pixel_width(buffer.spec):
+        pixels[: len(rows)] = arrays["pixels"]
     return BufferState(
         rows=jnp.asarray(full),
+        pixels=jnp.asarray(pixels),
         position=jnp.asarray(arrays["position"], jnp.int32),
         size=jnp.asarray(len(rows), jnp.int32),
     )

@@ -29,6 +29,7 @@ from rlbench.config.values import literal_mapping
 from rlbench.envs.checks import check_env_id, check_env_runs
 from rlbench.envs.envpool_vector import rendered_env_id
 from rlbench.envs.make import env_file_name, make_single_env
+from rlbench.envs.reported import env_reports_episodes
 from rlbench.envs.video import VideoWriter, find_ffmpeg
 from rlbench.envs.wrappers import EnvWrapper, trusted_modules
 from rlbench.errors import ConfigError
@@ -328,6 +329,29 @@ def load(args: argparse.Namespace, record_video: bool, headless: bool, env_id: s
     return Loaded(model, manifest, env_kwargs, wrappers, policy, ffmpeg)
 
 
+def finished_episode(
+    info: dict[str, Any], reports: bool, shown_return: float, env_return: float, length: int
+) -> tuple[float, float, int] | None:
+    """(the return shown, the env's own return, the length) of an episode that ended; for an env that reports its
+    own episodes (Atari: games, at their raw score and length in frames) the one it reports, None after a life."""
+    if not reports:
+        return float(shown_return), float(env_return), int(length)
+    if "episode" not in info:
+        return None
+    game = info["episode"]
+    return float(game["r"]), float(game["r"]), int(game["l"])
+
+
+def record_episode(
+    env_index: int, episode: tuple[float, float, int], count: int, monitors: MonitorFiles | None, verbose: int
+) -> None:
+    shown, env_return, length = episode
+    if monitors is not None:
+        monitors.episode(env_index, env_return, length)
+    if verbose:
+        print(f"Episode {count} (env {env_index}): return {shown:.2f}, length {length}")
+
+
 def run_episodes(envs: list[gym.Env], policy: Policy, args: argparse.Namespace, ffmpeg: str) -> list[float]:
     """Step every env `n_timesteps` times (each resets when its episode ends); print each episode, and
     record the first env's frames (`args.record`) and each env's episodes (`args.reward_log`)."""
@@ -346,6 +370,7 @@ def run_episodes(envs: list[gym.Env], policy: Policy, args: argparse.Namespace, 
             monitors = MonitorFiles(Path(args.reward_log), len(envs), args.env)
             cleanup.callback(monitors.close)
         obs = np.stack([env.reset(seed=args.seed + i)[0] for i, env in enumerate(envs)])
+        reports = env_reports_episodes(envs[0])  # episodes are the env's own (Atari's games), not the agent's
         episode_return, episode_length = np.zeros(len(envs)), np.zeros(len(envs), int)
         env_return = np.zeros(len(envs))  # the env's own rewards, for the Monitor files, whatever is shown
         stats = policy.stats if args.norm_reward else None  # --norm-reward with the model's statistics
@@ -355,19 +380,15 @@ def run_episodes(envs: list[gym.Env], policy: Policy, args: argparse.Namespace, 
                 video.append(cast(np.ndarray, envs[0].render()))
             actions = policy(obs, deterministic=not args.stochastic)
             for i, env in enumerate(envs):
-                obs[i], reward, terminated, truncated, _ = env.step(actions[i])
+                obs[i], reward, terminated, truncated, info = env.step(actions[i])
                 episode_return[i] += stats.scale_reward(float(reward)) if stats is not None else reward
                 env_return[i] += reward
                 episode_length[i] += 1
                 if terminated or truncated:
-                    finished.append(float(episode_return[i]))
-                    if monitors is not None:
-                        monitors.episode(i, float(env_return[i]), int(episode_length[i]))
-                    if args.verbose:
-                        print(
-                            f"Episode {len(finished)} (env {i}): return {episode_return[i]:.2f}, "
-                            f"length {episode_length[i]}"
-                        )
+                    episode = finished_episode(info, reports, episode_return[i], env_return[i], episode_length[i])
+                    if episode is not None:
+                        finished.append(episode[0])
+                        record_episode(i, episode, len(finished), monitors, args.verbose)
                     episode_return[i], env_return[i], episode_length[i] = 0.0, 0.0, 0
                     obs[i] = env.reset()[0]
     if video is not None and args.verbose:

@@ -32,6 +32,7 @@ class Algorithm:
     preset: Mapping[str, Any] = field(default_factory=dict)  # hyperparameters (file format) below the file entry
     architecture_keys: tuple[str, ...] = ARCHITECTURE_KEYS  # policy_kwargs a resume cannot change
     action_spaces: tuple[str, ...] = ("Box",)  # the gymnasium action spaces it acts in
+    reads_images: bool = False  # image observations (rlbench.envs.images): MlpPolicy and CnnPolicy read them
     # SB3's learn(log_interval) default: episodes between logs off-policy (4), rollouts on-policy (PPO 1, A2C 100)
     log_interval: int = 4
     # The keys other algorithms read and this one does not, with those algorithms (set by the registry), so that

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlbench.envs.atari import is_atari
 from rlbench.envs.envpool_vector import task_id
 from rlbench.errors import ConfigError
 from rlbench.files import UntrustedFileError, parse_yaml, read_bounded_text
@@ -71,30 +72,37 @@ def _run_python_config(path: Path) -> Any:
 
 
 def select_entry(table: Mapping[str, Any], env_id: str, source: str, verbose: int = 1) -> dict[str, Any]:
-    """The entry for `env_id`, else (for EnvPool's `envpool:X`) gymnasium's X, else `default`, else a ConfigError
-    naming the keys the file has."""
-    gymnasium_id = task_id(env_id)  # env_id itself unless an EnvPool id
-    if env_id in table:
-        entry = table[env_id]
-    elif gymnasium_id in table:  # EnvPool's X is gymnasium's X, checked to match (benchmarks/README.md)
-        if verbose:
-            print(f"Using the {gymnasium_id} entry of {source} for {env_id}")
-        entry = table[gymnasium_id]
-    elif "default" in table:
-        if verbose:
-            print(f"Using 'default' hyperparameters of {source} for {env_id}")
-        entry = table["default"]
-    else:
+    """The entry for `env_id`, else (for EnvPool's `envpool:X`) gymnasium's X, else `atari` for an Atari game, else
+    `default`, else a ConfigError naming the keys the file has."""
+    key, note = entry_key(table, env_id)
+    if key is None:
         names = sorted(map(str, table))
         keys = ", ".join(names[:MAX_KEYS_SHOWN]) or "(none)"  # a file may hold 100,000 keys: one short line
         if len(names) > MAX_KEYS_SHOWN:
             keys += f" and {len(names) - MAX_KEYS_SHOWN} more"
         raise ConfigError(f"no hyperparameters for {env_id} in {source}, and no 'default' entry; keys: {keys}")
+    if note is not None and verbose:
+        print(f"Using {note} of {source} for {env_id}")
+    entry = table[key]
     if entry is None:
         return {}
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{source}: entry {env_id!r} must be a mapping, got {type(entry).__name__}")
     return dict(entry)
+
+
+def entry_key(table: Mapping[str, Any], env_id: str) -> tuple[str | None, str | None]:
+    """(the key of the entry `env_id` reads, or None; what to say when it is not the env's own)."""
+    gymnasium_id = task_id(env_id)  # env_id itself unless an EnvPool id
+    if env_id in table:
+        return env_id, None
+    if gymnasium_id in table:  # EnvPool's X is gymnasium's X, checked to match (benchmarks/README.md)
+        return gymnasium_id, f"the {gymnasium_id} entry"
+    if "atari" in table and is_atari(gymnasium_id):  # RL Zoo's rule: one entry for every Atari game
+        return "atari", "the 'atari' entry"
+    if "default" in table:
+        return "default", "'default' hyperparameters"
+    return None, None
 
 
 def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,11 @@ def acting_in(space: str) -> list[str]:
     return [name for name, algo in ALGORITHMS.items() if space in algo.action_spaces]
 
 
+def reading_images() -> list[str]:
+    """The algorithms that read image observations."""
+    return [name for name, algo in ALGORITHMS.items() if algo.reads_images]
+
+
 def get_algo(name: str) -> Algorithm:
     if name in ALGORITHMS:
         return ALGORITHMS[name]

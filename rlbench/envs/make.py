@@ -35,10 +35,12 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.async_vector_env import AsyncState
 
+from rlbench.envs.atari import register_atari_envs
 from rlbench.envs.bounds import unrescalable_bounds
 from rlbench.envs.discrete import MAX_ACTIONS, IndexActions, action_count
 from rlbench.envs.envpool_vector import EnvPoolEnv, EnvPoolVectorEnv, envpool_env_id, is_envpool
 from rlbench.envs.episode_restore import EpisodeRecorder
+from rlbench.envs.images import FlatImageBox, FlattenImage, is_image_space
 from rlbench.envs.jax_native.gym_env import JaxGymEnv
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
 from rlbench.envs.wrappers import EnvWrapper
@@ -51,10 +53,11 @@ VectorStepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[st
 
 
 def import_env_packages(env_id: str) -> None:
-    """Register the env families an id refers to: PyBullet's `...BulletEnv-v0`, and gymnasium's
-    `module:EnvName-v0` form, which imports `module` (it registers its envs on import)."""
+    """Register the env families an id refers to: PyBullet's `...BulletEnv-v0`, ale-py's Atari ids, and
+    gymnasium's `module:EnvName-v0` form, which imports `module` (it registers its envs on import)."""
     if "Bullet" in env_id:
         import pybullet_envs_gymnasium  # noqa: F401  (registers the Bullet ids)
+    register_atari_envs(env_id)
     if is_jax_native(env_id) or is_envpool(env_id):  # its prefix names a package, not a module registering envs
         return
     module, sep, _ = env_id.partition(":")
@@ -128,7 +131,9 @@ def flat_box_in_unit_actions(env: gym.Env, env_id: str) -> gym.Env:
     index (rlbench.envs.discrete); ConfigError for other spaces."""
     if not isinstance(env.observation_space, gym.spaces.Box):
         raise ConfigError(f"{env_id}: rlbench needs a Box observation space, got {env.observation_space}")
-    if len(env.observation_space.shape) != 1:
+    if is_image_space(env.observation_space):  # flat uint8 rows that remember the image's shape
+        env = FlattenImage(env)
+    elif len(env.observation_space.shape or ()) != 1:
         env = gym.wrappers.FlattenObservation(env)
     if isinstance(env.action_space, gym.spaces.Discrete):
         return index_actions(env, env_id)
@@ -244,6 +249,7 @@ def env_spec(env: VectorEnv) -> EnvSpec:
         obs_dim=int(np.prod(observation_space.shape)),
         action_dim=int(np.prod(action_space.shape)),
         n_actions=action_count(str(action_space.dtype), action_space.high.ravel()),
+        image_shape=observation_space.image_shape if isinstance(observation_space, FlatImageBox) else (),
     )
 
 

@@ -16,7 +16,7 @@ The checks apply to every source alike, the user's own -conf file included: one 
 than two, and a user's own wrapper module is one `--trust-wrappers MODULE` away.
 
 A few names RL Zoo's files use stand for rlbench's own copy of the class (`STAND_INS`): the name is kept
-as the file spells it, and the module it names is never imported (sb3_contrib would import torch).
+as the file spells it, and the module it names is never imported (sb3_contrib and SB3 would import torch).
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ from rlbench.errors import ConfigError
 # Modules whose wrappers any file may name: gymnasium's and rlbench's own.
 BUILTIN_WRAPPER_MODULES = ("gymnasium.wrappers", "rlbench.envs")
 # Wrappers of packages rlbench does not install, by the name RL Zoo's files give them -> rlbench's copy.
-STAND_INS = {"sb3_contrib.common.wrappers.TimeFeatureWrapper": "rlbench.envs.observations.TimeFeatureWrapper"}
+STAND_INS = {
+    "sb3_contrib.common.wrappers.TimeFeatureWrapper": "rlbench.envs.observations.TimeFeatureWrapper",
+    "stable_baselines3.common.atari_wrappers.AtariWrapper": "rlbench.envs.atari.AtariWrapper",
+}
 _DOTTED_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlbench.envs.make import final_observations, step_vector_env
+from rlbench.envs.reported import ReportedEpisodes, reported_episodes
 from rlbench.loop.divergence import finite_actions
 from rlbench.loop.run_state import LoopRun
 
@@ -27,6 +28,9 @@ class VectorStep:
     terminated: np.ndarray
     truncated: np.ndarray
     done: np.ndarray
+    # The episodes the envs reported themselves (Atari's games, rlbench.envs.reported), by seed; None: the agent's
+    # episodes are the episodes.
+    reported: ReportedEpisodes | None = None
 
 
 def act(loop: LoopRun) -> np.ndarray:
@@ -74,8 +78,17 @@ def step(loop: LoopRun, action: np.ndarray) -> VectorStep:
     done = terminated | truncated
     final_obs = final_observations(next_obs, infos, done)
     by_seed = loop.by_seed
+    reported = None
+    if loop.reports_episodes:
+        reported = ReportedEpisodes(*map(by_seed, reported_episodes(infos, env.num_envs)))
     return VectorStep(
-        by_seed(next_obs), by_seed(final_obs), by_seed(reward), by_seed(terminated), by_seed(truncated), by_seed(done)
+        by_seed(next_obs),
+        by_seed(final_obs),
+        by_seed(reward),
+        by_seed(terminated),
+        by_seed(truncated),
+        by_seed(done),
+        reported,
     )
 
 
@@ -94,7 +107,9 @@ def stage(loop: LoopRun, action: np.ndarray, step: VectorStep) -> None:
     host.vector_steps += 1
     for index, seed in enumerate(host.seeds):
         monitor = loop.monitors[index] if seed.failed is None else None
-        for env_index, episode_return, length in seed.episodes.step(step.reward[index], step.done[index]):
+        reported = None if step.reported is None else ReportedEpisodes(*(field[index] for field in step.reported))
+        ended = seed.episodes.step(step.reward[index], step.done[index], reported=reported)
+        for env_index, episode_return, length in ended:
             if monitor is not None:
                 monitor.episode(env_index, episode_return, length)
 

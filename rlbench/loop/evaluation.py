@@ -11,6 +11,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from rlbench.envs.make import step_vector_env
+from rlbench.envs.reported import reported_episodes
 from rlbench.errors import EvaluationError
 from rlbench.loggers.base import STEP_KEY
 from rlbench.loop.divergence import verify_finite
@@ -39,13 +40,14 @@ def evaluate(
     env: VectorEnv,
     n_episodes: int,
     seed: int | None = None,
+    reports: bool = False,
 ) -> EvalResult:
     """Run `n_episodes` full episodes, spread over the envs so that no env biases toward short episodes.
 
     Env i runs (n_episodes + i) // n_envs episodes; extra episodes an env finishes are discarded.
     """
     seeds = None if seed is None else [seed + i for i in range(env.num_envs)]  # as env.reset(seed=seed) seeds them
-    return evaluate_groups(policy, env, 1, n_episodes, seeds)[0]
+    return evaluate_groups(policy, env, 1, n_episodes, seeds, reports=reports)[0]
 
 
 class EvaluationStopped(Exception):
@@ -59,11 +61,13 @@ def evaluate_groups(
     n_episodes: int,
     env_seeds: list[int] | None = None,
     stop_requested: Callable[[], str | None] | None = None,
+    reports: bool = False,
 ) -> list[EvalResult]:
     """`evaluate` for `n_groups` policies at once (the seeds of a run): the env's envs are split into
     n_groups equal, consecutive groups, and `policy` maps the observations of all envs to their actions.
     Each group runs `n_episodes` episodes, spread over its envs as `evaluate` spreads them. `env_seeds`
-    seeds each env's first episode. EvaluationStopped when `stop_requested()` says so before a step."""
+    seeds each env's first episode. EvaluationStopped when `stop_requested()` says so before a step. With
+    `reports` the episodes are those the envs report themselves (rlbench.envs.reported: Atari's games)."""
     n_envs = env.num_envs // n_groups
     targets = np.tile([(n_episodes + i) // n_envs for i in range(n_envs)], n_groups)
     counts = np.zeros(env.num_envs, dtype=int)
@@ -75,16 +79,20 @@ def evaluate_groups(
     while (counts < targets).any():
         if stop_requested is not None and stop_requested():
             raise EvaluationStopped
-        obs, reward, terminated, truncated, _ = step_vector_env(env, policy(obs))
+        obs, reward, terminated, truncated, infos = step_vector_env(env, policy(obs))
         episode_return += reward
         episode_length += 1
-        for i in np.flatnonzero(terminated | truncated):
+        done = terminated | truncated
+        ended = [(i, float(episode_return[i]), int(episode_length[i])) for i in np.flatnonzero(done)]
+        episode_return[done], episode_length[done] = 0.0, 0
+        if reports:  # the envs' own episodes (Atari's games), not the agent's
+            games = reported_episodes(infos, env.num_envs)
+            ended = [(i, float(games.returns[i]), int(games.lengths[i])) for i in np.flatnonzero(games.ended)]
+        for i, episode_return_i, length in ended:
             if counts[i] < targets[i]:
-                returns[i // n_envs].append(float(episode_return[i]))
-                lengths[i // n_envs].append(int(episode_length[i]))
+                returns[i // n_envs].append(episode_return_i)
+                lengths[i // n_envs].append(length)
                 counts[i] += 1
-            episode_return[i] = 0.0
-            episode_length[i] = 0
     return [EvalResult(returns=np.array(r), lengths=np.array(n)) for r, n in zip(returns, lengths, strict=True)]
 
 
@@ -104,7 +112,9 @@ def evaluate_seeds(loop: LoopRun, stop_requested: Callable[[], str | None] | Non
         return axis.host(actions).reshape(len(obs), -1)
 
     try:
-        results = evaluate_groups(policy, loop.eval_env, n_seeds, run.eval_episodes, eval_seeds, stop_requested)
+        results = evaluate_groups(
+            policy, loop.eval_env, n_seeds, run.eval_episodes, eval_seeds, stop_requested, loop.reports_episodes
+        )
     except EvaluationStopped:
         return None
     except Exception as error:

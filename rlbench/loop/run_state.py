@@ -17,6 +17,7 @@ from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.normalization import Normalization
 from rlbench.config.entry import RunConfig
 from rlbench.envs.episode_restore import EpisodeRecord, episode_records
+from rlbench.envs.reported import reports_episodes
 from rlbench.loggers.base import Logger
 from rlbench.loggers.monitor import MonitorFiles
 from rlbench.loop.compiled import Carry, DeviceCarry, EntryPoints
@@ -128,6 +129,11 @@ class LoopRun:
         if normalizer is not None and self.programs.learner.collection.stages_rollout:
             return self.axis.device(normalizer.scaled_obs(self.host.obs)), None
         return self.axis.device(self.host.obs), self.normalization()
+
+    @property
+    def reports_episodes(self) -> bool:
+        """Whether the envs report their own episodes (Atari's games: rlbench.envs.reported)."""
+        return reports_episodes(self.run.env_wrappers)
 
     def by_seed(self, flat: np.ndarray) -> np.ndarray:
         """[n_seeds * n, ...] -> [n_seeds, n, ...]: the vector env's rows, seed after seed."""

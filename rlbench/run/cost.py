@@ -51,18 +51,18 @@ def parameter_counts(learner: Learner[Any]) -> tuple[int, int]:
 
 
 def batch_shapes(spec: EnvSpec, batch_size: int) -> Transition:
-    """One batch of transitions as shapes only (float32 everywhere, as the replay buffer samples)."""
+    """One batch of transitions as shapes only (as the replay buffer samples: images uint8, the rest float32)."""
 
-    def rows(*shape: int) -> jax.Array:
+    def rows(*shape: int, dtype: type = jnp.float32) -> jax.Array:
         # The array's shape and dtype alone, which lowering reads: an abstract value in the array's place, as
         # jax.eval_shape returns them.
-        return cast(jax.Array, jax.ShapeDtypeStruct((batch_size, *shape), jnp.float32))
+        return cast(jax.Array, jax.ShapeDtypeStruct((batch_size, *shape), dtype))
 
     return Transition(
-        obs=rows(spec.obs_dim),
+        obs=rows(spec.obs_dim, dtype=spec.obs_dtype),
         action=rows(spec.action_dim),
         reward=rows(),
-        next_obs=rows(spec.obs_dim),
+        next_obs=rows(spec.obs_dim, dtype=spec.obs_dtype),
         terminated=rows(),
     )
 

@@ -34,7 +34,7 @@ from rlbench.config.entry import (
     split_entry,
     wrappers_to_entry,
 )
-from rlbench.config.registry import acting_in, get_algo
+from rlbench.config.registry import acting_in, get_algo, reading_images
 from rlbench.config.values import positive_int
 from rlbench.envs.checks import check_env_id
 from rlbench.envs.envpool_vector import check_pool_memory, envpool_env_id, is_envpool
@@ -239,6 +239,7 @@ def check_learner_fits(
             f"{' and '.join(algo.action_spaces)} spaces only; algorithms for {space} actions: "
             f"{', '.join(acting_in(space))}"
         )
+    check_observations(request.env, algo, envs.spec, learner.normalize is not None)
     built = algo.make_learner(config, envs.spec)  # what it stores and when it trains, not its programs
     if built.collection.per_episode and n_seeds > 1:
         assert isinstance(config, ReplayConfig), "only off-policy learners train at episode ends"
@@ -253,6 +254,24 @@ def check_learner_fits(
         if refusal is not None:
             raise ConfigError(f"{refusal} (--env {request.env} trains with the device loop)")
     return built
+
+
+def check_observations(env: str, algo: Algorithm, spec: EnvSpec, normalize: bool) -> None:
+    """Image observations reach only the algorithms that read them, and are scaled by 255, not by `normalize`'s
+    running statistics (the learner checks that its policy fits the image: Features.refusal)."""
+    if not spec.image_shape:
+        return
+    image = f"uint8 {list(spec.image_shape)}"
+    if not algo.reads_images:
+        raise ConfigError(
+            f"--env {env} observes images ({image}), and --algo {algo.name} reads flat vector observations only; "
+            f"algorithms for images: {', '.join(reading_images())}"
+        )
+    if normalize:
+        raise ConfigError(
+            f"normalize: --env {env} observes images ({image}), which the networks scale by 255 (as SB3's); "
+            "running statistics would undo that: drop normalize"
+        )
 
 
 def first_seed(request: RunRequest, resume_seeds: tuple[Checkpoint, ...], trial_seed: int | None, n_seeds: int) -> int:

@@ -18,6 +18,7 @@ from typing import TypedDict
 
 from rlbench.config.entry import RunConfig
 from rlbench.envs.make import close_vector_env, eval_vec_env, make_vector_env
+from rlbench.envs.reported import reports_episodes
 from rlbench.loggers.base import STEP_KEY
 from rlbench.loggers.tracking import WandbTracker
 from rlbench.loop.evaluation import EVAL_SEED_OFFSET, EvalResult, eval_metrics, evaluate
@@ -41,7 +42,8 @@ def final_model_evaluation(run: RunConfig, checkpoint: Checkpoint) -> EvalResult
     failed = True
     try:
         policy = load_policy(checkpoint, seed=seed)
-        result = evaluate(policy, env, run.eval_episodes, seed=seed + EVAL_SEED_OFFSET + n_evaluations)
+        eval_seed = seed + EVAL_SEED_OFFSET + n_evaluations
+        result = evaluate(policy, env, run.eval_episodes, eval_seed, reports_episodes(run.env_wrappers))
         failed = False
     finally:
         close_vector_env(env, failed)

@@ -35,7 +35,7 @@ class Policy:
     stats: VecNormalizeStats | None = None  # `normalize`: the checkpoint's statistics (one seed), frozen
 
     def __call__(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        obs = np.asarray(obs, np.float32).reshape(-1, self.spec.obs_dim)
+        obs = np.asarray(obs, self.spec.obs_dtype).reshape(-1, self.spec.obs_dim)
         normalization = self.normalization
         if deterministic:
             return np.asarray(self._act_deterministic(self.state, obs, normalization))

@@ -19,6 +19,7 @@ from rlbench.config.literals import LiteralError, parse_key_values
 from rlbench.config.values import literal_mapping, positive_int
 from rlbench.envs.checks import check_env_runs
 from rlbench.envs.envpool_vector import envpool_env_id
+from rlbench.envs.images import recorded_shape
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError
 from rlbench.run.memory import available_memory_bytes
@@ -120,8 +121,9 @@ def spaces_spec(spaces: Mapping[str, Any]) -> EnvSpec:
 
 
 def describe_space(space: gym.spaces.Box) -> SpaceRecord:
+    """The space's JSON record; an image's shape is its own [height, width, channels] (rlbench.envs.images)."""
     return {
-        "shape": list(space.shape),
+        "shape": list(recorded_shape(space)),
         "dtype": str(space.dtype),
         "low": np.asarray(space.low, np.float64).ravel().tolist(),
         "high": np.asarray(space.high, np.float64).ravel().tolist(),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from rlbench.buffers.uniform import row_width
+from rlbench.buffers.uniform import pixel_width, row_width
 from rlbench.envs.obs_normalizer import expected_shapes as normalization_shapes
 from rlbench.store.manifest import Manifest
 from rlbench.store.schema import Expected, Shape, UpTo
@@ -43,7 +43,10 @@ def resume_expectations(manifest: Manifest) -> Expected:
         # A run with `normalize`: whether they must be there is the configuration's to say (saving.restore).
         **{f"normalize/{name}": shape for name, shape in normalize_shapes.items()},
     }
+    # An image run's observations are uint8 wherever they are kept (rlbench.envs.images).
+    observations = ("host/obs", "host/pending_obs", "host/pending_next_obs", "replay_buffer/pixels")
     dtypes = {
+        **(dict.fromkeys(observations, "uint8") if spec.image_shape else {}),
         "replay_buffer/rows": "float32",
         "host/device_envs": "uint8",
         **dict.fromkeys((f"normalize/{name}" for name in normalize_shapes), "float64"),
@@ -91,11 +94,12 @@ def _buffer_shapes(manifest: Manifest) -> dict[str, Shape]:
     """The replay_buffer/ members buffer_to_arrays writes, when the checkpoint holds them."""
     if not manifest.replay_buffer:
         return {}
-    return {
-        "replay_buffer/rows": (
-            UpTo(manifest.run.hyperparams.get("buffer_size", 0)),
-            row_width(manifest.run.spaces.spec),
-        ),
+    spec, capacity = manifest.run.spaces.spec, UpTo(manifest.run.hyperparams.get("buffer_size", 0))
+    shapes: dict[str, Shape] = {
+        "replay_buffer/rows": (capacity, row_width(spec)),
         "replay_buffer/position": (),
         "replay_buffer/capacity": (),
     }
+    if pixel_width(spec):
+        shapes["replay_buffer/pixels"] = (capacity, pixel_width(spec))
+    return shapes

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from rlbench.envs.episode_restore import EpisodeRecord
 from rlbench.envs.jax_native.vector import EnvCarry
 from rlbench.envs.obs_normalizer import VecNormalizeStats
+from rlbench.envs.reported import ReportedEpisodes
 from rlbench.files import atomic_write_bytes
 from rlbench.store.learner_state import state_to_bytes
 from rlbench.store.manifest import HostInfo
@@ -75,18 +76,28 @@ class EpisodeTracker:
         self.lengths = np.zeros(self.n_envs, dtype=np.int64)
 
     def step(
-        self, reward: np.ndarray, done: np.ndarray, valid: np.ndarray | None = None
+        self,
+        reward: np.ndarray,
+        done: np.ndarray,
+        valid: np.ndarray | None = None,
+        reported: ReportedEpisodes | None = None,
     ) -> list[tuple[int, float, int]]:
         """Account one vector step (`valid`: which envs made a transition; an EnvPool reset step adds no length);
-        returns the episodes that ended: (env index, return, length)."""
+        returns the episodes that ended: (env index, return, length). With `reported` (envs that report their own
+        episodes: Atari's games, rlbench.envs.reported) those are the episodes that ended, and the agent's episodes
+        are followed only for the running counts."""
         self.returns += reward
         self.lengths += 1 if valid is None else valid
         ended = []
         for i in np.flatnonzero(done):
             ended.append((int(i), float(self.returns[i]), int(self.lengths[i])))
-            self.finished_returns.append(ended[-1][1])
-            self.finished_lengths.append(ended[-1][2])
             self.restart(i)
+        if reported is not None:
+            games = np.flatnonzero(reported.ended)
+            ended = [(int(i), float(reported.returns[i]), int(reported.lengths[i])) for i in games]
+        for _, episode_return, length in ended:
+            self.finished_returns.append(episode_return)
+            self.finished_lengths.append(length)
         return ended
 
     def restart(self, i: SupportsIndex) -> None:
@@ -115,10 +126,10 @@ class PendingTransitions:
     def __init__(self, n_seeds: int, capacity: int, spec: EnvSpec, stages_truncation: bool = False):
         self.capacity, self.stages_truncation = capacity, stages_truncation
         self.truncated = np.zeros((n_seeds, capacity), np.float32)
-        self.obs = np.zeros((n_seeds, capacity, spec.obs_dim), np.float32)
+        self.obs = np.zeros((n_seeds, capacity, spec.obs_dim), spec.obs_dtype)  # images stay uint8
         self.action = np.zeros((n_seeds, capacity, spec.action_dim), np.float32)
         self.reward = np.zeros((n_seeds, capacity), np.float32)
-        self.next_obs = np.zeros((n_seeds, capacity, spec.obs_dim), np.float32)
+        self.next_obs = np.zeros((n_seeds, capacity, spec.obs_dim), spec.obs_dtype)
         self.terminated = np.zeros((n_seeds, capacity), np.float32)
         self.count = 0  # the same for every seed: they step together
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from rlbench import __version__
 from rlbench.envs.discrete import action_count
+from rlbench.envs.images import is_image
 from rlbench.store.schema import check_manifest
 from rlbench.types import EnvSpec
 
@@ -55,7 +56,9 @@ class Spaces:
     @property
     def spec(self) -> EnvSpec:
         """The learner's sizes; an integer action space is a Discrete env's index (rlbench.envs.discrete)."""
-        return EnvSpec(self.observation.size, self.action.size, action_count(self.action.dtype, self.action.high))
+        obs = self.observation
+        image_shape = obs.shape if is_image(obs.shape, obs.dtype, obs.low, obs.high) else ()
+        return EnvSpec(obs.size, self.action.size, action_count(self.action.dtype, self.action.high), image_shape)
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Spaces:

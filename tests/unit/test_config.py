@@ -11,6 +11,7 @@ from rlbench.config.entry import normalize_entry, split_entry
 from rlbench.config.hyperparams import merge
 from rlbench.config.literals import LiteralError, parse_key_values, parse_value
 from rlbench.config.registry import ALGORITHMS
+from rlbench.envs.wrappers import trusted_modules
 from rlbench.errors import ConfigError
 from tests.conftest import off_policy_algorithms, value_based_algorithms
 
@@ -176,9 +177,7 @@ def test_every_shipped_entry_builds_its_algorithms_config(algo):
     assert {"CartPole-v1", "Acrobot-v1"} <= set(table) if discrete else {"HalfCheetah-v4", "Pendulum-v1"} <= set(table)
     for env_id, entry in table.items():
         where = f"hyperparams/{algo}.yml {env_id}"
-        if env_id == "atari":  # CnnPolicy: refused by name (tests/unit/test_dqn.py)
-            continue
-        _, _, learner_keys = split_entry(normalize_entry(entry, where), where, trusted_wrapper_modules=())
+        _, _, learner_keys = split_entry(normalize_entry(entry, where), where, trusted_modules())
         assert isinstance(spec.build_config(merge(spec.preset, learner_keys), 1, where), ReplayConfig)
 
 

@@ -212,7 +212,9 @@ def test_vmapped_update_equals_separate_updates_and_traces_once():
 @pytest.mark.parametrize(
     "algo,entry,message",
     [
-        ("dqn", {"policy": "CnnPolicy"}, r"policy: 'CnnPolicy' \(image observations\) is not supported for DQN"),
+        ("dqn", {"policy": "SimbaPolicy"}, r"policy: 'SimbaPolicy' is not supported; valid: MlpPolicy, CnnPolicy"),
+        ("dqn", {"policy_kwargs": {"features_extractor_kwargs": {"features_dim": 64}}}, "only features_dim, for Cnn"),
+        ("dqn", {"policy_kwargs": {"normalize_images": False}}, "normalize_images: only True"),
         ("dqn", {"exploration_final_eps": 1.5}, "exploration_final_eps"),
         ("dqn", {"tau": 0}, "tau"),
         ("dqn", {"policy_kwargs": {"n_quantiles": 5}}, "n_quantiles"),

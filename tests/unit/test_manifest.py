@@ -52,7 +52,8 @@ def test_a_format_3_manifest_reads_into_named_fields():
     run = manifest.run
     assert (run.algo, run.env_id, run.seed, run.n_envs, run.n_timesteps) == ("sac", "Pendulum-v1", 3, 1, 300)
     assert run.group == Group("sac_Pendulum-v1_seeds3-4_344bcb45", 0, ("Pendulum-v1_1", "Pendulum-v1_2"))
-    assert run.spaces.spec == (3, 1, 0) and run.spaces.action.low == (-2.0,) and run.spaces.observation.high[2] == 8.0
+    assert run.spaces.spec == (3, 1, 0, ()) and run.spaces.action.low == (-2.0,)
+    assert run.spaces.observation.high[2] == 8.0
     assert run.hyperparams["buffer_size"] == 1000 and run.resumed_from is None and run.wandb_run_id is None
     assert (manifest.kind, manifest.replay_buffer, manifest.divergence) == ("final", False, None)
     assert (manifest.counters.env_steps, manifest.counters.gradient_steps, manifest.counters.episodes) == (300, 200, 1)

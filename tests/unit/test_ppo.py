@@ -36,9 +36,11 @@ from rlbench.algos.ppo.update import (
 from rlbench.buffers.rollout import RolloutState, RolloutStep
 from rlbench.networks.actor_critic import ActorCritic, ActorCriticNetConfig
 from rlbench.networks.distributions import Categorical, DiagGaussian
+from rlbench.types import EnvSpec
 from tests.ppo_rollouts import add_step, init_rollout, sample_for_rollout
 
 OBS_DIM, ACTION_DIM, N_ENVS = 3, 2, 2
+SPEC = EnvSpec(OBS_DIM, ACTION_DIM)
 TINY_NET = ActorCriticNetConfig(pi=(8, 8), vf=(8, 8))
 
 
@@ -220,7 +222,7 @@ def compiled_samples(cfg: PPOConfig, policy, rollout: RolloutState) -> Minibatch
 
 def ppo_setup(**overrides):
     cfg = PPOConfig(**{"n_steps": 8, "batch_size": 4, "n_epochs": 3, "ent_coef": 0.01, **overrides})
-    state = init_state(cfg, ActorCritic(TINY_NET, ACTION_DIM, discrete=False), OBS_DIM, jax.random.key(1))
+    state = init_state(cfg, ActorCritic(TINY_NET, ACTION_DIM, discrete=False), SPEC, jax.random.key(1))
     return cfg, state, collected_rollout(cfg, state)
 
 
@@ -382,9 +384,7 @@ def test_update_traces_once():
         return update_fn(state, rollout, progress)
 
     update = jax.jit(counted, donate_argnums=0)
-    state = jax.jit(lambda key: init_state(cfg, ActorCritic(TINY_NET, ACTION_DIM, False), OBS_DIM, key))(
-        jax.random.key(1)
-    )
+    state = jax.jit(lambda key: init_state(cfg, ActorCritic(TINY_NET, ACTION_DIM, False), SPEC, key))(jax.random.key(1))
     for i in range(3):
         state, _ = update(state, rollout, jnp.asarray(1 - i / 3))  # weakly typed progress, as a loop passes it
     assert n_traces == 1 and int(state.step) == 3 * 3 * 4
@@ -393,7 +393,7 @@ def test_update_traces_once():
 def test_a2c_gradient_equals_the_plain_a2c_loss_gradient():
     cfg = a2c_config(ent_coef=0.01, vf_coef=0.25)
     net = ActorCritic(TINY_NET, ACTION_DIM, discrete=False)
-    state = init_state(cfg, net, OBS_DIM, jax.random.key(2))
+    state = init_state(cfg, net, SPEC, jax.random.key(2))
     rollout = collected_rollout(cfg, state)
     flat = compiled_samples(cfg, state.policy, rollout)
     settings = loss_settings(cfg, jnp.float32(1.0))
@@ -429,7 +429,7 @@ def test_ppo_learns_a_one_step_bandit():
     """Two actions, reward 1 for action 1, every step terminal: P(action 1) goes from 1/2 to near 1."""
     cfg = PPOConfig(n_steps=16, batch_size=16, n_epochs=4, learning_rate=ConstantSchedule(3e-3))
     net = ActorCritic(TINY_NET, action_dim=2, discrete=True)
-    state = init_state(cfg, net, OBS_DIM, jax.random.key(0))
+    state = init_state(cfg, net, SPEC, jax.random.key(0))
     update = jax.jit(make_update(cfg, N_ENVS))
     obs = jnp.ones((N_ENVS, OBS_DIM))
 

@@ -190,7 +190,7 @@ def test_a2c_reads_sb3s_a2c_defaults():
         ("ppo", {"clip_range": 0}, 1, "clip_range: expected a finite number > 0"),
         ("ppo", {"clip_range": "lin_-0.2"}, 1, "clip_range: expected a finite number > 0"),
         ("ppo", {"use_sde": "yes"}, 1, "use_sde: expected True or False"),
-        ("ppo", {"policy": "CnnPolicy"}, 1, "policy: 'CnnPolicy' is not supported for PPO and A2C yet"),
+        ("ppo", {"policy": "SimbaPolicy"}, 1, "policy: 'SimbaPolicy' is not supported; valid: MlpPolicy, CnnPolicy"),
         ("ppo", {"tau": 0.01}, 1, "tau: a key of sac, droq, tqc, td3, ddpg, dqn, qrdqn; --algo ppo does not read it"),
         ("a2c", {"n_epochs": 4}, 1, "n_epochs: a key of ppo; --algo a2c does not read it"),
         ("sac", {"gae_lambda": 0.9}, 1, "gae_lambda: a key of ppo, a2c; --algo sac does not read it"),
@@ -205,7 +205,7 @@ def test_bad_keys_name_the_key(algo, keys, n_envs, message):
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
 def test_every_rl_zoo_entry_builds_or_names_what_rlbench_lacks(algo):
     """RL Zoo 2.9.2's own file, shipped unchanged: each entry's learner keys build a config, or the entry is
-    refused naming one of the features rlbench does not have yet (gSDE, images, RMSpropTFLike)."""
+    refused naming one of the features rlbench does not have yet (RMSpropTFLike)."""
     table = yaml.safe_load((REPO / "hyperparams" / f"{algo}.yml").read_text())
     built, refused = 0, 0
     for env_id, entry in table.items():
@@ -216,9 +216,10 @@ def test_every_rl_zoo_entry_builds_or_names_what_rlbench_lacks(algo):
             get_algo(algo).build_config(keys, int(entry.get("n_envs", 1)), env_id)
             built += 1
         except ConfigError as error:
-            # gSDE and images are not there yet; the MuJoCo -v2 entries (mujoco-py envs, which gymnasium cannot
-            # make) ask for a batch_size larger than their rollout, which rlbench refuses (SB3 warns).
-            lacking = ("use_sde", "CnnPolicy", "optimizer_kwargs", "batch_size" if env_id.endswith("-v2") else "-")
+            # A2C's atari entry asks for RMSpropTFLike (optimizer_kwargs); the MuJoCo -v2 entries (mujoco-py
+            # envs, which gymnasium cannot make) ask for a batch_size larger than their rollout, which rlbench
+            # refuses (SB3 warns).
+            lacking = ("use_sde", "optimizer_kwargs", "batch_size" if env_id.endswith("-v2") else "-")
             assert any(name in str(error) for name in lacking), (env_id, error)
             refused += 1
     assert built >= 10, (built, refused)

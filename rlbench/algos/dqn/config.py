@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from rlbench.algos.common.config import ReplayConfig
 from rlbench.algos.common.schedules import ConstantSchedule, Schedule
 from rlbench.networks.mlp import NetworkConfig
+from rlbench.networks.nature_cnn import Features
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class DQNConfig(ReplayConfig):
     exploration_schedule: EpsilonSchedule = field(default_factory=EpsilonSchedule)
     max_grad_norm: float | None = None  # clip the gradient's global norm (SB3's default 10); None: SBX's, no clipping
     q_network: NetworkConfig = field(default_factory=NetworkConfig)  # [256, 256] ReLU, as SBX's
+    # CnnPolicy: NatureCNN before the q_network's layers (SB3's: none after it)
+    features: Features = field(default_factory=Features)
     vector_envs: int = 1  # n_envs: the target interval and the warm-up count vector steps
     n_quantiles: int | None = None  # QR-DQN: quantiles of each action's return
 

@@ -36,7 +36,7 @@ def make_optimizer(cfg: DQNConfig) -> optax.GradientTransformation:
 def init_state(cfg: DQNConfig, spec: EnvSpec, network: ActionValues, key: jax.Array) -> DQNState:
     """A fresh Q-network, its target a copy (a separate one: shared buffers break donation)."""
     key, q_key = jax.random.split(key)
-    params = network.init(q_key, jnp.zeros((1, spec.obs_dim), jnp.float32))["params"]
+    params = network.init(q_key, jnp.zeros((1, spec.obs_dim), spec.obs_dtype))["params"]
     q = TargetCriticState.for_network(
         cfg.q_network, network.apply, params, make_optimizer(cfg), target_params=jax.tree.map(jnp.copy, params)
     )

@@ -33,8 +33,10 @@ from rlbench.algos.common.steps import apply_loss, polyak, set_learning_rate
 from rlbench.algos.dqn.acting import dqn_acting
 from rlbench.algos.dqn.config import DQNConfig
 from rlbench.algos.dqn.state import DQNState, init_state
-from rlbench.buffers.uniform import make_uniform_buffer, row_width
+from rlbench.buffers.uniform import bytes_per_transition, make_uniform_buffer
+from rlbench.errors import ConfigError
 from rlbench.networks.action_values import ActionValues
+from rlbench.networks.nature_cnn import features_units
 from rlbench.networks.trunk import trunk_units
 from rlbench.types import EnvSpec, Metrics, Params, Transition
 
@@ -122,15 +124,18 @@ def make_gradient_steps(cfg: DQNConfig) -> GradientStepsFn[DQNState]:
 def activation_bytes(cfg: DQNConfig, spec: EnvSpec) -> int:
     """An upper estimate of one iteration's temporaries: the sampled batches and one step's activations (the
     Q-network's pass on obs and the target's on next_obs)."""
-    batches = steps_per_update(cfg) * cfg.batch_size * row_width(spec) * FLOAT_BYTES
+    batches = steps_per_update(cfg) * cfg.batch_size * bytes_per_transition(spec)
     outputs = spec.n_actions * (cfg.n_quantiles or 1)
-    per_step = 2 * cfg.batch_size * (trunk_units(cfg.q_network) + outputs) * ACTIVATION_VALUES_PER_UNIT
+    units = features_units(cfg.features, spec.image_shape) + trunk_units(cfg.q_network) + outputs
+    per_step = 2 * cfg.batch_size * units * ACTIVATION_VALUES_PER_UNIT
     return batches + per_step * FLOAT_BYTES
 
 
 def make_learner(cfg: DQNConfig, spec: EnvSpec) -> Learner[DQNState]:
     """Bind DQN's (or QR-DQN's) pure functions to a config and a Discrete env's spec."""
-    network = ActionValues(config=cfg.q_network, n_actions=spec.n_actions, n_quantiles=cfg.n_quantiles)
+    if (refusal := cfg.features.refusal(spec.image_shape, spec.obs_dim)) is not None:
+        raise ConfigError(refusal)
+    network = ActionValues(cfg.q_network, spec.n_actions, cfg.n_quantiles, cfg.features, spec.image_shape)
     buffer = make_uniform_buffer(cfg.buffer_size, spec)
     gradient_steps = make_gradient_steps(cfg)
     return Learner(

@@ -28,6 +28,7 @@ from rlbench.buffers.normalization import Normalization
 from rlbench.buffers.rollout import RolloutState, RolloutStep
 from rlbench.errors import ConfigError
 from rlbench.networks.actor_critic import ActorCritic
+from rlbench.networks.nature_cnn import features_units
 from rlbench.types import EnvSpec, Metrics, PyTree, Transition
 
 
@@ -36,8 +37,10 @@ def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
         raise ConfigError(
             "use_sde: gSDE explores in continuous (Box) action spaces, not Discrete ones; set use_sde: False"
         )
+    if (refusal := cfg.network.features.refusal(spec.image_shape, spec.obs_dim)) is not None:
+        raise ConfigError(refusal)
     n_outputs = spec.n_actions if spec.discrete else spec.action_dim
-    network = ActorCritic(cfg.network, n_outputs, spec.discrete, gsde=cfg.use_sde)
+    network = ActorCritic(cfg.network, n_outputs, spec.discrete, gsde=cfg.use_sde, image_shape=spec.image_shape)
     update_rollout = make_update(cfg, cfg.rollout_envs)
 
     def update(
@@ -63,7 +66,7 @@ def make_learner(cfg: PPOConfig, spec: EnvSpec) -> Learner[PPOState]:
     if cfg.clip_range_vf is not None:
         metric_names += ("train/clip_range_vf",)
     return Learner(
-        init_fn=lambda key: init_state(cfg, network, spec.obs_dim, key),
+        init_fn=lambda key: init_state(cfg, network, spec, key),
         update_fn=update,
         storage=no_storage(),
         collection=Collection(
@@ -154,7 +157,8 @@ def activation_bytes(cfg: PPOConfig, spec: EnvSpec) -> int:
     """An upper estimate of one update's temporaries: the rollout's arrays and its flattened, permuted copies
     (x 4), and each minibatch step's activations and their gradients (x 3) for both networks."""
     rollout = cfg.n_steps * cfg.rollout_envs
-    per_sample = 2 * spec.obs_dim + spec.action_dim + 8
-    widths = sum(cfg.network.pi) + sum(cfg.network.vf) + spec.obs_dim + max(spec.action_dim, spec.n_actions)
+    per_sample = 2 * spec.obs_dim * spec.obs_dtype().itemsize // 4 + spec.action_dim + 8  # in float32 values
+    features = features_units(cfg.network.features, spec.image_shape)
+    widths = sum(cfg.network.pi) + sum(cfg.network.vf) + spec.obs_dim + features + max(spec.action_dim, spec.n_actions)
     batch = minibatch_size(cfg, rollout)
     return 4 * (4 * rollout * per_sample + 3 * batch * widths)

@@ -11,7 +11,7 @@ from flax.training.train_state import TrainState
 from rlbench.algos.ppo.config import PPOConfig, make_optimizer
 from rlbench.algos.soft.acting import Exploration
 from rlbench.networks.actor_critic import ActorCritic
-from rlbench.types import Params
+from rlbench.types import EnvSpec, Params
 
 
 class PPOState(struct.PyTreeNode):
@@ -22,9 +22,9 @@ class PPOState(struct.PyTreeNode):
     exploration: Exploration | None = None  # gSDE's held matrices [n_envs, latent, action] (None without)
 
 
-def init_state(cfg: PPOConfig, network: ActorCritic, obs_dim: int, key: jax.Array) -> PPOState:
+def init_state(cfg: PPOConfig, network: ActorCritic, spec: EnvSpec, key: jax.Array) -> PPOState:
     init_key, key = jax.random.split(key)
-    params = network.init(init_key, jnp.zeros((1, obs_dim), jnp.float32))["params"]
+    params = network.init(init_key, jnp.zeros((1, spec.obs_dim), spec.obs_dtype))["params"]
     # flax leaves TrainState.create unannotated; it returns a TrainState.
     policy: TrainState = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer(cfg))
     zero = jnp.zeros((), jnp.int32)

@@ -16,7 +16,7 @@ from rlbench.algos.dqn.config import DQNConfig, EpsilonSchedule, qrdqn_config
 from rlbench.algos.dqn.update import make_learner
 from rlbench.config.algorithm import Algorithm
 from rlbench.config.algorithms.ppo import schedule_as_text
-from rlbench.config.algorithms.shared import KeySet, checked_policy_kwargs
+from rlbench.config.algorithms.shared import KeySet, checked_policy_kwargs, extractor_kwargs, read_features
 from rlbench.config.values import (
     layer_widths,
     number,
@@ -27,6 +27,7 @@ from rlbench.config.values import (
 )
 from rlbench.errors import ConfigError
 from rlbench.networks.mlp import PRECISIONS, NetworkConfig
+from rlbench.networks.nature_cnn import Features, policy_name
 
 DQN_KEYS = KeySet(
     keys=(
@@ -47,10 +48,11 @@ DQN_KEYS = KeySet(
         "policy_kwargs",
         "precision",
     ),
-    policy_kwargs=("net_arch", "activation_fn"),
+    policy_kwargs=("net_arch", "activation_fn", "features_extractor_kwargs", "normalize_images"),
 )
 QRDQN_KEYS = DQN_KEYS.extend(policy_kwargs=("n_quantiles",))
-ARCHITECTURE_KEYS = ("net_arch", "activation_fn", "n_quantiles")  # what a resume cannot change
+# What a resume cannot change.
+ARCHITECTURE_KEYS = ("net_arch", "activation_fn", "n_quantiles", "features_extractor_kwargs")
 
 
 def reader(defaults: DQNConfig, key_set: KeySet) -> Callable[[Mapping[str, Any], int, str], DQNConfig]:
@@ -74,7 +76,7 @@ def reader(defaults: DQNConfig, key_set: KeySet) -> Callable[[Mapping[str, Any],
                 None if p["max_grad_norm"] is None else number(p, "max_grad_norm", float, 0, low_open=True)
             )
         values["exploration_schedule"] = read_exploration(p, defaults.exploration_schedule)
-        values["q_network"] = read_network(p, kwargs, defaults, where)
+        values["q_network"], values["features"] = read_network(p, kwargs, defaults, where)
         if defaults.n_quantiles is not None and "n_quantiles" in kwargs:
             values["n_quantiles"] = number(kwargs, "n_quantiles", int, 1)
         return replace(defaults, **values)
@@ -84,26 +86,19 @@ def reader(defaults: DQNConfig, key_set: KeySet) -> Callable[[Mapping[str, Any],
 
 def read_network(
     params: Mapping[str, Any], kwargs: Mapping[str, Any], defaults: DQNConfig, where: str
-) -> NetworkConfig:
-    """The Q-network's trunk: `policy` (MlpPolicy), net_arch as a list of widths (SB3's DQN),
-    activation_fn, precision."""
-    policy = params.get("policy", "MlpPolicy")
-    if policy != "MlpPolicy":
-        what = " (image observations)" if policy == "CnnPolicy" else ""
-        raise ConfigError(
-            f"policy: {policy!r}{what} is not supported for DQN and QR-DQN yet; valid: MlpPolicy (from {where})"
-        )
+) -> tuple[NetworkConfig, Features]:
+    """The Q-network's features and layers: `policy` (MlpPolicy, or CnnPolicy: NatureCNN, then net_arch, [] by
+    default as SB3's), net_arch as a list of widths (SB3's DQN), activation_fn, features_extractor_kwargs'
+    features_dim, precision."""
+    features = read_features(params, kwargs, where)
     network = defaults.q_network
-    hidden = layer_widths(kwargs["net_arch"], "") if "net_arch" in kwargs else network.hidden
+    default_hidden = network.hidden if features.extractor == "flatten" else ()
+    hidden = layer_widths(kwargs["net_arch"], "") if "net_arch" in kwargs else default_hidden
     precision = params.get("precision", "float32")
     if precision not in PRECISIONS:
         raise ConfigError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r} (from {where})")
-    return replace(
-        network,
-        hidden=hidden,
-        activation=parse_activation(kwargs.get("activation_fn", network.activation)),
-        precision=precision,
-    )
+    activation = parse_activation(kwargs.get("activation_fn", network.activation))
+    return replace(network, hidden=hidden, activation=activation, precision=precision), features
 
 
 def read_exploration(params: Mapping[str, Any], default: EpsilonSchedule) -> EpsilonSchedule:
@@ -119,7 +114,9 @@ def read_exploration(params: Mapping[str, Any], default: EpsilonSchedule) -> Eps
 
 def dqn_hyperparams(cfg: DQNConfig) -> dict[str, Any]:
     """The inverse of the reader, in the file format: what config.yml stores, sorted."""
-    policy_kwargs: dict[str, Any] = {"net_arch": list(cfg.q_network.hidden), "activation_fn": cfg.q_network.activation}
+    network = cfg.q_network
+    policy_kwargs: dict[str, Any] = {"net_arch": list(network.hidden), "activation_fn": network.activation}
+    policy_kwargs |= extractor_kwargs(cfg.features)
     if cfg.n_quantiles is not None:
         policy_kwargs["n_quantiles"] = cfg.n_quantiles
     out = {
@@ -136,7 +133,7 @@ def dqn_hyperparams(cfg: DQNConfig) -> dict[str, Any]:
         "exploration_initial_eps": cfg.exploration_schedule.initial,
         "exploration_final_eps": cfg.exploration_schedule.final,
         "max_grad_norm": cfg.max_grad_norm,
-        "policy": "MlpPolicy",
+        "policy": policy_name(cfg.features),
         "precision": cfg.q_network.precision,
         "policy_kwargs": policy_kwargs,
     }
@@ -146,9 +143,9 @@ def dqn_hyperparams(cfg: DQNConfig) -> dict[str, Any]:
 DISCRETE = ("Discrete",)
 DQN = Algorithm(
     "dqn", DQN_KEYS, reader(DQNConfig(), DQN_KEYS), dqn_hyperparams, make_learner,
-    architecture_keys=ARCHITECTURE_KEYS, action_spaces=DISCRETE,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=DISCRETE, reads_images=True,
 )  # fmt: skip
 QRDQN = Algorithm(
     "qrdqn", QRDQN_KEYS, reader(qrdqn_config(), QRDQN_KEYS), dqn_hyperparams, make_learner,
-    architecture_keys=ARCHITECTURE_KEYS, action_spaces=DISCRETE,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=DISCRETE, reads_images=True,
 )  # fmt: skip

@@ -16,10 +16,11 @@ from rlbench.algos.common.schedules import LinearSchedule, Schedule
 from rlbench.algos.ppo.config import PPOConfig, a2c_config
 from rlbench.algos.ppo.learner import make_learner
 from rlbench.config.algorithm import Algorithm
-from rlbench.config.algorithms.shared import KeySet, checked_policy_kwargs
+from rlbench.config.algorithms.shared import KeySet, checked_policy_kwargs, extractor_kwargs, read_features
 from rlbench.config.values import layer_widths, number, parse_activation, parse_schedule
 from rlbench.errors import ConfigError
 from rlbench.networks.actor_critic import ActorCriticNetConfig
+from rlbench.networks.nature_cnn import Features, policy_name
 
 COMMON_KEYS = (
     "learning_rate",
@@ -35,19 +36,28 @@ COMMON_KEYS = (
     "use_sde",
     "sde_sample_freq",
 )
-POLICY_KWARGS = ("net_arch", "activation_fn", "ortho_init", "log_std_init", "share_features_extractor")
+POLICY_KWARGS = (
+    "net_arch",
+    "activation_fn",
+    "ortho_init",
+    "log_std_init",
+    "share_features_extractor",
+    "features_extractor_kwargs",
+    "normalize_images",
+)
 PPO_KEYS = KeySet(
     keys=(*COMMON_KEYS, "batch_size", "n_epochs", "clip_range", "clip_range_vf", "target_kl"),
     policy_kwargs=POLICY_KWARGS,
 )
 A2C_KEYS = KeySet(keys=(*COMMON_KEYS, "use_rms_prop", "rms_prop_eps"), policy_kwargs=POLICY_KWARGS)
-ARCHITECTURE_KEYS = ("net_arch", "activation_fn")  # what a resume cannot change: the saved parameters' shapes
+# What a resume cannot change: the saved parameters' shapes.
+ARCHITECTURE_KEYS = ("net_arch", "activation_fn", "features_extractor_kwargs")
 
 
 def read_ppo(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
     """A checked PPOConfig from the learner keys of a merged ppo.yml entry (ConfigError, exit 2, naming the key)."""
     kwargs = checked_policy_kwargs(params, PPO_KEYS, where)
-    values = read_common(params, kwargs, n_envs)
+    values = read_common(params, kwargs, n_envs, where)
     for key, low in (("batch_size", 1), ("n_epochs", 1)):
         if key in params:
             values[key] = number(params, key, int, low)
@@ -63,7 +73,7 @@ def read_ppo(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
 def read_a2c(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
     """A checked A2C config (a PPOConfig with A2C's preset) from the learner keys of a merged a2c.yml entry."""
     kwargs = checked_policy_kwargs(params, A2C_KEYS, where)
-    values = read_common(params, kwargs, n_envs)
+    values = read_common(params, kwargs, n_envs, where)
     if "use_rms_prop" in params:
         values["optimizer"] = "rmsprop" if boolean(params, "use_rms_prop") else "adam"
     if "rms_prop_eps" in params:
@@ -71,9 +81,10 @@ def read_a2c(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
     return checked(a2c_config(**values), where)
 
 
-def read_common(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int) -> dict[str, Any]:
+def read_common(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int, where: str) -> dict[str, Any]:
     """The keys PPO and A2C share."""
-    values: dict[str, Any] = {"rollout_envs": n_envs, "network": read_network(kwargs)}
+    network = read_network(kwargs, read_features(params, kwargs, where))
+    values: dict[str, Any] = {"rollout_envs": n_envs, "network": network}
     if "learning_rate" in params:
         values["learning_rate"] = parse_schedule("learning_rate", params["learning_rate"])
     if "n_steps" in params:
@@ -89,25 +100,21 @@ def read_common(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: in
             values[key] = boolean(params, key)
     if values.get("use_sde") and params.get("sde_sample_freq") is not None:  # SB3 reads it only with use_sde
         values["sde_sample_freq"] = number(params, "sde_sample_freq", int, -1)
-    check_policy(params.get("policy", "MlpPolicy"))
     return values
 
 
-def check_policy(policy: object) -> None:
-    if policy != "MlpPolicy":
-        raise ConfigError(
-            f"policy: {policy!r} is not supported for PPO and A2C yet (image and dict observations); valid: MlpPolicy"
-        )
-
-
-def read_network(kwargs: Mapping[str, Any]) -> ActorCriticNetConfig:
+def read_network(kwargs: Mapping[str, Any], features: Features) -> ActorCriticNetConfig:
+    """SB3's ActorCriticPolicy's policy_kwargs: net_arch (dict(pi=[64, 64], vf=[64, 64]) by default, [] after
+    CnnPolicy's NatureCNN), activation_fn, ortho_init, log_std_init; one features extractor for both networks."""
     default = ActorCriticNetConfig()
-    pi, vf = parse_actor_critic_arch(kwargs.get("net_arch", {"pi": list(default.pi), "vf": list(default.vf)}))
+    default_arch = {"pi": list(default.pi), "vf": list(default.vf)} if features.extractor == "flatten" else []
+    pi, vf = parse_actor_critic_arch(kwargs.get("net_arch", default_arch))
     if kwargs.get("share_features_extractor", True) is not True:
-        # With flat observations SB3's features extractor is Flatten, with no parameters: shared or not, the
-        # networks are the same. Anything but True is refused rather than silently read.
-        raise ConfigError("policy_kwargs.share_features_extractor: only True (the default) is read (flat obs)")
+        # Flatten has no parameters, so shared or not the networks are the same; NatureCNN's are shared (SB3's
+        # default for PPO and A2C). Anything but True is refused rather than silently read.
+        raise ConfigError("policy_kwargs.share_features_extractor: only True (the default) is read")
     return ActorCriticNetConfig(
+        features=features,
         pi=pi,
         vf=vf,
         activation=parse_activation(kwargs.get("activation_fn", default.activation)),
@@ -193,22 +200,23 @@ def common_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
         "normalize_advantage": cfg.normalize_advantage,
         "use_sde": cfg.use_sde,
         "sde_sample_freq": cfg.sde_sample_freq,
-        "policy": "MlpPolicy",
+        "policy": policy_name(net.features),
         "policy_kwargs": {
             "net_arch": {"pi": list(net.pi), "vf": list(net.vf)},
             "activation_fn": net.activation,
             "ortho_init": net.ortho_init,
             "log_std_init": net.log_std_init,
-        },
+        }
+        | extractor_kwargs(net.features),
     }
 
 
 ON_POLICY_SPACES = ("Box", "Discrete")
 PPO = Algorithm(
     "ppo", PPO_KEYS, read_ppo, ppo_hyperparams, make_learner,
-    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, log_interval=1,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, reads_images=True, log_interval=1,
 )  # fmt: skip
 A2C = Algorithm(
     "a2c", A2C_KEYS, read_a2c, a2c_hyperparams, make_learner,
-    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, log_interval=100,
+    architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, reads_images=True, log_interval=100,
 )  # fmt: skip

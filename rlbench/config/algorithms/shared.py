@@ -1,6 +1,7 @@
 """The keys every off-policy learner reads (SAC, DroQ, CrossQ, TQC, TD3, DDPG) in RL Zoo's file format: the
 KeySet type, the shared keys read into ActorCriticConfig's fields, the target networks' and quantile
-critics' keys, and the way back to the file format.
+critics' keys, and the way back to the file format; and the features extractor `policy` names for the
+value-based and on-policy learners (MlpPolicy, CnnPolicy).
 
 Each algorithm's module here declares its key set, reads the shared keys with `read_shared` and its own
 with rlbench.config.values, and writes the file format back with `shared_hyperparams`. config.yml and
@@ -30,6 +31,7 @@ from rlbench.config.values import (
 )
 from rlbench.errors import ConfigError
 from rlbench.networks.mlp import PRECISIONS, Family, NetworkConfig, Precision
+from rlbench.networks.nature_cnn import POLICY_EXTRACTORS, Features
 from rlbench.networks.trunk import policy_name
 
 
@@ -272,3 +274,24 @@ def quantile_hyperparams(hyperparams: dict[str, Any], quantiles: Quantiles) -> d
         "policy_kwargs": policy_kwargs,
         "top_quantiles_to_drop_per_net": quantiles.top_quantiles_to_drop_per_net,
     }
+
+
+def read_features(params: Mapping[str, Any], kwargs: Mapping[str, Any], where: str) -> Features:
+    """`policy` and the policy_kwargs of its features extractor: features_extractor_kwargs=dict(features_dim=N)
+    (CnnPolicy) and normalize_images (True only: images are always scaled to [0, 1])."""
+    policy = params.get("policy", "MlpPolicy")
+    if policy not in POLICY_EXTRACTORS:
+        raise ConfigError(f"policy: {policy!r} is not supported; valid: {', '.join(POLICY_EXTRACTORS)} (from {where})")
+    if kwargs.get("normalize_images", True) is not True:
+        raise ConfigError(f"policy_kwargs.normalize_images: only True is read (pixels scaled by 255) (from {where})")
+    name = "policy_kwargs.features_extractor_kwargs"
+    extractor_kwargs = literal_mapping(kwargs.get("features_extractor_kwargs"), name)
+    if set(extractor_kwargs) - {"features_dim"} or (extractor_kwargs and policy != "CnnPolicy"):
+        raise ConfigError(f"{name}: only features_dim, for CnnPolicy, got {dict(extractor_kwargs)} (from {where})")
+    dim = number(extractor_kwargs, "features_dim", int, 1) if "features_dim" in extractor_kwargs else Features().dim
+    return Features(extractor=POLICY_EXTRACTORS[policy], dim=dim)
+
+
+def extractor_kwargs(features: Features) -> dict[str, Any]:
+    """CnnPolicy's features_extractor_kwargs in the file format; none for MlpPolicy."""
+    return {} if features.extractor == "flatten" else {"features_extractor_kwargs": {"features_dim": features.dim}}

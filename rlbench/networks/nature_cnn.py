@@ -1,0 +1,134 @@
+"""What a network reads its observation through: the flat observation itself (MlpPolicy) or SB3's NatureCNN
+over an image (CnnPolicy), and the pixel scaling both apply to images.
+
+NatureCNN (Mnih et al. 2015, SB3's features extractor of CnnPolicy): three convolutions, 32 filters 8x8
+stride 4, 64 4x4 stride 2, 64 3x3 stride 1, unpadded, each with a ReLU, then a dense layer of `features_dim`
+(512) with a ReLU. Images arrive flat and uint8 (rlbench.envs.images) and are scaled to [0, 1] first, as SB3's
+`preprocess_obs` does for an image space under any policy; channels last (SB3 transposes to channels first
+for torch, which changes no value).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+Extractor = Literal["flatten", "nature_cnn"]
+# RL Zoo's / SBX's `policy` names for the value-based and on-policy learners, and the extractor each reads with.
+POLICY_EXTRACTORS: dict[str, Extractor] = {"MlpPolicy": "flatten", "CnnPolicy": "nature_cnn"}
+# Initialisation of the convolutions and the dense layer: flax's default (lecun normal weights, zero biases; SBX's),
+# orthogonal with gain sqrt(2) and zero biases (SB3's ActorCriticPolicy with ortho_init), or PyTorch's default.
+Init = Literal["lecun", "orthogonal", "torch"]
+# (filters, kernel size, stride) of each convolution.
+NATURE_CONVOLUTIONS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Features:
+    """The extractor a policy name chooses, and NatureCNN's output width (SB3's features_extractor_kwargs)."""
+
+    extractor: Extractor = "flatten"
+    dim: int = 512
+
+    def refusal(self, image_shape: tuple[int, ...], obs_dim: int) -> str | None:
+        """Why these features cannot read an env's observations (image_shape () for a flat vector), or None."""
+        if self.extractor == "flatten":
+            return None
+        if not image_shape:
+            return (
+                f"policy: CnnPolicy reads images (uint8 [height, width, channels] in [0, 255]); the env observes a "
+                f"flat vector of {obs_dim} values: use MlpPolicy"
+            )
+        if min(conv_output_side(image_shape[0]), conv_output_side(image_shape[1])) < 1:
+            return (
+                f"policy: CnnPolicy's NatureCNN needs images of at least 36 x 36 pixels (three unpadded "
+                f"convolutions: 8x8 stride 4, 4x4 stride 2, 3x3 stride 1), the env's are {list(image_shape)}"
+            )
+        return None
+
+
+def policy_name(features: Features) -> str:
+    """The `policy` value that reads with `features` (the inverse of POLICY_EXTRACTORS)."""
+    return next(name for name, extractor in POLICY_EXTRACTORS.items() if extractor == features.extractor)
+
+
+def scaled_pixels(obs: jax.Array) -> jax.Array:
+    """Images (uint8, the only integer observations the loops pass) scaled to [0, 1]; float observations as they are."""
+    return obs.astype(jnp.float32) / 255.0 if obs.dtype == jnp.uint8 else obs
+
+
+def conv_output_side(side: int) -> int:
+    """An image side after NatureCNN's three unpadded convolutions (0 or less: too small for them)."""
+    for _, kernel, stride in NATURE_CONVOLUTIONS:
+        side = (side - kernel) // stride + 1 if side >= kernel else 0
+    return side
+
+
+def nature_cnn_parameter_count(image_shape: tuple[int, ...], features_dim: int = 512) -> int:
+    """Weights and biases of NatureCNN on [height, width, channels] images: each layer's fan-in x outputs + outputs."""
+    height, width, channels = image_shape
+    count = 0
+    for filters, kernel, _ in NATURE_CONVOLUTIONS:
+        count += kernel * kernel * channels * filters + filters
+        channels = filters
+    flat = conv_output_side(height) * conv_output_side(width) * channels
+    return count + flat * features_dim + features_dim
+
+
+def _initializers(init: Init, fan_in: int) -> tuple[nn.initializers.Initializer, nn.initializers.Initializer]:
+    if init == "orthogonal":
+        return nn.initializers.orthogonal(math.sqrt(2.0)), nn.initializers.zeros_init()
+    if init == "torch":  # PyTorch's Conv2d and Linear default: U(+-1/sqrt(fan_in)) for weights and biases
+        bound = 1.0 / math.sqrt(fan_in)
+
+        def uniform(key: jax.Array, shape: tuple[int, ...], dtype: jnp.dtype = jnp.float32) -> jax.Array:
+            return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+        return uniform, uniform
+    return nn.initializers.lecun_normal(), nn.initializers.zeros_init()
+
+
+class NatureCNN(nn.Module):
+    """obs [..., height * width * channels] uint8 -> features [..., features_dim]."""
+
+    image_shape: tuple[int, ...]
+    features_dim: int = 512
+    initialization: Init = "lecun"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        x = scaled_pixels(obs).reshape(*obs.shape[:-1], *self.image_shape)
+        for filters, kernel, stride in NATURE_CONVOLUTIONS:
+            kernel_init, bias_init = _initializers(self.initialization, kernel * kernel * x.shape[-1])
+            size = (kernel, kernel)
+            conv = nn.Conv(filters, size, (stride, stride), "VALID", kernel_init=kernel_init, bias_init=bias_init)
+            x = nn.relu(conv(x))
+        x = x.reshape(*x.shape[:-3], -1)
+        kernel_init, bias_init = _initializers(self.initialization, x.shape[-1])
+        return nn.relu(nn.Dense(self.features_dim, kernel_init=kernel_init, bias_init=bias_init)(x))
+
+
+def extract(features: Features, image_shape: tuple[int, ...], obs: jax.Array, init: Init = "lecun") -> jax.Array:
+    """The features a network's layers read (call inside a parent's compact method): NatureCNN's, or the
+    observation itself with images scaled."""
+    if features.extractor == "nature_cnn":
+        return NatureCNN(image_shape, features.dim, init, name="features")(obs)
+    return scaled_pixels(obs)
+
+
+def features_units(features: Features, image_shape: tuple[int, ...]) -> int:
+    """Values NatureCNN keeps per batch row (the memory estimate): the scaled input, each convolution's output and
+    the dense layer's; for the flat extractor, the scaled input."""
+    if features.extractor == "flatten" or not image_shape:
+        return math.prod(image_shape) if image_shape else 0
+    height, width, _ = image_shape
+    units = math.prod(image_shape) + features.dim
+    for filters, kernel, stride in NATURE_CONVOLUTIONS:
+        height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
+        units += height * width * filters
+    return units
