@@ -3,6 +3,7 @@ coverage, target_kl's stop, fused == looped, traces once, A2C's gradient, and a 
 
 import dataclasses
 import math
+from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +35,7 @@ from rlbench.algos.ppo.update import (
     rollout_samples,
 )
 from rlbench.buffers.rollout import RolloutState, RolloutStep
+from rlbench.config.registry import get_algo
 from rlbench.networks.actor_critic import ActorCritic, ActorCriticNetConfig
 from rlbench.networks.distributions import Categorical, DiagGaussian
 from rlbench.types import EnvSpec
@@ -423,6 +425,20 @@ def test_rmsprop_divides_by_sqrt_v_plus_eps_as_pytorch():
     np.testing.assert_allclose(update["w"], -7e-4 * g["w"] / (jnp.sqrt(v) + 1e-5), rtol=1e-5)
     # eps inside the sqrt (optax's default) would give -7e-4 * 1e-6 / sqrt(1e-14 + 1e-5), about 300x smaller
     assert abs(float(update["w"][0])) > 10 * 7e-4 * 1e-6 / math.sqrt(1e-14 + 1e-5)
+
+
+def test_rmsprop_tf_like_starts_v_at_one_and_adds_eps_inside_the_sqrt_as_sb3s():
+    """SB3's RMSpropTFLike (RL Zoo's A2C atari entry), two steps by hand: v = alpha v + (1 - alpha) g^2 from v0 = 1,
+    then -lr g / sqrt(v + eps)."""
+    keys = {"policy_kwargs": {"optimizer_class": "RMSpropTFLike", "optimizer_kwargs": {"eps": 1e-5}}}
+    cfg = replace(get_algo("a2c").build_config(keys, 16, "test"), max_grad_norm=1e9)
+    tx = make_optimizer(cfg)
+    g = {"w": jnp.array([1e-3, 2.0])}
+    opt_state, v = tx.init(g), np.ones(2)
+    for _ in range(2):
+        update, opt_state = tx.update(g, opt_state)
+        v = 0.99 * v + 0.01 * np.asarray(g["w"]) ** 2
+        np.testing.assert_allclose(update["w"], -7e-4 * np.asarray(g["w"]) / np.sqrt(v + 1e-5), rtol=1e-5)
 
 
 def test_ppo_learns_a_one_step_bandit():

@@ -11,6 +11,8 @@ no advantage normalization, RMSprop.
 RMSprop: SB3's A2C uses torch.optim.RMSprop(alpha=0.99, eps=1e-5), which divides by sqrt(v) + eps;
 optax.rmsprop's default divides by sqrt(v + eps) (eps_in_sqrt=True, TensorFlow's placement, which SB3
 offers as RMSpropTFLike). `make_optimizer` passes eps_in_sqrt=False to match PyTorch; both start v at 0.
+RMSpropTFLike (`policy_kwargs.optimizer_class`, RL Zoo's A2C atari entry) keeps TensorFlow's placement and
+starts v at 1, as TensorFlow's RMSprop does (SB3's sb2_compat.rmsprop_tf_like).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from rlbench.algos.common.config import LearnerConfig
 from rlbench.algos.common.schedules import ConstantSchedule, Schedule
 from rlbench.networks.actor_critic import ActorCriticNetConfig
 
-Optimizer = Literal["adam", "rmsprop"]
+# "rmsprop": PyTorch's RMSprop (SB3's A2C); "rmsprop_tf": SB3's RMSpropTFLike.
+Optimizer = Literal["adam", "rmsprop", "rmsprop_tf"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,12 +85,14 @@ def minibatch_size(cfg: PPOConfig, rollout_size: int) -> int:
 
 
 def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
-    """Gradient clipping to max_grad_norm, then Adam or PyTorch-style RMSprop, with the learning rate a
+    """Gradient clipping to max_grad_norm, then Adam, PyTorch-style RMSprop or RMSpropTFLike, with the learning rate a
     leaf of the state (`inject_hyperparams`) so a schedule needs no recompile."""
 
     def chain(learning_rate: float) -> optax.GradientTransformation:
         if cfg.optimizer == "rmsprop":
             step = optax.rmsprop(learning_rate, decay=cfg.rms_prop_alpha, eps=cfg.optimizer_eps, eps_in_sqrt=False)
+        elif cfg.optimizer == "rmsprop_tf":
+            step = optax.rmsprop(learning_rate, decay=cfg.rms_prop_alpha, eps=cfg.optimizer_eps, initial_scale=1.0)
         else:
             step = optax.adam(learning_rate, eps=cfg.optimizer_eps)
         return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), step)

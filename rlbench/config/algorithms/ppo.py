@@ -17,7 +17,7 @@ from rlbench.algos.ppo.config import PPOConfig, a2c_config
 from rlbench.algos.ppo.learner import make_learner
 from rlbench.config.algorithm import Algorithm
 from rlbench.config.algorithms.shared import KeySet, checked_policy_kwargs, extractor_kwargs, read_features
-from rlbench.config.values import layer_widths, number, parse_activation, parse_schedule
+from rlbench.config.values import layer_widths, literal_mapping, number, parse_activation, parse_schedule
 from rlbench.errors import ConfigError
 from rlbench.networks.actor_critic import ActorCriticNetConfig
 from rlbench.networks.nature_cnn import Features, policy_name
@@ -44,6 +44,8 @@ POLICY_KWARGS = (
     "share_features_extractor",
     "features_extractor_kwargs",
     "normalize_images",
+    "optimizer_class",
+    "optimizer_kwargs",
 )
 PPO_KEYS = KeySet(
     keys=(*COMMON_KEYS, "batch_size", "n_epochs", "clip_range", "clip_range_vf", "target_kl"),
@@ -74,17 +76,40 @@ def read_a2c(params: Mapping[str, Any], n_envs: int, where: str) -> PPOConfig:
     """A checked A2C config (a PPOConfig with A2C's preset) from the learner keys of a merged a2c.yml entry."""
     kwargs = checked_policy_kwargs(params, A2C_KEYS, where)
     values = read_common(params, kwargs, n_envs, where)
-    if "use_rms_prop" in params:
-        values["optimizer"] = "rmsprop" if boolean(params, "use_rms_prop") else "adam"
-    if "rms_prop_eps" in params:
-        values["optimizer_eps"] = number(params, "rms_prop_eps", float, 0, low_open=True)
+    if "optimizer" not in values:  # as SB3's A2C: a policy_kwargs.optimizer_class replaces use_rms_prop's RMSprop
+        if "use_rms_prop" in params:
+            values["optimizer"] = "rmsprop" if boolean(params, "use_rms_prop") else "adam"
+        if "rms_prop_eps" in params:
+            values["optimizer_eps"] = number(params, "rms_prop_eps", float, 0, low_open=True)
     return checked(a2c_config(**values), where)
+
+
+# SB3's RMSpropTFLike's defaults (stable_baselines3.common.sb2_compat.rmsprop_tf_like).
+RMSPROP_TF_DEFAULTS = {"alpha": 0.99, "eps": 1e-8}
+
+
+def read_optimizer_class(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """policy_kwargs.optimizer_class (RMSpropTFLike, as RL Zoo's A2C atari entry names it) and its optimizer_kwargs
+    (alpha, eps); nothing when no class is named (optimizer_kwargs then alone is refused: SB3's A2C drops them)."""
+    name, optimizer_kwargs = kwargs.get("optimizer_class"), kwargs.get("optimizer_kwargs")
+    if name is None:
+        if optimizer_kwargs is not None:
+            raise ConfigError("policy_kwargs.optimizer_kwargs: read only with optimizer_class=RMSpropTFLike")
+        return {}
+    if name != "RMSpropTFLike":
+        raise ConfigError(f"policy_kwargs.optimizer_class: only RMSpropTFLike (SB3's sb2_compat) is read, got {name!r}")
+    given = literal_mapping(optimizer_kwargs, "policy_kwargs.optimizer_kwargs")
+    if set(given) - set(RMSPROP_TF_DEFAULTS):
+        raise ConfigError(f"policy_kwargs.optimizer_kwargs: RMSpropTFLike reads alpha and eps, got {sorted(given)}")
+    settings = RMSPROP_TF_DEFAULTS | given
+    alpha = number(settings, "alpha", float, 0, 1, high_open=True)
+    return {"optimizer": "rmsprop_tf", "rms_prop_alpha": alpha, "optimizer_eps": number(settings, "eps", float, 0)}
 
 
 def read_common(params: Mapping[str, Any], kwargs: Mapping[str, Any], n_envs: int, where: str) -> dict[str, Any]:
     """The keys PPO and A2C share."""
     network = read_network(kwargs, read_features(params, kwargs, where))
-    values: dict[str, Any] = {"rollout_envs": n_envs, "network": network}
+    values: dict[str, Any] = {"rollout_envs": n_envs, "network": network, **read_optimizer_class(kwargs)}
     if "learning_rate" in params:
         values["learning_rate"] = parse_schedule("learning_rate", params["learning_rate"])
     if "n_steps" in params:
@@ -183,7 +208,7 @@ def ppo_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
 
 def a2c_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
     """The inverse of read_a2c, in the file format."""
-    out = common_hyperparams(cfg) | {"use_rms_prop": cfg.optimizer == "rmsprop", "rms_prop_eps": cfg.optimizer_eps}
+    out = common_hyperparams(cfg) | {"use_rms_prop": cfg.optimizer != "adam", "rms_prop_eps": cfg.optimizer_eps}
     return dict(sorted(out.items()))
 
 
@@ -207,8 +232,17 @@ def common_hyperparams(cfg: PPOConfig) -> dict[str, Any]:
             "ortho_init": net.ortho_init,
             "log_std_init": net.log_std_init,
         }
-        | extractor_kwargs(net.features),
+        | extractor_kwargs(net.features)
+        | optimizer_class(cfg),
     }
+
+
+def optimizer_class(cfg: PPOConfig) -> dict[str, Any]:
+    """RMSpropTFLike as policy_kwargs name it; nothing for the optimizers the other keys choose."""
+    if cfg.optimizer != "rmsprop_tf":
+        return {}
+    settings = {"alpha": cfg.rms_prop_alpha, "eps": cfg.optimizer_eps}
+    return {"optimizer_class": "RMSpropTFLike", "optimizer_kwargs": settings}
 
 
 ON_POLICY_SPACES = ("Box", "Discrete")
