@@ -13,6 +13,7 @@ train_freq steps; the first compiles), then `--steps` env steps timed in one lea
 """
 
 import argparse
+import importlib
 import json
 import time
 
@@ -20,9 +21,13 @@ import flax.linen
 import numpy as np
 from sbx import DQN, PPO
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.vec_env import VecNormalize
+from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
-RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "env_kwargs", "policy")
+RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "env_kwargs", "policy", "env_wrapper", "frame_stack")
+# The env wrappers an entry may name here (RL Zoo's atari entries), looked up by name: nothing else is imported.
+WRAPPERS = {
+    "stable_baselines3.common.atari_wrappers.AtariWrapper": ("stable_baselines3.common.atari_wrappers", "AtariWrapper")
+}
 CLASSES = {"ppo": PPO, "dqn": DQN}
 
 
@@ -32,6 +37,17 @@ def schedule(value):
         start = float(value[4:])
         return lambda progress_remaining: progress_remaining * start
     return value
+
+
+def env_wrapper(listed):
+    """RL Zoo's env_wrapper (one of WRAPPERS, with its kwargs) as make_vec_env's wrapper_class and kwargs."""
+    if not listed:
+        return None, None
+    if len(listed) != 1:
+        raise SystemExit(f"env_wrapper: one wrapper at most here, got {listed}")
+    ((name, kwargs),) = (listed[0] if isinstance(listed[0], dict) else {listed[0]: {}}).items()
+    module, cls = WRAPPERS[name]
+    return getattr(importlib.import_module(module), cls), dict(kwargs or {})
 
 
 def gradient_steps_per_update(model, algo: str, update: int) -> int:
@@ -51,7 +67,22 @@ def main() -> None:
 
     entry = json.loads(args.entry)
     n_envs = int(entry.get("n_envs", 1))
-    env = make_vec_env(args.env, n_envs=n_envs, seed=0, env_kwargs=entry.get("env_kwargs"))
+    if args.env.endswith("NoFrameskip-v4") or args.env.startswith("ALE/"):  # as RL Zoo: ale-py registers its ids
+        import ale_py
+        import gymnasium
+
+        gymnasium.register_envs(ale_py)
+    wrapper_class, wrapper_kwargs = env_wrapper(entry.get("env_wrapper"))
+    env = make_vec_env(
+        args.env,
+        n_envs=n_envs,
+        seed=0,
+        env_kwargs=entry.get("env_kwargs"),
+        wrapper_class=wrapper_class,
+        wrapper_kwargs=wrapper_kwargs,
+    )
+    if entry.get("frame_stack"):  # RL Zoo's frame_stack: VecFrameStack over the vector env
+        env = VecFrameStack(env, n_stack=int(entry["frame_stack"]))
     normalize = entry.get("normalize", False)
     if normalize:
         kwargs = dict(normalize) if isinstance(normalize, dict) else {}

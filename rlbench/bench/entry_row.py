@@ -52,16 +52,21 @@ PEER_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sbx_entry_ro
 NOT_COUNTED = "n/a"  # the FLOP of a minibatch step: see the module docstring
 
 
-def entry_experiment(algo: str, env_id: str, device: str = "auto", entry_env: str | None = None) -> Experiment:
-    """The row's run, resolved as train.py resolves `--algo ALGO --env ENV` (the file's entry and its
+def entry_experiment(
+    algo: str, env_id: str, device: str = "auto", entry_env: str | None = None, params: tuple[str, ...] = ()
+) -> Experiment:
+    """The row's run, resolved as train.py resolves `--algo ALGO --env ENV -params PARAMS` (the file's entry and its
     n_timesteps, which the row replaces), with seed 0, no evaluation, quiet. With `entry_env` (a JAX-native
     env's gymnasium twin: RL Zoo's files name gymnasium's ids), that env's entry, resolved, is the row's."""
     from rlbench.run.experiment import RunRequest, resolve
 
     entry = None
     if entry_env is not None and entry_env != env_id:
-        entry = entry_experiment(algo, entry_env, device).hyperparams
-    request = RunRequest(algo=algo, env=env_id, seed=0, eval_freq=-1, verbose=0, device=device, entry=entry)
+        entry = entry_experiment(algo, entry_env, device, params=params).hyperparams
+        params = ()  # in the twin's entry already
+    request = RunRequest(
+        algo=algo, env=env_id, seed=0, eval_freq=-1, verbose=0, device=device, entry=entry, params=tuple(params)
+    )
     return resolve(request)
 
 
@@ -100,13 +105,18 @@ def timed_steps(rollout: int, steps: int | None) -> int:
 
 
 def entry_row(
-    algo: str, env_id: str, steps: int | None = None, update_seconds: float = 5.0, entry_env: str | None = None
+    algo: str,
+    env_id: str,
+    steps: int | None = None,
+    update_seconds: float = 5.0,
+    entry_env: str | None = None,
+    params: tuple[str, ...] = (),
 ) -> Row:
     """Train WARMUP_ROLLOUTS rollouts, time `steps` env steps (whole rollouts), then the update alone; with
-    `entry_env`, that env's entry (entry_experiment)."""
+    `entry_env`, that env's entry, and `params` over the entry (entry_experiment)."""
     from rlbench.bench.row import peak_device_memory
 
-    exp = entry_experiment(algo, env_id, entry_env=entry_env)
+    exp = entry_experiment(algo, env_id, entry_env=entry_env, params=tuple(params))
     learner = exp.algo.make_learner(exp.learner_config, exp.env_spec)
     rollout = rollout_size(exp, learner)
     warmup, steps = warmup_steps(exp, learner), timed_steps(rollout, steps)
@@ -121,6 +131,7 @@ def entry_row(
     return {
         **entry_case(algo, env_id, exp, rollout),
         **({"entry_of": entry_env} if entry_env not in (None, env_id) else {}),
+        **({"params": list(params)} if params else {}),
         "grad_steps_per_rollout": round(grad_steps * rollout / timed, 2),
         "steps": timed,
         "env_steps_per_s": round(timed / seconds, 1),
@@ -214,23 +225,35 @@ def update_only_rate(learner: Learner[Any], exp: Experiment, seconds: float = 5.
 # -- the peer --------------------------------------------------------------------------------------
 
 
-def peer_case(algo: str, env_id: str, steps: int | None, device: str = "auto") -> tuple[Row, dict[str, Any] | str]:
+def peer_case(
+    algo: str, env_id: str, steps: int | None, device: str = "auto", params: tuple[str, ...] = ()
+) -> tuple[Row, dict[str, Any] | str]:
     """(the case's fields, the peer's entry in RL Zoo's format or why SBX cannot train it), resolved in this
-    process as the rlbench row resolves it (the same file entry)."""
-    exp = entry_experiment(algo, env_id, device=device)
+    process as the rlbench row resolves it (the same file entry and -params)."""
+    exp = entry_experiment(algo, env_id, device=device, params=params)
     rollout = rollout_size(exp, exp.algo.make_learner(exp.learner_config, exp.env_spec))
     case = {**entry_case(algo, env_id, exp, rollout), "system": "peer", "steps": timed_steps(rollout, steps)}
     del case["loop"], case["precision"]
+    if params:
+        case["params"] = list(params)
     try:
         return case, peer_entry(algo, exp.hyperparams)[1]
     except Untranslatable as error:
         return case, str(error)
 
 
-def entry_peer_row(python: str, script: Path, algo: str, env_id: str, steps: int | None, device: str = "cpu") -> Row:
+def entry_peer_row(
+    python: str,
+    script: Path,
+    algo: str,
+    env_id: str,
+    steps: int | None,
+    device: str = "cpu",
+    params: tuple[str, ...] = (),
+) -> Row:
     """The peer's row: SBX's PPO or DQN trained on the translated entry by `script` in the peer's Python, or a refusal
     naming what SBX cannot express (not an error: nothing failed)."""
-    case, entry = peer_case(algo, env_id, steps)
+    case, entry = peer_case(algo, env_id, steps, params=params)
     if isinstance(entry, str):
         return {**case, "device": device, "refused": entry}
     command = [python, str(script), "--algo", PEER_ALGOS[algo], "--env", env_id, "--steps", str(case["steps"])]

@@ -147,7 +147,7 @@ def peer_entry(algo: str, resolved: Mapping[str, Any]) -> tuple[str, dict[str, A
     }
     for key, value in _without_fixed(algo, resolved, refused).items():
         if key == "policy_kwargs":
-            entry[key] = peer_policy_kwargs(algo, value or {}, refused)
+            entry[key] = peer_policy_kwargs(algo, value or {}, refused, resolved.get("policy", "MlpPolicy"))
         elif key in only and value != only[key][0]:
             refused.append(f"{key}={value!r} ({only[key][1]})")
         elif key in only and only[key][0] is None:
@@ -185,8 +185,13 @@ def missing_peers(algos: Iterable[str]) -> str | None:
     )
 
 
-def peer_policy_kwargs(algo: str, kwargs: Mapping[str, Any], refused: list[str]) -> dict[str, Any]:
+def peer_policy_kwargs(
+    algo: str, kwargs: Mapping[str, Any], refused: list[str], policy: str = "MlpPolicy"
+) -> dict[str, Any]:
+    if algo == "dqn" and policy == "CnnPolicy":
+        kwargs = dqn_cnn_policy_kwargs(kwargs, refused)
     out = {}
+    passed = (*SAME_POLICY_KWARGS, *OWN_POLICY_KWARGS.get(algo, ()), *CNN_POLICY_KWARGS.get(algo, ()))
     only = ONLY_POLICY_KWARG
     for key, value in kwargs.items():
         name = f"policy_kwargs.{key}={value!r}"
@@ -197,7 +202,7 @@ def peer_policy_kwargs(algo: str, kwargs: Mapping[str, Any], refused: list[str])
                 refused.append(f"{name} ({only[key][1]})")
         elif algo == "dqn" and key == "net_arch" and (len(value) != 2 or value[0] != value[1]):
             refused.append(f"{name} (SBX's DQN has two hidden layers of net_arch[0] units)")
-        elif key in SAME_POLICY_KWARGS or key in OWN_POLICY_KWARGS.get(algo, ()):
+        elif key in passed:
             out[key] = value
         elif key in GSDE_POLICY_KWARGS:
             continue  # with use_sde, refused at the top level
@@ -206,6 +211,23 @@ def peer_policy_kwargs(algo: str, kwargs: Mapping[str, Any], refused: list[str])
         else:
             refused.append(f"{name} (no policy_kwargs of SBX's {PEER_ALGOS[algo]} takes it)")
     return dict(sorted(out.items()))
+
+
+# SBX's PPO CnnPolicy reads features_extractor_kwargs as SB3's (features_dim); its DQN's is dqn_cnn_policy_kwargs'.
+CNN_POLICY_KWARGS = {"ppo": ("features_extractor_kwargs",)}
+
+
+def dqn_cnn_policy_kwargs(kwargs: Mapping[str, Any], refused: list[str]) -> dict[str, Any]:
+    """SBX's DQN CnnPolicy is NatureCNN of net_arch[0] features (256 when unset) and the Q head, nothing between:
+    rlbench's (SB3's) net_arch [] and features_dim N are SBX's net_arch [N]."""
+    out = {key: value for key, value in kwargs.items() if key not in ("net_arch", "features_extractor_kwargs")}
+    if kwargs.get("net_arch", []):
+        net_arch = kwargs["net_arch"]
+        refused.append(f"policy_kwargs.net_arch={net_arch!r} (SBX's DQN CnnPolicy has no layer after NatureCNN)")
+    features = dict(kwargs.get("features_extractor_kwargs") or {})
+    out["net_arch"] = [features.get("features_dim", 512)]
+    out["net_arch"] += out["net_arch"]  # its two-equal-layers form, of which the CnnPolicy reads the first
+    return out
 
 
 def _ent_coef(entry: dict[str, Any], value: Any, resolved: Mapping[str, Any], refused: list[str]) -> None:

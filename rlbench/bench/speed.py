@@ -209,6 +209,15 @@ FLAGS = (
         help="rlbench rows for each of these precisions (the peer runs float32)",
     ),
     flag("--repeats", type=int, default=1, help="alternate rlbench/peer rows this many times"),
+    flag(
+        "-params",
+        "--hyperparams",
+        dest="params",
+        nargs="+",
+        default=[],
+        metavar="KEY:VALUE",
+        help="over the file entry of the ppo, a2c, dqn and qrdqn rows (theirs and the peer's), as train.py's -params",
+    ),
     flag("--update-seconds", type=float, default=5.0, help="how long each row times the compiled update alone"),
     shared("device", help="JAX backend for rlbench rows: auto, cpu, gpu, or gpu:N (cuda:N) for the N-th GPU"),
     shared("peer_device", help="JAX backend for the peer's rows"),
@@ -333,11 +342,12 @@ def entry_rows(args: argparse.Namespace) -> Iterator[Row]:
         for _ in range(args.repeats):
             for env_id in (args.env, *([twin] if twin else [])):
                 case = {"algo": algo, "env_id": env_id, "steps": args.steps, "update_seconds": args.update_seconds}
-                yield rlbench_row_in_subprocess({**case, "entry_env": twin}, args.device)
+                yield rlbench_row_in_subprocess({**case, "entry_env": twin, "params": args.params}, args.device)
             if args.peer:
                 yield entry_peer_row(
-                    args.peer, args.peer_on_policy_script, algo, twin or args.env, args.steps, args.peer_device
-                )
+                    args.peer, args.peer_on_policy_script, algo, twin or args.env, args.steps, args.peer_device,
+                    tuple(args.params),
+                )  # fmt: skip
 
 
 def off_policy_rows(args: argparse.Namespace, peak: dict[str, float]) -> Iterator[Row]:

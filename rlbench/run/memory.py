@@ -52,8 +52,10 @@ def check_buffer_memory(capacity: int, spec: EnvSpec, verbose: int, n_seeds: int
     buffers = f"{n_seeds} x " if n_seeds > 1 else ""
     if available is not None and total > available:
         fits = max(1, int(available * 0.8) // (per_row * n_seeds))
+        # An image's obs and next_obs are most of a transition: say so (a frame stack multiplies them).
+        images = f", 2 x uint8 {list(spec.image_shape)} observations each" if spec.image_shape else ""
         raise ConfigError(
-            f"replay buffer needs {total / 2**30:.2f} GiB ({buffers}{capacity:,} x {per_row} B) but only "
+            f"replay buffer needs {total / 2**30:.2f} GiB ({buffers}{capacity:,} x {per_row} B{images}) but only "
             f"{available / 2**30:.2f} GiB is available; "
             + (
                 remedy

@@ -65,6 +65,9 @@ def test_ppo_with_a_cnn_policy_trains_and_enjoy_plays_it(tmp_path):
         (["--algo", "dqn", "--env", ENV, "-params", "normalize:True"],
          r"normalize: --env tests.envs:BrightSide-v0 observes images \(uint8 \[36, 36, 1\]\), which the "
          r"networks scale by 255"),
+        (["--algo", "dqn", "--env", ENV, "-params", "frame_stack:1000", "buffer_size:100000"],
+         r"replay buffer needs [\d.]+ GiB \(100,000 x 2592012 B, 2 x uint8 \[36, 36, 1000\] observations each\) but "
+         r"only [\d.]+ GiB is available; lower buffer_size"),
     ],
 )  # fmt: skip
 def test_what_cannot_read_the_observations_is_refused_in_one_line(tmp_path, capsys, argv, message):
