@@ -56,10 +56,15 @@ def pack(transitions: Transition, spec: EnvSpec) -> tuple[jax.Array, jax.Array]:
     return jnp.concatenate([*observations, *rest], axis=1, dtype=jnp.float32), no_pixels
 
 
-def unpack(rows: jax.Array, pixels: jax.Array, spec: EnvSpec) -> Transition:
-    """[n, row_width] rows and [n, pixel_width] pixels -> Transition of [n, ...] fields (images as uint8)."""
+def unpack(rows: jax.Array, spec: EnvSpec, pixels: jax.Array | None = None) -> Transition:
+    """[n, row_width] rows and, for images, [n, pixel_width] pixels -> Transition of [n, ...] fields (images as
+    uint8)."""
     o, a = spec.obs_dim, spec.action_dim
-    observations = pixels if spec.image_shape else rows
+    observations = rows
+    if spec.image_shape:
+        if pixels is None:
+            raise ValueError("unpack: image transitions need their pixels")
+        observations = pixels
     rest = rows if spec.image_shape else rows[:, 2 * o :]
     return Transition(
         obs=observations[:, :o],
@@ -125,7 +130,7 @@ def make_uniform_buffer(capacity: int, spec: EnvSpec) -> UniformBuffer:
 
     def sample(state: BufferState, key: jax.Array, n: int) -> Transition:
         picked = jax.random.randint(key, (n,), 0, jnp.maximum(state.size, 1))
-        return unpack(state.rows[picked], state.pixels[picked], spec)
+        return unpack(state.rows[picked], spec, state.pixels[picked])
 
     return UniformBuffer(
         capacity=capacity, spec=spec, init_fn=init, add_fn=add, add_valid_fn=add_valid, sample_fn=sample

@@ -194,7 +194,8 @@ def test_a2c_reads_sb3s_a2c_defaults():
         ("ppo", {"tau": 0.01}, 1, "tau: a key of sac, droq, tqc, td3, ddpg, dqn, qrdqn; --algo ppo does not read it"),
         ("a2c", {"n_epochs": 4}, 1, "n_epochs: a key of ppo; --algo a2c does not read it"),
         ("sac", {"gae_lambda": 0.9}, 1, "gae_lambda: a key of ppo, a2c; --algo sac does not read it"),
-        ("ppo", {"policy_kwargs": {"optimizer_class": "RMSpropTFLike"}}, 1, "unknown hyperparameter 'optimizer_class'"),
+        ("ppo", {"policy_kwargs": {"optimizer_class": "Adam"}}, 1, "optimizer_class: only RMSpropTFLike"),
+        ("a2c", {"policy_kwargs": {"optimizer_kwargs": {"eps": 1e-5}}}, 1, "read only with optimizer_class"),
     ],
 )
 def test_bad_keys_name_the_key(algo, keys, n_envs, message):

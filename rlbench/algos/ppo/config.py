@@ -11,7 +11,7 @@ no advantage normalization, RMSprop.
 RMSprop: SB3's A2C uses torch.optim.RMSprop(alpha=0.99, eps=1e-5), which divides by sqrt(v) + eps;
 optax.rmsprop's default divides by sqrt(v + eps) (eps_in_sqrt=True, TensorFlow's placement, which SB3
 offers as RMSpropTFLike). `make_optimizer` passes eps_in_sqrt=False to match PyTorch; both start v at 0.
-RMSpropTFLike (`policy_kwargs.optimizer_class`, RL Zoo's A2C atari entry) keeps TensorFlow's placement and
+RMSpropTFLike (the optimizer class RL Zoo's A2C atari entry names) keeps TensorFlow's placement and
 starts v at 1, as TensorFlow's RMSprop does (SB3's sb2_compat.rmsprop_tf_like).
 """
 
