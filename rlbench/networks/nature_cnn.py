@@ -6,6 +6,11 @@ stride 4, 64 4x4 stride 2, 64 3x3 stride 1, unpadded, each with a ReLU, then a d
 (512) with a ReLU. Images arrive flat and uint8 (rlbench.envs.images) and are scaled to [0, 1] first, as SB3's
 `preprocess_obs` does for an image space under any policy; channels last (SB3 transposes to channels first
 for torch, which changes no value).
+
+The convolutions are computed as one matrix product of the image's patches (`PatchConv`), not XLA's
+convolution: their gradient inside a `lax.scan` (the fused gradient steps, PPO's epochs) ran 10x slower on
+XLA:CPU as a convolution than outside one, and as patches it runs at the speed of the unscanned convolution
+(benchmarks/README.md). The values are the convolution's, to float32 rounding (tests/unit/test_images.py).
 """
 
 from __future__ import annotations
@@ -93,6 +98,38 @@ def _initializers(init: Init, fan_in: int) -> tuple[nn.initializers.Initializer,
     return nn.initializers.lecun_normal(), nn.initializers.zeros_init()
 
 
+def image_patches(x: jax.Array, kernel: int, stride: int) -> jax.Array:
+    """[..., H, W, C] -> [..., H', W', kernel * kernel * C]: each unpadded kernel x kernel window at `stride`,
+    flattened in (row, column, channel) order, the order of a [kernel, kernel, C, F] kernel's rows."""
+    out_h, out_w = (x.shape[-3] - kernel) // stride + 1, (x.shape[-2] - kernel) // stride + 1
+    span_h, span_w = stride * (out_h - 1) + 1, stride * (out_w - 1) + 1
+    windows = [
+        x[..., row : row + span_h : stride, col : col + span_w : stride, :]
+        for row in range(kernel)
+        for col in range(kernel)
+    ]
+    return jnp.concatenate(windows, axis=-1)
+
+
+class PatchConv(nn.Module):
+    """An unpadded 2-D convolution (channels last) as the product of the image's patches with the kernel; the
+    parameters are flax's nn.Conv's: kernel [kernel, kernel, C, features] and bias [features]."""
+
+    features: int
+    kernel: int
+    stride: int
+    kernel_init: nn.initializers.Initializer = nn.initializers.lecun_normal()
+    bias_init: nn.initializers.Initializer = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        channels = x.shape[-1]
+        weights = self.param("kernel", self.kernel_init, (self.kernel, self.kernel, channels, self.features))
+        bias = self.param("bias", self.bias_init, (self.features,))
+        patches = image_patches(x, self.kernel, self.stride)
+        return patches @ weights.reshape(-1, self.features) + bias
+
+
 class NatureCNN(nn.Module):
     """obs [..., height * width * channels] uint8 -> features [..., features_dim]."""
 
@@ -105,9 +142,7 @@ class NatureCNN(nn.Module):
         x = scaled_pixels(obs).reshape(*obs.shape[:-1], *self.image_shape)
         for filters, kernel, stride in NATURE_CONVOLUTIONS:
             kernel_init, bias_init = _initializers(self.initialization, kernel * kernel * x.shape[-1])
-            size = (kernel, kernel)
-            conv = nn.Conv(filters, size, (stride, stride), "VALID", kernel_init=kernel_init, bias_init=bias_init)
-            x = nn.relu(conv(x))
+            x = nn.relu(PatchConv(filters, kernel, stride, kernel_init, bias_init)(x))
         x = x.reshape(*x.shape[:-3], -1)
         kernel_init, bias_init = _initializers(self.initialization, x.shape[-1])
         return nn.relu(nn.Dense(self.features_dim, kernel_init=kernel_init, bias_init=bias_init)(x))

@@ -21,7 +21,13 @@ from rlbench.envs.make import make_single_env
 from rlbench.envs.reported import ReportedEpisodes
 from rlbench.networks.action_values import ActionValues
 from rlbench.networks.mlp import NetworkConfig
-from rlbench.networks.nature_cnn import Features, NatureCNN, conv_output_side, nature_cnn_parameter_count
+from rlbench.networks.nature_cnn import (
+    Features,
+    NatureCNN,
+    PatchConv,
+    conv_output_side,
+    nature_cnn_parameter_count,
+)
 from rlbench.run.probe import describe_space, spaces_spec
 from rlbench.store.host_state import EpisodeTracker
 from rlbench.types import EnvSpec, Transition
@@ -43,6 +49,26 @@ def test_nature_cnn_has_sb3s_parameter_count_and_output():
     assert parameter_count(params) == nature_cnn_parameter_count(ATARI) == 1_684_128
     assert net.apply(params, obs).shape == (5, 512)
     assert conv_output_side(84) == 7 and conv_output_side(36) == 1 and conv_output_side(35) == 0
+
+
+@pytest.mark.parametrize("kernel,stride,height,width", [(8, 4, 37, 41), (4, 2, 20, 20), (3, 1, 9, 9)])
+def test_patch_convolution_equals_xlas_convolution_and_its_gradients(kernel, stride, height, width):
+    """NatureCNN's layers as patches times the kernel (PatchConv: fast inside lax.scan) compute XLA's unpadded
+    convolution, and its gradients for the kernel, the bias and the input (the layers below it)."""
+    x = jax.random.normal(jax.random.key(0), (3, height, width, 5))
+    conv = PatchConv(7, kernel, stride)
+    params = conv.init(jax.random.key(1), x)
+
+    def reference(params, x):
+        weights, bias = params["params"]["kernel"], params["params"]["bias"]
+        layout = ("NHWC", "HWIO", "NHWC")
+        return jax.lax.conv_general_dilated(x, weights, (stride, stride), "VALID", dimension_numbers=layout) + bias
+
+    np.testing.assert_allclose(conv.apply(params, x), reference(params, x), rtol=1e-5, atol=1e-5)
+    loss = lambda f: lambda p, x: jnp.sum(jnp.sin(f(p, x)))  # noqa: E731
+    ours, theirs = jax.grad(loss(conv.apply), (0, 1))(params, x), jax.grad(loss(reference), (0, 1))(params, x)
+    for got, want in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_pixels_are_scaled_by_255_before_the_network():
