@@ -140,9 +140,10 @@ class NatureCNN(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         x = scaled_pixels(obs).reshape(*obs.shape[:-1], *self.image_shape)
-        for filters, kernel, stride in NATURE_CONVOLUTIONS:
+        for index, (filters, kernel, stride) in enumerate(NATURE_CONVOLUTIONS):
             kernel_init, bias_init = _initializers(self.initialization, kernel * kernel * x.shape[-1])
-            x = nn.relu(PatchConv(filters, kernel, stride, kernel_init, bias_init)(x))
+            # Named as flax's nn.Conv layers would be (SBX's NatureCNN too): the same parameters, the same tree.
+            x = nn.relu(PatchConv(filters, kernel, stride, kernel_init, bias_init, name=f"Conv_{index}")(x))
         x = x.reshape(*x.shape[:-3], -1)
         kernel_init, bias_init = _initializers(self.initialization, x.shape[-1])
         return nn.relu(nn.Dense(self.features_dim, kernel_init=kernel_init, bias_init=bias_init)(x))
