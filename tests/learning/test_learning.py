@@ -246,3 +246,22 @@ def test_dqn_on_the_device_loop_learns_minatar_breakout(tmp_path):
     # Threshold at 60k: every seed at 4 or more, ten times random play and above its best episode.
     finals = final_evals(tmp_path, "dqn", 60_000, [1, 2], *MINATAR_DQN, env="gymnax:Breakout-MinAtar")
     assert min(finals.values()) >= 4, finals
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "algo,n_timesteps,params",
+    [
+        ("dqn", 1000, ["learning_starts:200", "buffer_size:2000", "target_update_interval:100",
+                       "exploration_fraction:0.3"]),
+        ("ppo", 2048, ["n_envs:4", "n_steps:64", "batch_size:64", "n_epochs:4"]),
+    ],
+)  # fmt: skip
+def test_cnn_policy_learns_to_read_an_image(tmp_path, algo, n_timesteps, params):
+    # tests.envs' BrightSide-v0: a 36x36 frame lit on one half, a point for naming the side; random play scores 8 of
+    # 16. NatureCNN over the pixels (uint8 through the replay buffer or the rollout). Seeds 1-2 (2026-12-07): DQN 16.0
+    # from its first evaluation at 500 steps (300 gradient steps), PPO 16.0 from 1024; threshold 15 at twice that.
+    finals = final_evals(
+        tmp_path, algo, n_timesteps, [1, 2], "-params", "policy:CnnPolicy", *params, env="tests.envs:BrightSide-v0"
+    )
+    assert min(finals.values()) >= 15, finals
