@@ -206,3 +206,18 @@ def test_dqn_entry_by_hand_and_what_sbx_dqn_cannot_express():
         peer_entry("dqn", uneven)
     with pytest.raises(Untranslatable, match="--algo qrdqn"):
         peer_entry("qrdqn", resolved)
+
+
+def test_dqn_cnn_policy_is_sbxs_nature_cnn_of_features_dim_units_and_atari_wrappers_pass_by_name():
+    """SBX's DQN CnnPolicy is NatureCNN(net_arch[0]) then the Q head (256 features unless told): rlbench's (SB3's)
+    net_arch [] and features_dim N are SBX's net_arch [N, N]; a layer after NatureCNN it cannot build."""
+    atari = {
+        "env_wrapper": [{"stable_baselines3.common.atari_wrappers.AtariWrapper": {}}], "frame_stack": 4,
+        "policy": "CnnPolicy", "n_envs": 1,
+        "policy_kwargs": {"net_arch": [], "activation_fn": "relu", "features_extractor_kwargs": {"features_dim": 512}},
+    }  # fmt: skip
+    _, entry = peer_entry("dqn", atari)
+    assert entry["policy_kwargs"] == {"net_arch": [512, 512]}
+    assert entry["env_wrapper"] == atari["env_wrapper"] and entry["frame_stack"] == 4 and entry["policy"] == "CnnPolicy"
+    with pytest.raises(Untranslatable, match=r"net_arch=\[64\] \(SBX's DQN CnnPolicy has no layer after NatureCNN\)"):
+        peer_entry("dqn", {**atari, "policy_kwargs": {**atari["policy_kwargs"], "net_arch": [64]}})
