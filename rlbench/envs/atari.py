@@ -65,7 +65,7 @@ def is_atari(env_id: str) -> bool:
     if importlib.util.find_spec("ale_py") is None:
         return looks_atari(env_id)
     gym.register_envs(importlib.import_module("ale_py"))
-    spec = gym.registry.get(env_id)
+    spec = gym.registry.get(env_id) or gym.registry.get(f"ALE/{env_id}")  # EnvPool's Breakout-v5 is ALE/Breakout-v5
     return spec is not None and "AtariEnv" in str(spec.entry_point)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from rlbench.envs import envpool_vector
 from rlbench.envs.bounds import non_finite_kwarg, unrescalable_bounds
 from rlbench.envs.discrete import index_space
+from rlbench.envs.envpool_atari import pool_kwargs
 from rlbench.envs.jax_native.gym_env import jax_env_spaces
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
 from rlbench.envs.jax_native.packages import shown_kwargs
@@ -64,13 +65,9 @@ def check_env_runs(
             f"{flag}: {env_id}'s {non_finite} is not finite; env kwargs must be finite numbers "
             "(inf only inside a list or tuple, e.g. a range's open end)"
         )
-    if envpool_vector.is_envpool(env_id):
-        if wrappers:
-            raise ConfigError(
-                f"env_wrapper: {env_id} steps in EnvPool's C++ threads, which gymnasium wrappers cannot wrap; drop "
-                f"{', '.join(getattr(w, '__name__', str(w)) for w in wrappers)} or train on gymnasium's env"
-            )
-        return envpool_vector.pool_spaces(env_id, env_kwargs, flag)
+    if envpool_vector.is_envpool(env_id):  # Atari's wrappers only, as the pool's own options
+        envpool_vector.check_kwargs(env_id, env_kwargs, flag)
+        return envpool_vector.pool_spaces(env_id, pool_kwargs(env_id, wrappers, env_kwargs), flag)
     if is_jax_native(env_id) and not wrappers:
         return _jax_env_spaces(env_id, env_kwargs, flag)
     env = None

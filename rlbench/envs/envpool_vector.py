@@ -12,6 +12,10 @@ gymnasium id that EnvPool also has. EnvPool steps its envs in C++ threads, witho
   rescaled action is the one RescaleAction would pass); a Discrete env takes its action's index column.
 - An EnvPool env's state cannot be saved or replayed from a seed mid-stream: `-i` starts new episodes (see
   rlbench.loop.saving.restore_envs), so such a resume is not bit-exact.
+- Images (Atari's frame stacks) come channels first, [C, H, W]; the pool hands them on channels last and flat, as
+  rlbench's image observations travel (rlbench.envs.images). With `report_games` (an Atari pool made from RL Zoo's
+  AtariWrapper: rlbench.envs.envpool_atari) the pool reports each game, its raw score summed over its lives and its
+  length in agent steps, as gymnasium's vector envs carry rlbench's GameMonitor's (rlbench.envs.reported).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from gymnasium.wrappers.utils import rescale_box
 
 from rlbench.envs.bounds import unrescalable_bounds
 from rlbench.envs.discrete import MAX_ACTIONS, action_indices, index_space
+from rlbench.envs.images import FlatImageBox, is_image_space
 from rlbench.errors import ConfigError
 
 PREFIX = "envpool:"
@@ -106,8 +111,10 @@ class EnvPoolVectorEnv(VectorEnv):
     """A synchronous EnvPool pool of `num_envs` envs in gymnasium's SAME_STEP autoreset mode, acting in [-1, 1]
     (module docstring)."""
 
-    def __init__(self, env_id: str, num_envs: int, env_kwargs: Mapping[str, Any]):
+    def __init__(self, env_id: str, num_envs: int, env_kwargs: Mapping[str, Any], report_games: bool = False):
         self.env_id, self.num_envs, self._kwargs = env_id, num_envs, dict(env_kwargs)
+        self.report_games = report_games
+        self._scores, self._lengths = np.zeros(num_envs), np.zeros(num_envs, np.int64)  # each env's game so far
         self.metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
         self._pool = self._make_pool(list(range(num_envs)))
         space = self._pool.action_space
@@ -125,7 +132,11 @@ class EnvPoolVectorEnv(VectorEnv):
         else:
             raise ConfigError(f"{env_id}: rlbench supports Box (float) and Discrete action spaces, got {space}")
         observation_space = self._pool.observation_space
-        if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+        self.images = is_image_space(observation_space)  # channels first: [C, H, W]
+        if self.images:
+            channels, height, width = observation_space.shape
+            observation_space = FlatImageBox((height, width, channels))
+        elif not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
             raise ConfigError(f"{env_id}: rlbench needs a flat Box observation space, got {observation_space}")
         self.original_action_space: gym.spaces.Box = space if self.n_actions == 0 else self.single_action_space
         self.single_observation_space: gym.spaces.Box = observation_space
@@ -156,10 +167,12 @@ class EnvPoolVectorEnv(VectorEnv):
             self._pool.close()
             self._pool = self._make_pool(seeds)
         obs, _ = self._pool.reset()
-        return obs, {}
+        self._scores[:], self._lengths[:] = 0.0, 0
+        return self._observations(obs), {}
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        obs, reward, terminated, truncated, _ = self._pool.step(self._pool_actions(actions))
+        obs, reward, terminated, truncated, pool_info = self._pool.step(self._pool_actions(actions))
+        obs = self._observations(obs)
         infos: dict[str, Any] = {}
         ended = terminated | truncated
         if ended.any():  # reset them now (SAME_STEP): the step EnvPool would spend on it never happens
@@ -167,9 +180,40 @@ class EnvPoolVectorEnv(VectorEnv):
             final_obs = np.full(self.num_envs, None, dtype=object)  # gymnasium's form: None where none ended
             final_obs[ids] = list(obs[ids])
             obs = obs.copy()
-            obs[ids] = self._pool.reset(ids)[0]
+            obs[ids] = self._next_episodes(ids)
             infos = {"final_obs": final_obs, "_final_obs": ended}
+        if self.report_games:
+            infos |= self._games(pool_info, truncated)
         return obs, reward.astype(np.float64), terminated, truncated, infos
+
+    def _next_episodes(self, ids: np.ndarray) -> np.ndarray:
+        """The first observations of the next episodes of envs `ids`. With episodic_life, EnvPool's own reset step
+        (a step of those envs alone; its action is ignored): it continues the game after a life lost, where
+        `reset(ids)` would start a new game; else `reset(ids)`."""
+        if not self._kwargs.get("episodic_life", False):
+            return self._observations(self._pool.reset(ids)[0])
+        space = self._pool.action_space
+        obs, *_, info = self._pool.step(np.zeros((len(ids), *space.shape), space.dtype), ids)
+        first = np.empty((len(ids), *obs.shape[1:]), obs.dtype)
+        first[np.searchsorted(ids, info["env_id"])] = obs  # in the order of `ids`, whatever EnvPool's
+        return self._observations(first)
+
+    def _observations(self, obs: np.ndarray) -> np.ndarray:
+        """Images channels last, flat ([n, H * W * C] uint8); other observations as they are."""
+        return np.ascontiguousarray(obs.transpose(0, 2, 3, 1)).reshape(len(obs), -1) if self.images else obs
+
+    def _games(self, pool_info: Mapping[str, Any], truncated: np.ndarray) -> dict[str, Any]:
+        """The games that ended on this step, as gymnasium's vector envs carry an ending step's info["episode"]
+        (rlbench.envs.reported): EnvPool's info["reward"] is the raw reward, info["terminated"] the game's end
+        (its step's `terminated` is a life's with episodic_life)."""
+        self._scores += pool_info["reward"]
+        self._lengths += 1
+        over = np.asarray(pool_info["terminated"], bool) | truncated
+        if not over.any():
+            return {}
+        games = {"r": np.where(over, self._scores, 0.0), "l": np.where(over, self._lengths, 0)}
+        self._scores[over], self._lengths[over] = 0.0, 0
+        return {"final_info": {"episode": games, "_episode": over}, "_final_info": over}
 
     def _pool_actions(self, actions: np.ndarray) -> np.ndarray:
         actions = np.asarray(actions).reshape(self.num_envs, -1)
@@ -249,8 +293,9 @@ class EnvPoolEnv(gym.Env[np.ndarray, np.ndarray]):
     """One EnvPool env as a gymnasium env (enjoy.py steps envs one by one): a pool of one. An ending step returns
     the final observation; the pool has already started the next episode, which the next `reset()` returns."""
 
-    def __init__(self, env_id: str, env_kwargs: Mapping[str, Any]):
-        self._vector = EnvPoolVectorEnv(env_id, 1, env_kwargs)
+    def __init__(self, env_id: str, env_kwargs: Mapping[str, Any], report_games: bool = False):
+        self._vector = EnvPoolVectorEnv(env_id, 1, env_kwargs, report_games)
+        self.reports_episodes = report_games  # rlbench.envs.reported.env_reports_episodes reads it
         self.observation_space = self._vector.single_observation_space
         self.action_space = self._vector.single_action_space
         self._next_episode: np.ndarray | None = None
@@ -267,10 +312,14 @@ class EnvPoolEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, infos = self._vector.step(np.asarray(action)[None])
+        info: dict[str, Any] = {}
+        if "_episode" in infos.get("final_info", {}) and infos["final_info"]["_episode"][0]:  # a game reported
+            game = infos["final_info"]["episode"]
+            info["episode"] = {"r": float(game["r"][0]), "l": int(game["l"][0])}
         if terminated[0] or truncated[0]:
             self._next_episode = obs[0]
-            return infos["final_obs"][0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
-        return obs[0], float(reward[0]), False, False, {}
+            return infos["final_obs"][0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
+        return obs[0], float(reward[0]), False, False, info
 
     def close(self) -> None:
         self._vector.close()

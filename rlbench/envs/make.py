@@ -38,11 +38,13 @@ from gymnasium.vector.async_vector_env import AsyncState
 from rlbench.envs.atari import register_atari_envs
 from rlbench.envs.bounds import unrescalable_bounds
 from rlbench.envs.discrete import MAX_ACTIONS, IndexActions, action_count
+from rlbench.envs.envpool_atari import pool_kwargs
 from rlbench.envs.envpool_vector import EnvPoolEnv, EnvPoolVectorEnv, envpool_env_id, is_envpool
 from rlbench.envs.episode_restore import EpisodeRecorder
 from rlbench.envs.images import FlatImageBox, FlattenImage, is_image_space
 from rlbench.envs.jax_native.gym_env import JaxGymEnv
 from rlbench.envs.jax_native.ids import is_jax_native, make_jax_env
+from rlbench.envs.reported import reports_episodes
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.errors import ConfigError, EnvWorkerError
 from rlbench.types import EnvSpec, VecEnvKind
@@ -105,8 +107,8 @@ def make_single_env(
     with warnings.catch_warnings() if worker else contextlib.nullcontext():
         if worker:
             warnings.simplefilter("ignore")
-        if is_envpool(env_id):  # enjoy.py: wrappers are refused for EnvPool ids (rlbench.envs.checks)
-            return EnvPoolEnv(env_id, env_kwargs)
+        if is_envpool(env_id):  # enjoy.py: Atari's wrappers only, as the pool's own options (rlbench.envs.checks)
+            return EnvPoolEnv(env_id, pool_kwargs(env_id, wrappers, env_kwargs), reports_episodes(wrappers))
         if is_jax_native(env_id):  # the JAX env as a gymnasium env: the host loop, enjoy.py
             jax_env = make_jax_env(env_id, env_kwargs)
             if render_mode is not None and jax_env.render is None:
@@ -213,7 +215,8 @@ def make_vector_env(
     if is_envpool(pool_id := envpool_env_id(env_id, vec_env)):
         if vec_env == "subproc":
             raise ConfigError(f"--vec-env subproc: {env_id} steps in EnvPool's own threads; drop --vec-env")
-        return EnvPoolVectorEnv(pool_id, n_envs, env_kwargs)  # checked by check_env_runs: no wrappers
+        # Checked by check_env_runs: Atari's wrappers only, as the pool's own options.
+        return EnvPoolVectorEnv(pool_id, n_envs, pool_kwargs(pool_id, wrappers, env_kwargs), reports_episodes(wrappers))
     make = functools.partial(
         make_single_env, env_id, dict(env_kwargs), tuple(wrappers), tuple(packages), record_episodes
     )

@@ -33,12 +33,12 @@ def reports_episodes(wrappers: Iterable[EnvWrapper]) -> bool:
 
 
 def env_reports_episodes(env: gym.Env[Any, Any]) -> bool:
-    """Whether one env reports its own episodes: one of its wrappers says so."""
+    """Whether one env reports its own episodes: one of its wrappers says so, or the env itself (EnvPool's)."""
     while isinstance(env, gym.Wrapper):
         if getattr(type(env), "reports_episodes", False):
             return True
         env = env.env
-    return False
+    return bool(getattr(env, "reports_episodes", False))
 
 
 def reported_episodes(infos: Mapping[str, Any], n_envs: int) -> ReportedEpisodes:

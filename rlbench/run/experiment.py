@@ -37,6 +37,7 @@ from rlbench.config.entry import (
 from rlbench.config.registry import acting_in, get_algo, reading_images
 from rlbench.config.values import positive_int
 from rlbench.envs.checks import check_env_id
+from rlbench.envs.envpool_atari import pool_kwargs
 from rlbench.envs.envpool_vector import check_pool_memory, envpool_env_id, is_envpool
 from rlbench.envs.jax_native.ids import is_jax_native
 from rlbench.envs.make import env_file_name
@@ -204,7 +205,8 @@ def seed_settings(request: RunRequest, algo: Algorithm, layers: Layers, learner:
     check_open_files(n_seeds, learner.n_envs, request.vec_env)
     if is_envpool(pool_id := envpool_env_id(request.env, request.vec_env)):
         n_eval_envs = request.n_eval_envs if request.eval_freq > 0 else 0
-        check_pool_memory(pool_id, envs.env_kwargs, n_seeds * (learner.n_envs + n_eval_envs), available_memory_bytes())
+        kwargs = pool_kwargs(pool_id, learner.env_wrappers, envs.env_kwargs)  # Atari's wrappers as pool options
+        check_pool_memory(pool_id, kwargs, n_seeds * (learner.n_envs + n_eval_envs), available_memory_bytes())
     check_buffer_memory(built.storage.replay_capacity, envs.spec, 0, n_seeds)  # its line is printed after the checks
     check_learner_memory(built, envs.spec, n_seeds)
     for checkpoint in resume_seeds:

@@ -98,3 +98,9 @@ def test_atari_takes_rl_zoos_atari_entry_and_counts_games_in_the_monitor_file_an
     assert sum(lengths) <= 800 * 4 + 30 * len(games)  # frames: 4 per agent step, and each game's no-ops
     evaluation = np.load(run / "evaluations.npz")
     assert evaluation["ep_lengths"][0][0] > 400  # one game, in frames
+    # enjoy.py counts games too: each printed episode a game, in frames.
+    capsys.readouterr()
+    play = ["--algo", "dqn", "--env", "BreakoutNoFrameskip-v4", "-f", str(tmp_path), "--no-render", "-n", "400"]
+    assert enjoy(play) == 0
+    printed = [int(line.rsplit("length ", 1)[1]) for line in capsys.readouterr().out.splitlines() if "length " in line]
+    assert printed and all(length > 400 for length in printed), printed
