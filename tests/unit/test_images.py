@@ -42,21 +42,22 @@ def parameter_count(params) -> int:
 
 def test_nature_cnn_has_sb3s_parameter_count_and_output():
     """SB3's NatureCNN on 84x84x4 frames, counted by hand: conv 8x8x4x32 + 32, 4x4x32x64 + 64, 3x3x64x64 + 64,
-    then a 7x7x64 = 3136 -> 512 dense layer: 8,224 + 32,832 + 36,928 + 1,606,144 = 1,684,128."""
+    then a 7x7x64 = 3136 -> 512 dense layer: 8,224 + 32,832 + 36,928 + 1,606,144 = 1,684,128. (Shapes only:
+    jax.eval_shape runs nothing.)"""
     net = NatureCNN(ATARI)
-    obs = jnp.zeros((5, int(np.prod(ATARI))), jnp.uint8)
-    params = net.init(jax.random.key(0), obs)
+    obs = jax.ShapeDtypeStruct((5, int(np.prod(ATARI))), jnp.uint8)
+    params = jax.eval_shape(net.init, jax.random.key(0), obs)
     assert parameter_count(params) == nature_cnn_parameter_count(ATARI) == 1_684_128
-    assert net.apply(params, obs).shape == (5, 512)
+    assert jax.eval_shape(net.apply, params, obs).shape == (5, 512)
     assert conv_output_side(84) == 7 and conv_output_side(36) == 1 and conv_output_side(35) == 0
 
 
-@pytest.mark.parametrize("kernel,stride,height,width", [(8, 4, 37, 41), (4, 2, 20, 20), (3, 1, 9, 9)])
+@pytest.mark.parametrize("kernel,stride,height,width", [(8, 4, 13, 17), (4, 2, 9, 9), (3, 1, 5, 6)])
 def test_patch_convolution_equals_xlas_convolution_and_its_gradients(kernel, stride, height, width):
     """NatureCNN's layers as patches times the kernel (PatchConv: fast inside lax.scan) compute XLA's unpadded
     convolution, and its gradients for the kernel, the bias and the input (the layers below it)."""
-    x = jax.random.normal(jax.random.key(0), (3, height, width, 5))
-    conv = PatchConv(7, kernel, stride)
+    x = jax.random.normal(jax.random.key(0), (2, height, width, 3))
+    conv = PatchConv(4, kernel, stride)
     params = conv.init(jax.random.key(1), x)
 
     def reference(params, x):
@@ -64,21 +65,24 @@ def test_patch_convolution_equals_xlas_convolution_and_its_gradients(kernel, str
         layout = ("NHWC", "HWIO", "NHWC")
         return jax.lax.conv_general_dilated(x, weights, (stride, stride), "VALID", dimension_numbers=layout) + bias
 
-    np.testing.assert_allclose(conv.apply(params, x), reference(params, x), rtol=1e-5, atol=1e-5)
-    loss = lambda f: lambda p, x: jnp.sum(jnp.sin(f(p, x)))  # noqa: E731
-    ours, theirs = jax.grad(loss(conv.apply), (0, 1))(params, x), jax.grad(loss(reference), (0, 1))(params, x)
+    def value_and_grads(apply):  # one compiled program each (eager ops compile one by one)
+        return jax.jit(jax.value_and_grad(lambda p, x: jnp.sum(jnp.sin(apply(p, x))), (0, 1)))(params, x)
+
+    np.testing.assert_allclose(jax.jit(conv.apply)(params, x), jax.jit(reference)(params, x), rtol=1e-5, atol=1e-5)
+    ours, theirs = value_and_grads(conv.apply), value_and_grads(reference)
     for got, want in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_pixels_are_scaled_by_255_before_the_network():
     """The uint8 path equals the same network fed the image as floats in [0, 1] (SB3's preprocess_obs)."""
-    pixels = jax.random.randint(jax.random.key(1), (3, 36 * 36 * 2), 0, 256).astype(jnp.uint8)
+    pixels = jax.random.randint(jax.random.key(1), (2, 36 * 36), 0, 256).astype(jnp.uint8)
     for features in (CNN, Features()):
-        net = ActionValues(NetworkConfig(hidden=(8,)), 4, features=features, image_shape=(36, 36, 2))
-        params = net.init(jax.random.key(0), pixels)
+        net = ActionValues(NetworkConfig(hidden=(8,)), 4, features=features, image_shape=(36, 36, 1))
+        params = jax.jit(net.init)(jax.random.key(0), pixels)
+        apply = jax.jit(net.apply)  # one program per input dtype
         as_floats = pixels.astype(jnp.float32) / 255.0
-        np.testing.assert_allclose(net.apply(params, pixels), net.apply(params, as_floats), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(apply(params, pixels), apply(params, as_floats), rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize(
