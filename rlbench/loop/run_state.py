@@ -5,6 +5,7 @@ where each seed's outputs go. The loop's stages (rlbench.loop.collect, .divergen
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,9 +131,10 @@ class LoopRun:
             return self.axis.device(normalizer.scaled_obs(self.host.obs)), None
         return self.axis.device(self.host.obs), self.normalization()
 
-    @property
+    @functools.cached_property
     def reports_episodes(self) -> bool:
-        """Whether the envs report their own episodes (Atari's games: rlbench.envs.reported)."""
+        """Whether the envs report their own episodes (Atari's games: rlbench.envs.reported); asked every env step,
+        known once the run's wrappers are."""
         return reports_episodes(self.run.env_wrappers)
 
     def by_seed(self, flat: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from rlbench.networks.distributions import ActionDistribution, Categorical, DiagGaussian, StateDependentGaussian
 from rlbench.networks.mlp import ACTIVATIONS, Activation
-from rlbench.networks.nature_cnn import Features, extract
+from rlbench.networks.nature_cnn import Features, extract, torch_default_uniform
 
 HIDDEN_GAIN = math.sqrt(2.0)
 ACTION_GAIN = 0.01
@@ -37,16 +37,6 @@ class ActorCriticNetConfig:
     activation: Activation = "tanh"
     ortho_init: bool = True
     log_std_init: float = 0.0
-
-
-def torch_default_uniform(fan_in: int) -> nn.initializers.Initializer:
-    """PyTorch's nn.Linear default for weights and biases: U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
-    bound = 1.0 / math.sqrt(fan_in)
-
-    def init(key: jax.Array, shape: tuple[int, ...], dtype: jnp.dtype = jnp.float32) -> jax.Array:
-        return jax.random.uniform(key, shape, dtype, -bound, bound)
-
-    return init
 
 
 class OrthoDense(nn.Module):

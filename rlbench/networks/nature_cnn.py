@@ -85,16 +85,21 @@ def nature_cnn_parameter_count(image_shape: tuple[int, ...], features_dim: int =
     return count + flat * features_dim + features_dim
 
 
+def torch_default_uniform(fan_in: int) -> nn.initializers.Initializer:
+    """PyTorch's nn.Linear and nn.Conv2d default for weights and biases: U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+    bound = 1.0 / math.sqrt(fan_in)
+
+    def init(key: jax.Array, shape: tuple[int, ...], dtype: jnp.dtype = jnp.float32) -> jax.Array:
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return init
+
+
 def _initializers(init: Init, fan_in: int) -> tuple[nn.initializers.Initializer, nn.initializers.Initializer]:
     if init == "orthogonal":
         return nn.initializers.orthogonal(math.sqrt(2.0)), nn.initializers.zeros_init()
-    if init == "torch":  # PyTorch's Conv2d and Linear default: U(+-1/sqrt(fan_in)) for weights and biases
-        bound = 1.0 / math.sqrt(fan_in)
-
-        def uniform(key: jax.Array, shape: tuple[int, ...], dtype: jnp.dtype = jnp.float32) -> jax.Array:
-            return jax.random.uniform(key, shape, dtype, -bound, bound)
-
-        return uniform, uniform
+    if init == "torch":  # PyTorch's Conv2d default is its Linear's
+        return torch_default_uniform(fan_in), torch_default_uniform(fan_in)
     return nn.initializers.lecun_normal(), nn.initializers.zeros_init()
 
 
