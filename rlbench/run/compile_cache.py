@@ -6,7 +6,10 @@ compiling again (seconds per process on a CPU, more on a GPU).
   `none` (flag or variable) turns it off. The choice is exported in the environment, as JAX's own
   variables too, so processes this one starts (tuning workers, benchmark rows) use the same cache.
 - What: every compilation is cached (JAX's defaults skip those under 1 s, which is most of rlbench's
-  on a GPU), bounded to `MAX_BYTES` with least-recently-used eviction.
+  on a GPU), bounded to `MAX_BYTES` with least-recently-used eviction, or to JAX's own
+  `JAX_COMPILATION_CACHE_MAX_SIZE` where it is set (bytes; -1: no bound, hence no eviction and no lock).
+  JAX's eviction lists and stats every entry before each write (benchmarks/README.md, issue 47), so a
+  folder that is thrown away after use (the test session's) is best left unbounded.
 - Safe to share between processes: with eviction on, JAX takes a file lock around every read and write,
   so two runs compiling the same update at once never read each other's half-written entry. An entry
   that cannot be read (torn by a killed process, another version's) is reported by JAX as a warning and
@@ -40,6 +43,7 @@ from rlbench.errors import ConfigError
 ENV_VAR = "RLBENCH_COMPILE_CACHE"
 OFF = "none"
 MAX_BYTES = 2 * 2**30  # LRU-evicted beyond this; also what turns on JAX's file lock
+MAX_SIZE_VAR = "JAX_COMPILATION_CACHE_MAX_SIZE"  # JAX's own variable: a bound set there wins over MAX_BYTES
 
 
 def default_cache_dir() -> Path:
@@ -165,8 +169,14 @@ def _jax_settings(folder: Path | None) -> dict[str, object]:
         "jax_compilation_cache_dir": str(folder),
         "jax_persistent_cache_min_compile_time_secs": 0.0,
         "jax_persistent_cache_min_entry_size_bytes": -1,
-        "jax_compilation_cache_max_size": MAX_BYTES,
+        "jax_compilation_cache_max_size": max_size(),
     }
+
+
+def max_size() -> int:
+    """The cache's bound in bytes: JAX_COMPILATION_CACHE_MAX_SIZE where it is set (JAX read it at import, so
+    it is an integer), else MAX_BYTES."""
+    return int(os.environ.get(MAX_SIZE_VAR, MAX_BYTES))
 
 
 def describe(folder: Path | None) -> str:

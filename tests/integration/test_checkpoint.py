@@ -33,6 +33,7 @@ from tests.conftest import REPO_ROOT, tiny_sac_config
 from tests.integration.test_env_semantics import NO_LOG
 from tests.loop_runs import train
 from tests.unit.test_manifest import describe_run, example_manifest
+from tests.variants import slow_variant
 
 
 def small_checkpoint(folder: Path, name: str, value: float = 1.0) -> Path:
@@ -74,7 +75,7 @@ def crossq_config(**overrides):
     )
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq"])
+@pytest.mark.parametrize("algo", ["sac", slow_variant("crossq")])
 def test_round_trip_restores_every_leaf_actions_and_counters(tmp_path, algo):
     """B1: parameters, optimizer states, targets, alpha, batch statistics and key are array_equal."""
     cfg, result = trained(tmp_path, algo)

@@ -35,8 +35,15 @@ TINY = [
 ]
 
 
+def product_env(**extra: str) -> dict[str, str]:
+    """This environment for a process of its own, with the product's bound on the cache (MAX_BYTES, hence
+    JAX's eviction and its file lock): the test session leaves its own cache unbounded (tests/conftest.py)."""
+    env = {name: value for name, value in os.environ.items() if name != compile_cache.MAX_SIZE_VAR}
+    return {**env, "PYTHONPATH": REPO_ROOT, **extra}
+
+
 def train_process(tmp_path: Path, cache: Path, name: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": REPO_ROOT, "JAX_PLATFORMS": "cpu"}
+    env = product_env(JAX_PLATFORMS="cpu")
     return subprocess.Popen(
         [sys.executable, "train.py", "-f", str(tmp_path / name), "--compile-cache", str(cache), *TINY],
         cwd=REPO_ROOT,
@@ -89,10 +96,9 @@ for choice in sys.argv[1:]:
 def test_processes_started_after_enable_inherit_the_cache(tmp_path):
     """Tuning workers are spawned interpreters: they must use the cache without code of their own. (In a
     process of its own: enable() changes the process's JAX configuration.)"""
-    env = {**os.environ, "PYTHONPATH": REPO_ROOT}
     done = subprocess.run(
         [sys.executable, "-c", INHERIT, str(tmp_path / "cache"), "none"],
-        env=env,
+        env=product_env(),
         capture_output=True,
         text=True,
         check=True,
@@ -100,6 +106,14 @@ def test_processes_started_after_enable_inherit_the_cache(tmp_path):
     on, off = done.stdout.splitlines()
     assert on.split() == [str(tmp_path / "cache"), "0.0", str(compile_cache.MAX_BYTES)]
     assert off.split()[0] == "None"
+    bounded = subprocess.run(
+        [sys.executable, "-c", INHERIT, str(tmp_path / "cache")],
+        env=product_env(JAX_COMPILATION_CACHE_MAX_SIZE="1000000"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert bounded.stdout.split() == [str(tmp_path / "cache"), "0.0", "1000000"]  # JAX's own variable wins
 
 
 def test_a_folder_others_can_write_to_is_refused(tmp_path):

@@ -18,6 +18,7 @@ from rlbench.loop import compiled
 from rlbench.types import EnvSpec
 from tests.conftest import REPO_ROOT, TINY_LEARNER, tiny_sac_config
 from tests.loop_runs import train
+from tests.variants import slow_variant
 
 ARGS = ["--env", "Pendulum-v1", "-n", "400", "--eval-freq", "200", "--eval-episodes", "2", "--verbose", "0"]
 ARGS += ["-params", *TINY_LEARNER]
@@ -40,7 +41,7 @@ def finished_run(log_folder, algo, process):
     return model, np.load(run_dir / "evaluations.npz")["results"]
 
 
-@pytest.mark.parametrize("algo", ["sac", "droq"])
+@pytest.mark.parametrize("algo", ["sac", slow_variant("droq")])
 def test_same_seed_is_bit_identical_across_processes_and_other_seeds_differ(tmp_path, algo):
     # Run a first, alone; then b (a's seed) and c (another seed) at the same time: b must end exactly as a,
     # however its neighbour shares the machine. (b and c load what a compiled from the session's cache: one

@@ -33,6 +33,7 @@ from tests.conftest import REPO_ROOT, tiny_config
 from tests.integration.test_env_semantics import Q_CONFIG, q_value
 from tests.integration.test_resume import wait_for
 from tests.loop_runs import train
+from tests.variants import slow_variant
 
 pytest.importorskip("gymnax")
 
@@ -60,7 +61,7 @@ def rows(result):
     return np.asarray(result.buffer_state.rows[: int(result.buffer_state.size)])
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq", "td3", "sac-gsde"])
+@pytest.mark.parametrize("algo", ["sac-gsde", slow_variant("sac"), slow_variant("crossq"), slow_variant("td3")])
 def test_the_device_loop_computes_what_the_host_loop_computes_on_the_same_env(algo):
     """The same learner and seed on gymnax's Pendulum: the host loop on it wrapped for gymnasium (JaxGymEnv, a
     vector env of 2, actions rescaled by gymnasium's RescaleAction in numpy), the device loop on it unwrapped.

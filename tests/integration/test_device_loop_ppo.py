@@ -15,6 +15,7 @@ from rlbench.store.checkpoint import read_checkpoint
 from tests.conftest import ppo_config
 from tests.integration.test_device_loop import NO_LOG, state_hash
 from tests.loop_runs import train
+from tests.variants import slow_variant
 
 pytest.importorskip("gymnax")
 
@@ -31,7 +32,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", ["cartpole", slow_variant("a2c-cartpole"), slow_variant("pendulum-gsde")])
 def test_ppo_on_the_device_loop_computes_what_the_host_loop_computes(case):
     """The same PPO and seed: the host loop on the env wrapped for gymnasium, the device loop on it unwrapped.
     Five updates (16 vector steps of 2 envs each) and a rollout half staged at the end: equal staged rows

@@ -15,6 +15,7 @@ from rlbench.cli.enjoy import build_parser, video_path
 from rlbench.cli.enjoy import main as enjoy
 from rlbench.cli.train import main as train
 from tests.conftest import REPO_ROOT
+from tests.variants import slow_variant
 
 TINY = ["-params", "policy_kwargs:dict(net_arch=[16])", "learning_starts:50", "batch_size:32"]
 
@@ -177,7 +178,7 @@ def require_egl() -> None:
         pytest.skip(message)
 
 
-@pytest.mark.parametrize("env_id", ["HalfCheetah-v4", "HalfCheetahBulletEnv-v0"])
+@pytest.mark.parametrize("env_id", [slow_variant("HalfCheetah-v4"), "HalfCheetahBulletEnv-v0"])
 def test_headless_recording_writes_one_frame_per_step(tmp_path, env_id):
     """MuJoCo (EGL) and PyBullet (its CPU renderer), with no display: an mp4 of exactly -n frames."""
     if env_id.endswith("-v4"):

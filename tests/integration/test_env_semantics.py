@@ -23,6 +23,7 @@ from rlbench.networks.mlp import NetworkConfig
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_config, tiny_sac_config
 from tests.loop_runs import train
+from tests.variants import slow_variant
 
 NO_LOG = lambda names: MultiLogger([])  # noqa: E731
 
@@ -76,7 +77,7 @@ Q_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("algo", ["sac", "droq", "crossq"])
+@pytest.mark.parametrize("algo", ["sac", slow_variant("droq"), slow_variant("crossq")])
 def test_truncation_bootstraps_to_infinite_horizon_value(algo):
     # Reward 1 forever, cut by an 8-step time limit, one constant observation. Bootstrapping from
     # the final observation gives Q = 1 / (1 - 0.9) = 10; treating the 1-in-8 truncated transitions

@@ -23,6 +23,7 @@ from rlbench.types import EnvSpec, Transition
 from tests.conftest import TINY_LEARNER, ppo_config, tiny_config, tiny_sac_config
 from tests.integration.test_envpool import sigterm_then_resume
 from tests.loop_runs import train
+from tests.variants import slow_variant
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered.*")  # EnvPool's float64 Pendulum bounds
 
@@ -50,8 +51,8 @@ def device_run(**settings):
     "algo,env_id,n_envs,kwargs",
     [
         ("sac", "envpool:Pendulum-v1", 2, {"max_episode_steps": 7}),  # the envs end together: reset at once
-        ("td3", "envpool:Pendulum-v1", 2, {"max_episode_steps": 7}),
-        ("td3", "envpool:Hopper-v4", 1, {}),  # terminations; a pool of one always resets at once
+        slow_variant("td3", "envpool:Pendulum-v1", 2, {"max_episode_steps": 7}),
+        slow_variant("td3", "envpool:Hopper-v4", 1, {}),  # terminations; a pool of one always resets at once
     ],
 )
 def test_the_device_loop_on_envpool_computes_what_the_host_loop_computes(algo, env_id, n_envs, kwargs):
@@ -151,8 +152,10 @@ def test_an_evaluation_on_envpool_s_device_loop_is_the_host_loop_s():
     "algo,env_id,overrides",
     [
         ("ppo", "envpool:CartPole-v1", {}),  # Discrete actions, terminations at different steps in the two envs
-        ("a2c", "envpool:Hopper-v4", {}),  # Box, float64 actions
-        ("ppo", "envpool:Pendulum-v1", {"use_sde": True, "sde_sample_freq": 4}),  # samples beyond the bounds
+        slow_variant("a2c", "envpool:Hopper-v4", {}),  # Box, float64 actions
+        slow_variant(
+            "ppo", "envpool:Pendulum-v1", {"use_sde": True, "sde_sample_freq": 4}
+        ),  # samples beyond the bounds
     ],
 )
 def test_ppo_on_envpool_s_device_loop_computes_what_the_host_loop_computes(algo, env_id, overrides):

@@ -16,6 +16,7 @@ import pytest
 from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.store.checkpoint import read_checkpoint
 from tests.conftest import REPO_ROOT, TINY_LEARNER
+from tests.variants import slow_variant
 
 SAC_TINY = [
     "--algo",
@@ -106,12 +107,12 @@ def state_hash(path):
         # 2 envs and train_freq 3: the checkpoint (every 125 vector steps) falls between training iterations,
         # with collected-but-untrained transitions pending and episodes mid-way.
         ("sac", SAC_TINY, ["n_envs:2", "train_freq:3", "gradient_steps:2", "learning_rate:lin_1e-3"]),
-        ("crossq", CROSSQ_TINY, []),
+        slow_variant("crossq", CROSSQ_TINY, []),
         # Training at the end of each 200-step episode (RL Zoo's train_freq [1, "episode"]): the checkpoint falls
         # mid-episode, and the resumed run must count the episodes and their steps as the first one did.
-        ("sac", SAC_TINY, ["train_freq:[1, 'episode']", "gradient_steps:-1"]),
-        ("td3", TD3_OU_TINY, ["n_envs:2", "train_freq:3", "gradient_steps:2"]),
-        ("ppo", PPO_TINY, ["n_envs:2", "use_sde:False", "learning_rate:lin_1e-3", "clip_range:lin_0.2"]),
+        slow_variant("sac", SAC_TINY, ["train_freq:[1, 'episode']", "gradient_steps:-1"]),
+        slow_variant("td3", TD3_OU_TINY, ["n_envs:2", "train_freq:3", "gradient_steps:2"]),
+        slow_variant("ppo", PPO_TINY, ["n_envs:2", "use_sde:False", "learning_rate:lin_1e-3", "clip_range:lin_0.2"]),
         # gSDE's held matrices and a rollout staged as the policy saw it (normalize) both continue.
         ("ppo", PPO_TINY, ["n_envs:2", "normalize:True", "use_sde:True", "sde_sample_freq:4"]),
     ],
@@ -219,7 +220,7 @@ def process_group_exists(pgid):
     return True
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum", [slow_variant(signal.SIGINT), signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_to_the_process_group_with_subprocess_envs_checkpoints_and_resumes(tmp_path, signum):
     """C4, C5: Ctrl-C, or a scheduler's SIGTERM (SLURM signals the whole process group), reaches the trainer,
     its env workers and the forkserver; the workers ignore it, the trainer checkpoints and exits 75, no

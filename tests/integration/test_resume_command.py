@@ -18,6 +18,7 @@ import yaml
 from rlbench.cli.train import EXIT_INTERRUPTED, main
 from rlbench.store.checkpoint import read_checkpoint
 from tests.conftest import REPO_ROOT, TINY_LEARNER
+from tests.variants import slow_variant
 
 SAC_TINY = ["--algo", "sac", "--env", "Pendulum-v1", "--seed", "7", "--log-interval", "-2", "-params", *TINY_LEARNER]
 CROSSQ_TINY = [
@@ -39,7 +40,9 @@ def state_hash(path):
 
 
 @pytest.mark.parametrize(
-    "stop,learner", [(signal.SIGINT, SAC_TINY), (signal.SIGTERM, CROSSQ_TINY)], ids=["SIGINT-sac", "SIGTERM-crossq"]
+    "stop,learner",
+    [(signal.SIGINT, SAC_TINY), slow_variant(signal.SIGTERM, CROSSQ_TINY)],
+    ids=["SIGINT-sac", "SIGTERM-crossq"],
 )
 def test_the_printed_resume_command_continues_the_run_with_its_flags_and_its_history(tmp_path, stop, learner):
     """A run started with -f, --eval-freq, --eval-episodes and --env-kwargs is stopped by a real signal; the

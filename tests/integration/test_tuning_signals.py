@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 
 from rlbench.tuning.study import make_storage
 from tests.conftest import REPO_ROOT
+from tests.variants import slow_variant
 
 # Trials far longer than the test waits: a signal always finds them running.
 LONG_TRIALS = [
@@ -114,7 +115,7 @@ def still_alive_after(pids, seconds):
 
 @pytest.mark.parametrize(
     "signum,n_jobs,to_group",
-    [(signal.SIGTERM, 1, False), (signal.SIGTERM, 2, False), (signal.SIGINT, 2, True)],
+    [(signal.SIGTERM, 1, False), (signal.SIGTERM, 2, False), slow_variant(signal.SIGINT, 2, True)],
     ids=["sigterm-1-job", "sigterm-2-jobs", "sigint-to-group-2-jobs"],
 )
 def test_a_stop_signal_fails_the_running_trials_stops_the_workers_writes_the_report_and_exits_75(

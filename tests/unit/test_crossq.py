@@ -17,6 +17,7 @@ from rlbench.networks.mlp import NetworkConfig
 from rlbench.types import EnvSpec
 from tests.conftest import tiny_crossq_config, tiny_sac_config
 from tests.unit.test_update import initial_state, leaves_close, random_batches
+from tests.variants import slow_variant
 
 SPEC = EnvSpec(obs_dim=3, action_dim=2)
 EPS, R_MAX, D_MAX, MOMENTUM = 1e-3, 3.0, 5.0, 0.99
@@ -153,7 +154,7 @@ def test_batch_renorm_counters_critic_per_step_actor_per_actor_update():
     assert float(metrics["train/critic_bn_steps"]) == 3.5  # averaged over the 6 steps: mean(1..6)
 
 
-@pytest.mark.parametrize("dropout", [0.0, 0.05])
+@pytest.mark.parametrize("dropout", [0.0, slow_variant(0.05)])
 def test_crossq_fused_equals_unfused_with_batch_stats(dropout):
     cfg = crossq_config(
         critic=NetworkConfig(hidden=(8, 8), batch_norm=True, renorm_warmup_steps=2, dropout_rate=dropout)

@@ -22,6 +22,7 @@ from rlbench.config.hyperparams import merge
 from rlbench.config.registry import get_algo
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec, Transition
+from tests.variants import slow_variant
 
 SPEC = EnvSpec(obs_dim=4, action_dim=1, n_actions=3)
 
@@ -154,7 +155,7 @@ def test_epsilon_greedy_warms_up_uniformly_then_follows_the_schedule():
     assert set(np.asarray(learner.acting.evaluate(state, obs))[:, 0]) == {greedy}
 
 
-@pytest.mark.parametrize("algo", ["dqn", "qrdqn"])
+@pytest.mark.parametrize("algo", ["dqn", slow_variant("qrdqn")])
 def test_fused_steps_equal_steps_one_by_one(algo):
     cfg = config(algo, learning_rate="lin_1e-3")
     learner = get_algo(algo).make_learner(cfg, SPEC)

@@ -31,6 +31,7 @@ from rlbench.networks.nature_cnn import (
 from rlbench.run.probe import describe_space, spaces_spec
 from rlbench.store.host_state import EpisodeTracker
 from rlbench.types import EnvSpec, Transition
+from tests.variants import slow_variant
 
 ATARI = (84, 84, 4)
 CNN = Features(extractor="nature_cnn")
@@ -52,7 +53,9 @@ def test_nature_cnn_has_sb3s_parameter_count_and_output():
     assert conv_output_side(84) == 7 and conv_output_side(36) == 1 and conv_output_side(35) == 0
 
 
-@pytest.mark.parametrize("kernel,stride,height,width", [(8, 4, 13, 17), (4, 2, 9, 9), (3, 1, 5, 6)])
+@pytest.mark.parametrize(
+    "kernel,stride,height,width", [(4, 2, 9, 9), slow_variant(8, 4, 13, 17), slow_variant(3, 1, 5, 6)]
+)
 def test_patch_convolution_equals_xlas_convolution_and_its_gradients(kernel, stride, height, width):
     """NatureCNN's layers as patches times the kernel (PatchConv: fast inside lax.scan) compute XLA's unpadded
     convolution, and its gradients for the kernel, the bias and the input (the layers below it)."""

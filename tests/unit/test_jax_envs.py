@@ -20,6 +20,7 @@ from rlbench.envs.jax_native.vector import (
 from rlbench.envs.make import final_observations, make_single_env, make_vector_env
 from rlbench.errors import ConfigError
 from rlbench.types import EnvSpec
+from tests.variants import slow_variant
 
 pytest.importorskip("gymnax")  # the jax-envs extra (the test extra installs it)
 
@@ -200,7 +201,7 @@ def test_bad_jax_env_ids_and_kwargs_are_config_errors(env_id, kwargs, expected):
     assert "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize("name", ["CartPole-v1", "Acrobot-v1", "MountainCar-v0"])
+@pytest.mark.parametrize("name", ["CartPole-v1", slow_variant("Acrobot-v1"), "MountainCar-v0"])
 def test_a_discrete_gymnax_env_terminates_where_gymnax_does_without_its_time_limit(name):
     """rlbench's reading of termination equals gymnax's is_terminal with the time limit out of reach, step by
     step along random-action episodes (each a few dozen steps for CartPole; Acrobot and MountainCar rarely
@@ -226,7 +227,9 @@ def test_a_discrete_gymnax_env_terminates_where_gymnax_does_without_its_time_lim
         assert ends >= 5
 
 
-@pytest.mark.parametrize("name", ["Breakout-MinAtar", "Asterix-MinAtar", "SpaceInvaders-MinAtar"])
+@pytest.mark.parametrize(
+    "name", ["Breakout-MinAtar", slow_variant("Asterix-MinAtar"), slow_variant("SpaceInvaders-MinAtar")]
+)
 def test_a_minatar_game_over_terminates_and_its_time_limit_truncates(name):
     """MinAtar's step stores terminal = game over or time limit: with the limit out of reach, rlbench's
     termination is gymnax's is_terminal at every step of random play; at the limit it is not a termination."""

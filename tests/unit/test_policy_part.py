@@ -11,22 +11,23 @@ import pytest
 
 from rlbench.config.registry import ALGORITHMS
 from rlbench.types import EnvSpec
+from tests.variants import slow_variant
 
 BOX, DISCRETE = EnvSpec(obs_dim=3, action_dim=2), EnvSpec(obs_dim=3, action_dim=1, n_actions=4)
 SMALL = {"policy_kwargs": {"net_arch": [16, 16]}}
 CASES = [
     ("sac", {}, BOX),
     ("sac", {"use_sde": True}, BOX),
-    ("tqc", {}, BOX),
-    ("droq", {}, BOX),
-    ("crossq", {}, BOX),
-    ("td3", {}, BOX),
     ("td3", {"noise_type": "ornstein-uhlenbeck", "noise_std": 0.3}, BOX),
-    ("ddpg", {}, BOX),
-    ("ppo", {"n_steps": 8, "batch_size": 4}, BOX),
-    ("ppo", {"n_steps": 8, "batch_size": 4, "use_sde": True}, BOX),
     ("ppo", {"n_steps": 8, "batch_size": 4}, DISCRETE),
-    ("a2c", {}, DISCRETE),
+    slow_variant("tqc", {}, BOX),
+    slow_variant("droq", {}, BOX),
+    slow_variant("crossq", {}, BOX),
+    slow_variant("td3", {}, BOX),
+    slow_variant("ddpg", {}, BOX),
+    slow_variant("ppo", {"n_steps": 8, "batch_size": 4}, BOX),
+    slow_variant("ppo", {"n_steps": 8, "batch_size": 4, "use_sde": True}, BOX),
+    slow_variant("a2c", {}, DISCRETE),
 ]
 
 

@@ -19,6 +19,7 @@ from rlbench.errors import ConfigError
 from rlbench.networks.distributions import StateDependentGaussian
 from rlbench.types import EnvSpec, Transition
 from tests.unit.test_ppo import sb3_gae_loop
+from tests.variants import slow_variant
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = EnvSpec(obs_dim=3, action_dim=2)
@@ -53,7 +54,9 @@ def staged(seed=0, spec=SPEC):
     )
 
 
-@pytest.mark.parametrize("spec", [SPEC, EnvSpec(obs_dim=3, action_dim=1, n_actions=4)], ids=["box", "discrete"])
+@pytest.mark.parametrize(
+    "spec", [SPEC, slow_variant(EnvSpec(obs_dim=3, action_dim=1, n_actions=4))], ids=["box", "discrete"]
+)
 def test_staged_rollout_reads_values_and_log_probs_row_by_row(spec):
     cfg = ppo_config()
     learner = make_learner(cfg, spec)

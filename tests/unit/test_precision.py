@@ -17,6 +17,7 @@ from rlbench.store.learner_state import state_from_bytes, state_to_bytes
 from tests.conftest import tiny_crossq_config, tiny_sac_config
 from tests.unit.test_td3 import learner_of, td3_config
 from tests.unit.test_update import SPEC, initial_state, random_batches
+from tests.variants import slow_variant
 
 
 def relative_error(a, b) -> float:
@@ -73,7 +74,9 @@ def test_dense_pair_gradients_are_as_accurate_as_autodiff_in_bfloat16():
         assert relative_error(got, want) <= 1.5 * relative_error(reference, want) + 1e-6
 
 
-@pytest.mark.parametrize("layers", ["plain", "batch_norm", "dropout_layer_norm", "simba_dropout"])
+@pytest.mark.parametrize(
+    "layers", ["plain", "batch_norm", slow_variant("dropout_layer_norm"), slow_variant("simba_dropout")]
+)
 def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(layers):
     cfg32 = NetworkConfig(
         family="simba" if layers.startswith("simba") else "mlp",
@@ -119,7 +122,7 @@ def test_plain_layout_network_matches_float32_and_the_autodiff_bfloat16_network(
     assert relative_error(g_plain, g16) < 1e-2
 
 
-@pytest.mark.parametrize("algo", ["sac", "crossq", "sac-simba", "td3"])
+@pytest.mark.parametrize("algo", ["sac", slow_variant("crossq"), slow_variant("sac-simba"), slow_variant("td3")])
 def test_transposed_kernels_follow_every_parameter_change_and_survive_a_checkpoint(algo):
     """The W^T copies the plain-layout pass reads must be exactly those of the current parameters."""
     if algo == "td3":  # TD3's deterministic actor and twin critics, from its own config

@@ -13,6 +13,7 @@ from rlbench.config.hyperparams import merge
 from rlbench.config.registry import get_algo
 from rlbench.types import EnvSpec
 from tests.unit.test_update import random_batches
+from tests.variants import slow_variant
 
 SPEC = EnvSpec(obs_dim=3, action_dim=2)
 K = 3
@@ -69,11 +70,12 @@ def as_arrays(tree):
     "algo,overrides",
     [
         ("sac", {}),
-        ("crossq", {}),
-        ("droq", {}),
-        ("sac", {"precision": "bfloat16"}),
-        ("sac", {"policy": "SimbaPolicy"}),
-        ("td3", {"noise_type": "ornstein-uhlenbeck", "noise_std": 0.3}),  # its noise state gets the seed axis
+        slow_variant("crossq", {}, id="crossq"),
+        slow_variant("droq", {}, id="droq"),
+        slow_variant("sac", {"precision": "bfloat16"}, id="sac-bfloat16"),
+        slow_variant("sac", {"policy": "SimbaPolicy"}, id="sac-simba"),
+        # its noise state gets the seed axis
+        slow_variant("td3", {"noise_type": "ornstein-uhlenbeck", "noise_std": 0.3}, id="td3"),
     ],
     ids=["sac", "crossq", "droq", "sac-bfloat16", "sac-simba", "td3"],
 )

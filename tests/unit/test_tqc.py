@@ -18,6 +18,7 @@ from rlbench.errors import ConfigError
 from rlbench.networks.mlp import NetworkConfig
 from tests.conftest import tiny_config
 from tests.unit.test_update import SPEC, initial_state, leaves_close, random_batches
+from tests.variants import slow_variant
 
 
 def test_quantile_huber_loss_by_hand():
@@ -76,7 +77,7 @@ def crossq_tqc_config(**overrides):
 
 
 @pytest.mark.parametrize(
-    "make,cfg", [(make_tqc, tqc_config()), (make_crossq, crossq_tqc_config())], ids=["tqc", "crossq-tqc"]
+    "make,cfg", [(make_tqc, tqc_config()), slow_variant(make_crossq, crossq_tqc_config())], ids=["tqc", "crossq-tqc"]
 )
 def test_fused_equals_unfused_with_quantile_critics(make, cfg):
     learner = make(cfg, SPEC)

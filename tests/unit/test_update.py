@@ -14,6 +14,7 @@ from rlbench.buffers.uniform import make_uniform_buffer
 from rlbench.networks.mlp import NetworkConfig
 from rlbench.types import EnvSpec, Transition
 from tests.conftest import tiny_sac_config
+from tests.variants import slow_variant
 
 SPEC = EnvSpec(obs_dim=3, action_dim=2)
 
@@ -50,7 +51,13 @@ def leaves_close(a, b, tol=1e-6):
 
 @pytest.mark.parametrize(
     "policy_delay,dropout,family",
-    [(1, 0.0, "mlp"), (2, 0.0, "mlp"), (1, 0.1, "mlp"), (2, 0.1, "mlp"), (2, 0.1, "simba")],
+    [
+        (2, 0.1, "mlp"),
+        slow_variant(1, 0.0, "mlp"),
+        slow_variant(2, 0.0, "mlp"),
+        slow_variant(1, 0.1, "mlp"),
+        slow_variant(2, 0.1, "simba"),
+    ],
 )
 def test_fused_equals_unfused(policy_delay, dropout, family):
     network = NetworkConfig(family=family, hidden=(8, 8), dropout_rate=dropout, layer_norm=dropout > 0)
@@ -75,7 +82,7 @@ def test_fused_equals_unfused(policy_delay, dropout, family):
     leaves_close(fused, single)
 
 
-@pytest.mark.parametrize("family", ["mlp", "simba"])
+@pytest.mark.parametrize("family", ["mlp", slow_variant("simba")])
 def test_update_traces_once_over_changing_policy_delay_offsets(family):
     network = NetworkConfig(family=family, hidden=(8, 8))
     cfg = tiny_sac_config(policy_delay=3, gradient_steps=2, actor=network, critic=network)
