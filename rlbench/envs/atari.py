@@ -224,7 +224,9 @@ class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
     def __init__(self, env: gym.Env[np.ndarray, int]):
         super().__init__(env)
         self.lives = 0
-        self.game_over = True
+        self.game_over = True  # True: the next reset starts a new game (rlbench.envs.episode_restore sets it too)
+        # Whether the last reset carried the game on (rlbench.envs.episode_restore replays such resets in place).
+        self.reset_continued_game = False
 
     def step(self, action: int) -> Step:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -238,7 +240,8 @@ class EpisodicLife(gym.Wrapper[np.ndarray, int, np.ndarray, int]):
         return obs, reward, terminated, truncated, info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Reset:
-        if self.game_over or seed is not None:
+        self.reset_continued_game = not (self.game_over or seed is not None)
+        if not self.reset_continued_game:
             obs, info = self.env.reset(seed=seed, options=options)
         else:
             obs, _, terminated, truncated, info = self.env.step(NOOP)

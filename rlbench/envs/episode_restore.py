@@ -3,6 +3,11 @@
 Training envs carry an `EpisodeRecorder`: gymnasium has no general way to save an env's state,
 but an env is a deterministic function of how its episode started (seed or RNG state) and the
 actions since, so a resumed run rebuilds each env by replaying them, then checks the observation.
+
+An env whose reset can carry on from where it was (Atari's EpisodicLife: a life lost ends the agent's
+episode, and the "reset" after it is a NOOP step of the same game) says so with `reset_continued_game`;
+the record then goes on from the game's start, with the positions of those resets, and the replay makes
+them where they were made. Its `game_over` set True makes the next reset start a new game.
 """
 
 from __future__ import annotations
@@ -17,11 +22,16 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 
+# The attributes of an env in the wrapper stack whose reset can carry on from the env's state: whether the last one
+# did, and (set True) that the next one starts a new game, as the replay of an episode begun from the RNG must.
+CONTINUED, GAME_OVER = "reset_continued_game", "game_over"
+
 
 @dataclass
 class EpisodeRecord:
-    """How one env's current episode started ({"seed": s} or {"rng": bit-generator state}) and the
-    actions it has taken since; None for an env that cannot be rebuilt this way."""
+    """How one env's current episode started ({"seed": s} or {"rng": bit-generator state}, with "resets": the
+    positions in `actions` of the resets that carried its game on, when there were any) and the actions it has
+    taken since; None for an env that cannot be rebuilt this way."""
 
     start: dict[str, Any]
     actions: npt.NDArray[np.float32]  # [steps, action_dim], exactly as passed to env.step
@@ -37,19 +47,28 @@ class EpisodeRecorder(gym.Wrapper[np.ndarray, np.ndarray, np.ndarray, np.ndarray
         super().__init__(env)
         self._start: dict[str, Any] | None = None
         self._actions: list[np.ndarray] | None = None
+        self._resets: list[int] = []  # where in _actions a reset carried the game on
         self.restore_request: EpisodeRecord | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        if options is not None:
-            self._start = None  # options may hold anything: not replayable
-        elif seed is not None:
-            self._start = {"seed": int(seed)}
-        else:
-            self._start = {"rng": _rng_state(self.unwrapped.np_random)}
-        self._actions = []
-        return super().reset(seed=seed, options=options)
+        start: dict[str, Any] | None = None  # options may hold anything: not replayable
+        if options is None:
+            start = {"rng": _rng_state(self.unwrapped.np_random)} if seed is None else {"seed": int(seed)}
+        obs, info = super().reset(seed=seed, options=options)
+        if options is not None or seed is not None or not self._continued():
+            self._start, self._actions, self._resets = start, [], []
+        elif self._start is not None and self._actions is not None:  # else the game was not recorded: it stays so
+            self._resets.append(len(self._actions))
+        return obs, info
+
+    def _continued(self) -> bool:
+        """Whether the reset just made carried on from the env's state (an env that never does: False)."""
+        try:
+            return bool(self.env.get_wrapper_attr(CONTINUED))
+        except AttributeError:
+            return False
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._actions is not None:
@@ -65,21 +84,28 @@ class EpisodeRecorder(gym.Wrapper[np.ndarray, np.ndarray, np.ndarray, np.ndarray
         shape = self.action_space.shape
         assert shape is not None, "a Box or Discrete action space has a shape"
         actions = np.array(self._actions, np.float32).reshape(len(self._actions), *shape)
-        return EpisodeRecord(dict(self._start), actions)
+        resets = {"resets": list(self._resets)} if self._resets else {}
+        return EpisodeRecord({**self._start, **resets}, actions)
 
     def restore_episode(self) -> np.ndarray:
-        """Replay `self.restore_request` (set through the vector env's set_attr); None starts a new
-        episode from the env's own RNG. Returns the observation reached."""
+        """Replay `self.restore_request` (set through the vector env's set_attr); None, or a record whose resets
+        lie beyond its actions, starts a new episode from the env's own RNG. Returns the observation reached."""
         record, self.restore_request = self.restore_request, None
-        if record is None:
+        resets = [] if record is None else list(record.start.get("resets", ()))
+        if record is None or any(position > len(record.actions) for position in resets):
             return self.reset()[0]
         if "seed" in record.start:
             obs, _ = self.reset(seed=record.start["seed"])
         else:
             self.unwrapped.np_random = _rng_from_state(record.start["rng"])
+            if self.env.has_wrapper_attr(GAME_OVER):  # not a life of the game this env is in
+                self.env.set_wrapper_attr(GAME_OVER, True)
             obs, _ = self.reset()
-        for action in record.actions:
-            obs, *_ = self.step(action)
+        for position in range(len(record.actions) + 1):
+            if position in resets:
+                obs, _ = self.reset()
+            if position < len(record.actions):
+                obs, *_ = self.step(record.actions[position])
         return obs
 
 

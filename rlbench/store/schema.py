@@ -9,6 +9,7 @@ cannot make the reader allocate gigabytes.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -323,19 +324,31 @@ def _check_episode_starts(starts: list[Any] | None, n_envs: int) -> None:
 def _check_episode_start(index: int, start: Any) -> None:
     """How an env's episode began, as EpisodeRecorder records it: null, {"seed": n} or {"rng": <the state of one
     of numpy's bit generators>} (gymnasium's is PCG64; numpy knows which values a state may hold; the name is
-    looked up in numpy on resume, so only its generators' names are accepted). Raises ManifestError."""
+    looked up in numpy on resume, so only its generators' names are accepted), either with "resets": the strictly
+    increasing positions in the episode's actions of the resets that carried its game on. Raises ManifestError."""
     if start is None:
         return
-    if start.keys() == {"seed"} and type(start["seed"]) is int and start["seed"] >= 0:
-        return
-    rng = start.get("rng") if start.keys() == {"rng"} else None
-    if isinstance(rng, dict) and rng.get("bit_generator") in BIT_GENERATORS:
-        try:
-            getattr(np.random, rng["bit_generator"])().state = rng
+    if isinstance(start, dict) and _resets_valid(start.get("resets", [])):
+        begun = {key: value for key, value in start.items() if key != "resets"}
+        if begun.keys() == {"seed"} and type(begun["seed"]) is int and begun["seed"] >= 0:
             return
-        except (ValueError, OverflowError, TypeError, KeyError):
-            pass
+        rng = begun.get("rng") if begun.keys() == {"rng"} else None
+        if isinstance(rng, dict) and rng.get("bit_generator") in BIT_GENERATORS:
+            try:
+                getattr(np.random, rng["bit_generator"])().state = rng
+                return
+            except (ValueError, OverflowError, TypeError, KeyError):
+                pass
     raise ManifestError(
         f"manifest host.episode_starts[{index}]: expected null, {{seed: <non-negative integer>}} or "
-        f"{{rng: <the state of numpy's {', '.join(BIT_GENERATORS)}>}}, got {_shown(start)}"
+        f"{{rng: <the state of numpy's {', '.join(BIT_GENERATORS)}>}}, either with resets: <strictly increasing "
+        f"non-negative integers>, got {_shown(start)}"
+    )
+
+
+def _resets_valid(resets: Any) -> bool:
+    return (
+        isinstance(resets, list)
+        and all(type(position) is int and position >= 0 for position in resets)
+        and all(a < b for a, b in itertools.pairwise(resets))
     )

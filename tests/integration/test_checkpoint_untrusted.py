@@ -374,9 +374,20 @@ def assign(value, *keys):
             (
                 assign([start], "host", "episode_starts"),
                 rf"manifest host.episode_starts[0]: expected null, {{seed: <non-negative integer>}} or {{rng: "
-                rf"<the state of numpy's PCG64, PCG64DXSM, MT19937, Philox, SFC64>}}, got {start!r}",
+                rf"<the state of numpy's PCG64, PCG64DXSM, MT19937, Philox, SFC64>}}, either with resets: <strictly "
+                rf"increasing non-negative integers>, got {start!r}",
             )
-            for start in ({"seed": "x"}, {"seed": -5}, {"rng": {"bit_generator": "seed"}}, {})
+            for start in (
+                {"seed": "x"},
+                {"seed": -5},
+                {"rng": {"bit_generator": "seed"}},
+                {},
+                # Where a reset carried an Atari game on (a life lost): positions in the episode's actions.
+                {"seed": 1, "resets": [4, 2]},
+                {"seed": 1, "resets": [-1]},
+                {"seed": 1, "resets": "3"},
+                {"resets": [1]},
+            )
         ),
     ],
 )

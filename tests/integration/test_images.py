@@ -104,3 +104,26 @@ def test_atari_takes_rl_zoos_atari_entry_and_counts_games_in_the_monitor_file_an
     assert enjoy(play) == 0
     printed = [int(line.rsplit("length ", 1)[1]) for line in capsys.readouterr().out.splitlines() if "length " in line]
     assert printed and all(length > 400 for length in printed), printed
+
+
+def test_an_atari_run_resumed_mid_game_after_lives_lost_plays_the_same_games(tmp_path, capsys):
+    """A checkpoint mid-game, lives lost since the game began (the agent's episode began at the last one): the
+    resume replays the game from its start with its resets, so every env is restored (nothing printed about new
+    episodes) and the games in the Monitor file are those of the run that was not stopped."""
+    pytest.importorskip("ale_py")
+    argv = ["--algo", "dqn", "--env", "BreakoutNoFrameskip-v4", "--eval-freq", "-1", "--seed", "1", "--verbose", "0"]
+    params = ["-params", "learning_starts:5000", "buffer_size:1000"]
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    assert main([*argv, "-n", "600", "-f", str(whole), "--save-freq", "300", *params]) == 0
+    checkpoint = whole / "dqn" / "BreakoutNoFrameskip-v4_1" / "rl_model_300_steps.zip"
+    (start,) = read_checkpoint(checkpoint).manifest.host.episode_starts
+    assert len(start["resets"]) >= 1  # lives lost in the game the checkpoint is in
+    capsys.readouterr()
+    assert main([*argv, "-n", "300", "-f", str(stopped), "-i", str(checkpoint), *params]) == 0  # 300 more
+    assert "could not be restored" not in capsys.readouterr().out
+
+    def games(folder):
+        with (folder / "dqn" / "BreakoutNoFrameskip-v4_1" / "0.monitor.csv").open() as file:
+            return [(row["r"], row["l"]) for row in csv.DictReader(line for line in file if not line.startswith("#"))]
+
+    assert len(games(whole)) >= 2 and games(stopped) == games(whole)

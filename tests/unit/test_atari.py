@@ -18,7 +18,9 @@ from rlbench.envs.atari import (  # noqa: E402  (after the skip: the module need
     looks_atari,
     register_atari_envs,
 )
-from rlbench.envs.make import make_single_env  # noqa: E402
+from rlbench.envs.episode_restore import episode_records, restore_episodes  # noqa: E402
+from rlbench.envs.make import make_single_env, make_vector_env  # noqa: E402
+from rlbench.envs.reported import reported_episodes  # noqa: E402
 from rlbench.envs.wrappers import parse_env_wrappers, trusted_modules  # noqa: E402
 from rlbench.errors import ConfigError  # noqa: E402
 
@@ -267,3 +269,46 @@ def test_rlbench_imports_without_ale_py_or_cv2():
         "assert not {'ale_py', 'cv2'} & set(sys.modules), sorted({'ale_py', 'cv2'} & set(sys.modules))"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_game_with_lives_lost_is_rebuilt_on_resume_from_its_start():
+    """A checkpoint mid-game after lives lost (the agent's episode began at the last one, but the game did not):
+    the record goes back to the game's start, with where the resets that carried it on were made, and a fresh env
+    replays it to the same frame; then both play on alike, to the same game reported at its end. The second game
+    begins with an autoreset from the env's RNG (no seed) and is rebuilt from that RNG state."""
+    wrappers = parse_env_wrappers([SB3_NAME], trusted_modules())
+    first = make_vector_env(BREAKOUT, 1, "dummy", {}, wrappers, record_episodes=True)
+    first.reset(seed=3)
+    rng = np.random.default_rng(0)
+    actions = lambda: rng.integers(0, 4, (1, 1)).astype(np.float32)  # noqa: E731
+
+    def play_until(env, games, lives_lost):
+        while True:
+            obs, _, terminated, _, info = env.step(actions())
+            game_over = reported_episodes(info, 1).ended[0]
+            lives_lost -= int(terminated[0] and not game_over and games <= 0)
+            games -= int(game_over)
+            if games <= 0 and lives_lost <= 0:
+                return obs
+
+    for games, lives_lost in ((0, 2), (1, 2)):  # mid first game, then mid second game
+        saved_obs = play_until(first, games, lives_lost)
+        (record,) = episode_records(first)
+        assert len(record.start["resets"]) == 2 and ("seed" in record.start) == (games == 0)
+        second = make_vector_env(BREAKOUT, 1, "dummy", {}, wrappers, record_episodes=True)
+        second.reset(seed=9)
+        obs, restored = restore_episodes(second, [record], saved_obs)
+        assert restored.tolist() == [True] and np.array_equal(obs, saved_obs)
+        for _ in range(3000):  # on to the game's end
+            action = actions()
+            ours, theirs = second.step(action), first.step(action)
+            for got, want in zip(ours[:4], theirs[:4], strict=True):
+                np.testing.assert_array_equal(got, want)
+            game = reported_episodes(theirs[4], 1)
+            if game.ended[0]:  # the game's raw score and frames, every life
+                for got, want in zip(reported_episodes(ours[4], 1), game, strict=True):
+                    np.testing.assert_array_equal(got, want)
+                assert game.returns[0] > 0
+                break
+        else:
+            raise AssertionError("the game did not end in 3000 steps")
