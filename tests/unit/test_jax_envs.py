@@ -99,6 +99,43 @@ def test_termination_restarts_with_the_reset_key_and_is_not_truncation():
     assert float(outs.next_obs[1, 0, 0]) < 0.5  # a fresh start, not the end position
 
 
+def test_an_env_that_ends_restarts_alone_and_the_others_step_on():
+    """One env ends while the other steps on (the resets are selected per env), then a step where none ends (the
+    resets are skipped): each env's observations are those of the env run alone."""
+    env = walker_env()
+    actions = np.array([[[1.0], [-1.0]], [[1.0], [-1.0]], [[-1.0], [-1.0]]], np.float32)  # unit 1: +2, -1: +0
+    _, outs, elapsed, _ = run_steps(env, [0, 5], actions)
+    np.testing.assert_array_equal(np.asarray(outs.terminated), [[0, 0], [1, 0], [0, 0]])
+    np.testing.assert_array_equal(np.asarray(elapsed), [[1, 1], [0, 2], [1, 3]])
+    np.testing.assert_array_equal(np.asarray(outs.next_obs[1, 0]), reset_obs_after(env, 0, 2))
+    for index, seed in enumerate((0, 5)):
+        _, alone, _, _ = run_steps(env, [seed], actions[:, index : index + 1])
+        np.testing.assert_array_equal(np.asarray(outs.next_obs[:, index]), np.asarray(alone.next_obs[:, 0]))
+        np.testing.assert_array_equal(np.asarray(outs.final_obs[:, index]), np.asarray(alone.final_obs[:, 0]))
+
+
+def test_a_step_restarts_the_envs_it_ended_however_many():
+    """40 envs: a step that ends none of them, one that ends 2, then one that ends 5: each ended env restarts from
+    its own reset key, the others step on from where they were."""
+    env = walker_env()
+    unit = np.full(40, -1.0, np.float32)  # +0 per step: never ends
+    unit[[3, 17]] = 1.0  # +2 per step: end on the second step
+    unit[[0, 5, 9, 30, 39]] = 0.0  # +1 per step: end on the third
+    first, outs, _, _ = run_steps(env, np.arange(40), np.tile(unit[None, :, None], (3, 1, 1)))
+    ended = np.asarray(outs.terminated).astype(bool)
+    assert [np.flatnonzero(row).tolist() for row in ended] == [[], [3, 17], [0, 5, 9, 30, 39]]
+    next_obs, final_obs = np.asarray(outs.next_obs), np.asarray(outs.final_obs)
+    for t in range(3):
+        for i in range(40):
+            if ended[t, i]:
+                np.testing.assert_array_equal(next_obs[t, i], reset_obs_after(env, i, t + 1))
+            else:
+                np.testing.assert_array_equal(next_obs[t, i], final_obs[t, i])
+    start = np.asarray(first.obs)[:, 0]
+    expected = np.where(unit == 1.0, next_obs[1, :, 0] + 2.0, start + 3 * (unit + 1))
+    np.testing.assert_allclose(final_obs[2, :, 0], expected)
+
+
 def test_actions_are_clipped_then_rescaled_to_the_bounds():
     low, high = np.array([-1.0, 0.5], np.float32), np.array([3.0, 2.5], np.float32)
     env = JaxEnv("test:bounds", EnvSpec(1, 2), low, high, 10, None, None)
