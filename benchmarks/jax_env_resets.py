@@ -5,14 +5,15 @@
 
 Times, per vector step inside a 16-step `lax.scan` (as the device loop steps), best of --rounds rounds:
 
-1. `raw step`: the env's own step, vmapped, nothing restarted (Brax's trainer restarts an ended env with its first
-   state, a select: about this);
-2. `step_envs`: rlbench's step (rlbench.envs.jax_native.vector): the key chain's split, the step, a reset of every
+1. `raw step`: the env's own step, vmapped, nothing restarted;
+2. `stored first state`: the step, then the ended envs' state selected from the state each env first reset to, as
+   Brax's trainer restarts an ended env (its AutoResetWrapper: every episode of an env starts from one state);
+3. `step_envs`: rlbench's step (rlbench.envs.jax_native.vector): the key chain's split, the step, a reset of every
    env from its reset key and a select of the ended ones (a fresh start for each episode, as gymnasium's);
-3. `8 envs reset`: the raw step plus a reset of 8 envs gathered by index and scattered back, the cost of restarting
+4. `8 envs reset`: the raw step plus a reset of 8 envs gathered by index and scattered back, the cost of restarting
    only the few envs a step ends (tried and dropped on 2026-12-07: it costs what resetting all 128 does).
 
-The three are alternated over the rounds, so that the machine's drift hits each alike.
+The four are alternated over the rounds, so that the machine's drift hits each alike.
 
 Prints one JSON line per measurement, with the machine.
 """
@@ -69,6 +70,12 @@ def main() -> None:
         state, obs, _, _ = jax.vmap(env.step)(c.state, actions, keys)
         return c._replace(state=state, obs=jnp.asarray(obs, jnp.float32))
 
+    def stored_first_state(c: EnvCarry) -> EnvCarry:
+        state, obs, _, terminated = jax.vmap(env.step)(c.state, actions, keys)
+        ended = jnp.asarray(terminated, bool)
+        where = lambda first, s: jnp.where(ended.reshape(ended.shape + (1,) * (s.ndim - 1)), first, s)  # noqa: E731
+        return c._replace(state=jax.tree.map(where, carry.state, state), obs=jnp.asarray(obs, jnp.float32))
+
     def eight_envs_reset(c: EnvCarry) -> EnvCarry:
         state, obs, _, terminated = jax.vmap(env.step)(c.state, actions, keys)
         index = jnp.nonzero(jnp.asarray(terminated, bool), size=8, fill_value=args.envs)[0]  # none ended: all fill
@@ -78,6 +85,7 @@ def main() -> None:
 
     cases = {
         "raw step": raw,
+        "stored first state": stored_first_state,
         "step_envs": lambda c: step_envs(env, c, actions)[0],
         "8 envs reset": eight_envs_reset,
     }
