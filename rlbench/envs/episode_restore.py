@@ -91,7 +91,7 @@ class EpisodeRecorder(gym.Wrapper[np.ndarray, np.ndarray, np.ndarray, np.ndarray
         """Replay `self.restore_request` (set through the vector env's set_attr); None, or a record whose resets
         lie beyond its actions, starts a new episode from the env's own RNG. Returns the observation reached."""
         record, self.restore_request = self.restore_request, None
-        resets = [] if record is None else list(record.start.get("resets", ()))
+        resets = set() if record is None else set(record.start.get("resets", ()))
         if record is None or any(position > len(record.actions) for position in resets):
             return self.reset()[0]
         if "seed" in record.start:
