@@ -246,16 +246,13 @@ def main(argv: Sequence[str] | None = None, record_video: bool = False) -> int:
     # --record renders offscreen (rgb_array) even with --no-render, which only means "no window".
     render = "rgb_array" if recording else (None if args.no_render or headless else "human")
     try:
-        env_id = args.env if render is None else rendered_env_id(args.env)
+        env_id, stand_in = (args.env, "") if render is None else rendered_env_id(args.env)
         loaded = load(args, record_video, headless, env_id)
     except STOPPING_ERRORS as error:
         return exit_code(error)
     manifest = loaded.manifest
     if env_id != args.env:
-        print(
-            f"{args.env} draws no frames here: playing gymnasium's {env_id}, which steps as EnvPool's",
-            file=sys.stderr,
-        )
+        print(f"{args.env} draws no frames here: playing gymnasium's {env_id}, {stand_in}", file=sys.stderr)
     try:  # the first env renders, and the first can refuse to (a JAX-native env that draws no frames)
         envs = [
             make_single_env(

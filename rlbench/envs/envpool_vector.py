@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.utils import rescale_box
 
+from rlbench.envs.atari import is_atari
 from rlbench.envs.bounds import unrescalable_bounds
 from rlbench.envs.discrete import MAX_ACTIONS, action_indices, index_space
 from rlbench.envs.images import FlatImageBox, is_image_space
@@ -325,15 +326,25 @@ class EnvPoolEnv(gym.Env[np.ndarray, np.ndarray]):
         self._vector.close()
 
 
-def rendered_env_id(env_id: str) -> str:
-    """The env that renders in place of `env_id`: gymnasium's of the same id for an EnvPool id (EnvPool's MuJoCo
-    renderer needs an OpenGL context it does not create headless, and its failure ends the process), which steps
-    as EnvPool's does from the same state (benchmarks/README.md). ConfigError where gymnasium has no such env."""
+def rendered_env_id(env_id: str) -> tuple[str, str]:
+    """The env that renders in place of `env_id`, and how it relates to it (for the line enjoy.py prints). An
+    EnvPool id: gymnasium's of the same id (EnvPool's MuJoCo renderer needs an OpenGL context it does not create
+    headless, and its failure ends the process), which steps as EnvPool's does from the same state
+    (benchmarks/README.md); an EnvPool Atari game (which draws no frames but its 84x84 grey ones): ale-py's
+    NoFrameskip-v4 of the same game, which the run's AtariWrapper and frame_stack preprocess as the pool's options
+    did (rlbench.envs.envpool_atari), so the policy sees the frames it was trained on. ConfigError where gymnasium
+    has no such env."""
     if not is_envpool(env_id):
-        return env_id
-    if (task := task_id(env_id)) not in gym.registry:
+        return env_id, ""
+    task = task_id(env_id)
+    if is_atari(task):  # registers ale-py's games
+        task = f"{task.split('-v')[0]}NoFrameskip-v4"
+        how = "the same game, its frames preprocessed as the pool's (AtariWrapper, frame_stack)"
+    else:
+        how = "which steps as EnvPool's"
+    if task not in gym.registry:
         raise ConfigError(
-            f"{env_id} cannot be rendered: EnvPool draws no MuJoCo frames without a display, and gymnasium, which "
-            f"would, has no {task}; play it without frames (--no-render, no --record)"
+            f"{env_id} cannot be rendered: EnvPool draws no frames here, and gymnasium, which would, has no "
+            f"{task}; play it without frames (--no-render, no --record)"
         )
-    return task
+    return task, how

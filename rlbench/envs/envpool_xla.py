@@ -1,5 +1,5 @@
 """EnvPool stepped inside a compiled program through its XLA interface (`--vec-env envpool-xla`): the device
-loop on EnvPool's MuJoCo, DeepMind Control and classic-control envs.
+loop on EnvPool's MuJoCo, DeepMind Control, classic-control and Atari envs.
 
 - One synchronous pool per seed (an on-policy learner: one per env, below), each env seeded as the host loop
   seeds it (env j of seed s: s + j), so a seed's envs step as that seed's single run would, whatever runs beside
@@ -18,6 +18,10 @@ loop on EnvPool's MuJoCo, DeepMind Control and classic-control envs.
 - EnvPool's custom calls name their pool's address: a program traced on these pools steps them and no others.
   Pools are therefore made once, by the first `reset`; later ones restart the episodes in the same pools, so an
   evaluation's envs are seeded at the run's first evaluation and continue their own random streams after it.
+- Atari (RL Zoo's AtariWrapper and frame_stack as the pool's options: rlbench.envs.envpool_atari): frames stay
+  uint8, channels last and flat, as on the host loop; with `report_games` each step reports its game (EnvPool's
+  raw reward, game over) to the Monitor files and evaluations, while episodic life ends the learner's episodes at
+  every life lost. A life lost is followed by EnvPool's own reset step, which continues the game.
 - EnvPool computes in float64, which JAX enables only around the custom calls (`jax.enable_x64`); actions are
   clipped to [-1, 1] and mapped to the bounds with gymnasium's RescaleAction arithmetic, in float64 as the host
   loop's adapter does it, so both loops pass the env the same bits.
@@ -35,7 +39,8 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from rlbench.envs.envpool_vector import MAX_SEED, EnvPoolVectorEnv, import_envpool, task_id
-from rlbench.envs.jax_native.vector import EnvCarry, EnvStep
+from rlbench.envs.images import FlatImageBox
+from rlbench.envs.jax_native.vector import EnvCarry, EnvStep, Reported
 from rlbench.types import EnvSpec
 
 # EnvPool's traced step: (handle, actions [n_envs, action_dim], env ids [n_envs] int32) -> (handle, its outputs)
@@ -56,15 +61,17 @@ class EnvPoolXla:
 
     saves_envs = False  # nothing of a pool's state can be saved in a checkpoint
 
-    def __init__(self, env_id: str, env_kwargs: Mapping[str, Any], n_seeds: int, n_envs: int):
+    def __init__(
+        self, env_id: str, env_kwargs: Mapping[str, Any], n_seeds: int, n_envs: int, report_games: bool = False
+    ):
         self.env_id, self.env_kwargs, self.n_seeds, self.n_envs = env_id, dict(env_kwargs), n_seeds, n_envs
-        self.pool_size = n_envs
+        self.pool_size, self.report_games = n_envs, report_games
         probe = EnvPoolVectorEnv(env_id, 1, env_kwargs)
         try:
-            space = probe.original_action_space
+            space, observations = probe.original_action_space, probe.single_observation_space
             self.n_actions, self.first_action = probe.n_actions, probe.first_action
-            obs_dim = int(probe.single_observation_space.shape[0])
-            self.spec = EnvSpec(obs_dim, int(np.prod(space.shape)), self.n_actions)
+            image_shape = observations.image_shape if isinstance(observations, FlatImageBox) else ()
+            self.spec = EnvSpec(int(observations.shape[0]), int(np.prod(space.shape)), self.n_actions, image_shape)
             if not self.n_actions:
                 self._gradient, self._intercept = _rescaling(space.low, space.high, space.dtype)
         finally:
@@ -109,27 +116,28 @@ class EnvPoolXla:
 
     def restart(self) -> EnvCarry:
         """New episodes in every env of the pools, continuing each env's own random stream (host call)."""
-        obs = np.concatenate([np.asarray(pool.reset()[0], np.float32) for pool, _ in self._pools])
+        obs = np.concatenate([self._observations(pool.reset()[0]) for pool, _ in self._pools])
         handles = np.stack([np.asarray(handle) for _, handle in self._pools])
         zeros = np.zeros((self.n_seeds, self.n_envs))
         carry = EnvCarry(
             state=PoolState(jnp.asarray(handles.reshape(self.n_seeds, -1, 8)), jnp.asarray(zeros, bool)),
-            obs=jnp.asarray(obs.reshape(self.n_seeds, self.n_envs, -1)),
+            obs=jnp.asarray(obs.reshape(self.n_seeds, self.n_envs, -1)),  # an image's uint8, else float32
             key=jnp.asarray(zeros, jnp.uint32),  # unused: the pools draw their own randomness
             elapsed=jnp.asarray(zeros, jnp.int32),
         )
         return carry if self.n_seeds > 1 else jax.tree.map(lambda leaf: leaf[0], carry)
 
-    def step(self, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, jax.Array]:
-        """(envs, step, valid) of one vector step of every seed's pools, actions [(n_seeds,) n_envs, action_dim]
-        in [-1, 1] (a Discrete env's index column); `valid` is False where an env took its reset step (traced)."""
+    def step(self, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, Reported]:
+        """(envs, step, what it reports) of one vector step of every seed's pools, actions [(n_seeds,) n_envs,
+        action_dim] in [-1, 1] (a Discrete env's index column); Reported.valid is False where an env took its reset
+        step (traced)."""
         if self.n_seeds == 1:
             return self._step_seed(0, envs, actions)
         stepped = [self._step_seed(s, _sliced(envs, s), actions[s]) for s in range(self.n_seeds)]
-        out: tuple[EnvCarry, EnvStep, jax.Array] = jax.tree.map(lambda *xs: jnp.stack(xs), *stepped)
+        out: tuple[EnvCarry, EnvStep, Reported] = jax.tree.map(lambda *xs: jnp.stack(xs), *stepped)
         return out
 
-    def _step_seed(self, seed: int, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, jax.Array]:
+    def _step_seed(self, seed: int, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, Reported]:
         size, per_seed = self.pool_size, self.n_envs // self.pool_size
         state = envs.state
         assert isinstance(state, PoolState), "an EnvPool carry holds its pools' handles"
@@ -139,12 +147,13 @@ class EnvPoolXla:
             pool_envs = _sliced(envs._replace(state=None), envs_of_pool)
             pool_state = PoolState(state.handle[index], state.resetting[envs_of_pool])
             parts.append(self._step_pool(seed * per_seed + index, pool_envs, pool_state, actions[envs_of_pool]))
-        carries, steps, valid = zip(*parts, strict=True)
+        carries, steps, reported = zip(*parts, strict=True)
         handles = jnp.stack([carry.state.handle for carry in carries])
         joined: EnvCarry = jax.tree.map(lambda *xs: jnp.concatenate(xs), *carries)  # handles: stacked instead
         joined = joined._replace(state=joined.state._replace(handle=handles))
         step: EnvStep = jax.tree.map(lambda *xs: jnp.concatenate(xs), *steps)
-        return joined, step, jnp.concatenate(valid)
+        report: Reported = jax.tree.map(lambda *xs: jnp.concatenate(xs), *reported)
+        return joined, step, report
 
     def _pool_actions(self, actions: jax.Array) -> jax.Array:
         """The pool's actions from the learner's: an index (as EnvPool's int32, from its first action), or a Box
@@ -158,26 +167,39 @@ class EnvPoolXla:
 
     def _step_pool(
         self, index: int, envs: EnvCarry, state: PoolState, actions: jax.Array
-    ) -> tuple[EnvCarry, EnvStep, jax.Array]:
+    ) -> tuple[EnvCarry, EnvStep, Reported]:
         step, ids = self._steps[index], np.arange(self.pool_size, dtype=np.int32)
         with jax.enable_x64(True):
             pool_actions = self._pool_actions(jnp.asarray(actions).reshape(self.pool_size, -1))
-            handle, (obs, reward, terminated, truncated, _) = step(state.handle, pool_actions, ids)
+            handle, (obs, reward, terminated, truncated, info) = step(state.handle, pool_actions, ids)
             valid = ~state.resetting
             ended = (terminated | truncated) & valid
+            final_obs = self._observations(obs)
 
             def reset_now() -> tuple[jax.Array, jax.Array]:  # every env ended: the pool's reset step at once
                 reset_handle, reset = step(handle, jnp.zeros_like(pool_actions), ids)
-                return reset_handle, reset[0].astype(jnp.float32)
+                return reset_handle, self._observations(reset[0])
 
             all_reset = ended.all()
-            handle, next_obs = jax.lax.cond(all_reset, reset_now, lambda: (handle, obs.astype(jnp.float32)))
-        final_obs = obs.astype(jnp.float32)
+            handle, next_obs = jax.lax.cond(all_reset, reset_now, lambda: (handle, final_obs))
         elapsed = jnp.where(valid & ~all_reset, envs.elapsed + 1, 0).astype(jnp.int32)
         carry = EnvCarry(PoolState(handle, ended & ~all_reset), next_obs, envs.key, elapsed)
         reward = jnp.where(valid, reward.astype(jnp.float32), 0.0)
         stepped = EnvStep(next_obs, final_obs, reward, terminated & valid, truncated & valid & ~terminated)
-        return carry, stepped, valid
+        if not self.report_games:
+            return carry, stepped, Reported(valid, reward, ended)
+        # A game: EnvPool's info["reward"] is the raw reward, info["terminated"] the game's end (the step's own
+        # `terminated` is a life's with episodic_life), as the host loop's adapter reads them.
+        game_over = ((info["terminated"] != 0) | truncated) & valid
+        return carry, stepped, Reported(valid, jnp.where(valid, info["reward"].astype(jnp.float32), 0.0), game_over)
+
+    def _observations(self, obs: Any) -> Any:
+        """The pool's observations as the loops take them: an image's frames channels last and flat, uint8 (as the
+        host loop's adapter hands them on); anything else float32. numpy in, numpy out; traced in, traced out."""
+        xp = np if isinstance(obs, np.ndarray) else jnp
+        if self.spec.image_shape:
+            return xp.transpose(obs, (0, 2, 3, 1)).reshape(obs.shape[0], -1)
+        return obs.astype(xp.float32)
 
     def close(self) -> None:
         for pool, _ in self._pools:

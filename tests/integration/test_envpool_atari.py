@@ -98,3 +98,108 @@ def test_train_py_takes_the_atari_entry_on_envpool_and_counts_games(tmp_path, ca
     # Random play loses Breakout's 5 lives in about 120 agent steps or more: whole games, not lives of ~24 steps.
     assert 1 <= len(games) <= 600 // 100 and all(int(game["l"]) >= 100 for game in games), games
     assert np.load(run / "evaluations.npz")["ep_lengths"][0][0] >= 100
+
+
+def test_the_device_loop_on_envpool_atari_computes_what_the_host_loop_computes():
+    """DQN with CnnPolicy on Breakout's pool (36x36 frames, 2 stacked, episodic life), the host loop on the pool in
+    same-step mode and the device loop on its XLA interface, the same learner and seed: every buffer row (frames
+    included, as uint8) and the Q-network equal, and the same games counted (raw scores summed over each game's
+    lives, lengths in agent steps), not the agent's one-life episodes."""
+    import jax
+
+    from rlbench.config.entry import RunConfig
+    from rlbench.config.registry import ALGORITHMS
+    from rlbench.loop.device.runner import train_seeds_on_device
+    from rlbench.loop.run_state import SeedOutput
+    from tests.integration.test_device_loop import NO_LOG
+    from tests.integration.test_dqn_loops import TINY
+    from tests.loop_runs import train
+
+    entry = {"env_wrapper": [{ATARI: {"screen_size": 36}}], "frame_stack": 2}
+    run = RunConfig(env_id=BREAKOUT, n_timesteps=640, seed=3, eval_freq=-1, env_wrappers=wrappers(entry))
+    features = {"features_extractor_kwargs": {"features_dim": 16}, "net_arch": [16]}
+    cfg = ALGORITHMS["dqn"].build_config({**TINY, "policy": "CnnPolicy", "policy_kwargs": features}, 1, "test")
+    on_host = train(run, ALGORITHMS["dqn"], cfg, NO_LOG)
+    on_device = train_seeds_on_device(RunConfig(**{**run.__dict__, "vec_env": "envpool-xla"}), ALGORITHMS["dqn"],
+                                      cfg, [SeedOutput(NO_LOG)])  # fmt: skip
+    host_buffer, device_buffer = on_host.buffer_state, on_device.buffer_state
+    assert int(device_buffer.size) == int(host_buffer.size) == 640
+    assert device_buffer.pixels.dtype == np.uint8 and device_buffer.pixels.shape[1] == 2 * 36 * 36 * 2
+    np.testing.assert_array_equal(np.asarray(device_buffer.pixels), np.asarray(host_buffer.pixels))
+    np.testing.assert_array_equal(np.asarray(device_buffer.rows), np.asarray(host_buffer.rows))
+    assert np.asarray(host_buffer.rows)[:, -1].sum() >= 5  # lives lost: terminations of the agent's episodes
+    host_q, device_q = jax.tree.leaves(on_host.state.q), jax.tree.leaves(on_device.state.q)
+    for host_leaf, device_leaf in zip(host_q, device_q, strict=True):
+        np.testing.assert_allclose(np.asarray(device_leaf), np.asarray(host_leaf), rtol=1e-4, atol=1e-5)
+    host_games, device_games = on_host.host.seeds[0].episodes, on_device.host.seeds[0].episodes
+    assert device_games.finished_lengths == host_games.finished_lengths
+    assert device_games.finished_returns == host_games.finished_returns
+    assert len(host_games.finished_lengths) >= 2 and min(host_games.finished_lengths) >= 100  # games, not lives
+
+
+@pytest.mark.slow  # the DQN test above covers frames and games on the XLA interface; this adds pools of one env
+def test_ppo_on_envpool_atari_s_device_loop_stages_what_the_host_loop_stages():
+    """PPO with CnnPolicy on two envs of Breakout's pool (a pool each on the device loop): every staged rollout row
+    (frames as uint8, lives lost as terminations) and the parameters after two updates equal the host loop's."""
+    import jax
+
+    from rlbench.config.entry import RunConfig
+    from rlbench.config.registry import ALGORITHMS
+    from rlbench.loop.device.runner import train_seeds_on_device
+    from rlbench.loop.run_state import SeedOutput
+    from tests.conftest import ppo_config
+    from tests.integration.test_device_loop import NO_LOG
+    from tests.loop_runs import train
+
+    entry = {"env_wrapper": [{ATARI: {"screen_size": 36}}], "frame_stack": 2}
+    run = RunConfig(env_id=BREAKOUT, n_timesteps=2 * 2 * 48 + 2 * 16, n_envs=2, seed=4, eval_freq=-1,
+                    env_wrappers=wrappers(entry))  # fmt: skip
+    features = {"features_extractor_kwargs": {"features_dim": 16}, "net_arch": {"pi": [16], "vf": [16]}}
+    cfg = ppo_config(policy="CnnPolicy", n_steps=48, batch_size=32, policy_kwargs=features)
+    on_host = train(run, ALGORITHMS["ppo"], cfg, NO_LOG)
+    on_device = train_seeds_on_device(RunConfig(**{**run.__dict__, "vec_env": "envpool-xla"}), ALGORITHMS["ppo"],
+                                      cfg, [SeedOutput(NO_LOG)])  # fmt: skip
+    host_rows, device_rows = on_host.host.pending, on_device.host.pending
+    assert host_rows.count == device_rows.count == 32 and device_rows.obs.dtype == np.uint8  # 16 steps of 2 envs
+    for name in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
+        np.testing.assert_array_equal(getattr(device_rows, name)[:, :32], getattr(host_rows, name)[:, :32], name)
+    for host_leaf, device_leaf in zip(
+        jax.tree.leaves(on_host.state.policy.params), jax.tree.leaves(on_device.state.policy.params), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(device_leaf), np.asarray(host_leaf), rtol=1e-4, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def device_loop_logs(tmp_path_factory):
+    """RL Zoo's atari DQN entry on Breakout's pool through train.py with the device loop, acting only."""
+    from rlbench.cli.train import main
+
+    logs = tmp_path_factory.mktemp("atari_device_loop")
+    argv = ["--algo", "dqn", "--env", BREAKOUT, "--vec-env", "envpool-xla", "-n", "600", "--eval-freq", "600"]
+    argv += ["--eval-episodes", "2", "-f", str(logs), "--seed", "1", "--verbose", "0"]
+    assert main([*argv, "-params", "learning_starts:5000", "buffer_size:1000"]) == 0
+    return logs
+
+
+def test_the_device_loop_counts_games_in_the_monitor_file_and_evaluations(device_loop_logs):
+    run = device_loop_logs / "dqn" / "envpool_Breakout-v5_1"
+    with (run / "0.monitor.csv").open() as file:
+        games = list(csv.DictReader(line for line in file if not line.startswith("#")))
+    assert 1 <= len(games) <= 600 // 100 and all(int(game["l"]) >= 100 for game in games), games
+    assert all(float(game["r"]) == int(float(game["r"])) >= 0 for game in games)  # raw scores: Breakout's bricks
+    evaluations = np.load(run / "evaluations.npz")
+    assert evaluations["ep_lengths"].shape == (1, 2) and (evaluations["ep_lengths"] >= 100).all()
+
+
+def test_enjoy_records_an_envpool_atari_model_on_ale_py_s_game(device_loop_logs, tmp_path, capsys):
+    """EnvPool draws no frames: enjoy.py --record plays the model on ale-py's NoFrameskip-v4 of the same game, which
+    the run's AtariWrapper and frame_stack preprocess into the frames the policy was trained on."""
+    from rlbench.cli.enjoy import main as enjoy
+    from tests.integration.test_enjoy import read_video
+
+    video = tmp_path / "breakout.mp4"
+    argv = ["--algo", "dqn", "--env", BREAKOUT, "-f", str(device_loop_logs), "-n", "30", "--record", str(video)]
+    assert enjoy(argv) == 0
+    assert "playing gymnasium's BreakoutNoFrameskip-v4, the same game" in capsys.readouterr().err
+    frames = read_video(video)
+    assert len(frames) == 30 and frames[0].shape[:2] == (210, 160)  # ALE's own screen, not the 84x84 frames

@@ -42,6 +42,22 @@ class EnvStep(NamedTuple):
     truncated: jax.Array  # bool: the time limit, and not terminated (bootstrap from final_obs)
 
 
+class Reported(NamedTuple):
+    """What one step of a batch of envs adds to the episodes the Monitor files, logs and evaluations count
+    (every field [n]): an env's own episodes (its reward; its episode's end), or, for Atari games with episodic
+    life (rlbench.envs.envpool_xla), each whole game (its raw reward; game over), as rlbench.envs.reported counts
+    them on the host loop."""
+
+    valid: jax.Array  # bool: the step was a transition (an EnvPool reset step is not: it counts nowhere)
+    reward: jax.Array  # float32
+    ended: jax.Array  # bool: the counted episode ended on this step
+
+
+def reported_episodes(step: EnvStep) -> Reported:
+    """The envs' own episodes, every step a transition."""
+    return Reported(jnp.ones_like(step.terminated), step.reward, step.terminated | step.truncated)
+
+
 def reset_envs(env: JaxEnv, seeds: jax.Array) -> EnvCarry:
     """Start one env per seed (int32 or uint32 [n]); env i's key chain starts at jax.random.key(seeds[i]).
     Seeds are read as uint32, so every seed rlbench takes (up to 2**32 - 1, as SB3) keys as the Python int."""

@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import jax
-import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.envs.envpool_xla import EnvPoolXla
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.ids import is_jax_native
-from rlbench.envs.jax_native.vector import EnvCarry, EnvStep, reset_envs, step_envs
+from rlbench.envs.jax_native.vector import EnvCarry, EnvStep, Reported, reported_episodes, reset_envs, step_envs
 from rlbench.types import EnvSpec
 
 
@@ -34,15 +33,16 @@ class DeviceEnvs(Protocol):
     def saves_envs(self) -> bool: ...  # whether a checkpoint can hold their state (a resume continues episodes)
 
     @property
-    def has_reset_steps(self) -> bool: ...  # whether some steps are not transitions (`valid` False)
+    def has_reset_steps(self) -> bool: ...  # whether some steps are not transitions (Reported.valid False)
 
     def reset(self, seeds: ArrayLike) -> EnvCarry:
         """Env j of seed s started from seeds[s, j] (uint32); a host call."""
         ...
 
-    def step(self, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, jax.Array]:
-        """(envs, step, valid) of every seed's envs, actions [(n_seeds,) n_envs, action_dim] in [-1, 1] (a
-        Discrete env's index column); `valid` [(n_seeds,) n_envs] says which steps are transitions (traced)."""
+    def step(self, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, Reported]:
+        """(envs, step, what it reports) of every seed's envs, actions [(n_seeds,) n_envs, action_dim] in [-1, 1]
+        (a Discrete env's index column); Reported.valid [(n_seeds,) n_envs] says which steps are transitions
+        (traced)."""
         ...
 
 
@@ -66,9 +66,9 @@ class JaxNativeEnvs:
     def reset(self, seeds: ArrayLike) -> EnvCarry:
         return self._reset(seeds)
 
-    def step(self, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, jax.Array]:
+    def step(self, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, Reported]:
         envs, stepped = self.axis.map(lambda one, action: step_envs(self.env, one, action))(envs, actions)
-        return envs, stepped, jnp.ones_like(stepped.terminated)
+        return envs, stepped, reported_episodes(stepped)
 
 
 def device_envs(env: JaxEnv | EnvPoolXla, axis: SeedAxis) -> DeviceEnvs:

@@ -36,7 +36,7 @@ from rlbench.algos.common.config import LearnerConfig
 from rlbench.algos.common.learner import Learner
 from rlbench.algos.common.seed_axis import SeedAxis
 from rlbench.buffers.uniform import UniformBuffer
-from rlbench.envs.jax_native.vector import EnvCarry, EnvStep
+from rlbench.envs.jax_native.vector import EnvCarry, EnvStep, Reported
 from rlbench.loop.compiled import DeviceCarry
 from rlbench.loop.device.envs import DeviceEnvs
 from rlbench.types import Metrics, PyTree, Transition
@@ -56,9 +56,9 @@ class ChunkInputs(NamedTuple):
 
 
 class ChunkOutputs(NamedTuple):
-    """Per vector step of the chunk ([chunk length, (n_seeds,) n_envs]; steps past steps_to_run are zeros): each
-    env's reward, whether its episode ended there and whether the step was a transition (not an EnvPool reset
-    step); and whether any training ran."""
+    """Per vector step of the chunk ([chunk length, (n_seeds,) n_envs]; steps past steps_to_run are zeros): what
+    each env reported (rlbench.envs.jax_native.vector.Reported: the reward its counted episode adds, whether that
+    episode ended there, whether the step was a transition); and whether any training ran."""
 
     reward: jax.Array
     done: jax.Array
@@ -118,11 +118,12 @@ def make_chunk(
             carry.state, carry.envs, carry.act_key, warming_up, steps_in_rollout, acting_progress
         )
         # A Box action is clipped to [-1, 1] for the env; the rollout keeps the sample (SB3's PPO).
-        next_envs, step, valid = envs.step(carry.envs, action)
+        next_envs, step, reported = envs.step(carry.envs, action)
         transition = _transition(carry.envs.obs, action, step)
-        stored = insert(carry.rollout if stages_rollout else carry.buffer_state, transition, valid, steps_in_rollout)
+        stored = insert(
+            carry.rollout if stages_rollout else carry.buffer_state, transition, reported.valid, steps_in_rollout
+        )
         state = carry.state.replace(exploration=exploration)
-        done = step.terminated | step.truncated
         rollout, buffer_state = (stored, carry.buffer_state) if stages_rollout else (None, stored)
         env_steps = env_steps + shape.n_envs
         due = ((vector_steps + 1) % shape.train_freq == 0) & (env_steps > inputs.update_start)
@@ -135,7 +136,8 @@ def make_chunk(
             )
 
         state, buffer_state, metrics = jax.lax.cond(due, trained, lambda: (state, buffer_state, carry.metrics))
-        return DeviceCarry(state, buffer_state, next_envs, act_key, metrics, rollout), (step.reward, done, valid, due)
+        outputs = (reported.reward, reported.ended, reported.valid, due)
+        return DeviceCarry(state, buffer_state, next_envs, act_key, metrics, rollout), outputs
 
     return _scanned(vector_step, shape.chunk_length)
 
@@ -311,9 +313,9 @@ def make_evaluate(
         per_episode = zeros(n_episodes, jnp.float32), zeros(n_episodes, jnp.int32)
         return Evaluation(envs.reset(seeds), *per_env, *per_episode)
 
-    def record(c: Evaluation, out: EnvStep, valid: jax.Array) -> Evaluation:  # one seed's
-        episode_return, length = c.episode_return + out.reward, c.episode_length + valid  # a reset step: neither
-        ended = out.terminated | out.truncated
+    def record(c: Evaluation, out: Reported) -> Evaluation:  # one seed's
+        episode_return, length = c.episode_return + out.reward, c.episode_length + out.valid  # a reset step: neither
+        ended = out.ended
         counted = ended & (c.counts < targets)
         slot = jnp.where(counted, first_slot + c.counts, n_episodes)  # n_episodes: out of range, dropped
         return Evaluation(
@@ -326,8 +328,8 @@ def make_evaluate(
         )
 
     def step(states: PyTree, c: Evaluation) -> Evaluation:
-        stepped, out, valid = envs.step(c.envs, evaluate_action(states, c.envs.obs))
-        recorded: Evaluation = axis.map(record)(c._replace(envs=stepped), out, valid)
+        stepped, _, reported = envs.step(c.envs, evaluate_action(states, c.envs.obs))
+        recorded: Evaluation = axis.map(record)(c._replace(envs=stepped), reported)
         return recorded
 
     def advance(states: PyTree, evaluation: Evaluation, max_steps: jax.Array) -> tuple[Evaluation, jax.Array]:

@@ -15,10 +15,12 @@ from rlbench.algos.common.learner import Collection
 from rlbench.buffers.normalization import NormalizeConfig
 from rlbench.config.algorithm import Algorithm
 from rlbench.config.entry import RunConfig
+from rlbench.envs.envpool_atari import pool_kwargs
 from rlbench.envs.envpool_vector import envpool_env_id
 from rlbench.envs.envpool_xla import EnvPoolXla
 from rlbench.envs.jax_native.env import JaxEnv
 from rlbench.envs.jax_native.ids import make_jax_env
+from rlbench.envs.reported import reports_episodes
 from rlbench.envs.wrappers import EnvWrapper
 from rlbench.loop.compiled import EntryPoints, entry_points
 from rlbench.loop.device.driver import DeviceRun, run_device_loop
@@ -67,7 +69,7 @@ def device_loop_refusal(
         return "normalize: not available on the device loop yet; remove it from the entry" + (
             " or train with --vec-env envpool" if on_envpool else ""
         )
-    if env_wrappers:
+    if env_wrappers and not on_envpool:  # EnvPool's Atari pools take RL Zoo's AtariWrapper as their own options
         return "env_wrapper: gymnasium wrappers cannot wrap the device loop's envs; remove them"
     if collection.per_episode:
         assert isinstance(cfg, ReplayConfig), "train_freq in episodes is an off-policy learner's"
@@ -92,9 +94,11 @@ def train_seeds_on_device(
     env: JaxEnv | EnvPoolXla
     eval_env: JaxEnv | EnvPoolXla | None = None
     if run.vec_env == "envpool-xla":  # one pool per seed; closed when the run ends
-        env = EnvPoolXla(envpool_env_id(run.env_id, run.vec_env), run.env_kwargs, n_seeds, run.n_envs)
+        pool_id, games = envpool_env_id(run.env_id, run.vec_env), reports_episodes(run.env_wrappers)
+        options = functools.partial(pool_kwargs, pool_id, run.env_wrappers)  # Atari's wrappers as pool options
+        env = EnvPoolXla(pool_id, options(run.env_kwargs), n_seeds, run.n_envs, games)
         if run.eval_freq > 0:
-            eval_env = EnvPoolXla(env.env_id, eval_kwargs, n_seeds, run.n_eval_envs)
+            eval_env = EnvPoolXla(pool_id, options(eval_kwargs), n_seeds, run.n_eval_envs, games)
     else:
         env = make_jax_env(run.env_id, run.env_kwargs)
         if run.eval_freq > 0:
