@@ -215,6 +215,10 @@ def run_cli(tmp_path, *argv):
         (["--algo", "sac", "--env", "envpool:Pendulum-v1", "--env-kwargs", "max_episode_steps:0"], r"positive"),
         (["--algo", "sac", "--env", "Pendulum-v1", "-params", "normalize:True"], r"normalize: not available on the"),
         (["--algo", "sac", "--env", "gymnax:Pendulum-v1"], r"JAX-native env, not EnvPool's; drop it"),
+        (  # the AtariWrapper becomes an Atari pool's options (test_envpool_atari.py); no other wrapper can wrap a pool
+            ["--algo", "sac", "--env", "envpool:Pendulum-v1", "-params", "env_wrapper:gymnasium.wrappers.ClipReward"],
+            r"gymnasium wrappers cannot wrap; drop gymnasium.wrappers.ClipReward",
+        ),
     ],
 )
 def test_what_envpool_s_device_loop_cannot_do_exits_2_before_writing(tmp_path, capsys, argv, message):
