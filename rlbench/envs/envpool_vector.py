@@ -201,7 +201,7 @@ class EnvPoolVectorEnv(VectorEnv):
 
     def _observations(self, obs: np.ndarray) -> np.ndarray:
         """Images channels last, flat ([n, H * W * C] uint8); other observations as they are."""
-        return np.ascontiguousarray(obs.transpose(0, 2, 3, 1)).reshape(len(obs), -1) if self.images else obs
+        return frames_channels_last(obs) if self.images else obs
 
     def _games(self, pool_info: Mapping[str, Any], truncated: np.ndarray) -> dict[str, Any]:
         """The games that ended on this step, as gymnasium's vector envs carry an ending step's info["episode"]
@@ -224,6 +224,12 @@ class EnvPoolVectorEnv(VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         self._pool.close()
+
+
+def frames_channels_last(frames: Any) -> Any:
+    """EnvPool's frame stacks [n, C, H, W] -> [n, H * W * C], the flat channels-last layout rlbench's image
+    observations travel in (a contiguous copy); numpy arrays, or traced ones inside the device loop's programs."""
+    return frames.transpose(0, 2, 3, 1).reshape(frames.shape[0], -1)
 
 
 def pool_spaces(env_id: str, env_kwargs: Mapping[str, Any], flag: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from rlbench.envs.envpool_vector import MAX_SEED, EnvPoolVectorEnv, import_envpool, task_id
+from rlbench.envs.envpool_vector import MAX_SEED, EnvPoolVectorEnv, frames_channels_last, import_envpool, task_id
 from rlbench.envs.images import FlatImageBox
 from rlbench.envs.jax_native.vector import EnvCarry, EnvStep, Reported
 from rlbench.types import EnvSpec
@@ -196,10 +196,7 @@ class EnvPoolXla:
     def _observations(self, obs: Any) -> Any:
         """The pool's observations as the loops take them: an image's frames channels last and flat, uint8 (as the
         host loop's adapter hands them on); anything else float32. numpy in, numpy out; traced in, traced out."""
-        xp = np if isinstance(obs, np.ndarray) else jnp
-        if self.spec.image_shape:
-            return xp.transpose(obs, (0, 2, 3, 1)).reshape(obs.shape[0], -1)
-        return obs.astype(xp.float32)
+        return frames_channels_last(obs) if self.spec.image_shape else obs.astype(np.float32)
 
     def close(self) -> None:
         for pool, _ in self._pools:
