@@ -63,12 +63,20 @@ def main() -> None:
     def jax_call() -> None:
         np.asarray(policy(on_device, obs))
 
+    def jax_call_spun() -> None:  # the result awaited by polling, the calling thread never sleeping
+        out = policy(on_device, obs)
+        while not out.is_ready():
+            pass
+        np.asarray(out)
+
     def numpy_call() -> None:
         np.tanh(np.tanh(obs @ weights[0]) @ weights[1]) @ weights[2]
 
     row = {"env": args.env, "us_env_step": best_of_three(env_step, args.steps)}
     row["us_jax_call"] = best_of_three(jax_call, args.steps)
     row["us_jax_call_then_env_step"] = best_of_three(lambda: (jax_call(), env_step()), args.steps)
+    row["us_jax_call_spun"] = best_of_three(jax_call_spun, args.steps)
+    row["us_jax_call_spun_then_env_step"] = best_of_three(lambda: (jax_call_spun(), env_step()), args.steps)
     row["us_numpy_call"] = best_of_three(numpy_call, args.steps)
     row["us_numpy_call_then_env_step"] = best_of_three(lambda: (numpy_call(), env_step()), args.steps)
     row["us_lost_per_step_to_interleaving"] = round(

@@ -14,6 +14,7 @@ import numpy as np
 from rlbench.envs.make import final_observations, step_vector_env
 from rlbench.envs.reported import ReportedEpisodes, reported_episodes
 from rlbench.loop.divergence import finite_actions
+from rlbench.loop.host_fetch import fetch_polling
 from rlbench.loop.run_state import LoopRun
 
 
@@ -50,7 +51,7 @@ def act(loop: LoopRun) -> np.ndarray:
         )
         if exploration is not None:  # the algorithm keeps an exploration state (None: nothing to put back)
             loop.state = loop.state.replace(exploration=exploration)
-        action = axis.host(device_action)
+        action = axis.host(fetch_polling(device_action))  # a short call: polled, not slept on
     return finite_actions(loop, action)
 
 

@@ -15,6 +15,7 @@ from rlbench.envs.reported import reported_episodes
 from rlbench.errors import EvaluationError
 from rlbench.loggers.base import STEP_KEY
 from rlbench.loop.divergence import verify_finite
+from rlbench.loop.host_fetch import fetch_polling
 from rlbench.loop.run_state import LoopRun
 from rlbench.types import PyTree
 
@@ -109,7 +110,7 @@ def evaluate_seeds(loop: LoopRun, stop_requested: Callable[[], str | None] | Non
     def policy(obs: np.ndarray, state: PyTree = loop.state) -> np.ndarray:
         obs = axis.device(obs.reshape(n_seeds, run.n_eval_envs, -1))
         actions = loop.programs.act_deterministic(state, obs, normalization)
-        return axis.host(actions).reshape(len(obs), -1)
+        return axis.host(fetch_polling(actions)).reshape(len(obs), -1)
 
     try:
         results = evaluate_groups(

@@ -17,6 +17,7 @@ from rlbench.config.registry import get_algo
 from rlbench.envs.obs_normalizer import MissingStatsError, VecNormalizeStats
 from rlbench.errors import ConfigError
 from rlbench.loop import compiled
+from rlbench.loop.host_fetch import fetch_polling
 from rlbench.store.checkpoint import Checkpoint, CheckpointError
 from rlbench.store.learner_state import STATE, state_array_bytes, state_from_bytes
 from rlbench.types import EnvSpec, PyTree
@@ -38,9 +39,9 @@ class Policy:
         obs = np.asarray(obs, self.spec.obs_dtype).reshape(-1, self.spec.obs_dim)
         normalization = self.normalization
         if deterministic:
-            return np.asarray(self._act_deterministic(self.state, obs, normalization))
+            return fetch_polling(self._act_deterministic(self.state, obs, normalization))
         action, self.key = self._act(self.state, obs, self.key, normalization)
-        return np.asarray(action)
+        return fetch_polling(action)
 
     @property
     def normalization(self) -> Normalization | None:
