@@ -35,7 +35,7 @@ def rate_with_limit(limit_s: float, algo: str, env: str, steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--algo", choices=["ppo", "dqn"], default="ppo")
+    parser.add_argument("--algo", choices=["ppo", "dqn", "sac"], default="ppo")
     parser.add_argument("--env", default="HalfCheetah-v4")
     parser.add_argument("--steps", type=int, default=8192)
     parser.add_argument("--pairs", type=int, default=6)
