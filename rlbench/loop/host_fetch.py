@@ -18,8 +18,9 @@ import numpy as np
 POLL_LIMIT_S = 200e-6
 
 
-def fetch_polling(x: jax.Array, limit_s: float = POLL_LIMIT_S) -> np.ndarray:
-    """`x` as a numpy array, awaited by polling for up to `limit_s`, then by blocking."""
+def fetch_polling(x: jax.Array | np.ndarray, limit_s: float | None = None) -> np.ndarray:
+    """`x` as a numpy array, awaited by polling for up to `limit_s` (None: POLL_LIMIT_S), then by blocking."""
+    limit_s = POLL_LIMIT_S if limit_s is None else limit_s
     is_ready = getattr(x, "is_ready", None)  # jaxlib's ArrayImpl has it; jax.Array's typed interface does not
     if is_ready is not None:
         deadline = time.perf_counter() + limit_s
