@@ -291,7 +291,8 @@ def check_args(args: argparse.Namespace, headless: bool) -> str:
     if headless and recording:
         os.environ.setdefault("MUJOCO_GL", "egl")  # before gymnasium imports mujoco's renderer
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (classic control): no display to open
-    select_device("cpu" if args.device == "auto" else args.device, args.num_threads)
+    # enjoy.py acts with a small call at every env step: on the calling thread (rlbench.run.device)
+    select_device("cpu" if args.device == "auto" else args.device, args.num_threads, inline_cpu_calls=True)
     compile_cache.enable(args.compile_cache)
     for module in args.gym_packages:
         __import__(module)

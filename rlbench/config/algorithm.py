@@ -35,6 +35,9 @@ class Algorithm:
     reads_images: bool = False  # image observations (rlbench.envs.images): MlpPolicy and CnnPolicy read them
     # SB3's learn(log_interval) default: episodes between logs off-policy (4), rollouts on-policy (PPO 1, A2C 100)
     log_interval: int = 4
+    # Run JAX's CPU computations on the calling thread (rlbench.run.device): measured faster where the host loop
+    # calls a small acting program at every env step between updates (PPO, A2C), not shown for the others.
+    inline_cpu_calls: bool = False
     # The keys other algorithms read and this one does not, with those algorithms (set by the registry), so that
     # an entry moved from one algorithm to another is refused naming the algorithm its key belongs to.
     foreign_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -85,6 +85,11 @@ class VecNormalizeStats:
     _frozen: tuple[tuple[np.ndarray, ...], Normalization] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    # scaled_obs()'s last (observations, statistics, result): the host loop scales the observations it acts on,
+    # then stages that array, and the ones a step returned are the next step's (rlbench.loop.collect)
+    _scaled: tuple[np.ndarray, Normalization, np.ndarray] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def new(cls, config: NormalizeConfig, n_seeds: int, n_envs: int, obs_dim: int) -> VecNormalizeStats:
@@ -134,13 +139,18 @@ class VecNormalizeStats:
     def scaled_obs(self, obs: np.ndarray) -> np.ndarray:
         """Observations [n_seeds, n_envs, obs_dim] scaled with the statistics as they are now, in float32 with
         the float32 statistics of `device()`: what an on-policy learner acts on and stores (SB3's VecNormalize
-        gives PPO its scaled observations)."""
+        gives PPO its scaled observations). Asked again for the same array with the same statistics, it returns
+        the same result without computing it: `obs` must not change in place once scaled (the loop's never do)."""
         stats = self.device()
         if stats.obs_mean is None:
             return obs
+        if self._scaled is not None and self._scaled[0] is obs and self._scaled[1] is stats:
+            return self._scaled[2]
         assert stats.obs_std is not None, "obs_mean and obs_std are set together"
         scaled = (obs.astype(np.float32) - stats.obs_mean[:, None]) / stats.obs_std[:, None]
-        return np.clip(scaled, -stats.clip_obs, stats.clip_obs)
+        scaled = np.clip(scaled, -stats.clip_obs, stats.clip_obs)
+        self._scaled = (obs, stats, scaled)
+        return scaled
 
     def scaled_rewards(self, reward: np.ndarray) -> np.ndarray:
         """Rewards [n_seeds, n_envs] scaled as VecNormalize scales them (float64, then float32), as they are now."""

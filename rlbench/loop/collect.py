@@ -121,7 +121,9 @@ def staged_step_as_seen(loop: LoopRun, action: np.ndarray, step: VectorStep) -> 
     the reward and the observation the step ended in are scaled with the moved ones."""
     normalizer, pending = loop.host.normalizer, loop.host.pending
     assert normalizer is not None, "a step is staged as seen only with `normalize`"
-    obs = normalizer.scaled_obs(loop.host.obs)  # bit for bit what the policy acted on (LoopRun.policy_inputs)
+    obs = normalizer.scaled_obs(loop.host.obs)  # the very array the policy acted on (LoopRun.policy_inputs)
     normalizer.observe_step(step.next_obs, step.reward, step.done)
-    final_obs, reward = normalizer.scaled_obs(step.final_obs), normalizer.scaled_rewards(step.reward)
-    pending.add(obs, action, reward, final_obs, step.terminated, step.truncated)
+    # Scaled once: what the next step's policy acts on, and, where no episode ended, the final observations.
+    next_obs = normalizer.scaled_obs(step.next_obs)
+    final_obs = normalizer.scaled_obs(step.final_obs) if step.done.any() else next_obs
+    pending.add(obs, action, normalizer.scaled_rewards(step.reward), final_obs, step.terminated, step.truncated)

@@ -23,9 +23,15 @@ def split_device(device: str) -> tuple[str, int | None]:
     return kind, int(index) if colon else None
 
 
-def select_device(device: str, num_threads: int) -> None:
+def select_device(device: str, num_threads: int, inline_cpu_calls: bool = False) -> None:
     """Apply --device and --num-threads before JAX starts its backend; exit 2 for a missing GPU. `gpu:N`
-    makes the N-th GPU JAX's default device: every array and computation of this process goes there."""
+    makes the N-th GPU JAX's default device: every array and computation of this process goes there.
+
+    `inline_cpu_calls`: the CPU backend runs each computation on the calling thread instead of handing it to
+    a worker thread (JAX's default). A host loop that calls a small program once per env step (PPO's and A2C's
+    acting, enjoy.py) skips the hand-off and the worker's wake-up, which cost more than such a call on a CPU:
+    +12-15% env-steps/s (benchmarks/README.md). A long program still runs on XLA's threads with the GIL
+    released. Read when the CPU backend starts: a process whose backend already runs keeps its setting."""
     if num_threads not in (-1, 1):
         raise ConfigError(
             f"--num-threads: only -1 (XLA's default) or 1 (single-threaded) are supported, "
@@ -33,6 +39,7 @@ def select_device(device: str, num_threads: int) -> None:
         )
     if num_threads == 1:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+    jax.config.update("jax_cpu_enable_async_dispatch", not inline_cpu_calls)
     kind, index = split_device(device)
     if kind == "cpu":
         jax.config.update("jax_platforms", "cpu")

@@ -115,8 +115,8 @@ def resolve(
 
 def prepare_process(request: RunRequest) -> Algorithm:
     """The device (before anything starts a JAX backend), the algorithm, --gym-packages and the env id."""
-    select_device(request.device, request.num_threads)
     algo = get_algo(request.algo)
+    select_device(request.device, request.num_threads, inline_cpu_calls=algo.inline_cpu_calls)
     for module in request.gym_packages:
         try:
             importlib.import_module(module)

@@ -105,6 +105,31 @@ def test_one_env_merges_bit_for_bit_as_numpy_and_the_frozen_statistics_follow_ev
     np.testing.assert_array_equal(stats.obs.var, var)
 
 
+def test_scaled_observations_are_kept_for_the_same_array_until_the_statistics_move():
+    """The host loop scales the observations it acts on and stages the same array: asked again, scaled_obs
+    returns its last result; another array, or the same after the statistics moved, is scaled anew, and
+    every result equals the formula on the float32 statistics."""
+    first, stream = record_stream(2, 3, steps=3)
+    stats = VecNormalizeStats.new(NormalizeConfig(clip_obs=1.5), 2, 3, obs_dim=3)
+    stats.observe_reset(first)
+
+    def by_hand(obs: np.ndarray) -> np.ndarray:
+        frozen = stats.device()
+        return np.clip((obs.astype(np.float32) - frozen.obs_mean[:, None]) / frozen.obs_std[:, None], -1.5, 1.5)
+
+    obs, reward, done = stream[0]
+    scaled = stats.scaled_obs(obs)
+    assert stats.scaled_obs(obs) is scaled
+    np.testing.assert_array_equal(scaled, by_hand(obs))
+    other = obs.copy()
+    assert stats.scaled_obs(other) is not scaled  # another array, equal values: scaled anew, to the same values
+    np.testing.assert_array_equal(stats.scaled_obs(other), scaled)
+    stats.observe_step(obs, reward, done)
+    moved = stats.scaled_obs(obs)
+    assert not np.array_equal(moved, scaled)
+    np.testing.assert_array_equal(moved, by_hand(obs))
+
+
 def test_only_the_return_statistics_move_without_norm_obs():
     """As SB3: norm_obs=False leaves the observation statistics at their prior; the return's still move."""
     first, stream = record_stream(1, 1, steps=5)

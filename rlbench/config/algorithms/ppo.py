@@ -249,8 +249,10 @@ ON_POLICY_SPACES = ("Box", "Discrete")
 PPO = Algorithm(
     "ppo", PPO_KEYS, read_ppo, ppo_hyperparams, make_learner,
     architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, reads_images=True, log_interval=1,
+    inline_cpu_calls=True,
 )  # fmt: skip
 A2C = Algorithm(
     "a2c", A2C_KEYS, read_a2c, a2c_hyperparams, make_learner,
     architecture_keys=ARCHITECTURE_KEYS, action_spaces=ON_POLICY_SPACES, reads_images=True, log_interval=100,
+    inline_cpu_calls=True,
 )  # fmt: skip
