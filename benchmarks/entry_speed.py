@@ -15,11 +15,12 @@ alternated `--rounds` times so that machine noise hits both, each timed after a 
 A JAX-native id (`gymnax:CartPole-v1`) trains on rlbench's device loop with RL Zoo's entry for the gymnasium id
 of the same name (given as -params: RL Zoo's files name gymnasium's ids), beside SBX's PPO on gymnasium's env.
 
-rlbench is timed in this process: a first training run of two rollouts compiles its programs, a second run
-with the same settings (whose compiled programs are reused) is timed whole (env creation included). SBX is
-timed as its own learn() after a first learn() of two rollouts (DQN: past learning_starts, then two training
-rounds). Prints one JSON line per measurement and a
-summary line per env, with the machine (CPU model and flags).
+rlbench is timed in this process, whose CPU backend starts as train.py starts it for the algorithm (rlbench.run.
+device: PPO's computations run on the calling thread): a first training run of two rollouts compiles its programs,
+a second run with the same settings (whose compiled programs are reused) is timed whole (env creation included).
+SBX is timed as its own learn() after a first learn() of two rollouts (DQN: past learning_starts, then two
+training rounds). Prints one JSON line per measurement and a summary line per env, with the machine (CPU model
+and flags).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ sys.path.insert(0, str(REPO))
 
 from rlbench.bench.speed import machine  # noqa: E402
 from rlbench.cli.train import main as train  # noqa: E402
+from rlbench.config.registry import get_algo  # noqa: E402
+from rlbench.run.device import select_device  # noqa: E402
 
 
 def cpu_flags() -> list[str]:
@@ -108,6 +111,9 @@ def main() -> None:
     parser.add_argument("--vec-env", default="dummy", help="rlbench's --vec-env (envpool-xla: the device loop)")
     parser.add_argument("--no-normalize", action="store_true", help="drop the entries' normalize on both sides")
     args = parser.parse_args()
+    # This process's CPU backend as train.py starts it for the algorithm (rlbench.run.device), before machine()
+    # starts it: a backend's dispatch setting is fixed once it runs.
+    select_device("cpu", -1, inline_cpu_calls=get_algo(args.algo).inline_cpu_calls)
     print(json.dumps({"machine": machine(), "cpu_flags": cpu_flags()}), flush=True)
     for env_id, steps in args.case:
         ours, theirs = [], []
