@@ -5,6 +5,10 @@ ready, and the thread's sleep and wake-up cost more than a small policy's whole 
 measured (benchmarks/README.md, "The act call awaited by polling"). A loop that acts once per env step pays
 that every step, so the act calls' results are awaited by polling `is_ready()` for a short while, and by
 blocking after it: a long call (a large network, many envs) still leaves both cores to XLA.
+
+Where the process's CPU backend runs computations on the calling thread (PPO, A2C and enjoy.py:
+rlbench.run.device), the result is ready when the call returns and the first check ends the wait; the poll
+serves the other algorithms' acting on a CPU, and acting on a GPU.
 """
 
 from __future__ import annotations
