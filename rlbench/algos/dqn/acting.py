@@ -34,11 +34,11 @@ def as_action(index: jax.Array) -> jax.Array:
 
 
 def epsilon_greedy(state: DQNState, obs: jax.Array, key: jax.Array, epsilon: jax.Array, n_actions: int) -> jax.Array:
-    # One draw gives each env its coin and its uniform action: every draw is a threefry loop, which on a CPU
-    # costs more than the Q-network at one observation (a split and randint took three more loops).
-    coin, pick = jax.random.uniform(key, (2, obs.shape[0]))
-    uniform = jnp.minimum((pick * n_actions).astype(jnp.int32), n_actions - 1)  # pick * n may round up to n
-    return as_action(jnp.where(coin < epsilon, uniform, greedy_index(state, obs)))
+    coin_key, action_key = jax.random.split(key)
+    n = obs.shape[0]
+    uniform = jax.random.randint(action_key, (n,), 0, n_actions, jnp.int32)
+    explores = jax.random.uniform(coin_key, (n,)) < epsilon
+    return as_action(jnp.where(explores, uniform, greedy_index(state, obs)))
 
 
 def policy_part(state: DQNState) -> DQNState:
