@@ -32,8 +32,9 @@ def one_run(setting: str, algo: str, env: str, steps: int) -> None:
     select_device then finds the backend running and leaves it as it is)."""
     import jax
 
-    jax.config.update("jax_platforms", "cpu")
-    jax.config.update("jax_cpu_enable_async_dispatch", SETTINGS[setting])
+    from rlbench.run.device import select_device
+
+    select_device("cpu", -1, inline_cpu_calls=not SETTINGS[setting])
     jax.devices()
     warnings.filterwarnings("ignore")
     from entry_speed import rlbench_rate

@@ -123,7 +123,9 @@ def staged_step_as_seen(loop: LoopRun, action: np.ndarray, step: VectorStep) -> 
     assert normalizer is not None, "a step is staged as seen only with `normalize`"
     obs = normalizer.scaled_obs(loop.host.obs)  # the very array the policy acted on (LoopRun.policy_inputs)
     normalizer.observe_step(step.next_obs, step.reward, step.done)
-    # Scaled once: what the next step's policy acts on, and, where no episode ended, the final observations.
+    # Where no episode ended the final observations are the next ones, scaled once; the next ones are scaled last,
+    # so that the array the next step's policy acts on is the one scaled_obs keeps.
+    ended_obs = normalizer.scaled_obs(step.final_obs) if step.done.any() else None
     next_obs = normalizer.scaled_obs(step.next_obs)
-    final_obs = normalizer.scaled_obs(step.final_obs) if step.done.any() else next_obs
+    final_obs = next_obs if ended_obs is None else ended_obs
     pending.add(obs, action, normalizer.scaled_rewards(step.reward), final_obs, step.terminated, step.truncated)
