@@ -37,7 +37,11 @@ def test_a_long_call_is_polled_up_to_the_limit_then_blocked_on():
     # Polling keeps the calling thread on the CPU for the whole wait; past the limit it sleeps until the result.
     fetched, cpu_blocking, wall_blocking = waited(limit_s=0.005)
     assert wall_blocking > 0.1, "the program must outlast the limit by far for this test to say anything"
-    assert cpu_blocking < 0.2 * wall_blocking
+    blocking_share = cpu_blocking / wall_blocking
+    assert blocking_share < 0.1  # the 5 ms of polling, then sleep
     fetched_polled, cpu_polling, wall_polling = waited(limit_s=60.0)
-    assert cpu_polling > 0.4 * wall_polling  # shares the cores with XLA's threads
+    # The poller shares two cores with XLA's threads and, under `pytest -n 2`, the other worker's: it got 37% of
+    # its wait on a loaded CI VM (82% alone), so the bound is twice a sleeping thread's limit, not a full core.
+    polling_share = cpu_polling / wall_polling
+    assert polling_share > 0.2
     np.testing.assert_array_equal(fetched, fetched_polled)
