@@ -53,13 +53,13 @@ def run_steps(env: JaxEnv, seeds, actions):
     return carry, outs, elapsed, last
 
 
-def reset_obs_after(env: JaxEnv, seed: int, steps: int) -> np.ndarray:
-    """The obs the env restarts from after `steps` steps, by the key chain's documented splits."""
-    key, _ = jax.random.split(jax.random.key(seed))
-    for _ in range(steps - 1):
-        key, _, _ = jax.random.split(key, 3)
-    _, _, reset_key = jax.random.split(key, 3)
-    return np.asarray(env.reset(reset_key)[1])
+def next_start_obs(env: JaxEnv, seed: int, started_on: int = 0) -> np.ndarray:
+    """The obs an env's next episode starts from, by the key chain's documented splits, when its current episode
+    started on step `started_on` (0: the first reset, whose split draws it; else that step's split)."""
+    key, _, start_key = jax.random.split(jax.random.key(seed), 3)
+    for _ in range(started_on):
+        key, _, start_key = jax.random.split(key, 3)
+    return np.asarray(env.reset(start_key)[1])
 
 
 def test_truncation_restarts_at_the_time_limit_and_keeps_the_final_obs():
@@ -73,16 +73,16 @@ def test_truncation_restarts_at_the_time_limit_and_keeps_the_final_obs():
     for t in (0, 1, 2, 3, 5, 6):  # no end: the transition ends where the env continues
         np.testing.assert_array_equal(final[t], next_obs[t])
     for env_index, seed in enumerate((3, 4)):
-        np.testing.assert_array_equal(next_obs[4, env_index], reset_obs_after(env, seed, 5))
+        np.testing.assert_array_equal(next_obs[4, env_index], next_start_obs(env, seed))
         assert not np.array_equal(final[4, env_index], next_obs[4, env_index])
     # The true last obs: Pendulum's obs is (cos, sin, angular velocity) of the state the fifth step reached.
     assert abs(float(np.hypot(final[4, 0, 0], final[4, 0, 1])) - 1.0) < 1e-5
-    # The first reset follows the same chain: key(seed) split once, the second half resets.
-    _, reset_key = jax.random.split(jax.random.key(3))
+    # The first reset follows the same chain: key(seed) split in three, the second part resets.
+    _, reset_key, _ = jax.random.split(jax.random.key(3), 3)
     np.testing.assert_array_equal(np.asarray(first.obs[0]), np.asarray(env.reset(reset_key)[1]))
     # Every seed rlbench takes (up to 2**32 - 1) keys as the Python int; int32 and uint32 seeds agree below 2**31.
     big = reset_envs(env, np.array([2**32 - 1, 3], np.uint32))
-    _, reset_key = jax.random.split(jax.random.key(2**32 - 1))
+    _, reset_key, _ = jax.random.split(jax.random.key(2**32 - 1), 3)
     np.testing.assert_array_equal(np.asarray(big.obs[0]), np.asarray(env.reset(reset_key)[1]))
     np.testing.assert_array_equal(np.asarray(big.obs[1]), np.asarray(first.obs[0]))
 
@@ -95,7 +95,7 @@ def test_termination_restarts_with_the_reset_key_and_is_not_truncation():
     np.testing.assert_array_equal(np.asarray(elapsed[:, 0]), [1, 0, 1])
     first = reset_envs(env, jnp.array([0], jnp.int32)).obs[0, 0]
     assert float(outs.final_obs[1, 0, 0]) == pytest.approx(float(first) + 4.0)
-    np.testing.assert_array_equal(np.asarray(outs.next_obs[1, 0]), reset_obs_after(env, 0, 2))
+    np.testing.assert_array_equal(np.asarray(outs.next_obs[1, 0]), next_start_obs(env, 0))
     assert float(outs.next_obs[1, 0, 0]) < 0.5  # a fresh start, not the end position
 
 
@@ -107,7 +107,7 @@ def test_an_env_that_ends_restarts_alone_and_the_others_step_on():
     _, outs, elapsed, _ = run_steps(env, [0, 5], actions)
     np.testing.assert_array_equal(np.asarray(outs.terminated), [[0, 0], [1, 0], [0, 0]])
     np.testing.assert_array_equal(np.asarray(elapsed), [[1, 1], [0, 2], [1, 3]])
-    np.testing.assert_array_equal(np.asarray(outs.next_obs[1, 0]), reset_obs_after(env, 0, 2))
+    np.testing.assert_array_equal(np.asarray(outs.next_obs[1, 0]), next_start_obs(env, 0))
     for index, seed in enumerate((0, 5)):
         _, alone, _, _ = run_steps(env, [seed], actions[:, index : index + 1])
         np.testing.assert_array_equal(np.asarray(outs.next_obs[:, index]), np.asarray(alone.next_obs[:, 0]))
@@ -128,12 +128,35 @@ def test_a_step_restarts_the_envs_it_ended_however_many():
     for t in range(3):
         for i in range(40):
             if ended[t, i]:
-                np.testing.assert_array_equal(next_obs[t, i], reset_obs_after(env, i, t + 1))
+                np.testing.assert_array_equal(next_obs[t, i], next_start_obs(env, i))
             else:
                 np.testing.assert_array_equal(next_obs[t, i], final_obs[t, i])
     start = np.asarray(first.obs)[:, 0]
     expected = np.where(unit == 1.0, next_obs[1, :, 0] + 2.0, start + 3 * (unit + 1))
     np.testing.assert_allclose(final_obs[2, :, 0], expected)
+
+
+def test_each_start_is_drawn_where_the_episode_before_it_started_whenever_it_is_computed():
+    """Starts are computed ahead (NextStart): env 1 ends on steps 2, 4 and 6, and its ends with no start ready
+    (4, 6) compute every env's missing start; env 0 ends on steps 5 and 7, so its second start is computed on step
+    6 beside env 1 and on step 7 alone. Each start is reset(the key drawn on the step its episode before started),
+    and env 0's steps are the same either way."""
+    env = walker_env()
+    plus = {0: -1.0, 1: 0.0, 2: 1.0}  # unit -> +0, +1, +2 per step
+    env_0 = [plus[0]] * 3 + [plus[2]] * 4  # from [0, 0.5): 3 or more on step 5, then again on step 7
+    env_1 = [plus[2]] * 7  # on steps 2, 4, 6
+    actions = np.array([env_0, env_1], np.float32).T[:, :, None]
+    _, outs, _, _ = run_steps(env, [0, 9], actions)
+    ended = np.asarray(outs.terminated).astype(bool)
+    assert [np.flatnonzero(ended[:, i]).tolist() for i in range(2)] == [[4, 6], [1, 3, 5]]  # steps 5, 7; 2, 4, 6
+    next_obs = np.asarray(outs.next_obs)
+    np.testing.assert_array_equal(next_obs[4, 0], next_start_obs(env, 0))
+    np.testing.assert_array_equal(next_obs[6, 0], next_start_obs(env, 0, started_on=5))
+    for step, started_on in ((2, 0), (4, 2), (6, 4)):
+        np.testing.assert_array_equal(next_obs[step - 1, 1], next_start_obs(env, 9, started_on))
+    _, alone, _, _ = run_steps(env, [0], actions[:, :1])
+    for batched, single in zip(jax.tree.leaves(outs), jax.tree.leaves(alone), strict=True):
+        np.testing.assert_array_equal(np.asarray(batched)[:, 0], np.asarray(single)[:, 0])
 
 
 def test_actions_are_clipped_then_rescaled_to_the_bounds():

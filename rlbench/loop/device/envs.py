@@ -67,7 +67,8 @@ class JaxNativeEnvs:
         return self._reset(seeds)
 
     def step(self, envs: EnvCarry, actions: jax.Array) -> tuple[EnvCarry, EnvStep, Reported]:
-        envs, stepped = self.axis.map(lambda one, action: step_envs(self.env, one, action))(envs, actions)
+        # Not mapped over the seed axis: step_envs takes it, and asks once for all seeds whether to compute starts.
+        envs, stepped = step_envs(self.env, envs, actions)
         return envs, stepped, reported_episodes(stepped)
 
 
