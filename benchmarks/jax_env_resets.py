@@ -8,12 +8,15 @@ Times, per vector step inside a 16-step `lax.scan` (as the device loop steps), b
 1. `raw step`: the env's own step, vmapped, nothing restarted;
 2. `stored first state`: the step, then the ended envs' state selected from the state each env first reset to, as
    Brax's trainer restarts an ended env (its AutoResetWrapper: every episode of an env starts from one state);
-3. `step_envs`: rlbench's step (rlbench.envs.jax_native.vector): the key chain's split, the step, a reset of every
-   env from its reset key and a select of the ended ones (a fresh start for each episode, as gymnasium's);
-4. `8 envs reset`: the raw step plus a reset of 8 envs gathered by index and scattered back, the cost of restarting
+3. `step_envs`: rlbench's step (rlbench.envs.jax_native.vector): the key chain's split, the step and a select of
+   the ended envs' next starts, computed ahead (a fresh start for each episode, as gymnasium's; no episode ends
+   here, so none is computed: the cost of a step between two computations);
+4. `reset in every step`: rlbench's step until 2026-12-08: the key chain's split, the step, a reset of every env
+   from its reset key and a select of the ended ones;
+5. `8 envs reset`: the raw step plus a reset of 8 envs gathered by index and scattered back, the cost of restarting
    only the few envs a step ends (tried and dropped on 2026-12-07: it costs what resetting all 128 does).
 
-The four are alternated over the rounds, so that the machine's drift hits each alike.
+The five are alternated over the rounds, so that the machine's drift hits each alike.
 
 Prints one JSON line per measurement, with the machine.
 """
@@ -83,10 +86,24 @@ def main() -> None:
         state = jax.tree.map(lambda old, new: old.at[index].set(new, mode="drop"), state, fresh)
         return c._replace(state=state, obs=jnp.asarray(obs, jnp.float32))
 
+    def reset_in_every_step(c: EnvCarry) -> EnvCarry:
+        def one(c: EnvCarry, action: jax.Array) -> EnvCarry:
+            key, step_key, reset_key = jax.random.split(c.key, 3)
+            state, obs, _, terminated = env.step(c.state, action, step_key)
+            elapsed = c.elapsed + 1
+            ended = jnp.asarray(terminated, bool) | (elapsed >= env.max_episode_steps)
+            fresh, fresh_obs = env.reset(reset_key)
+            state = jax.tree.map(lambda new, old: jnp.where(ended, new, old), fresh, state)
+            obs = jnp.where(ended, jnp.asarray(fresh_obs, jnp.float32), jnp.asarray(obs, jnp.float32))
+            return c._replace(state=state, obs=obs, key=key, elapsed=jnp.where(ended, 0, elapsed))
+
+        return jax.vmap(one)(c, actions)
+
     cases = {
         "raw step": raw,
         "stored first state": stored_first_state,
         "step_envs": lambda c: step_envs(env, c, actions)[0],
+        "reset in every step": reset_in_every_step,
         "8 envs reset": eight_envs_reset,
     }
     print(json.dumps({"machine": machine(), "env": args.env, "envs": args.envs}))
