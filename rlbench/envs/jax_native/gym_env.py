@@ -5,7 +5,7 @@ It steps through the very functions the device loop uses (rlbench.envs.jax_nativ
 step_envs_in_bounds, jitted, on an env axis of one), so the two compute the same transitions: the same key
 chain from `reset(seed=s)`, the same time limit (returned as `truncated` here: no TimeLimit wrapper), and
 after an episode end, gymnasium's unseeded `reset()` (SAME_STEP autoreset calls it) returns the episode
-the device loop's step already started, from the reset key that step split off.
+the device loop's step already started, from the next start the env carried (vector.NextStart).
 """
 
 from __future__ import annotations
