@@ -132,8 +132,8 @@ def test_a_forged_host_or_buffer_value_exits_2_before_any_run_folder(tmp_path, c
 
 @pytest.mark.parametrize(
     "field,value",
-    [("obs", np.nan), ("state.theta", np.nan), ("elapsed", -(2**31)), ("elapsed", 51)],
-    ids=["NaN obs", "NaN theta", "negative elapsed", "elapsed past the time limit"],
+    [("obs", np.nan), ("state.theta", np.nan), ("elapsed", -(2**31)), ("elapsed", 51), ("next_start.obs", np.inf)],
+    ids=["NaN obs", "NaN theta", "negative elapsed", "elapsed past the time limit", "inf next start"],
 )
 def test_a_forged_env_state_value_exits_2_before_any_run_folder(tmp_path, capsys, device_model, field, value):
     """It was accepted: NaN envs trained to the end and exited 1 with nothing saved; a negative step count
@@ -147,17 +147,18 @@ def test_a_forged_env_state_value_exits_2_before_any_run_folder(tmp_path, capsys
         leaf[name] = np.full_like(leaf[name], value)
 
     forged = forge(device_model, tmp_path / "forged.zip", {"host/device_envs.npy": env_state_with(device_model, edit)})
-    shown = "NaN" if field != "elapsed" else str(value)
+    shown = str(value) if field == "elapsed" else "inf" if value == np.inf else "NaN"
     assert_refused(tmp_path, capsys, forged, DEVICE, f"host/device_envs.npy holds {shown} at {field}")
 
 
-def test_an_env_state_of_another_env_is_named_as_such_before_any_run_folder(tmp_path, capsys, device_model):
+@pytest.mark.parametrize(
+    "edit",
+    [lambda tree: tree["state"].pop("theta"), lambda tree: tree.pop("next_start")],
+    ids=["another env's state", "saved before envs carried their next starts"],
+)
+def test_an_env_state_of_another_env_is_named_as_such_before_any_run_folder(tmp_path, capsys, device_model, edit):
     """Item 8: it was refused only once the run folders were claimed, as "the saved learner state"."""
-    forged = forge(
-        device_model,
-        tmp_path / "forged.zip",
-        {"host/device_envs.npy": env_state_with(device_model, lambda tree: tree["state"].pop("theta"))},
-    )
+    forged = forge(device_model, tmp_path / "forged.zip", {"host/device_envs.npy": env_state_with(device_model, edit)})
     assert_refused(tmp_path, capsys, forged, DEVICE, "the env state saved in host/device_envs.npy does not match")
 
 
