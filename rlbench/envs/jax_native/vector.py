@@ -133,9 +133,12 @@ def _reset_one(env: JaxEnv, key: jax.Array) -> EnvCarry:
     """The first episode from the chain's first split, and the key of the second's start (computed now too)."""
     key, reset_key, start_key = jax.random.split(key, 3)
     state, obs = env.reset(reset_key)
-    start_state, start_obs = env.reset(start_key)
-    next_start = NextStart(start_state, jnp.asarray(start_obs, jnp.float32), start_key, jnp.ones((), jnp.bool_))
-    return EnvCarry(state, jnp.asarray(obs, jnp.float32), key, jnp.zeros((), jnp.int32), next_start)
+    return EnvCarry(state, jnp.asarray(obs, jnp.float32), key, jnp.zeros((), jnp.int32), _start_from(env, start_key))
+
+
+def _start_from(env: JaxEnv, key: jax.Array) -> NextStart:
+    state, obs = env.reset(key)
+    return NextStart(state, jnp.asarray(obs, jnp.float32), key, jnp.ones((), jnp.bool_))
 
 
 def _next_start(carry: EnvCarry) -> NextStart:
@@ -163,8 +166,7 @@ def _ready_for(env: JaxEnv, start: NextStart, ended: jax.Array) -> NextStart:
 
     def computed(start: NextStart) -> NextStart:
         def one(start: NextStart) -> NextStart:
-            state, obs = env.reset(start.key)
-            fresh = NextStart(state, jnp.asarray(obs, jnp.float32), start.key, jnp.ones((), jnp.bool_))
+            fresh = _start_from(env, start.key)
             return jax.tree.map(lambda kept, new: jnp.where(start.ready, kept, new), start, fresh)
 
         ready: NextStart = _over_envs(ended.ndim, one)(start)
